@@ -1,0 +1,218 @@
+//! A small Streamable HTTP client for the daemon's own endpoint, used by `mcpmux stdio` and
+//! `mcpmux tools`. It posts raw JSON-RPC text and returns the messages the daemon answered with,
+//! whether as a JSON body or as an SSE stream.
+
+use futures_util::StreamExt;
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde_json::Value;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// Why a message could not be exchanged with the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("the mcpmux daemon is not reachable at {url}: {reason} (is `mcpmux serve` running?)")]
+    Unreachable { url: String, reason: String },
+    #[error("the mcpmux daemon forgot this session (it restarted or the session expired)")]
+    SessionGone,
+    #[error("the mcpmux daemon answered HTTP {status}: {body}")]
+    Http { status: StatusCode, body: String },
+}
+
+/// One session with the daemon.
+#[derive(Debug, Clone)]
+pub struct HttpSession {
+    http: reqwest::Client,
+    url: String,
+    session_id: Option<String>,
+    protocol_version: Option<String>,
+}
+
+impl HttpSession {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            url: url.into(),
+            session_id: None,
+            protocol_version: None,
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Remembers the session and version an `initialize` exchange established.
+    pub fn set_session(&mut self, id: Option<String>, protocol_version: Option<String>) {
+        self.session_id = id;
+        self.protocol_version = protocol_version;
+    }
+
+    pub fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(id) = self
+            .session_id
+            .as_deref()
+            .and_then(|v| HeaderValue::from_str(v).ok())
+        {
+            h.insert(SESSION_HEADER, id);
+        }
+        if let Some(v) = self
+            .protocol_version
+            .as_deref()
+            .and_then(|v| HeaderValue::from_str(v).ok())
+        {
+            h.insert(VERSION_HEADER, v);
+        }
+        h
+    }
+
+    /// Posts one message; returns the messages of the answer (none for a notification) and the
+    /// session id the daemon issued, if any.
+    pub async fn post(&self, body: String) -> Result<(Vec<String>, Option<String>), ClientError> {
+        let response = self
+            .http
+            .post(&self.url)
+            .headers(self.headers())
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        let status = response.status();
+        let issued = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if status == StatusCode::NOT_FOUND && self.session_id.is_some() {
+            return Err(ClientError::SessionGone);
+        }
+        let is_sse = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        if status == StatusCode::ACCEPTED {
+            return Ok((Vec::new(), issued));
+        }
+        if is_sse {
+            let mut events = eventsource_stream::EventStream::new(response.bytes_stream());
+            let mut out = Vec::new();
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(e) if !e.data.is_empty() => out.push(e.data),
+                    Ok(_) => {}
+                    Err(e) => {
+                        return Err(ClientError::Unreachable {
+                            url: self.url.clone(),
+                            reason: e.to_string(),
+                        });
+                    }
+                }
+            }
+            return Ok((out, issued));
+        }
+        let text = response.text().await.map_err(|e| self.unreachable(&e))?;
+        if text.trim().is_empty() {
+            if status.is_success() {
+                return Ok((Vec::new(), issued));
+            }
+            return Err(ClientError::Http { status, body: text });
+        }
+        // Refusals carry a JSON-RPC error body; pass it on so the host sees the reason.
+        Ok((vec![text.trim().to_owned()], issued))
+    }
+
+    /// Opens the server-to-host stream; yields each message.
+    pub async fn listen(
+        &self,
+    ) -> Result<impl futures_util::Stream<Item = String> + use<>, ClientError> {
+        let mut headers = self.headers();
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        let response = self
+            .http
+            .get(&self.url)
+            .headers(headers)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        if !response.status().is_success() {
+            let status = response.status();
+            return Err(ClientError::Http {
+                status,
+                body: response.text().await.unwrap_or_default(),
+            });
+        }
+        let events = eventsource_stream::EventStream::new(response.bytes_stream());
+        Ok(events.filter_map(|e| async move { e.ok().map(|e| e.data).filter(|d| !d.is_empty()) }))
+    }
+
+    /// Initializes a session as a plain client (for `mcpmux tools`).
+    pub async fn initialize(&mut self) -> Result<Value, ClientError> {
+        let params = serde_json::json!({
+            "protocolVersion": crate::mcp::version::LATEST,
+            "capabilities": {},
+            "clientInfo": {"name": "mcpmux-cli", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let result = self.request("initialize", params).await?;
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        self.protocol_version = version;
+        let _ = self
+            .post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned())
+            .await?;
+        Ok(result)
+    }
+
+    /// Sends one request and returns its result, or its error as [`ClientError::Http`].
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+                .to_string();
+        let (messages, issued) = self.post(body).await?;
+        if issued.is_some() {
+            self.session_id = issued;
+        }
+        let answer: Option<Value> = messages
+            .iter()
+            .filter_map(|m| serde_json::from_str::<Value>(m).ok())
+            .find(|m| m.get("id").is_some());
+        match answer {
+            Some(mut m) if m.get("result").is_some() => Ok(m["result"].take()),
+            Some(m) => Err(ClientError::Http {
+                status: StatusCode::OK,
+                body: m["error"].to_string(),
+            }),
+            None => Err(ClientError::Http {
+                status: StatusCode::OK,
+                body: "no answer".into(),
+            }),
+        }
+    }
+
+    fn unreachable(&self, e: &reqwest::Error) -> ClientError {
+        let mut reason = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            reason = s.to_string();
+            source = s.source();
+        }
+        ClientError::Unreachable {
+            url: self.url.clone(),
+            reason,
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! Configuration: the model (what mcpmux runs with, validated) and loading it from a TOML file or
+//! from the `mcpServers` JSON that Claude Desktop, Cursor and VS Code already use.
+
+mod load;
+mod model;
+
+pub use load::{ConfigError, default_path, load};
+pub use model::{CatalogConfig, Config, DEFAULT_INHERITED_ENV, ServerConfig, UpstreamConfig};

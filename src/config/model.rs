@@ -1,0 +1,104 @@
+//! The validated configuration mcpmux runs with. Every value here has passed `load`'s checks.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::mcp::ListKind;
+use crate::mcp::names::{NameBudget, Prefix};
+
+/// Environment variables a child inherits from the daemon unless the upstream sets `inherit_env`:
+/// enough for `npx`, `uvx` and interpreters to work, nothing that carries secrets by convention.
+pub const DEFAULT_INHERITED_ENV: [&str; 8] = [
+    "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "TMPDIR",
+];
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file this came from, for messages.
+    pub source: PathBuf,
+    pub server: ServerConfig,
+    pub catalog: CatalogConfig,
+    /// Enabled and disabled upstreams, in name order.
+    pub upstreams: Vec<UpstreamConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where the host-facing Streamable HTTP endpoint listens.
+    pub listen: SocketAddr,
+    /// Largest request body accepted from a host.
+    pub max_body_bytes: usize,
+    /// A host session unused this long is forgotten; the host gets 404 and re-initializes.
+    pub session_idle_timeout: Duration,
+    /// Origins allowed besides loopback ones (DNS-rebinding protection rejects the rest).
+    pub allowed_origins: Vec<String>,
+    /// How long a host's `initialize` waits for upstreams that are still starting, so that its
+    /// capabilities and first listing include them.
+    pub initialize_wait: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct CatalogConfig {
+    /// Items per page, per listing.
+    pub page_sizes: BTreeMap<ListKind, usize>,
+    /// What exposed tool and prompt names must look like.
+    pub name_budget: NameBudget,
+    /// How long a replaced catalog generation stays readable through cursors.
+    pub cursor_retention: Duration,
+    /// Largest number of items read from one upstream listing (guards against runaway servers).
+    pub max_items_per_upstream: usize,
+}
+
+impl Default for CatalogConfig {
+    fn default() -> Self {
+        Self {
+            page_sizes: BTreeMap::new(),
+            name_budget: NameBudget::default(),
+            cursor_retention: Duration::from_secs(600),
+            max_items_per_upstream: 100_000,
+        }
+    }
+}
+
+impl CatalogConfig {
+    pub fn page_size(&self, kind: ListKind) -> usize {
+        self.page_sizes
+            .get(&kind)
+            .copied()
+            .unwrap_or(super::load::DEFAULT_PAGE_SIZE)
+    }
+}
+
+/// One upstream MCP server, started as a child process speaking MCP over stdio.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamConfig {
+    /// The name as configured (a TOML table key or an `mcpServers` key).
+    pub name: String,
+    /// The namespace its tools, prompts and URIs are exposed under.
+    pub prefix: Prefix,
+    pub command: String,
+    pub args: Vec<String>,
+    /// Variables set for the child on top of the inherited ones.
+    pub env: BTreeMap<String, String>,
+    /// Variables copied from the daemon's environment (default: [`DEFAULT_INHERITED_ENV`]).
+    pub inherit_env: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    pub enabled: bool,
+    /// Deadline for one request to this upstream.
+    pub request_timeout: Duration,
+    /// Deadline for start, handshake and first catalog read (`npx -y` may download first).
+    pub startup_timeout: Duration,
+}
+
+impl Config {
+    pub fn enabled_upstreams(&self) -> impl Iterator<Item = &UpstreamConfig> {
+        self.upstreams.iter().filter(|u| u.enabled)
+    }
+
+    /// The URL hosts use, as `mcpmux stdio` reaches the daemon.
+    pub fn endpoint_url(&self) -> String {
+        format!("http://{}/mcp", self.server.listen)
+    }
+}

@@ -1,0 +1,115 @@
+//! `mcpmux serve`: builds every part from the config, serves hosts until SIGTERM/SIGINT, then
+//! shuts down in order — stop accepting, stop upstreams (and their process groups), stop the router.
+
+use std::future::IntoFuture;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::downstream::{Gateway, SessionStore, app};
+use crate::router::RouterHandle;
+use crate::supervisor::SupervisorHandle;
+use crate::upstream::UpstreamHandle;
+
+/// How long in-flight host requests may take to finish after a shutdown signal.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(
+        "cannot listen on {addr}: {source} (is another mcpmux running? change server.listen or pass --listen)"
+    )]
+    Bind {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("could not start an internal actor: {0}")]
+    Actor(#[from] ractor::SpawnErr),
+    #[error("serving HTTP failed: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Runs the daemon until a shutdown signal.
+pub async fn serve(config: Config) -> Result<(), DaemonError> {
+    let listener = TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|source| DaemonError::Bind {
+            addr: config.server.listen,
+            source,
+        })?;
+    let local = listener.local_addr().map_err(DaemonError::Serve)?;
+
+    let upstreams: Vec<UpstreamHandle> = config
+        .upstreams
+        .iter()
+        .cloned()
+        .map(UpstreamHandle::new)
+        .collect();
+    for u in upstreams.iter().filter(|u| !u.config().enabled) {
+        tracing::info!(upstream = %u.name(), "Upstream is disabled in the config.");
+    }
+    let router = RouterHandle::start(&config.catalog, upstreams.clone()).await?;
+    let supervisor = SupervisorHandle::start(upstreams, router.clone()).await?;
+    let sessions = SessionStore::new(config.server.session_idle_timeout);
+    sessions.spawn_reaper();
+    let gateway = Arc::new(Gateway::new(
+        router.clone(),
+        sessions,
+        config.catalog.clone(),
+        config.server.initialize_wait,
+    ));
+
+    tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), "mcpmux is listening.");
+    // One line on stdout for scripts and tests that start the daemon on port 0.
+    let mut stdout = std::io::stdout();
+    let _ = writeln!(stdout, "mcpmux: listening on http://{local}/mcp");
+    let _ = stdout.flush();
+
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server =
+        axum::serve(listener, app(gateway, &config.server)).with_graceful_shutdown(async {
+            let _ = stop_rx.await;
+        });
+    let mut server = tokio::spawn(server.into_future());
+    let served = tokio::select! {
+        finished = &mut server => finished,
+        () = shutdown_signal() => {
+            let _ = stop_tx.send(());
+            // In-flight requests finish; open event streams would hold the drain forever.
+            match tokio::time::timeout(DRAIN_DEADLINE, &mut server).await {
+                Ok(finished) => finished,
+                Err(_) => {
+                    server.abort();
+                    Ok(Ok(()))
+                }
+            }
+        }
+    };
+    tracing::info!("Shutting down: stopping upstreams.");
+    supervisor.shutdown().await;
+    router.stop();
+    tracing::info!("Stopped.");
+    match served {
+        Ok(result) => result.map_err(DaemonError::Serve),
+        Err(join) => Err(DaemonError::Serve(std::io::Error::other(join))),
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("Cannot install signal handlers; stop mcpmux with SIGKILL.");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("Received SIGTERM."),
+        _ = int.recv() => tracing::info!("Received SIGINT."),
+    }
+}

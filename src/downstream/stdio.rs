@@ -1,0 +1,179 @@
+//! `mcpmux stdio`: bridges a host that only speaks stdio (Claude Desktop, …) to the running
+//! daemon's Streamable HTTP endpoint. Each stdin line is posted; every message of the answer is
+//! written to stdout as one line. Requests run concurrently so a slow call blocks nothing else.
+//! If the daemon restarts, the bridge replays the host's `initialize` and retries, so the host
+//! never sees its session vanish.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{RwLock, mpsc};
+use tokio::task::JoinSet;
+
+use crate::client::{ClientError, HttpSession};
+use crate::jsonrpc::{Incoming, Kind, RpcError, codes, error_line};
+
+struct Bridge {
+    session: RwLock<HttpSession>,
+    /// The host's own `initialize` line, replayed when the daemon forgot the session.
+    initialize: RwLock<Option<String>>,
+    out: mpsc::Sender<String>,
+}
+
+/// Runs the bridge until stdin closes.
+pub async fn run(url: String) -> std::io::Result<()> {
+    let (out, mut rx) = mpsc::channel::<String>(1024);
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(line) = rx.recv().await {
+            let line = line.replace(['\n', '\r'], " ");
+            if stdout.write_all(line.as_bytes()).await.is_err()
+                || stdout.write_all(b"\n").await.is_err()
+            {
+                break;
+            }
+            if rx.is_empty() && stdout.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let bridge = Arc::new(Bridge {
+        session: RwLock::new(HttpSession::new(url)),
+        initialize: RwLock::new(None),
+        out,
+    });
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut tasks = JoinSet::new();
+    let mut listening = false;
+    while let Some(line) = lines.next_line().await? {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (is_request, is_initialize, id) = match Incoming::parse(&line) {
+            Ok(Kind::Request { id, method, .. }) => {
+                (true, method == "initialize", Some(id.get().to_owned()))
+            }
+            Ok(_) => (false, false, None),
+            Err(e) => {
+                bridge.emit(error_line(None, &e)).await;
+                continue;
+            }
+        };
+        if is_initialize {
+            bridge.initialize_with(&line, id.as_deref()).await;
+            if !listening && bridge.session.read().await.session_id().is_some() {
+                listening = true;
+                tokio::spawn(Arc::clone(&bridge).listen());
+            }
+        } else if is_request {
+            let bridge = Arc::clone(&bridge);
+            tasks.spawn(async move { bridge.forward(line, id.as_deref()).await });
+        } else {
+            bridge.forward(line, None).await;
+        }
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+    drop(bridge);
+    let _ = writer.await;
+    Ok(())
+}
+
+impl Bridge {
+    async fn emit(&self, line: String) {
+        let _ = self.out.send(line).await;
+    }
+
+    async fn initialize_with(&self, line: &str, id: Option<&str>) {
+        *self.initialize.write().await = Some(line.to_owned());
+        let outcome = self.session.read().await.post(line.to_owned()).await;
+        match outcome {
+            Ok((messages, issued)) => {
+                let version = messages.iter().find_map(|m| {
+                    let v: serde_json::Value = serde_json::from_str(m).ok()?;
+                    v["result"]["protocolVersion"].as_str().map(str::to_owned)
+                });
+                self.session.write().await.set_session(issued, version);
+                for m in messages {
+                    self.emit(m).await;
+                }
+            }
+            Err(e) => self.fail(id, &e).await,
+        }
+    }
+
+    /// Posts one message; on a forgotten session, re-initializes once and retries.
+    async fn forward(&self, line: String, id: Option<&str>) {
+        let first = self.session.read().await.post(line.clone()).await;
+        let outcome = match first {
+            Err(ClientError::SessionGone) => match self.reinitialize().await {
+                Ok(()) => self.session.read().await.post(line).await,
+                Err(e) => Err(e),
+            },
+            other => other,
+        };
+        match outcome {
+            Ok((messages, _)) => {
+                for m in messages {
+                    self.emit(m).await;
+                }
+            }
+            Err(e) => self.fail(id, &e).await,
+        }
+    }
+
+    async fn reinitialize(&self) -> Result<(), ClientError> {
+        let Some(init) = self.initialize.read().await.clone() else {
+            return Err(ClientError::SessionGone);
+        };
+        let mut session = self.session.write().await;
+        session.set_session(None, None);
+        let (messages, issued) = session.post(init).await?;
+        let version = messages.iter().find_map(|m| {
+            let v: serde_json::Value = serde_json::from_str(m).ok()?;
+            v["result"]["protocolVersion"].as_str().map(str::to_owned)
+        });
+        session.set_session(issued, version);
+        session
+            .post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned())
+            .await?;
+        tracing::info!("Re-initialized the session with the daemon.");
+        Ok(())
+    }
+
+    /// Tells the host why its request got no answer (notifications have no one to tell).
+    async fn fail(&self, id: Option<&str>, e: &ClientError) {
+        tracing::error!(error = %e, "Could not reach the daemon.");
+        if let Some(raw) =
+            id.and_then(|id| serde_json::value::RawValue::from_string(id.to_owned()).ok())
+        {
+            self.emit(error_line(
+                Some(&raw),
+                &RpcError::new(codes::INTERNAL_ERROR, e.to_string()),
+            ))
+            .await;
+        }
+    }
+
+    /// Relays the daemon's server-to-host stream for as long as the bridge runs.
+    async fn listen(self: Arc<Self>) {
+        loop {
+            let stream = self.session.read().await.listen().await;
+            match stream {
+                Ok(stream) => {
+                    let mut stream = std::pin::pin!(stream);
+                    while let Some(message) = stream.next().await {
+                        self.emit(message).await;
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "Server-to-host stream unavailable."),
+            }
+            if self.out.is_closed() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! JSON-RPC 2.0 as mcpmux forwards it: envelopes parsed without copying their payloads,
+//! lines built around raw JSON, newline framing for stdio, and the error codes we emit.
+//!
+//! Payloads (`params`, `result`, `error`) stay [`RawValue`]s: mcpmux rewrites only the fields it owns
+//! and passes every other byte through (DESIGN rule 2).
+
+mod error;
+mod framing;
+mod message;
+
+pub use error::{RpcError, codes};
+pub use framing::{MAX_LINE_BYTES, line_codec};
+pub use message::{
+    Incoming, Kind, error_line, notification_line, raw_error_line, request_line, response_line,
+};
+pub use serde_json::value::RawValue;

@@ -1,0 +1,61 @@
+//! JSON-RPC error objects and the codes mcpmux uses.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Error codes: the JSON-RPC 2.0 ones, MCP's, and mcpmux's own (from the implementation-defined
+/// server-error range -32000..-32099).
+pub mod codes {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// MCP: a resource URI that no server knows.
+    pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// mcpmux: the upstream did not answer within its request timeout.
+    pub const UPSTREAM_TIMEOUT: i64 = -32001;
+    /// mcpmux: the upstream serving this name is not running (starting, restarting, failed).
+    pub const UPSTREAM_UNAVAILABLE: i64 = -32010;
+}
+
+/// A JSON-RPC error object, as sent to a peer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(codes::INVALID_PARAMS, message)
+    }
+
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(
+            codes::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        )
+    }
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}

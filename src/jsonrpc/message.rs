@@ -1,0 +1,222 @@
+//! Envelopes: parse one message borrowing its payloads; build lines around raw payloads.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::RpcError;
+
+/// One JSON-RPC message as received, with its payloads left unparsed.
+#[derive(Debug, Deserialize)]
+pub struct Incoming<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+/// Keeps `"id": null` as `Some(null)`, so it is told apart from a missing id.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// What a message is, once checked against JSON-RPC 2.0.
+#[derive(Debug)]
+pub enum Kind<'a> {
+    Request {
+        id: &'a RawValue,
+        method: Cow<'a, str>,
+        params: Option<&'a RawValue>,
+    },
+    Notification {
+        method: Cow<'a, str>,
+        params: Option<&'a RawValue>,
+    },
+    Response {
+        id: &'a RawValue,
+        result: &'a RawValue,
+    },
+    Error {
+        id: &'a RawValue,
+        error: &'a RawValue,
+    },
+}
+
+impl<'a> Incoming<'a> {
+    /// Parses one message. The error is what to answer the sender (-32700 / -32600).
+    pub fn parse(text: &'a str) -> Result<Kind<'a>, RpcError> {
+        let msg: Incoming<'a> = serde_json::from_str(text).map_err(|e| {
+            if e.is_data() {
+                RpcError::new(
+                    super::codes::INVALID_REQUEST,
+                    format!("Invalid request: {e}"),
+                )
+            } else {
+                RpcError::new(super::codes::PARSE_ERROR, format!("Parse error: {e}"))
+            }
+        })?;
+        msg.classify()
+    }
+
+    fn classify(self) -> Result<Kind<'a>, RpcError> {
+        let invalid = |why: &str| {
+            RpcError::new(
+                super::codes::INVALID_REQUEST,
+                format!("Invalid request: {why}"),
+            )
+        };
+        if self.jsonrpc.as_deref() != Some("2.0") {
+            return Err(invalid("\"jsonrpc\" must be \"2.0\""));
+        }
+        if let Some(id) = self.id {
+            if !valid_id(id) {
+                return Err(invalid("\"id\" must be a string or a number"));
+            }
+        }
+        match (self.id, self.method, self.result, self.error) {
+            (Some(id), Some(method), None, None) => Ok(Kind::Request {
+                id,
+                method,
+                params: self.params,
+            }),
+            (None, Some(method), None, None) => Ok(Kind::Notification {
+                method,
+                params: self.params,
+            }),
+            (Some(id), None, Some(result), None) => Ok(Kind::Response { id, result }),
+            (Some(id), None, None, Some(error)) => Ok(Kind::Error { id, error }),
+            _ => Err(invalid("not a request, notification or response")),
+        }
+    }
+}
+
+fn valid_id(id: &RawValue) -> bool {
+    matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
+}
+
+/// `{"jsonrpc":"2.0","id":<id>,"result":<result>}`
+pub fn response_line(id: &RawValue, result: &RawValue) -> String {
+    let mut out = String::with_capacity(40 + id.get().len() + result.get().len());
+    out.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    out.push_str(id.get());
+    out.push_str(r#","result":"#);
+    out.push_str(result.get());
+    out.push('}');
+    out
+}
+
+/// `{"jsonrpc":"2.0","id":<id or null>,"error":{…}}`
+pub fn error_line(id: Option<&RawValue>, error: &RpcError) -> String {
+    raw_error_line(id, &serialize(error))
+}
+
+/// An error response around an error object that is already JSON (e.g. an upstream's, passed through).
+pub fn raw_error_line(id: Option<&RawValue>, error: &str) -> String {
+    let id = id.map_or("null", RawValue::get);
+    let mut out = String::with_capacity(40 + id.len() + error.len());
+    out.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    out.push_str(id);
+    out.push_str(r#","error":"#);
+    out.push_str(error);
+    out.push('}');
+    out
+}
+
+/// `{"jsonrpc":"2.0","id":<n>,"method":…,"params":…}` with one of our own numeric ids.
+pub fn request_line(id: u64, method: &str, params: Option<&str>) -> String {
+    let params_len = params.map_or(0, str::len);
+    let mut out = String::with_capacity(64 + method.len() + params_len);
+    out.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    out.push_str(&id.to_string());
+    out.push_str(r#","method":"#);
+    out.push_str(&serialize(method));
+    if let Some(params) = params {
+        out.push_str(r#","params":"#);
+        out.push_str(params);
+    }
+    out.push('}');
+    out
+}
+
+/// `{"jsonrpc":"2.0","method":…,"params":…}`
+pub fn notification_line(method: &str, params: Option<&str>) -> String {
+    let mut out = String::with_capacity(48 + method.len() + params.map_or(0, str::len));
+    out.push_str(r#"{"jsonrpc":"2.0","method":"#);
+    out.push_str(&serialize(method));
+    if let Some(params) = params {
+        out.push_str(r#","params":"#);
+        out.push_str(params);
+    }
+    out.push('}');
+    out
+}
+
+/// Serializes a value we built ourselves; these types cannot fail to serialize.
+pub(crate) fn serialize<T: serde::Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_each_kind() {
+        let k = Incoming::parse(r#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#);
+        assert!(matches!(k, Ok(Kind::Request { ref method, .. }) if method == "ping"));
+        let k = Incoming::parse(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        assert!(matches!(k, Ok(Kind::Notification { .. })));
+        let k = Incoming::parse(r#"{"jsonrpc":"2.0","id":7,"result":{"x":[1]}}"#);
+        assert!(matches!(k, Ok(Kind::Response { result, .. }) if result.get() == r#"{"x":[1]}"#));
+        let k = Incoming::parse(r#"{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":"m"}}"#);
+        assert!(matches!(k, Ok(Kind::Error { .. })));
+    }
+
+    #[test]
+    fn rejects_what_is_not_jsonrpc() {
+        let parse_err = Incoming::parse("{not json").err().map(|e| e.code);
+        assert_eq!(parse_err, Some(super::super::codes::PARSE_ERROR));
+        for bad in [
+            r#"{"id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"[1,2]"#,
+        ] {
+            let code = Incoming::parse(bad).err().map(|e| e.code);
+            assert_eq!(code, Some(super::super::codes::INVALID_REQUEST), "{bad}");
+        }
+    }
+
+    #[test]
+    fn lines_keep_payloads_verbatim() {
+        let params = r#"{"name":"x","arguments":{"b":1,"a":[true,null]},"extra":"kept"}"#;
+        let line = request_line(42, "tools/call", Some(params));
+        assert_eq!(
+            line,
+            format!(r#"{{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{params}}}"#)
+        );
+        let id = RawValue::from_string("\"req-1\"".into()).ok();
+        let result = RawValue::from_string("{\"ok\":1}".into()).ok();
+        if let (Some(id), Some(result)) = (id, result) {
+            assert_eq!(
+                response_line(&id, &result),
+                r#"{"jsonrpc":"2.0","id":"req-1","result":{"ok":1}}"#
+            );
+        }
+        let err = error_line(None, &RpcError::invalid_params("bad cursor"));
+        let v: serde_json::Value = serde_json::from_str(&err).unwrap_or_default();
+        assert_eq!(v["error"]["code"], -32602);
+        assert!(v["id"].is_null());
+    }
+}

@@ -1,0 +1,26 @@
+//! mcpmux: one daemon that merges many MCP servers into one namespaced, paginated MCP endpoint.
+//!
+//! Module map (see README "Architecture"):
+//! - [`cli`]: the command line (`serve`, `stdio`, `check`, `tools`).
+//! - [`daemon`]: wires config → upstreams → router → supervisor → HTTP, and shuts down in order.
+//! - [`config`]: the validated model; loading TOML or an `mcpServers` JSON file.
+//! - [`jsonrpc`]: envelopes parsed without copying payloads, line framing, error codes.
+//! - [`mcp`]: protocol knowledge — versions, listings, the namespacing codec, cursors.
+//! - [`upstream`]: one actor and one connection per upstream server (stdio child process).
+//! - [`supervisor`]: starts upstreams concurrently, restarts failed ones with backoff.
+//! - [`router`]: the merged catalog, published as immutable snapshots.
+//! - [`downstream`]: host sessions, method handling, Streamable HTTP, the stdio bridge.
+//! - [`client`]: a small HTTP client for the daemon's endpoint (bridge and CLI).
+//! - [`telemetry`]: logging setup.
+
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod daemon;
+pub mod downstream;
+pub mod jsonrpc;
+pub mod mcp;
+pub mod router;
+pub mod supervisor;
+pub mod telemetry;
+pub mod upstream;

@@ -1,0 +1,86 @@
+//! What mcpmux knows about MCP itself: protocol versions, the listable kinds, the namespacing codec
+//! and the aggregate-listing cursors. No I/O here.
+
+pub mod cursor;
+pub mod names;
+pub mod version;
+
+/// The four aggregate listings, with the wire names that belong to each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+    ResourceTemplates,
+}
+
+impl ListKind {
+    pub const ALL: [ListKind; 4] = [
+        Self::Tools,
+        Self::Prompts,
+        Self::Resources,
+        Self::ResourceTemplates,
+    ];
+
+    /// The `*/list` method.
+    pub fn method(self) -> &'static str {
+        match self {
+            Self::Tools => "tools/list",
+            Self::Prompts => "prompts/list",
+            Self::Resources => "resources/list",
+            Self::ResourceTemplates => "resources/templates/list",
+        }
+    }
+
+    /// The array field of the list result.
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::Tools => "tools",
+            Self::Prompts => "prompts",
+            Self::Resources => "resources",
+            Self::ResourceTemplates => "resourceTemplates",
+        }
+    }
+
+    /// The field of one item that mcpmux namespaces.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Tools | Self::Prompts => "name",
+            Self::Resources => "uri",
+            Self::ResourceTemplates => "uriTemplate",
+        }
+    }
+
+    /// The server capability that says an upstream offers this listing.
+    pub fn capability(self) -> &'static str {
+        match self {
+            Self::Tools => "tools",
+            Self::Prompts => "prompts",
+            Self::Resources | Self::ResourceTemplates => "resources",
+        }
+    }
+
+    /// The notification that tells a client this listing changed.
+    pub fn changed_notification(self) -> &'static str {
+        match self {
+            Self::Tools => "notifications/tools/list_changed",
+            Self::Prompts => "notifications/prompts/list_changed",
+            Self::Resources | Self::ResourceTemplates => "notifications/resources/list_changed",
+        }
+    }
+
+    /// A one-byte tag used inside cursors.
+    pub fn tag(self) -> u8 {
+        match self {
+            Self::Tools => b't',
+            Self::Prompts => b'p',
+            Self::Resources => b'r',
+            Self::ResourceTemplates => b'T',
+        }
+    }
+
+    /// Whether items are namespaced as URIs (`{prefix}+{uri}`) rather than names (`{prefix}__{name}`).
+    pub fn is_uri(self) -> bool {
+        matches!(self, Self::Resources | Self::ResourceTemplates)
+    }
+}

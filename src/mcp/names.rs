@@ -1,0 +1,227 @@
+//! The namespacing codec (DESIGN rule 1).
+//!
+//! Tools and prompts are exposed as `{prefix}__{name}`; resources and templates as `{prefix}+{uri}`
+//! (a valid RFC 3986 scheme, since a prefix is `[a-z][a-z0-9-]*`). Prefixes contain neither `_` nor
+//! `+`, so both splits are unambiguous. Names that break the host-side budget are shortened
+//! deterministically with a hash suffix; routing then goes through the catalog's exposed → original
+//! map, never by splitting strings.
+
+use std::fmt;
+
+use regex::Regex;
+use sha2::{Digest, Sha256};
+
+/// The separator between prefix and tool/prompt name.
+pub const SEPARATOR: &str = "__";
+const MAX_PREFIX_LEN: usize = 32;
+/// `_` + 8 hex digits.
+const HASH_SUFFIX_LEN: usize = 9;
+
+/// An upstream's namespace prefix: `[a-z][a-z0-9-]{0,31}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Prefix(String);
+
+impl Prefix {
+    /// Accepts a prefix as written, or says what is wrong with it.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut chars = text.chars();
+        let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase());
+        let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !first_ok || !rest_ok || text.len() > MAX_PREFIX_LEN {
+            return Err(format!(
+                "`{text}` is not a valid prefix: use 1 to {MAX_PREFIX_LEN} characters of a-z, 0-9 and `-`, starting with a letter"
+            ));
+        }
+        Ok(Self(text.to_owned()))
+    }
+
+    /// Derives a prefix from a server name as people write it (`My Server`, `my_server`):
+    /// lowercase, every other character becomes `-`, runs of `-` collapse, `u-` is put before a
+    /// name that does not start with a letter.
+    pub fn derive(server_name: &str) -> Result<Self, String> {
+        let mut out = String::with_capacity(server_name.len());
+        for c in server_name.chars().flat_map(char::to_lowercase) {
+            let c = if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '-'
+            };
+            if !(c == '-' && (out.is_empty() || out.ends_with('-'))) {
+                out.push(c);
+            }
+        }
+        while out.ends_with('-') {
+            out.pop();
+        }
+        if !out.starts_with(|c: char| c.is_ascii_lowercase()) {
+            out.insert_str(0, "u-");
+        }
+        Self::parse(&out).map_err(|_| {
+            format!("no valid prefix can be derived from the server name `{server_name}`")
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a host accepts as a tool or prompt name.
+#[derive(Debug, Clone)]
+pub struct NameBudget {
+    pattern: Regex,
+    max_len: usize,
+}
+
+impl Default for NameBudget {
+    fn default() -> Self {
+        Self::new(DEFAULT_NAME_PATTERN, 64)
+            .unwrap_or_else(|_| unreachable!("the default pattern compiles"))
+    }
+}
+
+/// The default budget: what Claude and OpenAI accept.
+pub const DEFAULT_NAME_PATTERN: &str = "^[A-Za-z0-9_-]{1,64}$";
+
+impl NameBudget {
+    pub fn new(pattern: &str, max_len: usize) -> Result<Self, String> {
+        let pattern = Regex::new(pattern).map_err(|e| format!("invalid name pattern: {e}"))?;
+        if max_len <= MAX_PREFIX_LEN + SEPARATOR.len() + HASH_SUFFIX_LEN {
+            return Err(format!(
+                "a name budget of {max_len} characters cannot hold a prefix and a shortened name; use at least {}",
+                MAX_PREFIX_LEN + SEPARATOR.len() + HASH_SUFFIX_LEN + 1
+            ));
+        }
+        Ok(Self { pattern, max_len })
+    }
+
+    /// The exposed name of `original` from the upstream with `prefix`, or `None` when even the
+    /// shortened form does not fit the pattern (the item is then left out, with a warning).
+    pub fn expose(&self, prefix: &Prefix, original: &str) -> Option<String> {
+        let plain = format!("{prefix}{SEPARATOR}{original}");
+        if plain.len() <= self.max_len && self.pattern.is_match(&plain) {
+            return Some(plain);
+        }
+        let mut short: String = format!("{prefix}{SEPARATOR}");
+        short.extend(original.chars().map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        }));
+        short.truncate(self.max_len - HASH_SUFFIX_LEN);
+        let digest = Sha256::digest(plain.as_bytes());
+        short.push('_');
+        for byte in &digest[..4] {
+            short.push_str(&format!("{byte:02x}"));
+        }
+        self.pattern.is_match(&short).then_some(short)
+    }
+}
+
+/// `{prefix}+{uri}` for resources and resource templates.
+pub fn expose_uri(prefix: &Prefix, uri: &str) -> String {
+    format!("{prefix}+{uri}")
+}
+
+/// Splits an exposed URI into the prefix text and the upstream's own URI.
+pub fn split_uri(exposed: &str) -> Option<(&str, &str)> {
+    let (prefix, uri) = exposed.split_once('+')?;
+    Prefix::parse(prefix).ok()?;
+    Some((prefix, uri))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prefix(p: &str) -> Prefix {
+        Prefix::parse(p).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn prefixes_are_validated_and_derived() {
+        assert!(Prefix::parse("fs").is_ok());
+        assert!(Prefix::parse("my-server2").is_ok());
+        for bad in ["", "My", "a_b", "a+b", "1a", "-a", &"a".repeat(33)] {
+            assert!(Prefix::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            Prefix::derive("my_server").map(|p| p.0),
+            Ok("my-server".into())
+        );
+        assert_eq!(
+            Prefix::derive("My Server").map(|p| p.0),
+            Ok("my-server".into())
+        );
+        assert_eq!(
+            Prefix::derive("  GitHub (work) ").map(|p| p.0),
+            Ok("github-work".into())
+        );
+        assert_eq!(
+            Prefix::derive("1password").map(|p| p.0),
+            Ok("u-1password".into())
+        );
+        assert!(Prefix::derive(&"x".repeat(40)).is_err());
+    }
+
+    #[test]
+    fn names_in_budget_are_plain() {
+        let budget = NameBudget::default();
+        assert_eq!(
+            budget.expose(&prefix("mem"), "read_graph").as_deref(),
+            Some("mem__read_graph")
+        );
+        assert_eq!(
+            budget.expose(&prefix("a-b"), "get-sum").as_deref(),
+            Some("a-b__get-sum")
+        );
+    }
+
+    #[test]
+    fn names_over_budget_are_shortened_deterministically_and_distinctly() {
+        let budget = NameBudget::default();
+        let p = prefix("server");
+        let long_a = format!("{}_a", "x".repeat(80));
+        let long_b = format!("{}_b", "x".repeat(80));
+        let a = budget.expose(&p, &long_a);
+        let b = budget.expose(&p, &long_b);
+        assert_eq!(a, budget.expose(&p, &long_a));
+        assert_ne!(a, b);
+        for name in [a, b, budget.expose(&p, "has space/and.dots")]
+            .into_iter()
+            .flatten()
+        {
+            assert!(name.len() <= 64 && budget.pattern.is_match(&name), "{name}");
+            assert!(name.starts_with("server__"));
+        }
+        let dotted = budget.expose(&p, "a.b");
+        assert_ne!(
+            dotted,
+            budget.expose(&p, "a_b"),
+            "sanitizing alone must not collide"
+        );
+    }
+
+    #[test]
+    fn uris_round_trip() {
+        for uri in [
+            "file:///tmp/a+b.txt",
+            "test://x/item/{id}",
+            "memory://",
+            "a+b://c",
+        ] {
+            let exposed = expose_uri(&prefix("fs"), uri);
+            assert_eq!(split_uri(&exposed), Some(("fs", uri)));
+        }
+        assert_eq!(split_uri("file:///x"), None);
+        assert_eq!(split_uri("Bad+x"), None);
+    }
+}

@@ -1,0 +1,24 @@
+//! Logging: `tracing` to stderr, human-readable or JSON, filtered by `MCPMUX_LOG` (or `RUST_LOG`).
+//!
+//! Level policy: `error` — something a person must fix (an upstream that cannot start);
+//! `warn` — mcpmux worked around a peer's mistake; `info` — lifecycle (started, ready, session
+//! opened) and upstreams' stderr; `debug` — per-message detail. Never log request payloads above `debug`.
+
+use tracing_subscriber::EnvFilter;
+
+/// Installs the global subscriber. `json` selects one JSON object per line.
+pub fn init(default_level: &str, json: bool) {
+    let filter = std::env::var("MCPMUX_LOG")
+        .ok()
+        .or_else(|| std::env::var("RUST_LOG").ok())
+        .and_then(|f| EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}

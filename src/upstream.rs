@@ -1,0 +1,17 @@
+//! Upstream MCP servers: one supervised connection each.
+//!
+//! - [`handle`]: the public face ([`UpstreamHandle`]) — forward a request, read the status.
+//! - `actor`: the ractor actor that owns one connection's life: start, handshake, catalog, stop.
+//! - `connection`: the in-flight table and the reader/writer tasks around a child's pipes.
+//! - `process`: starting the child (cleared env, own process group) and killing its group.
+//! - `handshake`: `initialize` and reading every listing to its last page.
+
+mod actor;
+mod connection;
+mod handle;
+mod handshake;
+mod process;
+
+pub use actor::{UpstreamActor, UpstreamMsg};
+pub use handle::{Reply, State, Status, UpstreamError, UpstreamHandle};
+pub use handshake::{ServerInfo, UpstreamCatalog, UpstreamItem};

@@ -1,0 +1,211 @@
+//! The start of a connection: the legacy `initialize` handshake, then every listing the server
+//! offers, read to its last page with guards against looping and runaway cursors.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::connection::Connection;
+use super::handle::{Reply, UpstreamError};
+use crate::mcp::{ListKind, version};
+
+/// Most pages read from one listing before giving up on it.
+const MAX_PAGES: usize = 10_000;
+
+/// What an upstream said about itself in `initialize`.
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    pub protocol_version: &'static str,
+    pub capabilities: Value,
+    pub server_info: Value,
+    pub instructions: Option<String>,
+}
+
+impl ServerInfo {
+    /// Whether the server declared the capability behind `kind`.
+    pub fn offers(&self, kind: ListKind) -> bool {
+        self.capabilities
+            .get(kind.capability())
+            .is_some_and(|c| !c.is_null())
+    }
+}
+
+/// One item of an upstream's listing: its own key (name or URI) and its JSON, as the upstream sent it.
+#[derive(Debug, Clone)]
+pub struct UpstreamItem {
+    pub key: String,
+    pub json: Box<RawValue>,
+}
+
+/// Everything an upstream offers, as last read.
+#[derive(Debug, Clone)]
+pub struct UpstreamCatalog {
+    pub info: Arc<ServerInfo>,
+    pub lists: BTreeMap<ListKind, Arc<Vec<UpstreamItem>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InitializeResult {
+    protocol_version: String,
+    #[serde(default)]
+    capabilities: Value,
+    #[serde(default)]
+    server_info: Value,
+    instructions: Option<String>,
+}
+
+/// Performs `initialize` + `notifications/initialized`.
+pub(super) async fn initialize(conn: &Connection, timeout: Duration) -> Result<ServerInfo, String> {
+    let params = serde_json::json!({
+        "protocolVersion": version::LATEST,
+        "capabilities": {},
+        "clientInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")},
+    })
+    .to_string();
+    let result = expect_result(
+        conn.request("initialize", Some(&params), timeout).await,
+        "initialize",
+    )?;
+    let init: InitializeResult = serde_json::from_str(result.get())
+        .map_err(|e| format!("its initialize result is not valid: {e}"))?;
+    let protocol_version = version::known(&init.protocol_version).ok_or_else(|| {
+        format!(
+            "it answered protocol version `{}`, which mcpmux does not speak (known: {})",
+            init.protocol_version,
+            version::LEGACY.join(", ")
+        )
+    })?;
+    conn.notify("notifications/initialized", None);
+    Ok(ServerInfo {
+        protocol_version,
+        capabilities: init.capabilities,
+        server_info: init.server_info,
+        instructions: init.instructions,
+    })
+}
+
+/// Reads every listing the server offers.
+pub(super) async fn read_catalog(
+    conn: &Connection,
+    info: Arc<ServerInfo>,
+    timeout: Duration,
+    max_items: usize,
+    upstream: &str,
+) -> Result<UpstreamCatalog, String> {
+    let mut lists = BTreeMap::new();
+    for kind in ListKind::ALL {
+        if info.offers(kind) {
+            lists.insert(
+                kind,
+                Arc::new(read_list(conn, kind, timeout, max_items, upstream).await?),
+            );
+        }
+    }
+    Ok(UpstreamCatalog { info, lists })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Page {
+    next_cursor: Option<String>,
+    #[serde(flatten)]
+    rest: serde_json::Map<String, Value>,
+}
+
+/// Reads one listing to its last page. Stops (with a warning, keeping what it read) at a repeated
+/// or empty cursor, past `max_items` items or [`MAX_PAGES`] pages.
+pub(super) async fn read_list(
+    conn: &Connection,
+    kind: ListKind,
+    timeout: Duration,
+    max_items: usize,
+    upstream: &str,
+) -> Result<Vec<UpstreamItem>, String> {
+    let mut items = Vec::new();
+    let mut seen = HashSet::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = cursor
+            .as_ref()
+            .map(|c| serde_json::json!({ "cursor": c }).to_string());
+        let result = expect_result(
+            conn.request(kind.method(), params.as_deref(), timeout)
+                .await,
+            kind.method(),
+        )?;
+        let page: Page = serde_json::from_str(result.get())
+            .map_err(|e| format!("its {} result is not valid: {e}", kind.method()))?;
+        let Some(Value::Array(array)) = page.rest.get(kind.field()) else {
+            return Err(format!(
+                "its {} result has no `{}` array",
+                kind.method(),
+                kind.field()
+            ));
+        };
+        for item in array {
+            let Some(key) = item.get(kind.key()).and_then(Value::as_str) else {
+                tracing::warn!(
+                    upstream,
+                    listing = kind.method(),
+                    "Skipped an item without a `{}`.",
+                    kind.key()
+                );
+                continue;
+            };
+            if items.len() == max_items {
+                tracing::warn!(
+                    upstream,
+                    listing = kind.method(),
+                    max_items,
+                    "Listing is over the item limit; the rest is ignored."
+                );
+                return Ok(items);
+            }
+            let json = RawValue::from_string(item.to_string()).map_err(|e| e.to_string())?;
+            items.push(UpstreamItem {
+                key: key.to_owned(),
+                json,
+            });
+        }
+        match page.next_cursor {
+            None => return Ok(items),
+            Some(next) if next.is_empty() => {
+                tracing::warn!(
+                    upstream,
+                    listing = kind.method(),
+                    "Upstream sent an empty nextCursor; treating it as the end."
+                );
+                return Ok(items);
+            }
+            Some(next) if !seen.insert(next.clone()) => {
+                tracing::warn!(upstream, listing = kind.method(), cursor = %next, "Upstream repeated a cursor; stopping there.");
+                return Ok(items);
+            }
+            Some(next) => cursor = Some(next),
+        }
+    }
+    tracing::warn!(
+        upstream,
+        listing = kind.method(),
+        "Upstream listing has more than {MAX_PAGES} pages; stopping there."
+    );
+    Ok(items)
+}
+
+fn expect_result(
+    outcome: Result<Reply, UpstreamError>,
+    what: &str,
+) -> Result<Box<RawValue>, String> {
+    match outcome {
+        Ok(Reply::Result(result)) => Ok(result),
+        Ok(Reply::Error(error)) => {
+            Err(format!("it answered {what} with an error: {}", error.get()))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}

@@ -1,0 +1,604 @@
+//! `mcpmux-test-upstream`: a small, controllable MCP server used by the
+//! integration tests and the load generator. It is not installed for users.
+//!
+//! It speaks the MCP stdio transport: newline-delimited JSON-RPC 2.0 on
+//! stdin/stdout, one message per line. Everything it answers is deterministic
+//! and carries the instance `--name`, so tests can tell which upstream answered.
+//!
+//! What it offers:
+//! - tools `echo` (returns the params it received, unchanged), `fancy` (a
+//!   listing full of fields a gateway might drop), `slow` (answers after `ms`
+//!   milliseconds without blocking other requests), `fail` (tool error result),
+//!   `crash` (exits with status 3 mid-call), `huge` (one very long line), plus
+//!   `--tools N` generated tools `tool_00000`, `tool_00001`, ...;
+//! - prompt `greet`, resource `test://<name>/hello`, template
+//!   `test://<name>/item/{id}`;
+//! - optional self-pagination of every list (`--page-size`);
+//! - fault injection flags (`--exit-at-start`, `--garbage-at-start`,
+//!   `--ignore-pings`, `--hang-on-initialize`, `--spawn-grandchild`,
+//!   `--huge-line-bytes`) and `--record FILE` to log every received line.
+//!
+//! Design: the main task reads stdin and handles each line synchronously
+//! (only `slow` spawns a tokio task). Replies go through a channel to a writer
+//! thread that writes into a `BufWriter` and flushes only when the channel is
+//! momentarily empty, so a burst of requests costs one flush.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use clap::Parser;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// Protocol versions we echo back when the client asks for them.
+const SUPPORTED_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// Version answered when the client asks for one we do not know.
+const LATEST_VERSION: &str = "2025-11-25";
+/// Text size of the `huge` tool answer when `--huge-line-bytes` is not given.
+const DEFAULT_HUGE_TEXT: usize = 1024 * 1024;
+
+// JSON-RPC / MCP error codes.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+const RESOURCE_NOT_FOUND: i64 = -32002;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mcpmux-test-upstream",
+    about = "Controllable MCP stdio server for mcpmux tests and load generation"
+)]
+struct Args {
+    /// Identifies this instance; included in answers.
+    #[arg(long, default_value = "test")]
+    name: String,
+    /// Additionally generate N tools named tool_00000, tool_00001, ...
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    tools: usize,
+    /// Paginate every list by K items (0 = no pagination).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    page_size: usize,
+    /// Force the protocol version answered in initialize.
+    #[arg(long, value_name = "V")]
+    protocol_version: Option<String>,
+    /// Print a line to stderr and exit with CODE before reading anything.
+    #[arg(long, value_name = "CODE", allow_negative_numbers = true)]
+    exit_at_start: Option<i32>,
+    /// Append every line received on stdin to FILE.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// Include `instructions` in the initialize result.
+    #[arg(long, value_name = "TEXT")]
+    instructions: Option<String>,
+    /// Print a non-JSON line on stdout before anything else.
+    #[arg(long)]
+    garbage_at_start: bool,
+    /// Never answer `ping`.
+    #[arg(long)]
+    ignore_pings: bool,
+    /// Never answer `initialize`.
+    #[arg(long)]
+    hang_on_initialize: bool,
+    /// Spawn `sleep 3600` at start (inheriting stdio) and print its pid to stderr.
+    #[arg(long)]
+    spawn_grandchild: bool,
+    /// Size in bytes of the single line answered by the `huge` tool.
+    #[arg(long, value_name = "N")]
+    huge_line_bytes: Option<usize>,
+}
+
+/// A message for the writer thread.
+enum Out {
+    /// One JSON message, written followed by `\n`.
+    Line(String),
+    /// Flush everything queued before, then make the process exit with this code.
+    Exit(i32),
+}
+
+/// What handling one input line produced.
+enum Outcome {
+    /// Send this line.
+    Reply(String),
+    /// Nothing to send now (notification, fault flag, or a spawned `slow` task).
+    Silent,
+    /// Stop: flush what was queued before and exit with this code.
+    Exit(i32),
+}
+
+/// A JSON-RPC error object.
+#[derive(Serialize, Debug)]
+struct RpcError {
+    code: i64,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<Value>,
+}
+
+fn invalid_params(message: impl Into<String>) -> RpcError {
+    RpcError {
+        code: INVALID_PARAMS,
+        message: message.into(),
+        data: None,
+    }
+}
+
+#[derive(Serialize)]
+struct Success<'a, T: Serialize + ?Sized> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: &'a T,
+}
+
+#[derive(Serialize)]
+struct Failure<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    error: &'a RpcError,
+}
+
+/// Serializes a success response (compact JSON never contains a raw newline).
+fn ok_line<T: Serialize + ?Sized>(id: &Value, result: &T) -> String {
+    let msg = Success {
+        jsonrpc: "2.0",
+        id,
+        result,
+    };
+    serde_json::to_string(&msg).expect("response serializes")
+}
+
+fn error_line(id: &Value, error: &RpcError) -> String {
+    let msg = Failure {
+        jsonrpc: "2.0",
+        id,
+        error,
+    };
+    serde_json::to_string(&msg).expect("error serializes")
+}
+
+/// Pre-serializes a list result (`{"<key>":[...],"nextCursor":"page:N"}`) per page.
+/// Page N is addressed by the cursor `page:N`; page 0 is the first one.
+fn paginate(key: &str, items: &[Value], page_size: usize) -> Vec<Box<RawValue>> {
+    let chunk = if page_size == 0 {
+        items.len().max(1)
+    } else {
+        page_size
+    };
+    let pages = items.len().div_ceil(chunk).max(1);
+    (0..pages)
+        .map(|p| {
+            let slice = &items[p * chunk..((p + 1) * chunk).min(items.len())];
+            let array = serde_json::to_string(slice).expect("items serialize");
+            let text = if p + 1 < pages {
+                format!(r#"{{"{key}":{array},"nextCursor":"page:{}"}}"#, p + 1)
+            } else {
+                format!(r#"{{"{key}":{array}}}"#)
+            };
+            RawValue::from_string(text).expect("page is valid JSON")
+        })
+        .collect()
+}
+
+/// The fixed tools, always listed before the generated ones.
+fn fixed_tools() -> Vec<Value> {
+    let any_args = json!({"type": "object", "additionalProperties": true});
+    let no_args = json!({"type": "object", "properties": {}});
+    vec![
+        json!({"name": "echo", "description": "Returns the params it received, unchanged",
+               "inputSchema": any_args}),
+        json!({"name": "fancy", "title": "Fancy Tool",
+               "description": "A tool whose listing carries many optional fields",
+               "inputSchema": no_args,
+               "outputSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+               "annotations": {"readOnlyHint": true, "x-vendorHint": "keep-me",
+                               "futureHint": {"nested": [1, 2, 3]}},
+               "icons": [{"src": "https://example.com/i.png", "mimeType": "image/png"}],
+               "_meta": {"example.com/tag": "v1"},
+               "x-unknown-field": {"a": 1}}),
+        json!({"name": "slow", "description": "Answers after `ms` milliseconds",
+               "inputSchema": {"type": "object",
+                               "properties": {"ms": {"type": "integer", "minimum": 0}},
+                               "required": ["ms"]}}),
+        json!({"name": "fail", "description": "Returns a tool error result",
+               "inputSchema": no_args}),
+        json!({"name": "crash", "description": "Exits the server with status 3 without answering",
+               "inputSchema": no_args}),
+        json!({"name": "huge", "description": "Answers with one very long line",
+               "inputSchema": no_args}),
+    ]
+}
+
+/// Immutable server state plus the channel to the writer thread.
+struct Server {
+    name: String,
+    protocol_version: Option<String>,
+    instructions: Option<String>,
+    ignore_pings: bool,
+    hang_on_initialize: bool,
+    huge_line_bytes: Option<usize>,
+    tools: Vec<Box<RawValue>>,
+    prompts: Vec<Box<RawValue>>,
+    resources: Vec<Box<RawValue>>,
+    templates: Vec<Box<RawValue>>,
+    out: mpsc::Sender<Out>,
+}
+
+impl Server {
+    fn new(args: &Args, out: mpsc::Sender<Out>) -> Self {
+        let name = &args.name;
+        let mut tools = fixed_tools();
+        tools.extend((0..args.tools).map(|i| {
+            json!({"name": format!("tool_{i:05}"),
+                   "description": format!("Generated tool number {i} of upstream {name}"),
+                   "inputSchema": {"type": "object", "properties": {}}})
+        }));
+        let prompts = [json!({"name": "greet", "description": "Greets someone",
+            "arguments": [{"name": "name", "description": "Who to greet", "required": true}]})];
+        let resources = [
+            json!({"uri": format!("test://{name}/hello"), "name": "hello",
+            "mimeType": "text/plain"}),
+        ];
+        let templates = [json!({"uriTemplate": format!("test://{name}/item/{{id}}"),
+            "name": "item", "mimeType": "text/plain"})];
+        let k = args.page_size;
+        Server {
+            name: name.clone(),
+            protocol_version: args.protocol_version.clone(),
+            instructions: args.instructions.clone(),
+            ignore_pings: args.ignore_pings,
+            hang_on_initialize: args.hang_on_initialize,
+            huge_line_bytes: args.huge_line_bytes,
+            tools: paginate("tools", &tools, k),
+            prompts: paginate("prompts", &prompts, k),
+            resources: paginate("resources", &resources, k),
+            templates: paginate("resourceTemplates", &templates, k),
+            out,
+        }
+    }
+
+    /// Handles one non-empty input line.
+    fn handle_line(&self, line: &[u8]) -> Outcome {
+        let msg: Value = match serde_json::from_slice(line) {
+            Ok(v) => v,
+            Err(e) => {
+                let err = RpcError {
+                    code: PARSE_ERROR,
+                    message: "Parse error".into(),
+                    data: Some(json!({"detail": e.to_string()})),
+                };
+                return Outcome::Reply(error_line(&Value::Null, &err));
+            }
+        };
+        let invalid = |id: &Value, why: &str| {
+            let err = RpcError {
+                code: INVALID_REQUEST,
+                message: format!("Invalid Request: {why}"),
+                data: None,
+            };
+            Outcome::Reply(error_line(id, &err))
+        };
+        let Value::Object(mut obj) = msg else {
+            return invalid(&Value::Null, "expected a JSON object");
+        };
+        let id = obj.remove("id");
+        let params = obj.remove("params");
+        match (obj.get("method"), id) {
+            (Some(Value::String(method)), Some(id)) => {
+                match self.handle_request(&id, method, params) {
+                    Ok(outcome) => outcome,
+                    Err(err) => Outcome::Reply(error_line(&id, &err)),
+                }
+            }
+            // Notifications (initialized, cancelled, ...) need no answer.
+            (Some(Value::String(_)), None) => Outcome::Silent,
+            (Some(_), id) => invalid(&id.unwrap_or(Value::Null), "method must be a string"),
+            // A response from the client: we never send requests, so ignore it.
+            (None, Some(_)) if obj.contains_key("result") || obj.contains_key("error") => {
+                Outcome::Silent
+            }
+            (None, id) => invalid(&id.unwrap_or(Value::Null), "missing method"),
+        }
+    }
+
+    fn handle_request(
+        &self,
+        id: &Value,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Outcome, RpcError> {
+        let reply = |result: &Value| Ok(Outcome::Reply(ok_line(id, result)));
+        match method {
+            "initialize" if self.hang_on_initialize => Ok(Outcome::Silent),
+            "initialize" => reply(&self.initialize(params.as_ref())),
+            "ping" if self.ignore_pings => Ok(Outcome::Silent),
+            "ping" | "logging/setLevel" => reply(&json!({})),
+            "tools/list" => self.list(id, &self.tools, params.as_ref()),
+            "prompts/list" => self.list(id, &self.prompts, params.as_ref()),
+            "resources/list" => self.list(id, &self.resources, params.as_ref()),
+            "resources/templates/list" => self.list(id, &self.templates, params.as_ref()),
+            "tools/call" => self.call_tool(id, params.unwrap_or(Value::Null)),
+            "prompts/get" => reply(&self.get_prompt(params.as_ref())?),
+            "resources/read" => reply(&self.read_resource(params.as_ref())?),
+            _ => Err(RpcError {
+                code: METHOD_NOT_FOUND,
+                message: "Method not found".into(),
+                data: None,
+            }),
+        }
+    }
+
+    fn initialize(&self, params: Option<&Value>) -> Value {
+        let requested = params
+            .and_then(|p| p.get("protocolVersion"))
+            .and_then(Value::as_str)
+            .filter(|v| SUPPORTED_VERSIONS.contains(v));
+        let version = match &self.protocol_version {
+            Some(forced) => forced.as_str(),
+            None => requested.unwrap_or(LATEST_VERSION),
+        };
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": {
+                "tools": {"listChanged": true},
+                "prompts": {"listChanged": true},
+                "resources": {"subscribe": false, "listChanged": true},
+                "logging": {}
+            },
+            "serverInfo": {"name": format!("mcpmux-test-upstream-{}", self.name), "version": "0.1.0"}
+        });
+        if let Some(text) = &self.instructions {
+            result["instructions"] = json!(text);
+        }
+        result
+    }
+
+    /// Answers a list request with the page selected by `params.cursor`.
+    fn list(
+        &self,
+        id: &Value,
+        pages: &[Box<RawValue>],
+        params: Option<&Value>,
+    ) -> Result<Outcome, RpcError> {
+        let page = match params.and_then(|p| p.get("cursor")) {
+            None | Some(Value::Null) => &pages[0],
+            Some(cursor) => cursor
+                .as_str()
+                .and_then(|c| c.strip_prefix("page:"))
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|&n| n > 0)
+                .and_then(|n| pages.get(n))
+                .ok_or_else(|| invalid_params(format!("Unknown cursor: {cursor}")))?,
+        };
+        Ok(Outcome::Reply(ok_line(id, &**page)))
+    }
+
+    fn call_tool(&self, id: &Value, params: Value) -> Result<Outcome, RpcError> {
+        let reply = |result: &Value| Ok(Outcome::Reply(ok_line(id, result)));
+        let text_result = |text: &str| json!({"content": [{"type": "text", "text": text}]});
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid_params("tools/call requires a string `name`"))?;
+        match name {
+            "echo" => {
+                let text = params.to_string();
+                reply(&json!({
+                    "content": [{"type": "text", "text": text}],
+                    "structuredContent": {"upstream": self.name, "params": params}
+                }))
+            }
+            "fancy" => reply(&json!({
+                "content": [{"type": "text", "text": "fancy"}],
+                "structuredContent": {"ok": true},
+                "x-extra-result": {"kept": true},
+                "_meta": {"example.com/r": "1"}
+            })),
+            "slow" => {
+                let ms = match params.get("arguments").and_then(|a| a.get("ms")) {
+                    None => 0,
+                    Some(v) => v.as_u64().ok_or_else(|| {
+                        invalid_params("slow: `ms` must be a non-negative integer")
+                    })?,
+                };
+                let out = self.out.clone();
+                let id = id.clone();
+                let result = text_result(&format!("slept {ms}ms"));
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    // Fails only when the process is already exiting.
+                    let _ = out.send(Out::Line(ok_line(&id, &result)));
+                });
+                Ok(Outcome::Silent)
+            }
+            "fail" => {
+                let mut result = text_result("failed on purpose");
+                result["isError"] = json!(true);
+                reply(&result)
+            }
+            "crash" => {
+                eprintln!("test upstream {} crashing on purpose", self.name);
+                Ok(Outcome::Exit(3))
+            }
+            "huge" => Ok(Outcome::Reply(self.huge_line(id))),
+            _ => Err(invalid_params(format!("Unknown tool: {name}"))),
+        }
+    }
+
+    /// One line of exactly `--huge-line-bytes` bytes (newline excluded, at
+    /// least the envelope), or a 1 MiB text by default.
+    fn huge_line(&self, id: &Value) -> String {
+        let build = |len: usize| {
+            let text = "x".repeat(len);
+            ok_line(id, &json!({"content": [{"type": "text", "text": text}]}))
+        };
+        match self.huge_line_bytes {
+            Some(total) => build(total.saturating_sub(build(0).len())),
+            None => build(DEFAULT_HUGE_TEXT),
+        }
+    }
+
+    fn get_prompt(&self, params: Option<&Value>) -> Result<Value, RpcError> {
+        let params = params.unwrap_or(&Value::Null);
+        match params.get("name").and_then(Value::as_str) {
+            Some("greet") => {
+                let who = params
+                    .get("arguments")
+                    .and_then(|a| a.get("name"))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid_params("Missing required argument: name"))?;
+                let upstream = &self.name;
+                Ok(json!({
+                    "description": format!("Greeting from {upstream}"),
+                    "messages": [{"role": "user", "content": {"type": "text",
+                        "text": format!("Hello, {who} from {upstream}")}}]
+                }))
+            }
+            Some(other) => Err(invalid_params(format!("Unknown prompt: {other}"))),
+            None => Err(invalid_params("prompts/get requires a string `name`")),
+        }
+    }
+
+    fn read_resource(&self, params: Option<&Value>) -> Result<Value, RpcError> {
+        let uri = params
+            .and_then(|p| p.get("uri"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid_params("resources/read requires a string `uri`"))?;
+        let name = &self.name;
+        let base = format!("test://{name}/");
+        let text = match uri.strip_prefix(&base) {
+            Some("hello") => format!("hello from {name}"),
+            Some(rest) => match rest.strip_prefix("item/") {
+                Some(item) if !item.is_empty() => format!("item {item} from {name}"),
+                _ => return Err(resource_not_found(uri)),
+            },
+            None => return Err(resource_not_found(uri)),
+        };
+        Ok(json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]}))
+    }
+}
+
+fn resource_not_found(uri: &str) -> RpcError {
+    RpcError {
+        code: RESOURCE_NOT_FOUND,
+        message: "Resource not found".into(),
+        data: Some(json!({"uri": uri})),
+    }
+}
+
+/// Writer thread: writes queued lines, flushing only when the queue is empty.
+/// Returns the exit code requested by `Out::Exit` (or 0 when all senders are
+/// gone); exits the process with status 1 if stdout is closed.
+fn writer_loop(rx: mpsc::Receiver<Out>) -> i32 {
+    let mut w = BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let run = |w: &mut BufWriter<_>| -> std::io::Result<i32> {
+        while let Ok(mut msg) = rx.recv() {
+            loop {
+                match msg {
+                    Out::Line(line) => {
+                        w.write_all(line.as_bytes())?;
+                        w.write_all(b"\n")?;
+                    }
+                    Out::Exit(code) => {
+                        w.flush()?;
+                        return Ok(code);
+                    }
+                }
+                match rx.try_recv() {
+                    Ok(next) => msg = next,
+                    Err(_) => break,
+                }
+            }
+            w.flush()?;
+        }
+        Ok(0)
+    };
+    run(&mut w).unwrap_or_else(|e| {
+        eprintln!("test upstream: cannot write to stdout: {e}");
+        std::process::exit(1);
+    })
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args = Args::parse();
+    if let Some(code) = args.exit_at_start {
+        eprintln!("test upstream exiting at start");
+        std::process::exit(code);
+    }
+    if args.garbage_at_start {
+        let mut stdout = std::io::stdout().lock();
+        let _ =
+            writeln!(stdout, "this is not JSON-RPC, just garbage").and_then(|()| stdout.flush());
+    }
+    if args.spawn_grandchild {
+        match std::process::Command::new("sleep").arg("3600").spawn() {
+            Ok(mut child) => {
+                eprintln!("grandchild pid {}", child.id());
+                // Reap it if it ever dies while we are alive; never kill it ourselves.
+                std::thread::spawn(move || child.wait());
+            }
+            Err(e) => eprintln!("test upstream: cannot spawn grandchild: {e}"),
+        }
+    }
+    let mut record = args.record.as_ref().map(|path| {
+        let file = File::options().create(true).append(true).open(path);
+        file.unwrap_or_else(|e| {
+            eprintln!(
+                "test upstream: cannot open record file {}: {e}",
+                path.display()
+            );
+            std::process::exit(2);
+        })
+    });
+
+    let (tx, rx) = mpsc::channel();
+    let writer = std::thread::spawn(move || writer_loop(rx));
+    let server = Server::new(&args, tx.clone());
+    eprintln!("test upstream {} started", args.name);
+
+    let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+    let mut buf = Vec::with_capacity(4096);
+    let code = loop {
+        buf.clear();
+        match stdin.read_until(b'\n', &mut buf).await {
+            Ok(0) => break 0, // EOF: exit cleanly.
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("test upstream: cannot read stdin: {e}");
+                break 1;
+            }
+        }
+        let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if let Some(file) = &mut record {
+            // One write per line (File is unbuffered), so it is visible at once.
+            let mut entry = Vec::with_capacity(line.len() + 1);
+            entry.extend_from_slice(line);
+            entry.push(b'\n');
+            if let Err(e) = file.write_all(&entry) {
+                eprintln!("test upstream: cannot write record file: {e}");
+            }
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match server.handle_line(line) {
+            Outcome::Reply(text) => {
+                // Fails only if the writer thread already exited the process.
+                let _ = tx.send(Out::Line(text));
+            }
+            Outcome::Silent => {}
+            Outcome::Exit(code) => break code,
+        }
+    };
+    // Everything queued before this point is written and flushed first;
+    // pending `slow` answers are abandoned.
+    let _ = tx.send(Out::Exit(code));
+    let code = writer.join().unwrap_or(1);
+    std::process::exit(code);
+}
