@@ -19,7 +19,9 @@ use futures_util::Stream;
 use super::gateway::Gateway;
 use super::session::Session;
 use crate::config::ServerConfig;
-use crate::jsonrpc::{Incoming, Kind, RpcError, codes, error_line, notification_line};
+use crate::jsonrpc::{
+    Incoming, Kind, RawValue, RpcError, codes, error_line, error_line_without_id, notification_line,
+};
 use crate::mcp::{ListKind, version};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -53,24 +55,41 @@ pub fn app(gateway: Arc<Gateway>, config: &ServerConfig) -> Router {
 struct Refusal {
     status: StatusCode,
     error: RpcError,
+    /// The id of the request refused, when it could be read.
+    id: Option<Box<RawValue>>,
+    /// Since 2025-11-25 an error without a known id omits `id`; before, JSON-RPC's `null` is used.
+    omit_unknown_id: bool,
 }
 
 fn refuse(status: StatusCode, code: i64, message: impl Into<String>) -> Refusal {
     Refusal {
         status,
         error: RpcError::new(code, message),
+        id: None,
+        omit_unknown_id: false,
+    }
+}
+
+impl Refusal {
+    fn answering(mut self, id: Option<&RawValue>, headers: &HeaderMap) -> Self {
+        self.id = id.map(ToOwned::to_owned);
+        self.omit_unknown_id = headers
+            .get(VERSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(version::known)
+            .is_some_and(|v| v >= "2025-11-25");
+        self
     }
 }
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        let body = error_line(None, &self.error);
-        (
-            self.status,
-            [(header::CONTENT_TYPE, "application/json")],
-            body,
-        )
-            .into_response()
+        let body = match (&self.id, self.omit_unknown_id) {
+            (None, true) => error_line_without_id(&self.error),
+            (id, _) => error_line(id.as_deref(), &self.error),
+        };
+        let json = [(header::CONTENT_TYPE, "application/json")];
+        (self.status, json, body).into_response()
     }
 }
 
@@ -169,7 +188,7 @@ async fn handle_post(
     body: Bytes,
 ) -> Response {
     if let Err(refusal) = check_request(&state, &headers) {
-        return refusal.into_response();
+        return refusal.answering(None, &headers).into_response();
     }
     let content_type = headers
         .get(header::CONTENT_TYPE)
@@ -181,6 +200,7 @@ async fn handle_post(
             codes::INVALID_REQUEST,
             "Unsupported Media Type: send application/json",
         )
+        .answering(None, &headers)
         .into_response();
     }
     let Ok(text) = std::str::from_utf8(&body) else {
@@ -189,6 +209,7 @@ async fn handle_post(
             codes::PARSE_ERROR,
             "Parse error: body is not UTF-8",
         )
+        .answering(None, &headers)
         .into_response();
     };
     if text.trim_start().starts_with('[') {
@@ -197,16 +218,19 @@ async fn handle_post(
             codes::INVALID_REQUEST,
             "Invalid request: JSON-RPC batches are not supported",
         )
+        .answering(None, &headers)
         .into_response();
     }
     let message = match Incoming::parse(text) {
         Ok(message) => message,
         Err(error) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                json_response(error_line(None, &error)),
-            )
-                .into_response();
+            let refusal = Refusal {
+                status: StatusCode::BAD_REQUEST,
+                error,
+                id: None,
+                omit_unknown_id: false,
+            };
+            return refusal.answering(None, &headers).into_response();
         }
     };
     match message {
@@ -226,12 +250,12 @@ async fn handle_post(
             Ok(session) => {
                 json_response(state.gateway.request(&session, id, &method, params).await)
             }
-            Err(refusal) => refusal.into_response(),
+            Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
         },
         Kind::Notification { .. } | Kind::Response { .. } | Kind::Error { .. } => {
             match session_of(&state, &headers) {
                 Ok(_) => StatusCode::ACCEPTED.into_response(),
-                Err(refusal) => refusal.into_response(),
+                Err(refusal) => refusal.answering(None, &headers).into_response(),
             }
         }
     }
@@ -240,7 +264,7 @@ async fn handle_post(
 /// The server-to-host stream: list_changed notifications when the catalog a host sees changes.
 async fn handle_get(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     if let Err(refusal) = check_request(&state, &headers) {
-        return refusal.into_response();
+        return refusal.answering(None, &headers).into_response();
     }
     let accepts_sse = headers
         .get(header::ACCEPT)
@@ -252,6 +276,7 @@ async fn handle_get(State(state): State<Arc<AppState>>, headers: HeaderMap) -> R
             codes::INVALID_REQUEST,
             "Not Acceptable: GET needs Accept: text/event-stream",
         )
+        .answering(None, &headers)
         .into_response();
     }
     if let Err(refusal) = session_of(&state, &headers) {
@@ -293,14 +318,14 @@ fn list_changes(gateway: Arc<Gateway>) -> impl Stream<Item = Result<Event, Infal
 
 async fn handle_delete(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     if let Err(refusal) = check_request(&state, &headers) {
-        return refusal.into_response();
+        return refusal.answering(None, &headers).into_response();
     }
     match session_of(&state, &headers) {
         Ok(session) => {
             state.gateway.sessions.close(&session.id);
             StatusCode::OK.into_response()
         }
-        Err(refusal) => refusal.into_response(),
+        Err(refusal) => refusal.answering(None, &headers).into_response(),
     }
 }
 

@@ -119,6 +119,12 @@ pub fn error_line(id: Option<&RawValue>, error: &RpcError) -> String {
     raw_error_line(id, &serialize(error))
 }
 
+/// An error response to a message whose id could not be read, as MCP 2025-11-25 writes it
+/// (`id` omitted rather than `null`).
+pub fn error_line_without_id(error: &RpcError) -> String {
+    format!(r#"{{"jsonrpc":"2.0","error":{}}}"#, serialize(error))
+}
+
 /// An error response around an error object that is already JSON (e.g. an upstream's, passed through).
 pub fn raw_error_line(id: Option<&RawValue>, error: &str) -> String {
     let id = id.map_or("null", RawValue::get);

@@ -1,0 +1,275 @@
+//! The gateway against our controllable upstreams: namespacing, routing, pass-through of unknown
+//! fields in both directions, pagination of large catalogs, cursor integrity, HTTP guards.
+
+mod common;
+
+use common::{Client, Daemon, test_upstream};
+use serde_json::{Value, json};
+
+fn names(items: &[Value], key: &str) -> Vec<String> {
+    items
+        .iter()
+        .map(|i| i[key].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_each_call_to_its_upstream_and_passes_unknown_fields_both_ways() {
+    let record = tempfile::NamedTempFile::new().unwrap();
+    let record_path = record.path().to_str().unwrap().to_owned();
+    let daemon = Daemon::start(&format!(
+        "{}{}",
+        test_upstream("alpha", &["--record", &record_path]),
+        test_upstream("beta", &[])
+    ));
+    let client = Client::connect(&daemon.url).await;
+    let tools = daemon
+        .wait_for_tools(&client, |n| {
+            n.iter().any(|t| t.starts_with("beta__")) && n.iter().any(|t| t.starts_with("alpha__"))
+        })
+        .await;
+    for expected in ["alpha__echo", "alpha__fancy", "beta__echo", "beta__slow"] {
+        assert!(
+            tools.contains(&expected.to_owned()),
+            "{expected} missing from {tools:?}"
+        );
+    }
+
+    // Extra params and _meta reach the upstream unchanged; the answer names the upstream.
+    let params = json!({"name": "beta__echo", "arguments": {"text": "hi", "n": [1, 2.5, null]}, "_meta": {"x/trace": "t1"}, "x-extra": {"kept": true}});
+    let result = client.result("tools/call", params).await;
+    assert_eq!(result["structuredContent"]["upstream"], "beta");
+    let received = &result["structuredContent"]["params"];
+    assert_eq!(
+        received["name"], "echo",
+        "the upstream sees its own tool name"
+    );
+    assert_eq!(
+        received["arguments"],
+        json!({"text": "hi", "n": [1, 2.5, null]})
+    );
+    assert_eq!(received["_meta"], json!({"x/trace": "t1"}));
+    assert_eq!(received["x-extra"], json!({"kept": true}));
+
+    // A tool listing's unknown fields arrive at the host unchanged.
+    let all = client.list_all("tools/list", "tools").await;
+    let fancy = all.iter().find(|t| t["name"] == "alpha__fancy").unwrap();
+    assert_eq!(
+        fancy["annotations"],
+        json!({"readOnlyHint": true, "x-vendorHint": "keep-me", "futureHint": {"nested": [1, 2, 3]}})
+    );
+    assert_eq!(fancy["_meta"], json!({"example.com/tag": "v1"}));
+    assert_eq!(fancy["x-unknown-field"], json!({"a": 1}));
+    assert_eq!(fancy["title"], "Fancy Tool");
+    assert!(fancy["outputSchema"].is_object() && fancy["icons"].is_array());
+    // ... and so do unknown result fields.
+    let fancy_result = client
+        .result(
+            "tools/call",
+            json!({"name": "alpha__fancy", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(fancy_result["x-extra-result"], json!({"kept": true}));
+    assert_eq!(fancy_result["_meta"], json!({"example.com/r": "1"}));
+
+    // Prompts and resources route the same way.
+    let prompt = client
+        .result(
+            "prompts/get",
+            json!({"name": "alpha__greet", "arguments": {"name": "Ada"}}),
+        )
+        .await;
+    assert_eq!(
+        prompt["messages"][0]["content"]["text"],
+        "Hello, Ada from alpha"
+    );
+    let resources = client.list_all("resources/list", "resources").await;
+    assert_eq!(
+        names(&resources, "uri"),
+        ["alpha+test://alpha/hello", "beta+test://beta/hello"]
+    );
+    let read = client
+        .result("resources/read", json!({"uri": "beta+test://beta/hello"}))
+        .await;
+    assert_eq!(read["contents"][0]["text"], "hello from beta");
+    assert_eq!(
+        read["contents"][0]["uri"], "beta+test://beta/hello",
+        "URIs in results are exposed ones"
+    );
+    let templates = client
+        .list_all("resources/templates/list", "resourceTemplates")
+        .await;
+    assert_eq!(
+        names(&templates, "uriTemplate"),
+        ["alpha+test://alpha/item/{id}", "beta+test://beta/item/{id}"]
+    );
+    let item = client
+        .result(
+            "resources/read",
+            json!({"uri": "alpha+test://alpha/item/42"}),
+        )
+        .await;
+    assert_eq!(item["contents"][0]["text"], "item 42 from alpha");
+
+    // Tool errors are results; unknown names are the spec's errors.
+    let failed = client
+        .result(
+            "tools/call",
+            json!({"name": "alpha__fail", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(failed["isError"], true);
+    let unknown = client
+        .request(
+            "tools/call",
+            json!({"name": "alpha__nope", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602);
+    let unknown = client
+        .request(
+            "tools/call",
+            json!({"name": "gamma__echo", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602);
+    let unknown = client
+        .request("prompts/get", json!({"name": "beta__nope"}))
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602);
+    let unknown = client
+        .request("resources/read", json!({"uri": "gamma+test://x"}))
+        .await;
+    assert_eq!(unknown["error"]["code"], -32002);
+    let upstream_error = client
+        .request("resources/read", json!({"uri": "beta+test://beta/missing"}))
+        .await;
+    assert_eq!(
+        upstream_error["error"]["code"], -32002,
+        "the upstream's own error passes through"
+    );
+    let method = client.request("no/such/method", json!({})).await;
+    assert_eq!(method["error"]["code"], -32601);
+    assert_eq!(client.result("ping", Value::Null).await, json!({}));
+
+    // The upstream saw exactly the rewritten name and the extra fields.
+    let seen = std::fs::read_to_string(record.path()).unwrap();
+    assert!(
+        seen.lines().any(|l| l.contains(r#""name":"fancy""#)),
+        "{seen}"
+    );
+    assert!(
+        !seen.contains("beta"),
+        "alpha never sees beta's traffic: {seen}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paginates_a_large_catalog_exactly_once_in_order_and_reads_paginating_upstreams_whole() {
+    // 2 x 1100 generated tools; each upstream paginates its own listing by 97.
+    let config = format!(
+        "[catalog]\ntools_page_size = 50\n\n{}{}",
+        test_upstream("one", &["--tools", "1100", "--page-size", "97"]),
+        test_upstream("two", &["--tools", "1100", "--page-size", "97"])
+    );
+    let daemon = Daemon::start(&config);
+    let client = Client::connect(&daemon.url).await;
+    let names = daemon
+        .wait_for_tools(&client, |n| n.len() >= 2 * (1100 + 6))
+        .await;
+    assert_eq!(
+        names.len(),
+        2 * (1100 + 6),
+        "every tool of both upstreams, each exactly once"
+    );
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted, names, "sorted, no duplicates");
+    assert!(
+        names.contains(&"one__tool_01099".to_owned())
+            && names.contains(&"two__tool_00000".to_owned())
+    );
+    let again: Vec<String> = client
+        .list_all("tools/list", "tools")
+        .await
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(again, names, "deterministic order");
+
+    let first = client.result("tools/list", json!({})).await;
+    assert_eq!(first["tools"].as_array().unwrap().len(), 50);
+    let cursor = first["nextCursor"].as_str().unwrap();
+    for bad in [
+        "",
+        "garbage",
+        "AAAA",
+        &format!("{cursor}x"),
+        &cursor.replace(&cursor[5..6], if &cursor[5..6] == "A" { "B" } else { "A" }),
+    ] {
+        let answer = client.request("tools/list", json!({ "cursor": bad })).await;
+        assert_eq!(answer["error"]["code"], -32602, "cursor {bad:?}: {answer}");
+    }
+    let wrong_listing = client
+        .request("prompts/list", json!({ "cursor": cursor }))
+        .await;
+    assert_eq!(wrong_listing["error"]["code"], -32602);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_guards_sessions_origins_and_versions() {
+    let daemon = Daemon::start(&test_upstream("alpha", &[]));
+    let client = Client::connect(&daemon.url).await;
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+
+    let evil = client
+        .post_raw(ping.clone(), &[("origin", "https://evil.example")])
+        .await;
+    assert_eq!(evil.status(), 403);
+    let local = client
+        .post_raw(ping.clone(), &[("origin", "http://localhost:5173")])
+        .await;
+    assert_eq!(local.status(), 200);
+    let version = client
+        .post_raw(ping.clone(), &[("mcp-protocol-version", "1999-01-01")])
+        .await;
+    assert_eq!(version.status(), 400);
+
+    let http = reqwest::Client::new();
+    let no_session = http
+        .post(&daemon.url)
+        .header("content-type", "application/json")
+        .body(ping.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_session.status(), 400);
+    let unknown = http
+        .post(&daemon.url)
+        .header("content-type", "application/json")
+        .header("mcp-session-id", "0123")
+        .body(ping.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let error: Value = unknown.json().await.unwrap();
+    client.schemas().check_message(&error, None);
+
+    let garbage = client.post_raw("{not json".into(), &[]).await;
+    assert_eq!(garbage.status(), 400);
+    let body: Value = garbage.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32700);
+
+    // DELETE ends the session; afterwards it is 404 so hosts re-initialize.
+    let deleted = http
+        .delete(&daemon.url)
+        .header("mcp-session-id", client.session.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 200);
+    let after = client.post_raw(ping, &[]).await;
+    assert_eq!(after.status(), 404);
+}
