@@ -175,11 +175,11 @@ async fn paginates_a_large_catalog_exactly_once_in_order_and_reads_paginating_up
     let daemon = Daemon::start(&config);
     let client = Client::connect(&daemon.url).await;
     let names = daemon
-        .wait_for_tools(&client, |n| n.len() >= 2 * (1100 + 6))
+        .wait_for_tools(&client, |n| n.len() >= 2 * (1100 + 7))
         .await;
     assert_eq!(
         names.len(),
-        2 * (1100 + 6),
+        2 * (1100 + 7),
         "every tool of both upstreams, each exactly once"
     );
     let mut sorted = names.clone();
@@ -272,4 +272,78 @@ async fn http_guards_sessions_origins_and_versions() {
     assert_eq!(deleted.status(), 200);
     let after = client.post_raw(ping, &[]).await;
     assert_eq!(after.status(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalog_changes_notify_hosts_and_old_cursors_keep_their_generation() {
+    use futures_util::StreamExt;
+    let daemon = Daemon::start(&format!(
+        "[catalog]\ntools_page_size = 3\n\n{}",
+        test_upstream("alpha", &[])
+    ));
+    let client = Client::connect(&daemon.url).await;
+    let before = daemon
+        .wait_for_tools(&client, |n| n.iter().any(|t| t == "alpha__echo"))
+        .await;
+
+    // The host's server-to-client stream.
+    let events = reqwest::Client::new()
+        .get(&daemon.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", client.session.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    let mut events = events.bytes_stream();
+
+    let first = client.result("tools/list", json!({})).await;
+    let cursor = first["nextCursor"].as_str().unwrap().to_owned();
+    client
+        .result(
+            "tools/call",
+            json!({"name": "alpha__add_tool", "arguments": {"name": "zz_new"}}),
+        )
+        .await;
+
+    // list_changed arrives on the stream, schema-valid.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut buffer = String::new();
+    let notification = loop {
+        let chunk = tokio::time::timeout_at(deadline, events.next())
+            .await
+            .expect("no list_changed within 10 s");
+        buffer.push_str(&String::from_utf8_lossy(&chunk.unwrap().unwrap()));
+        if let Some(line) = buffer.lines().find_map(|l| l.strip_prefix("data:")) {
+            break serde_json::from_str::<Value>(line.trim()).unwrap();
+        }
+    };
+    assert_eq!(notification["method"], "notifications/tools/list_changed");
+    client.schemas().check_message(&notification, None);
+
+    // Paging on with the old cursor stays within the old generation.
+    let mut old: Vec<String> = names(first["tools"].as_array().unwrap(), "name");
+    let mut next = Some(cursor);
+    while let Some(c) = next {
+        let page = client.result("tools/list", json!({ "cursor": c })).await;
+        old.extend(names(page["tools"].as_array().unwrap(), "name"));
+        next = page
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+    }
+    assert_eq!(
+        old, before,
+        "an old cursor pages the catalog it was issued for"
+    );
+
+    let after = client.list_all("tools/list", "tools").await;
+    assert!(names(&after, "name").contains(&"alpha__zz_new".to_owned()));
+    let called = client
+        .result(
+            "tools/call",
+            json!({"name": "alpha__zz_new", "arguments": {"x": 1}}),
+        )
+        .await;
+    assert_eq!(called["structuredContent"]["params"]["name"], "zz_new");
 }

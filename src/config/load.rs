@@ -434,6 +434,15 @@ mod tests {
     }
 
     #[test]
+    fn shipped_configs_load() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        for name in ["mcpmux.toml", "example.toml"] {
+            let c = load(&dir.join(name)).unwrap_or_else(|e| panic!("{e}"));
+            assert!(c.upstreams.iter().any(|u| u.prefix.as_str() == "everything"), "{name}");
+        }
+    }
+
+    #[test]
     fn mcp_servers_json_is_accepted_as_written() {
         let json = r#"{"mcpServers": {"My Server": {"command": "node", "args": ["s.js"], "env": {"K": "v"}},
             "remote": {"url": "https://example.com/mcp"}, "off": {"command": "x", "disabled": true}},

@@ -9,7 +9,9 @@
 //! - tools `echo` (returns the params it received, unchanged), `fancy` (a
 //!   listing full of fields a gateway might drop), `slow` (answers after `ms`
 //!   milliseconds without blocking other requests), `fail` (tool error result),
-//!   `crash` (exits with status 3 mid-call), `huge` (one very long line), plus
+//!   `crash` (exits with status 3 mid-call), `huge` (one very long line),
+//!   `add_tool` (adds an echo tool named `name` and sends
+//!   `notifications/tools/list_changed`), plus
 //!   `--tools N` generated tools `tool_00000`, `tool_00001`, ...;
 //! - prompt `greet`, resource `test://<name>/hello`, template
 //!   `test://<name>/item/{id}`;
@@ -210,6 +212,9 @@ fn fixed_tools() -> Vec<Value> {
                "inputSchema": no_args}),
         json!({"name": "huge", "description": "Answers with one very long line",
                "inputSchema": no_args}),
+        json!({"name": "add_tool", "description": "Adds an echo tool named `name` and notifies list_changed",
+               "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}},
+                               "required": ["name"]}}),
     ]
 }
 
@@ -222,6 +227,11 @@ struct Server {
     hang_on_initialize: bool,
     huge_line_bytes: Option<usize>,
     tools: Vec<Box<RawValue>>,
+    /// The tool listing before any `add_tool`, kept to re-paginate when tools are added.
+    base_tools: Vec<Value>,
+    /// Tools added at run time by `add_tool` (each behaves like `echo`).
+    added_tools: std::sync::Mutex<Vec<Value>>,
+    page_size: usize,
     prompts: Vec<Box<RawValue>>,
     resources: Vec<Box<RawValue>>,
     templates: Vec<Box<RawValue>>,
@@ -254,6 +264,9 @@ impl Server {
             hang_on_initialize: args.hang_on_initialize,
             huge_line_bytes: args.huge_line_bytes,
             tools: paginate("tools", &tools, k),
+            base_tools: tools,
+            added_tools: std::sync::Mutex::new(Vec::new()),
+            page_size: k,
             prompts: paginate("prompts", &prompts, k),
             resources: paginate("resources", &resources, k),
             templates: paginate("resourceTemplates", &templates, k),
@@ -317,7 +330,20 @@ impl Server {
             "initialize" => reply(&self.initialize(params.as_ref())),
             "ping" if self.ignore_pings => Ok(Outcome::Silent),
             "ping" | "logging/setLevel" => reply(&json!({})),
-            "tools/list" => self.list(id, &self.tools, params.as_ref()),
+            "tools/list" => {
+                let added = self
+                    .added_tools
+                    .lock()
+                    .map(|a| a.clone())
+                    .unwrap_or_default();
+                if added.is_empty() {
+                    self.list(id, &self.tools, params.as_ref())
+                } else {
+                    let all: Vec<Value> = self.base_tools.iter().cloned().chain(added).collect();
+                    let pages = paginate("tools", &all, self.page_size);
+                    self.list(id, &pages, params.as_ref())
+                }
+            }
             "prompts/list" => self.list(id, &self.prompts, params.as_ref()),
             "resources/list" => self.list(id, &self.resources, params.as_ref()),
             "resources/templates/list" => self.list(id, &self.templates, params.as_ref()),
@@ -425,6 +451,34 @@ impl Server {
                 Ok(Outcome::Exit(3))
             }
             "huge" => Ok(Outcome::Reply(self.huge_line(id))),
+            "add_tool" => {
+                let new = params
+                    .get("arguments")
+                    .and_then(|a| a.get("name"))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid_params("add_tool: `name` must be a string"))?
+                    .to_owned();
+                if let Ok(mut added) = self.added_tools.lock() {
+                    added.push(
+                        json!({"name": new, "description": "Added at run time; echoes",
+                                      "inputSchema": {"type": "object"}}),
+                    );
+                }
+                let changed = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+                let _ = self.out.send(Out::Line(changed.to_owned()));
+                reply(&text_result(&format!("added {new}")))
+            }
+            other
+                if self
+                    .added_tools
+                    .lock()
+                    .is_ok_and(|a| a.iter().any(|t| t["name"] == other)) =>
+            {
+                reply(&json!({
+                    "content": [{"type": "text", "text": params.to_string()}],
+                    "structuredContent": {"upstream": self.name, "params": params}
+                }))
+            }
             _ => Err(invalid_params(format!("Unknown tool: {name}"))),
         }
     }
