@@ -4,6 +4,8 @@
 //! `warn` — mcpmux worked around a peer's mistake; `info` — lifecycle (started, ready, session
 //! opened) and upstreams' stderr; `debug` — per-message detail. Never log request payloads above `debug`.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 /// Installs the global subscriber. `json` selects one JSON object per line.
@@ -15,6 +17,7 @@ pub fn init(default_level: &str, json: bool) {
         .unwrap_or_else(|| EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = if json {
         builder.json().try_init()

@@ -7,6 +7,8 @@
 //!   assert its JSON summary. A machine without the SDK fails here, it does not skip.
 //! - rmcp, the Rust SDK (`StreamableHttpClientTransport`, `TokioChildProcess`).
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::path::PathBuf;

@@ -438,7 +438,12 @@ mod tests {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
         for name in ["mcpmux.toml", "example.toml"] {
             let c = load(&dir.join(name)).unwrap_or_else(|e| panic!("{e}"));
-            assert!(c.upstreams.iter().any(|u| u.prefix.as_str() == "everything"), "{name}");
+            assert!(
+                c.upstreams
+                    .iter()
+                    .any(|u| u.prefix.as_str() == "everything"),
+                "{name}"
+            );
         }
     }
 

@@ -54,7 +54,7 @@ pub fn app(gateway: Arc<Gateway>, config: &ServerConfig) -> Router {
 #[derive(Debug)]
 struct Refusal {
     status: StatusCode,
-    error: RpcError,
+    error: Box<RpcError>,
     /// The id of the request refused, when it could be read.
     id: Option<Box<RawValue>>,
     /// Since 2025-11-25 an error without a known id omits `id`; before, JSON-RPC's `null` is used.
@@ -64,7 +64,7 @@ struct Refusal {
 fn refuse(status: StatusCode, code: i64, message: impl Into<String>) -> Refusal {
     Refusal {
         status,
-        error: RpcError::new(code, message),
+        error: Box::new(RpcError::new(code, message)),
         id: None,
         omit_unknown_id: false,
     }
@@ -226,7 +226,7 @@ async fn handle_post(
         Err(error) => {
             let refusal = Refusal {
                 status: StatusCode::BAD_REQUEST,
-                error,
+                error: Box::new(error),
                 id: None,
                 omit_unknown_id: false,
             };

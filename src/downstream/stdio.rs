@@ -46,7 +46,7 @@ pub async fn run(url: String) -> std::io::Result<()> {
     });
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut tasks = JoinSet::new();
-    let mut listening = false;
+    let mut listener: Option<tokio::task::JoinHandle<()>> = None;
     while let Some(line) = lines.next_line().await? {
         if line.trim().is_empty() {
             continue;
@@ -63,9 +63,8 @@ pub async fn run(url: String) -> std::io::Result<()> {
         };
         if is_initialize {
             bridge.initialize_with(&line, id.as_deref()).await;
-            if !listening && bridge.session.read().await.session_id().is_some() {
-                listening = true;
-                tokio::spawn(Arc::clone(&bridge).listen());
+            if listener.is_none() && bridge.session.read().await.session_id().is_some() {
+                listener = Some(tokio::spawn(Arc::clone(&bridge).listen()));
             }
         } else if is_request {
             let bridge = Arc::clone(&bridge);
@@ -76,6 +75,11 @@ pub async fn run(url: String) -> std::io::Result<()> {
         while tasks.try_join_next().is_some() {}
     }
     while tasks.join_next().await.is_some() {}
+    // The event stream holds a sender of the output queue; end it so the writer can drain and stop.
+    if let Some(listener) = listener {
+        listener.abort();
+        let _ = listener.await;
+    }
     drop(bridge);
     let _ = writer.await;
     Ok(())

@@ -260,6 +260,14 @@ async def run_stdio(command: str, mode: str) -> dict[str, Any]:
     return summary
 
 
+def leaf_exceptions(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, which anyio task groups raise."""
+    inner = getattr(exc, "exceptions", None)
+    if isinstance(inner, (list, tuple)) and inner:
+        return [leaf for e in inner for leaf in leaf_exceptions(e)]
+    return [exc]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     target = parser.add_mutually_exclusive_group(required=True)
@@ -288,7 +296,8 @@ def main() -> int:
         return 1
     except BaseException as exc:  # noqa: BLE001 - report every failure, including exception groups
         traceback.print_exc()
-        print(f"python_client: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
+        reasons = "; ".join(f"{type(e).__name__}: {e}" for e in leaf_exceptions(exc))
+        print(f"python_client: FAILED: {reasons}", file=sys.stderr)
         return 1
     print(json.dumps(summary, sort_keys=True))
     return 0
