@@ -268,8 +268,15 @@ async fn python_sdk_through_mcpmux_stdio() {
     );
     assert_python_summary(&auto, "stdio", "auto");
     assert_python_summary(&legacy, "stdio", "legacy");
-    // The SDK closes the bridge's stdin, waits 2 s, then kills its process group; either way no
-    // bridge may outlive its host. (See `stdio_bridge_exits_when_its_host_closes_stdin`.)
+    // The SDK closes the bridge's stdin and waits 2 s before killing its process group: a close
+    // that took 2 s means the bridge did not exit by itself.
+    for summary in [&auto, &legacy] {
+        let close = summary["close_seconds"].as_f64().unwrap();
+        assert!(
+            close < 2.0,
+            "the bridge did not exit when the SDK closed its stdin ({close} s): {summary}"
+        );
+    }
     assert!(
         poll_until(Duration::from_secs(10), || async {
             bridges_for(&daemon.url).is_empty()
@@ -481,6 +488,10 @@ async fn rmcp_through_mcpmux_stdio() {
         started.elapsed()
     );
     assert!(
+        closing < Duration::from_secs(3),
+        "the bridge did not exit when rmcp closed its stdin ({closing:.2?})"
+    );
+    assert!(
         poll_until(Duration::from_secs(10), || async { !alive(bridge) }).await,
         "the bridge {bridge} outlived its rmcp host"
     );
@@ -501,11 +512,10 @@ async fn rmcp_through_mcpmux_stdio() {
 // Found by the interop runs above
 
 /// MCP stdio shutdown: the host closes the server's stdin and waits for it to exit. Both SDKs do
-/// so and then, after their grace period (Python 2 s, rmcp 3 s), kill the bridge.
+/// so and then, after their grace period (Python 2 s, rmcp 3 s), kill the bridge. The bridge once
+/// outlived its stdin whenever a session had been initialized: its server-to-host event stream
+/// kept the output queue open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "daemon bug: once a session is initialized, `mcpmux stdio` never exits after its stdin \
-            closes (the server-to-host `listen` task keeps the output channel open); run with \
-            --ignored to reproduce"]
 async fn stdio_bridge_exits_when_its_host_closes_stdin() {
     let mut daemon = start_daemon().await;
     let mut bridge = tokio::process::Command::new(MCPMUX)
