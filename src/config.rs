@@ -5,4 +5,6 @@ mod load;
 mod model;
 
 pub use load::{ConfigError, default_path, load};
-pub use model::{CatalogConfig, Config, DEFAULT_INHERITED_ENV, ServerConfig, UpstreamConfig};
+pub use model::{
+    CatalogConfig, Config, DEFAULT_INHERITED_ENV, Isolation, ServerConfig, UpstreamConfig,
+};

@@ -9,10 +9,10 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::config::Config;
-use crate::downstream::{Gateway, SessionStore, app};
+use crate::downstream::{Gateway, Hub, SessionStore, app};
 use crate::router::RouterHandle;
 use crate::supervisor::SupervisorHandle;
-use crate::upstream::UpstreamHandle;
+use crate::upstream::{HostBus, UpstreamHandle};
 
 /// How long in-flight host requests may take to finish after a shutdown signal.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
@@ -43,25 +43,27 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         })?;
     let local = listener.local_addr().map_err(DaemonError::Serve)?;
 
+    let sessions = SessionStore::new(config.server.session_idle_timeout);
+    let hub = Hub::new(sessions);
+    let bus: Arc<dyn HostBus> = hub.clone();
     let upstreams: Vec<UpstreamHandle> = config
         .upstreams
         .iter()
-        .cloned()
-        .map(UpstreamHandle::new)
+        .map(|u| UpstreamHandle::new(u.clone(), Some(Arc::clone(&bus))))
         .collect();
     for u in upstreams.iter().filter(|u| !u.config().enabled) {
         tracing::info!(upstream = %u.name(), "Upstream is disabled in the config.");
     }
     let router = RouterHandle::start(&config.catalog, upstreams.clone()).await?;
     let supervisor = SupervisorHandle::start(upstreams, router.clone()).await?;
-    let sessions = SessionStore::new(config.server.session_idle_timeout);
-    sessions.spawn_reaper();
     let gateway = Arc::new(Gateway::new(
         router.clone(),
-        sessions,
+        hub,
         config.catalog.clone(),
         config.server.initialize_wait,
     ));
+    gateway.spawn_reaper();
+    gateway.spawn_change_notices();
 
     tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), "mcpmux is listening.");
     // One line on stdout for scripts and tests that start the daemon on port 0.
@@ -70,8 +72,8 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let _ = stdout.flush();
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server =
-        axum::serve(listener, app(gateway, &config.server)).with_graceful_shutdown(async {
+    let server = axum::serve(listener, app(Arc::clone(&gateway), &config.server))
+        .with_graceful_shutdown(async {
             let _ = stop_rx.await;
         });
     let mut server = tokio::spawn(server.into_future());
@@ -89,7 +91,8 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
             }
         }
     };
-    tracing::info!("Shutting down: stopping upstreams.");
+    tracing::info!("Shutting down: ending host sessions, stopping upstreams.");
+    gateway.close_all().await;
     supervisor.shutdown().await;
     router.stop();
     tracing::info!("Stopped.");

@@ -2,14 +2,20 @@
 //!
 //! - `session`: one host connection's negotiated state, and the store that expires idle ones.
 //! - `gateway`: what every method does — listings from the snapshot, calls routed to upstreams.
-//! - `http`: Streamable HTTP at `/mcp` (axum).
+//! - `hub`: shared host-side state — session-bound upstream messages, subscriptions, tasks,
+//!   per-session upstream instances.
+//! - `origin`: the host side of one forwarded request, as upstream connections see it.
+//! - `http`: Streamable HTTP at `/mcp`, and the legacy HTTP+SSE transport (axum).
 //! - `stdio`: the `mcpmux stdio` bridge from a stdio-only host to the running daemon.
 
 mod gateway;
 mod http;
+mod hub;
+mod origin;
 mod session;
 pub mod stdio;
 
-pub use gateway::Gateway;
+pub use gateway::{Gateway, HostRequest};
 pub use http::app;
+pub use hub::Hub;
 pub use session::{Session, SessionStore};

@@ -5,13 +5,17 @@
 //! - `connection`: the in-flight table and the reader/writer tasks around a child's pipes.
 //! - `process`: starting the child (cleared env, own process group) and killing its group.
 //! - `handshake`: `initialize` and reading every listing to its last page.
+//! - `origin`: what a connection needs from the host side ([`Origin`], [`HostBus`]).
 
 mod actor;
 mod connection;
 mod handle;
 mod handshake;
+mod origin;
 mod process;
 
 pub use actor::{UpstreamActor, UpstreamMsg};
+pub use connection::{CallContext, ProgressTokens};
 pub use handle::{Reply, State, Status, UpstreamError, UpstreamHandle};
 pub use handshake::{ServerInfo, UpstreamCatalog, UpstreamItem};
+pub use origin::{Canceller, HostBus, Origin, ServerRequestReply};

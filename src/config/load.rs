@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::model::{CatalogConfig, Config, DEFAULT_INHERITED_ENV, ServerConfig, UpstreamConfig};
+use super::model::{
+    CatalogConfig, Config, DEFAULT_INHERITED_ENV, Isolation, ServerConfig, UpstreamConfig,
+};
 use crate::mcp::ListKind;
 use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
 
@@ -146,6 +148,9 @@ struct RawUpstream {
     request_timeout: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     startup_timeout: Option<Duration>,
+    #[serde(default)]
+    isolation: Isolation,
+    roots: Option<Vec<String>>,
 }
 
 fn from_toml(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
@@ -334,6 +339,13 @@ fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
                 ));
             }
         }
+        if let Some(bad) = u.roots.iter().flatten().find(|r| !r.contains(':')) {
+            return Err(invalid(
+                &key("roots"),
+                format!("`{bad}` is not a URI"),
+                "write roots as URIs, e.g. \"file:///home/me/project\"",
+            ));
+        }
         let cwd = u
             .cwd
             .map(|d| if d.is_relative() { base_dir.join(d) } else { d });
@@ -358,6 +370,8 @@ fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
             enabled: u.enabled.unwrap_or(true),
             request_timeout: u.request_timeout.unwrap_or(request_timeout),
             startup_timeout: u.startup_timeout.unwrap_or(startup_timeout),
+            isolation: u.isolation,
+            roots: u.roots,
         });
     }
     Ok(Config {

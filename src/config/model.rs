@@ -90,6 +90,23 @@ pub struct UpstreamConfig {
     pub request_timeout: Duration,
     /// Deadline for start, handshake and first catalog read (`npx -y` may download first).
     pub startup_timeout: Duration,
+    /// One shared connection, or one per host session.
+    pub isolation: Isolation,
+    /// Roots mcpmux answers `roots/list` with for this upstream (then never asks a host).
+    pub roots: Option<Vec<String>>,
+}
+
+/// How many connections an upstream gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// One connection serves every host session (server requests are forwarded only when their
+    /// origin is certain).
+    #[default]
+    Shared,
+    /// Each host session's calls go to its own connection, started on first use and stopped when
+    /// the session ends; the shared connection still serves the catalog.
+    PerSession,
 }
 
 impl Config {

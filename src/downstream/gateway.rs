@@ -1,6 +1,12 @@
 //! What each host request does. Listings are pages of the router's snapshot; calls are routed
-//! through the snapshot's exposed → (upstream, original) map with only the owned field rewritten,
-//! and the upstream's answer goes back verbatim. One place maps internal errors to JSON-RPC errors.
+//! through the snapshot's exposed → (upstream, original) map with only the owned fields rewritten
+//! (names, URIs, progress tokens, task ids), and the upstream's answer goes back verbatim. One
+//! place maps internal errors to JSON-RPC errors. Subscriptions, logging, completion and tasks
+//! live in `features`; session ends and host answers in `lifecycle`.
+
+mod features;
+mod lifecycle;
+mod listing;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,53 +15,69 @@ use indexmap::IndexMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
-use super::session::{Session, SessionStore};
+use super::hub::Hub;
+use super::origin::{HostOrigin, InFlightGuard};
+use super::session::Session;
 use crate::config::CatalogConfig;
 use crate::jsonrpc::{RpcError, codes, error_line, raw_error_line, response_line};
-use crate::mcp::cursor::{CursorCodec, Position};
+use crate::mcp::cursor::CursorCodec;
 use crate::mcp::{ListKind, names, version};
 use crate::router::{RouterHandle, Snapshot};
-use crate::upstream::{Reply, State, UpstreamError, UpstreamHandle};
+use crate::upstream::{CallContext, ProgressTokens, Reply, State, UpstreamError, UpstreamHandle};
 
 /// Everything a host request needs, shared by all transports.
 #[derive(Debug)]
 pub struct Gateway {
     pub router: RouterHandle,
-    pub sessions: Arc<SessionStore>,
+    pub hub: Arc<Hub>,
     catalog: CatalogConfig,
     cursors: CursorCodec,
     initialize_wait: Duration,
 }
 
-/// What a request produced: a result to wrap, an upstream's answer to pass on, or an error.
+/// One host request: who sent it, under which id, and its response stream (for messages that
+/// belong to it before its answer).
+#[derive(Debug)]
+pub struct HostRequest {
+    pub session: Arc<Session>,
+    pub id: Box<RawValue>,
+    pub sink: Option<mpsc::Sender<String>>,
+}
+
+/// What a request produced: a result to wrap or an upstream's answer to pass on.
 enum Outcome {
     Result(Box<RawValue>),
     Upstream(Reply),
 }
 
+type Members<'a> = IndexMap<String, &'a RawValue>;
+
 impl Gateway {
     pub fn new(
         router: RouterHandle,
-        sessions: Arc<SessionStore>,
+        hub: Arc<Hub>,
         catalog: CatalogConfig,
         initialize_wait: Duration,
     ) -> Self {
         Self {
             router,
-            sessions,
+            hub,
             catalog,
             cursors: CursorCodec::random(),
             initialize_wait,
         }
     }
 
-    /// Handles `initialize`: negotiates a version, opens a session, answers with what the ready
-    /// upstreams offer. Waits (bounded) for upstreams still starting, so the first listing is whole.
+    /// Handles `initialize`: negotiates a version, opens a session (with `session_id`, or a new
+    /// id), answers with what the ready upstreams offer. Waits (bounded) for upstreams still
+    /// starting, so the first listing is whole. `Err` is the error line to answer.
     pub async fn initialize(
         &self,
         id: &RawValue,
         params: Option<&RawValue>,
+        session_id: Option<String>,
     ) -> Result<(Arc<Session>, String), String> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
@@ -92,19 +114,18 @@ impl Gateway {
         futures_util::future::join_all(starting.iter().map(|h| h.settled(self.initialize_wait)))
             .await;
         let snapshot = self.router.snapshot();
-        let session = self
-            .sessions
-            .open(version, params.capabilities, params.client_info);
+        let session =
+            self.hub
+                .sessions
+                .open(session_id, version, params.capabilities, params.client_info);
         let result = initialize_result(&snapshot, version);
-        let line = response_line(id, &to_raw(&result));
-        Ok((session, line))
+        Ok((session, response_line(id, &to_raw(&result))))
     }
 
     /// Handles one request of an initialized session; returns the response line.
     pub async fn request(
         &self,
-        session: &Session,
-        id: &RawValue,
+        host: &HostRequest,
         method: &str,
         params: Option<&RawValue>,
     ) -> String {
@@ -114,85 +135,40 @@ impl Gateway {
             "prompts/list" => self.list(ListKind::Prompts, params),
             "resources/list" => self.list(ListKind::Resources, params),
             "resources/templates/list" => self.list(ListKind::ResourceTemplates, params),
-            "tools/call" => self.call_named(ListKind::Tools, method, params).await,
-            "prompts/get" => self.call_named(ListKind::Prompts, method, params).await,
-            "resources/read" => self.read_resource(params).await,
+            "tools/call" => self.call_named(host, ListKind::Tools, method, params).await,
+            "prompts/get" => {
+                self.call_named(host, ListKind::Prompts, method, params)
+                    .await
+            }
+            "resources/read" => self.read_resource(host, params).await,
+            "resources/subscribe" => self.subscribe(host, params, true).await,
+            "resources/unsubscribe" => self.subscribe(host, params, false).await,
+            "logging/setLevel" => self.set_log_level(host, params).await,
+            "completion/complete" => self.complete(host, params).await,
+            "tasks/get" | "tasks/result" | "tasks/cancel" => {
+                self.task_request(host, method, params).await
+            }
+            "tasks/list" => self.list_tasks(host).await,
             "initialize" => Err(RpcError::new(
                 codes::INVALID_REQUEST,
                 "this session is already initialized",
             )),
             other => Err(RpcError::method_not_found(other)),
         };
-        let _ = session;
+        let id = &host.id;
         match outcome {
-            Ok(Outcome::Result(result)) => response_line(id, &result),
-            Ok(Outcome::Upstream(Reply::Result(result))) => response_line(id, &result),
+            Ok(Outcome::Result(result) | Outcome::Upstream(Reply::Result(result))) => {
+                response_line(id, &result)
+            }
             Ok(Outcome::Upstream(Reply::Error(error))) => raw_error_line(Some(id), error.get()),
             Err(error) => error_line(Some(id), &error),
         }
     }
 
-    /// One page of an aggregate listing.
-    fn list(&self, kind: ListKind, params: Option<&RawValue>) -> Result<Outcome, RpcError> {
-        #[derive(Deserialize)]
-        struct Params {
-            cursor: Option<String>,
-        }
-        let cursor = match params {
-            Some(p) => {
-                serde_json::from_str::<Params>(p.get())
-                    .map_err(|e| RpcError::invalid_params(format!("invalid params: {e}")))?
-                    .cursor
-            }
-            None => None,
-        };
-        let (snapshot, offset) = match cursor {
-            None => (self.router.snapshot(), 0),
-            Some(cursor) => {
-                let Position { generation, offset } = self
-                    .cursors
-                    .decode(kind, &cursor)
-                    .map_err(|e| RpcError::invalid_params(e.to_string()))?;
-                let snapshot = self.router.generation(generation).ok_or_else(|| {
-                    RpcError::invalid_params("invalid cursor: the catalog it belongs to has expired; list again from the start")
-                })?;
-                (snapshot, offset as usize)
-            }
-        };
-        let entries = snapshot.list(kind);
-        let size = self.catalog.page_size(kind);
-        let end = offset.saturating_add(size).min(entries.len());
-        let page = entries.get(offset..end).unwrap_or(&[]);
-        let mut out =
-            String::with_capacity(32 + page.iter().map(|e| e.json.get().len() + 1).sum::<usize>());
-        out.push_str("{\"");
-        out.push_str(kind.field());
-        out.push_str("\":[");
-        for (i, entry) in page.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(entry.json.get());
-        }
-        out.push(']');
-        if end < entries.len() {
-            let position = Position {
-                generation: snapshot.generation,
-                offset: u32::try_from(end).unwrap_or(u32::MAX),
-            };
-            out.push_str(",\"nextCursor\":\"");
-            out.push_str(&self.cursors.encode(kind, position));
-            out.push('"');
-        }
-        out.push('}');
-        RawValue::from_string(out)
-            .map(Outcome::Result)
-            .map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))
-    }
-
     /// `tools/call` and `prompts/get`: route by exposed name, rewrite `name`, forward.
     async fn call_named(
         &self,
+        host: &HostRequest,
         kind: ListKind,
         method: &str,
         params: Option<&RawValue>,
@@ -201,65 +177,139 @@ impl Gateway {
             RpcError::invalid_params(format!("{method} needs params with a `name`"))
         })?;
         let mut members = members(params)?;
-        let name: String = members
-            .get("name")
-            .and_then(|n| serde_json::from_str(n.get()).ok())
+        let name: String = string_member(&members, "name")
             .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string `name`")))?;
         let snapshot = self.router.snapshot();
         let Some(entry) = snapshot.lookup(kind, &name) else {
             return Err(unknown(&snapshot, kind, &name));
         };
-        let original = to_raw(&entry.original);
-        members.insert("name".to_owned(), &original);
-        let params = serde_json::to_string(&members)
-            .map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))?;
         let upstream = entry.upstream.clone();
+        let original = to_raw(&*entry.original);
         drop(snapshot);
-        upstream
-            .request(method, Some(&params))
-            .await
-            .map(Outcome::Upstream)
-            .map_err(upstream_error)
+        members.insert("name".to_owned(), &original);
+        let task_augmented = kind == ListKind::Tools && members.contains_key("task");
+        let reply = self.forward(host, &upstream, method, members).await?;
+        match reply {
+            Reply::Result(result) if task_augmented => Ok(Outcome::Result(
+                self.expose_created_task(host, &upstream, result),
+            )),
+            reply => Ok(Outcome::Upstream(reply)),
+        }
     }
 
     /// `resources/read`: route by the URI's prefix, rewrite `uri` both ways.
-    async fn read_resource(&self, params: Option<&RawValue>) -> Result<Outcome, RpcError> {
+    async fn read_resource(
+        &self,
+        host: &HostRequest,
+        params: Option<&RawValue>,
+    ) -> Result<Outcome, RpcError> {
         let params = params
             .ok_or_else(|| RpcError::invalid_params("resources/read needs params with a `uri`"))?;
         let mut members = members(params)?;
-        let uri: String = members
-            .get("uri")
-            .and_then(|n| serde_json::from_str(n.get()).ok())
+        let uri: String = string_member(&members, "uri")
             .ok_or_else(|| RpcError::invalid_params("resources/read needs a string `uri`"))?;
-        let snapshot = self.router.snapshot();
-        let Some((upstream, original)) = snapshot.route_uri(&uri) else {
-            return Err(RpcError::new(
-                codes::RESOURCE_NOT_FOUND,
-                format!("Resource not found: {uri}"),
-            )
-            .with_data(json!({ "uri": uri })));
-        };
-        let upstream = upstream.clone();
-        drop(snapshot);
-        let original = to_raw(original);
+        let (upstream, original) = self.route_uri(&uri)?;
+        let original = to_raw(&original);
         members.insert("uri".to_owned(), &original);
-        let params = serde_json::to_string(&members)
-            .map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))?;
-        match upstream
-            .request("resources/read", Some(&params))
-            .await
-            .map_err(upstream_error)?
+        match self
+            .forward(host, &upstream, "resources/read", members)
+            .await?
         {
             Reply::Result(result) => Ok(Outcome::Result(expose_contents(&upstream, result))),
             error => Ok(Outcome::Upstream(error)),
         }
     }
+
+    /// The upstream an exposed URI belongs to, and the upstream's own URI.
+    fn route_uri(&self, uri: &str) -> Result<(UpstreamHandle, String), RpcError> {
+        let snapshot = self.router.snapshot();
+        let (upstream, original) = snapshot.route_uri(uri).ok_or_else(|| {
+            RpcError::new(
+                codes::RESOURCE_NOT_FOUND,
+                format!("Resource not found: {uri}"),
+            )
+            .with_data(json!({ "uri": uri }))
+        })?;
+        Ok((upstream.clone(), original.to_owned()))
+    }
+
+    /// Forwards a request whose params are already rewritten: to the upstream, or to the host
+    /// session's own instance of a per-session upstream. The host's progress token is replaced by
+    /// ours, the request is cancellable by the host while it runs, and server requests it causes
+    /// reach this host only.
+    async fn forward(
+        &self,
+        host: &HostRequest,
+        upstream: &UpstreamHandle,
+        method: &str,
+        mut members: Members<'_>,
+    ) -> Result<Reply, RpcError> {
+        let target = self.target(host, upstream).await?;
+        let mut meta_holder = None;
+        let progress = match members.get("_meta").map(|m| members_of(m)).transpose()? {
+            Some(mut meta) => match meta.get("progressToken").map(|t| (*t).to_owned()) {
+                Some(host_token) => {
+                    let tokens = ProgressTokens::new(host_token);
+                    let ours = RawValue::from_string(tokens.ours.clone()).map_err(internal)?;
+                    meta.insert("progressToken".to_owned(), &ours);
+                    meta_holder = Some(to_raw(&meta));
+                    Some(tokens)
+                }
+                None => None,
+            },
+            None => None,
+        };
+        if let Some(meta) = &meta_holder {
+            members.insert("_meta".to_owned(), meta);
+        }
+        let params = serde_json::to_string(&members).map_err(internal)?;
+        let origin = Arc::new(HostOrigin {
+            session: Arc::clone(&host.session),
+            host_id: Some(host.id.clone()),
+            sink: host.sink.clone(),
+        });
+        let _in_flight = InFlightGuard {
+            session: Arc::clone(&host.session),
+            host_id: host.id.get().to_owned(),
+        };
+        target
+            .request(
+                method,
+                Some(&params),
+                Some(CallContext { origin, progress }),
+            )
+            .await
+            .map_err(upstream_error)
+    }
+
+    /// Sends a request of mcpmux's own (not a host's) to an upstream.
+    async fn upstream_request(
+        &self,
+        upstream: &UpstreamHandle,
+        method: &str,
+        params: &Value,
+    ) -> Result<Reply, RpcError> {
+        upstream
+            .request(method, Some(&params.to_string()), None)
+            .await
+            .map_err(upstream_error)
+    }
 }
 
 /// The top-level members of a params object, values left raw.
-fn members(params: &RawValue) -> Result<IndexMap<String, &RawValue>, RpcError> {
-    serde_json::from_str(params.get())
-        .map_err(|e| RpcError::invalid_params(format!("params must be an object: {e}")))
+fn members(params: &RawValue) -> Result<Members<'_>, RpcError> {
+    members_of(params)
+}
+
+fn members_of(value: &RawValue) -> Result<Members<'_>, RpcError> {
+    serde_json::from_str(value.get())
+        .map_err(|e| RpcError::invalid_params(format!("expected an object: {e}")))
+}
+
+fn string_member(members: &Members<'_>, key: &str) -> Option<String> {
+    members
+        .get(key)
+        .and_then(|v| serde_json::from_str(v.get()).ok())
 }
 
 /// The error for a name that is not in the catalog: the upstream's state when the name's prefix
@@ -284,11 +334,16 @@ fn unknown(snapshot: &Snapshot, kind: ListKind, name: &str) -> RpcError {
 fn upstream_error(e: UpstreamError) -> RpcError {
     let (code, upstream) = match &e {
         UpstreamError::Timeout { upstream, .. } => (codes::UPSTREAM_TIMEOUT, upstream),
+        UpstreamError::Cancelled { upstream } => (codes::INTERNAL_ERROR, upstream),
         UpstreamError::Unavailable { upstream, .. } | UpstreamError::Failed { upstream, .. } => {
             (codes::UPSTREAM_UNAVAILABLE, upstream)
         }
     };
     RpcError::new(code, e.to_string()).with_data(json!({ "upstream": upstream }))
+}
+
+fn internal(e: impl std::fmt::Display) -> RpcError {
+    RpcError::new(codes::INTERNAL_ERROR, e.to_string())
 }
 
 /// Rewrites `contents[].uri` of a resources/read result to the exposed form.
@@ -313,12 +368,42 @@ fn expose_contents(upstream: &UpstreamHandle, result: Box<RawValue>) -> Box<RawV
     rewrite().unwrap_or(result)
 }
 
-/// The initialize result: capabilities are the union of what the ready upstreams offer.
+/// The initialize result: capabilities are the union of what the ready upstreams offer, limited
+/// to what the negotiated version knows.
 fn initialize_result(snapshot: &Snapshot, version: &'static str) -> Value {
+    let offered = |path: &[&str]| {
+        snapshot.ready().iter().any(|(_, info)| {
+            let mut v = &info.capabilities;
+            path.iter().all(|p| {
+                v = &v[*p];
+                !v.is_null() && v != &Value::Bool(false)
+            })
+        })
+    };
     let mut capabilities = serde_json::Map::new();
     for kind in ListKind::ALL {
-        if snapshot.ready().iter().any(|(_, info)| info.offers(kind)) {
+        if offered(&[kind.capability()]) {
             capabilities.insert(kind.capability().to_owned(), json!({ "listChanged": true }));
+        }
+    }
+    if offered(&["resources", "subscribe"]) {
+        capabilities["resources"]["subscribe"] = Value::Bool(true);
+    }
+    if offered(&["logging"]) {
+        capabilities.insert("logging".to_owned(), json!({}));
+    }
+    if offered(&["completions"]) && version >= "2025-03-26" {
+        capabilities.insert("completions".to_owned(), json!({}));
+    }
+    if version >= "2025-11-25" {
+        let mut tasks = Value::Null;
+        for (_, info) in snapshot.ready() {
+            if let Some(t) = info.capabilities.get("tasks") {
+                merge(&mut tasks, t);
+            }
+        }
+        if !tasks.is_null() {
+            capabilities.insert("tasks".to_owned(), tasks);
         }
     }
     let instructions: Vec<String> = snapshot
@@ -339,6 +424,19 @@ fn initialize_result(snapshot: &Snapshot, version: &'static str) -> Value {
         result["instructions"] = Value::String(instructions.join("\n\n"));
     }
     result
+}
+
+/// Deep union of two capability objects.
+fn merge(into: &mut Value, from: &Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (slot, value) if slot.is_null() => *slot = value.clone(),
+        _ => {}
+    }
 }
 
 fn to_raw<T: serde::Serialize + ?Sized>(value: &T) -> Box<RawValue> {

@@ -1,12 +1,39 @@
-//! Host sessions: what a host negotiated at `initialize`, and the store that finds them by
+//! Host sessions: what a host negotiated at `initialize`, the messages waiting for its event
+//! stream, and the per-session tables the router keeps (in-flight requests it may cancel, server
+//! requests it is answering, subscriptions, log level). The store finds sessions by
 //! `Mcp-Session-Id` and forgets idle ones.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::upstream::{Canceller, ServerRequestReply};
+
+/// Messages a session's event stream may fall behind by before new ones are dropped.
+const OUTBOX: usize = 1024;
+
+/// RFC 5424 severities, as MCP's `logging/setLevel` names them, least severe first.
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// The rank of a log level name (`None` for an unknown name).
+pub fn log_rank(level: &str) -> Option<usize> {
+    LOG_LEVELS.iter().position(|l| *l == level)
+}
 
 /// One host connection.
 #[derive(Debug)]
@@ -19,11 +46,108 @@ pub struct Session {
     pub client_info: Value,
     /// Milliseconds since the store's epoch when the host last used this session.
     last_seen: AtomicU64,
+    /// Messages for the host that belong to no open request stream.
+    outbox: mpsc::Sender<String>,
+    /// The receiving end, while no event stream has it.
+    outbox_rx: Mutex<Option<mpsc::Receiver<String>>>,
+    /// Whether an event stream is attached (an attached session never idles out).
+    streaming: AtomicBool,
+    pub(super) tables: Mutex<SessionTables>,
+    next_server_request: AtomicU64,
+    /// Cancelled when the session ends, so its event streams end too.
+    pub closed: CancellationToken,
+}
+
+/// What the router tracks per session.
+#[derive(Debug, Default)]
+pub(super) struct SessionTables {
+    /// The host's request id (raw JSON) → how to cancel it upstream.
+    pub in_flight: HashMap<String, Canceller>,
+    /// Our id for an upstream's request (raw JSON) → where the host's answer goes.
+    pub server_requests: HashMap<String, ServerRequestReply>,
+    /// Exposed resource URIs the host subscribed to.
+    pub subscriptions: HashSet<String>,
+    /// The level the host set with `logging/setLevel` (no log messages until it does).
+    pub log_level: Option<usize>,
 }
 
 impl Session {
     fn touch(&self, now_ms: u64) {
         self.last_seen.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// Whether the host declared a client capability.
+    pub fn supports(&self, capability: &str) -> bool {
+        self.client_capabilities
+            .get(capability)
+            .is_some_and(|c| !c.is_null())
+    }
+
+    /// Queues a message for the host's event stream; dropped (with a warning) if it is full.
+    pub fn deliver(&self, line: String) {
+        if let Err(e) = self.outbox.try_send(line) {
+            if matches!(e, mpsc::error::TrySendError::Full(_)) {
+                tracing::warn!(session = %self.id, "Dropped a message for the host: its event stream is not being read.");
+            }
+        }
+    }
+
+    /// Takes the event stream's receiving end; the guard gives it back when the stream ends.
+    pub fn attach_stream(self: &Arc<Self>) -> Option<StreamGuard> {
+        let rx = self.outbox_rx.lock().ok()?.take()?;
+        self.streaming.store(true, Ordering::Relaxed);
+        Some(StreamGuard {
+            session: Arc::clone(self),
+            rx: Some(rx),
+        })
+    }
+
+    /// Whether an event stream is attached now.
+    pub fn is_streaming(&self) -> bool {
+        self.streaming.load(Ordering::Relaxed)
+    }
+
+    /// A fresh id for a request mcpmux forwards to this host on an upstream's behalf.
+    pub fn next_server_request_id(&self) -> Box<RawValue> {
+        let n = self.next_server_request.fetch_add(1, Ordering::Relaxed);
+        RawValue::from_string(format!("\"mcpmux-s-{n}\""))
+            .unwrap_or_else(|_| unreachable!("a JSON string"))
+    }
+
+    pub(super) fn tables(&self) -> std::sync::MutexGuard<'_, SessionTables> {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// An attached event stream's hold on the session outbox.
+#[derive(Debug)]
+pub struct StreamGuard {
+    session: Arc<Session>,
+    rx: Option<mpsc::Receiver<String>>,
+}
+
+impl StreamGuard {
+    /// The next message for the host; `None` once the session has ended.
+    pub async fn recv(&mut self) -> Option<String> {
+        let closed = self.session.closed.clone();
+        let rx = self.rx.as_mut()?;
+        tokio::select! {
+            line = rx.recv() => line,
+            () = closed.cancelled() => None,
+        }
+    }
+
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        if let (Some(rx), Ok(mut slot)) = (self.rx.take(), self.session.outbox_rx.lock()) {
+            *slot = Some(rx);
+        }
+        self.session.streaming.store(false, Ordering::Relaxed);
     }
 }
 
@@ -44,20 +168,28 @@ impl SessionStore {
         })
     }
 
-    /// Opens a session with a fresh unguessable id.
+    /// Opens a session (with `id`, or a fresh unguessable one).
     pub fn open(
         &self,
+        id: Option<String>,
         version: &'static str,
         client_capabilities: Value,
         client_info: Value,
     ) -> Arc<Session> {
-        let id = format!("{:032x}", rand::random::<u128>());
+        let id = id.unwrap_or_else(new_id);
+        let (outbox, rx) = mpsc::channel(OUTBOX);
         let session = Arc::new(Session {
             id: id.clone(),
             version,
             client_capabilities,
             client_info,
             last_seen: AtomicU64::new(self.now_ms()),
+            outbox,
+            outbox_rx: Mutex::new(Some(rx)),
+            streaming: AtomicBool::new(false),
+            tables: Mutex::new(SessionTables::default()),
+            next_server_request: AtomicU64::new(1),
+            closed: CancellationToken::new(),
         });
         if let Ok(mut map) = self.sessions.write() {
             map.insert(id, Arc::clone(&session));
@@ -73,14 +205,19 @@ impl SessionStore {
         Some(session)
     }
 
-    pub fn close(&self, id: &str) -> bool {
-        let removed = self
-            .sessions
-            .write()
-            .ok()
-            .and_then(|mut m| m.remove(id))
-            .is_some();
-        if removed {
+    /// Every live session.
+    pub fn all(&self) -> Vec<Arc<Session>> {
+        self.sessions
+            .read()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Removes a session and ends its event streams; the caller releases what it held.
+    pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
+        let removed = self.sessions.write().ok().and_then(|mut m| m.remove(id));
+        if let Some(session) = &removed {
+            session.closed.cancel();
             tracing::info!(session = %id, "Host session closed.");
         }
         removed
@@ -94,36 +231,31 @@ impl SessionStore {
         self.len() == 0
     }
 
-    /// Forgets sessions idle longer than the timeout; returns how many.
-    pub fn expire_idle(&self) -> usize {
+    /// Sessions idle longer than the timeout with no event stream attached.
+    pub fn idle(&self) -> Vec<String> {
         let limit = u64::try_from(self.idle_timeout.as_millis()).unwrap_or(u64::MAX);
         let now = self.now_ms();
-        let Ok(mut map) = self.sessions.write() else {
-            return 0;
+        let Ok(map) = self.sessions.read() else {
+            return Vec::new();
         };
-        let before = map.len();
-        map.retain(|_, s| now.saturating_sub(s.last_seen.load(Ordering::Relaxed)) < limit);
-        before - map.len()
+        map.values()
+            .filter(|s| !s.streaming.load(Ordering::Relaxed))
+            .filter(|s| now.saturating_sub(s.last_seen.load(Ordering::Relaxed)) >= limit)
+            .map(|s| s.id.clone())
+            .collect()
     }
 
-    /// Runs [`Self::expire_idle`] periodically for as long as the store exists.
-    pub fn spawn_reaper(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
-        let every = (self.idle_timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            loop {
-                tick.tick().await;
-                let Some(store) = weak.upgrade() else { return };
-                let expired = store.expire_idle();
-                if expired > 0 {
-                    tracing::info!(expired, "Forgot idle host sessions.");
-                }
-            }
-        });
+    /// How often idle sessions should be looked for.
+    pub fn reap_interval(&self) -> Duration {
+        (self.idle_timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(60))
     }
 
     fn now_ms(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
+}
+
+/// 128 random bits as hex: visible ASCII, as the spec requires of session ids.
+pub fn new_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
 }

@@ -139,10 +139,15 @@ pub fn raw_error_line(id: Option<&RawValue>, error: &str) -> String {
 
 /// `{"jsonrpc":"2.0","id":<n>,"method":…,"params":…}` with one of our own numeric ids.
 pub fn request_line(id: u64, method: &str, params: Option<&str>) -> String {
+    request_line_raw(&id.to_string(), method, params)
+}
+
+/// A request under an id that is already JSON text.
+pub fn request_line_raw(id: &str, method: &str, params: Option<&str>) -> String {
     let params_len = params.map_or(0, str::len);
-    let mut out = String::with_capacity(64 + method.len() + params_len);
+    let mut out = String::with_capacity(64 + id.len() + method.len() + params_len);
     out.push_str(r#"{"jsonrpc":"2.0","id":"#);
-    out.push_str(&id.to_string());
+    out.push_str(id);
     out.push_str(r#","method":"#);
     out.push_str(&serialize(method));
     if let Some(params) = params {

@@ -206,18 +206,23 @@ mod tests {
     use crate::config::UpstreamConfig;
 
     fn handle(name: &str) -> UpstreamHandle {
-        UpstreamHandle::new(UpstreamConfig {
-            name: name.into(),
-            prefix: Prefix::parse(name).unwrap_or_else(|e| panic!("{e}")),
-            command: "true".into(),
-            args: vec![],
-            env: Default::default(),
-            inherit_env: vec![],
-            cwd: None,
-            enabled: true,
-            request_timeout: std::time::Duration::from_secs(1),
-            startup_timeout: std::time::Duration::from_secs(1),
-        })
+        UpstreamHandle::new(
+            UpstreamConfig {
+                name: name.into(),
+                prefix: Prefix::parse(name).unwrap_or_else(|e| panic!("{e}")),
+                command: "true".into(),
+                args: vec![],
+                env: Default::default(),
+                inherit_env: vec![],
+                cwd: None,
+                enabled: true,
+                request_timeout: std::time::Duration::from_secs(1),
+                startup_timeout: std::time::Duration::from_secs(1),
+                isolation: Default::default(),
+                roots: None,
+            },
+            None,
+        )
     }
 
     fn catalog(tools: &[&str]) -> UpstreamCatalog {

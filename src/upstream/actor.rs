@@ -68,7 +68,8 @@ impl Actor for UpstreamActor {
             return Err("the child's pipes were not set up".into());
         };
         let events = myself.clone();
-        let conn = Connection::start(&handle, stdin, stdout, stderr, move |event| {
+        let scope = handle.scope().map(str::to_owned);
+        let conn = Connection::start(&handle, scope, stdin, stdout, stderr, move |event| {
             let event = match event {
                 Event::ListChanged(kind) => ConnectionEvent::ListChanged(kind),
                 Event::Closed(reason) => ConnectionEvent::StdoutClosed(reason),
@@ -101,9 +102,17 @@ impl Actor for UpstreamActor {
         let conn = Arc::clone(&state.conn);
         let config = state.handle.config().clone();
         let max_items = state.router.max_items_per_upstream();
+        // A per-session instance serves calls only; the shared instance serves the catalog.
+        let scoped = state.handle.scope().is_some();
         tokio::spawn(async move {
             let startup = async {
                 let info = Arc::new(handshake::initialize(&conn, config.startup_timeout).await?);
+                if scoped {
+                    return Ok(UpstreamCatalog {
+                        info,
+                        lists: Default::default(),
+                    });
+                }
                 handshake::read_catalog(
                     &conn,
                     info,
@@ -143,7 +152,9 @@ impl Actor for UpstreamActor {
                 tracing::info!(upstream = %h.name(), version = catalog.info.protocol_version, offers = %counts.join(", "), "Upstream is ready.");
                 h.update(|s| s.info = Some(Arc::clone(&catalog.info)));
                 h.set_connection(Some(Arc::clone(&state.conn)));
-                state.router.publish(h, catalog.clone()).await;
+                if h.scope().is_none() {
+                    state.router.publish(h, catalog.clone()).await;
+                }
                 h.set_state(UpState::Ready, None);
                 state.catalog = Some(catalog);
                 Ok(())
@@ -152,7 +163,7 @@ impl Actor for UpstreamActor {
                 Err(self.fail(state, format!("failed to start: {why}")).await)
             }
             UpstreamMsg::Connection(ConnectionEvent::ListChanged(kind)) => {
-                if state.catalog.is_some() {
+                if state.catalog.is_some() && state.handle.scope().is_none() {
                     let conn = Arc::clone(&state.conn);
                     let config = state.handle.config().clone();
                     let max_items = state.router.max_items_per_upstream();
@@ -222,7 +233,9 @@ impl UpstreamActor {
 async fn teardown(state: &mut UpstreamState, reason: &str) {
     state.handle.set_connection(None);
     state.conn.close(reason);
-    state.router.withdraw(state.handle.name());
+    if state.handle.scope().is_none() {
+        state.router.withdraw(state.handle.name());
+    }
     if let Some(guard) = state.guard.take() {
         guard.terminate(STOP_GRACE).await;
     }

@@ -1,6 +1,10 @@
-//! One live connection to an upstream: the in-flight table (our id → waiting caller) and the
-//! reader, writer and stderr tasks around the child's pipes. Callers never queue behind an actor:
-//! a request registers itself, hands its line to the writer task and waits for its own answer.
+//! One live connection to an upstream: the in-flight table (our id → waiting caller and the host
+//! request it serves), the progress-token map, the table of requests the upstream sent to hosts,
+//! and the reader, writer and stderr tasks around the child's pipes. Callers never queue behind
+//! an actor: a request registers itself, hands its line to the writer task and waits for its own
+//! answer. What the upstream sends unasked is routed in `inbound`.
+
+mod inbound;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,14 +12,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodecError};
 
 use super::handle::{Reply, UpstreamError, UpstreamHandle};
-use crate::jsonrpc::{
-    Incoming, Kind, MAX_LINE_BYTES, RpcError, codes, error_line, line_codec, notification_line,
-};
+use super::origin::{Canceller, Origin};
+use crate::jsonrpc::{MAX_LINE_BYTES, line_codec, notification_line};
 use crate::mcp::ListKind;
 
 /// Lines waiting for the writer task; a full queue makes callers wait (backpressure).
@@ -30,12 +34,66 @@ pub(super) enum Event {
     Closed(String),
 }
 
-type Waiter = oneshot::Sender<Reply>;
+/// The host side of a forwarded request, and the progress token it was given upstream.
+pub struct CallContext {
+    pub origin: Arc<dyn Origin>,
+    /// When the host asked for progress: our token (in the params sent) and the host's.
+    pub progress: Option<ProgressTokens>,
+}
+
+/// A host's `progressToken` and the one that stands for it upstream (both raw JSON).
+#[derive(Debug)]
+pub struct ProgressTokens {
+    pub ours: String,
+    pub host: Box<RawValue>,
+}
+
+impl ProgressTokens {
+    /// A token unique in this process for the host's `host` token.
+    pub fn new(host: Box<RawValue>) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let ours = format!("\"mcpmux-p-{}\"", NEXT.fetch_add(1, Ordering::Relaxed));
+        Self { ours, host }
+    }
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("session", &self.origin.session_id())
+            .finish()
+    }
+}
+
+type Waiter = oneshot::Sender<Result<Reply, UpstreamError>>;
+
+struct Pending {
+    waiter: Waiter,
+    origin: Option<Arc<dyn Origin>>,
+    progress: Option<ProgressTokens>,
+}
+
+/// A request the upstream sent that a host is answering.
+struct Forwarded {
+    origin: Arc<dyn Origin>,
+    host_id: Box<RawValue>,
+}
+
+#[derive(Default)]
+struct Tables {
+    pending: HashMap<u64, Pending>,
+    /// Upstream request id (raw JSON text) → where it went.
+    forwarded: HashMap<String, Forwarded>,
+    /// Our progress token (raw JSON text) → the request it belongs to.
+    progress: HashMap<String, u64>,
+}
 
 pub(super) struct Connection {
-    upstream: String,
+    handle: UpstreamHandle,
+    /// The one host session a per-session instance serves.
+    scope: Option<String>,
     writer: mpsc::Sender<String>,
-    pending: Mutex<HashMap<u64, Waiter>>,
+    tables: Mutex<Tables>,
     next_id: AtomicU64,
     /// Why the connection ended, once it has.
     closed: Mutex<Option<String>>,
@@ -45,6 +103,7 @@ impl Connection {
     /// Starts the reader, writer and stderr tasks. `events` is called from the reader task.
     pub(super) fn start(
         handle: &UpstreamHandle,
+        scope: Option<String>,
         stdin: impl AsyncWrite + Unpin + Send + 'static,
         stdout: impl AsyncRead + Unpin + Send + 'static,
         stderr: impl AsyncRead + Unpin + Send + 'static,
@@ -52,9 +111,10 @@ impl Connection {
     ) -> Arc<Self> {
         let (writer, rx) = mpsc::channel(WRITE_QUEUE);
         let conn = Arc::new(Self {
-            upstream: handle.name().to_owned(),
+            handle: handle.clone(),
+            scope,
             writer,
-            pending: Mutex::new(HashMap::new()),
+            tables: Mutex::new(Tables::default()),
             next_id: AtomicU64::new(1),
             closed: Mutex::new(None),
         });
@@ -64,26 +124,57 @@ impl Connection {
         conn
     }
 
-    /// Sends one request and waits for its answer, at most `timeout`.
+    fn upstream(&self) -> &str {
+        self.handle.name()
+    }
+
+    fn tables(&self) -> std::sync::MutexGuard<'_, Tables> {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sends one request and waits for its answer, at most `timeout`. With a `call` context,
+    /// the host's progress token is replaced by ours and the host can cancel the request.
     pub(super) async fn request(
-        &self,
+        self: &Arc<Self>,
         method: &str,
         params: Option<&str>,
         timeout: Duration,
+        call: Option<CallContext>,
     ) -> Result<Reply, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
+        let origin = call.as_ref().map(|c| Arc::clone(&c.origin));
         {
-            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            let mut tables = self.tables();
             if let Some(reason) = self.closed_reason() {
                 return Err(self.failed(reason));
             }
-            pending.insert(id, tx);
+            let (origin, progress) = match call {
+                Some(c) => (Some(c.origin), c.progress),
+                None => (None, None),
+            };
+            if let Some(tokens) = &progress {
+                tables.progress.insert(tokens.ours.clone(), id);
+            }
+            tables.pending.insert(
+                id,
+                Pending {
+                    waiter: tx,
+                    origin,
+                    progress,
+                },
+            );
         }
         let mut slot = Slot {
             conn: self,
             id: Some(id),
         };
+        if let Some(origin) = &origin {
+            origin.started(Canceller {
+                conn: Arc::downgrade(self),
+                id,
+            });
+        }
         let line = crate::jsonrpc::request_line(id, method, params);
         let outcome = tokio::time::timeout(timeout, async {
             self.writer.send(line).await.map_err(|_| ())?;
@@ -91,29 +182,55 @@ impl Connection {
         })
         .await;
         match outcome {
-            Ok(Ok(reply)) => {
+            Ok(Ok(answer)) => {
                 slot.id = None;
-                Ok(reply)
+                answer
             }
-            Ok(Err(())) => Err(self.failed(
-                self.closed_reason()
-                    .unwrap_or_else(|| "connection closed".to_owned()),
-            )),
+            Ok(Err(())) => {
+                let reason = self.closed_reason();
+                Err(self.failed(reason.unwrap_or_else(|| "connection closed".to_owned())))
+            }
             Err(_) => {
-                let cancel =
-                    format!(r#"{{"requestId":{id},"reason":"mcpmux: request timed out"}}"#);
-                self.notify("notifications/cancelled", Some(&cancel));
+                let reason = r#""mcpmux: request timed out""#;
+                self.notify(
+                    "notifications/cancelled",
+                    Some(&cancel_params(id, Some(reason))),
+                );
                 Err(UpstreamError::Timeout {
-                    upstream: self.upstream.clone(),
+                    upstream: self.upstream().to_owned(),
                     timeout,
                 })
             }
         }
     }
 
+    /// Cancels request `id` on behalf of its host: the waiter fails at once, the upstream is told.
+    pub(super) fn cancel(&self, id: u64, reason: Option<&RawValue>) {
+        let Some(pending) = self.tables().remove(id) else {
+            return;
+        };
+        let _ = pending.waiter.send(Err(UpstreamError::Cancelled {
+            upstream: self.upstream().to_owned(),
+        }));
+        let params = cancel_params(id, reason.map(RawValue::get));
+        self.notify("notifications/cancelled", Some(&params));
+    }
+
     /// Sends a notification without waiting; dropped if the write queue is full.
     pub(super) fn notify(&self, method: &str, params: Option<&str>) {
-        let _ = self.writer.try_send(notification_line(method, params));
+        self.send_line(notification_line(method, params));
+    }
+
+    fn send_line(&self, line: String) {
+        if self.writer.try_send(line).is_err() {
+            tracing::warn!(upstream = %self.upstream(), "Dropped a message to the upstream: its write queue is full.");
+        }
+    }
+
+    /// Writes a host's answer to a request the upstream sent.
+    pub(super) fn answer_server_request(&self, upstream_id: &RawValue, line: String) {
+        self.tables().forwarded.remove(upstream_id.get());
+        self.send_line(line);
     }
 
     fn closed_reason(&self) -> Option<String> {
@@ -122,73 +239,46 @@ impl Connection {
 
     fn failed(&self, reason: String) -> UpstreamError {
         UpstreamError::Failed {
-            upstream: self.upstream.clone(),
+            upstream: self.upstream().to_owned(),
             reason,
         }
     }
 
     /// Ends the connection: every waiting caller is told why, at once.
     pub(super) fn close(&self, reason: &str) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tables = self.tables();
         if let Ok(mut closed) = self.closed.lock() {
             closed.get_or_insert_with(|| reason.to_owned());
         }
         // Dropping the senders wakes each waiter with the closed reason.
-        pending.clear();
-    }
-
-    fn on_line(&self, line: &str, events: &impl Fn(Event)) {
-        let line = line.trim();
-        if line.is_empty() {
-            return;
-        }
-        match Incoming::parse(line) {
-            Ok(Kind::Response { id, result }) => {
-                self.resolve(id.get(), Reply::Result(result.to_owned()))
-            }
-            Ok(Kind::Error { id, error }) => self.resolve(id.get(), Reply::Error(error.to_owned())),
-            Ok(Kind::Request { id, method, .. }) => {
-                let answer = if method == "ping" {
-                    crate::jsonrpc::response_line(id, &empty_object())
-                } else {
-                    let why = format!("mcpmux does not forward `{method}` from upstreams to hosts");
-                    error_line(Some(id), &RpcError::new(codes::METHOD_NOT_FOUND, why))
-                };
-                let _ = self.writer.try_send(answer);
-            }
-            Ok(Kind::Notification { method, .. }) => match method.as_ref() {
-                "notifications/tools/list_changed" => events(Event::ListChanged(ListKind::Tools)),
-                "notifications/prompts/list_changed" => {
-                    events(Event::ListChanged(ListKind::Prompts))
-                }
-                "notifications/resources/list_changed" => {
-                    events(Event::ListChanged(ListKind::Resources));
-                    events(Event::ListChanged(ListKind::ResourceTemplates));
-                }
-                other => {
-                    tracing::debug!(upstream = %self.upstream, method = other, "Dropped a notification from upstream.")
-                }
-            },
-            Err(e) => {
-                let shown: String = line.chars().take(200).collect();
-                tracing::warn!(upstream = %self.upstream, error = %e, line = %shown, "Upstream wrote a line that is not JSON-RPC.");
-            }
+        tables.pending.clear();
+        tables.progress.clear();
+        for (_, forwarded) in tables.forwarded.drain() {
+            forwarded.origin.cancel_forwarded(&forwarded.host_id, None);
         }
     }
 
-    fn resolve(&self, id: &str, reply: Reply) {
-        let waiter = id
-            .parse::<u64>()
-            .ok()
-            .and_then(|id| self.pending.lock().ok()?.remove(&id));
-        match waiter {
-            Some(waiter) => {
-                let _ = waiter.send(reply);
-            }
-            None => {
-                tracing::debug!(upstream = %self.upstream, id, "Answer for a request no one waits for (late or unknown).")
-            }
+    /// How many requests are waiting for the upstream.
+    pub(super) fn in_flight(&self) -> usize {
+        self.tables().pending.len()
+    }
+}
+
+impl Tables {
+    /// Takes request `id` out of the in-flight table, with its progress token.
+    fn remove(&mut self, id: u64) -> Option<Pending> {
+        let pending = self.pending.remove(&id)?;
+        if let Some(tokens) = &pending.progress {
+            self.progress.remove(&tokens.ours);
         }
+        Some(pending)
+    }
+}
+
+fn cancel_params(id: u64, reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) => format!(r#"{{"requestId":{id},"reason":{reason}}}"#),
+        None => format!(r#"{{"requestId":{id}}}"#),
     }
 }
 
@@ -201,16 +291,9 @@ struct Slot<'a> {
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
-            if let Ok(mut pending) = self.conn.pending.lock() {
-                pending.remove(&id);
-            }
+            self.conn.tables().remove(id);
         }
     }
-}
-
-fn empty_object() -> Box<serde_json::value::RawValue> {
-    serde_json::value::RawValue::from_string("{}".to_owned())
-        .unwrap_or_else(|_| unreachable!("`{{}}` is JSON"))
 }
 
 async fn write_loop(mut rx: mpsc::Receiver<String>, stdin: impl AsyncWrite + Unpin) {

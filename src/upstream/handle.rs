@@ -9,8 +9,9 @@ use arc_swap::ArcSwapOption;
 use serde_json::value::RawValue;
 use tokio::sync::watch;
 
-use super::connection::Connection;
+use super::connection::{CallContext, Connection};
 use super::handshake::ServerInfo;
+use super::origin::HostBus;
 use crate::config::UpstreamConfig;
 use crate::mcp::names::Prefix;
 
@@ -69,10 +70,16 @@ pub enum UpstreamError {
     Timeout { upstream: String, timeout: Duration },
     #[error("upstream `{upstream}` failed while handling the request: {reason}")]
     Failed { upstream: String, reason: String },
+    #[error("the request to upstream `{upstream}` was cancelled")]
+    Cancelled { upstream: String },
 }
 
 struct Shared {
     config: UpstreamConfig,
+    /// Where session-bound upstream messages go.
+    bus: Option<Arc<dyn HostBus>>,
+    /// The host session a per-session instance serves (`None`: the shared instance).
+    scope: Option<String>,
     conn: ArcSwapOption<Connection>,
     status: Mutex<Status>,
     state_tx: watch::Sender<State>,
@@ -94,7 +101,20 @@ impl std::fmt::Debug for UpstreamHandle {
 }
 
 impl UpstreamHandle {
-    pub fn new(config: UpstreamConfig) -> Self {
+    pub fn new(config: UpstreamConfig, bus: Option<Arc<dyn HostBus>>) -> Self {
+        Self::build(config, bus, None)
+    }
+
+    /// A handle for this upstream's own instance serving one host session.
+    pub fn instance_for(&self, session: &str) -> Self {
+        Self::build(
+            self.shared.config.clone(),
+            self.shared.bus.clone(),
+            Some(session.to_owned()),
+        )
+    }
+
+    fn build(config: UpstreamConfig, bus: Option<Arc<dyn HostBus>>, scope: Option<String>) -> Self {
         let state = if config.enabled {
             State::Starting
         } else {
@@ -111,6 +131,8 @@ impl UpstreamHandle {
         Self {
             shared: Arc::new(Shared {
                 config,
+                bus,
+                scope,
                 conn: ArcSwapOption::empty(),
                 status: Mutex::new(status),
                 state_tx,
@@ -132,17 +154,52 @@ impl UpstreamHandle {
     }
 
     /// Forwards one request (`params` as raw JSON, already rewritten) and waits for the answer,
-    /// at most the upstream's request timeout.
+    /// at most the upstream's request timeout. `call` ties it to the host request it serves.
     pub async fn request(
         &self,
         method: &str,
         params: Option<&str>,
+        call: Option<CallContext>,
     ) -> Result<Reply, UpstreamError> {
         let Some(conn) = self.shared.conn.load_full() else {
             return Err(self.unavailable());
         };
-        conn.request(method, params, self.shared.config.request_timeout)
+        conn.request(method, params, self.shared.config.request_timeout, call)
             .await
+    }
+
+    /// Sends a notification to the live connection, if there is one.
+    pub fn notify(&self, method: &str, params: Option<&str>) {
+        if let Some(conn) = self.shared.conn.load_full() {
+            conn.notify(method, params);
+        }
+    }
+
+    pub fn scope(&self) -> Option<&str> {
+        self.shared.scope.as_deref()
+    }
+
+    pub(super) fn bus(&self) -> Option<&Arc<dyn HostBus>> {
+        self.shared.bus.as_ref()
+    }
+
+    /// The `roots/list` result configured for this upstream, if any.
+    pub(super) fn configured_roots(&self) -> Option<Box<RawValue>> {
+        let roots = self.shared.config.roots.as_ref()?;
+        let list: Vec<serde_json::Value> = roots
+            .iter()
+            .map(|uri| serde_json::json!({ "uri": uri }))
+            .collect();
+        serde_json::value::to_raw_value(&serde_json::json!({ "roots": list })).ok()
+    }
+
+    /// Requests waiting for the upstream right now.
+    pub fn in_flight(&self) -> usize {
+        self.shared
+            .conn
+            .load()
+            .as_ref()
+            .map_or(0, |c| c.in_flight())
     }
 
     pub fn status(&self) -> Status {

@@ -60,15 +60,21 @@ struct InitializeResult {
 }
 
 /// Performs `initialize` + `notifications/initialized`.
-pub(super) async fn initialize(conn: &Connection, timeout: Duration) -> Result<ServerInfo, String> {
+pub(super) async fn initialize(
+    conn: &Arc<Connection>,
+    timeout: Duration,
+) -> Result<ServerInfo, String> {
     let params = serde_json::json!({
         "protocolVersion": version::LATEST,
-        "capabilities": {},
+        // mcpmux forwards these to the host session a request comes from (or answers roots
+        // itself when the upstream has configured roots).
+        "capabilities": {"sampling": {}, "elicitation": {}, "roots": {"listChanged": false}},
         "clientInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")},
     })
     .to_string();
     let result = expect_result(
-        conn.request("initialize", Some(&params), timeout).await,
+        conn.request("initialize", Some(&params), timeout, None)
+            .await,
         "initialize",
     )?;
     let init: InitializeResult = serde_json::from_str(result.get())
@@ -91,7 +97,7 @@ pub(super) async fn initialize(conn: &Connection, timeout: Duration) -> Result<S
 
 /// Reads every listing the server offers.
 pub(super) async fn read_catalog(
-    conn: &Connection,
+    conn: &Arc<Connection>,
     info: Arc<ServerInfo>,
     timeout: Duration,
     max_items: usize,
@@ -120,7 +126,7 @@ struct Page {
 /// Reads one listing to its last page. Stops (with a warning, keeping what it read) at a repeated
 /// or empty cursor, past `max_items` items or [`MAX_PAGES`] pages.
 pub(super) async fn read_list(
-    conn: &Connection,
+    conn: &Arc<Connection>,
     kind: ListKind,
     timeout: Duration,
     max_items: usize,
@@ -134,7 +140,7 @@ pub(super) async fn read_list(
             .as_ref()
             .map(|c| serde_json::json!({ "cursor": c }).to_string());
         let result = expect_result(
-            conn.request(kind.method(), params.as_deref(), timeout)
+            conn.request(kind.method(), params.as_deref(), timeout, None)
                 .await,
             kind.method(),
         )?;

@@ -13,22 +13,53 @@
 //!   `add_tool` (adds an echo tool named `name` and sends
 //!   `notifications/tools/list_changed`), plus
 //!   `--tools N` generated tools `tool_00000`, `tool_00001`, ...;
+//! - protocol-routing tools, always callable but listed in `tools/list` only
+//!   with `--protocol-tools` (so the default listing stays the 7 tools above):
+//!   - `progress` {`steps` = 3, `delay_ms` = 20}: with `_meta.progressToken`,
+//!     sends `steps` `notifications/progress` `delay_ms` apart, then answers
+//!     "done <steps> steps";
+//!   - `sample` {`prompt` = "hello"} (`sampling/createMessage`), `elicit`
+//!     (`elicitation/create`), `roots` (`roots/list`), `ping_client` (`ping`):
+//!     send that request to the client with our own string id `srv-<n>`, wait
+//!     for the matching response, and answer "sampled: <content.text>",
+//!     "elicited: <action> <content JSON>", "roots: <roots JSON>" or "pong";
+//!     a client error gives an `isError` result "<what> failed: <message>
+//!     (<code>)", <what> being sampling, elicitation, roots or ping;
+//!   - `notify_cancel`: sends a `sampling/createMessage`, cancels it with
+//!     `notifications/cancelled` 100 ms later and answers "cancelled own
+//!     request" (a late answer is ignored);
+//!   - `log` {`level` = "info", `text`}: sends `notifications/message` (logger
+//!     `testlog`) if `logging/setLevel` was received and `level` is at or above
+//!     it, answers "logged"; `log_level` answers "level: <level or none>";
+//!   - `touch` {`uri`}: sends `notifications/resources/updated` if `uri` is
+//!     subscribed, answers "touched <uri> (subscribed: <bool>)";
+//!     `subscriptions` answers the sorted JSON array of subscribed URIs;
 //! - prompt `greet`, resource `test://<name>/hello`, template
-//!   `test://<name>/item/{id}`;
+//!   `test://<name>/item/{id}`; `resources/subscribe`/`unsubscribe` on those
+//!   URIs; `completion/complete` for the `greet` argument `name` (Ada, Alan,
+//!   Grace) and the template argument `id` (1, 2, 42);
+//! - `notifications/cancelled` aborts an in-flight `slow` or `progress` call
+//!   (no answer) and prints "cancelled <requestId>" to stderr (a string id is
+//!   printed without quotes);
 //! - optional self-pagination of every list (`--page-size`);
 //! - fault injection flags (`--exit-at-start`, `--garbage-at-start`,
 //!   `--ignore-pings`, `--hang-on-initialize`, `--spawn-grandchild`,
 //!   `--huge-line-bytes`) and `--record FILE` to log every received line.
 //!
-//! Design: the main task reads stdin and handles each line synchronously
-//! (only `slow` spawns a tokio task). Replies go through a channel to a writer
+//! Design: the main task reads stdin and handles each line synchronously;
+//! `slow`, `progress` and the tools that wait for the client spawn tokio
+//! tasks. Responses from the client are routed by id to the task waiting for
+//! them (unknown ids are ignored). Replies go through a channel to a writer
 //! thread that writes into a `BufWriter` and flushes only when the channel is
 //! momentarily empty, so a burst of requests costs one flush.
 
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
+use std::future::Future;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use clap::Parser;
@@ -36,6 +67,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
 
 /// Protocol versions we echo back when the client asks for them.
 const SUPPORTED_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -50,6 +83,18 @@ const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// RFC 5424 severities, lowest first, as named by MCP logging.
+const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
 
 #[derive(Parser, Debug)]
 #[command(
@@ -93,6 +138,11 @@ struct Args {
     /// Size in bytes of the single line answered by the `huge` tool.
     #[arg(long, value_name = "N")]
     huge_line_bytes: Option<usize>,
+    /// Also list the protocol-routing tools (progress, sample, elicit, roots,
+    /// ping_client, notify_cancel, log, log_level, touch, subscriptions) in
+    /// tools/list; they are callable either way.
+    #[arg(long)]
+    protocol_tools: bool,
 }
 
 /// A message for the writer thread.
@@ -218,6 +268,142 @@ fn fixed_tools() -> Vec<Value> {
     ]
 }
 
+/// The protocol-routing tools, listed only with `--protocol-tools`.
+fn protocol_tools() -> Vec<Value> {
+    let no_args = json!({"type": "object", "properties": {}});
+    let prompt_args = json!({"type": "object", "properties": {"prompt": {"type": "string"}}});
+    let uri_args = json!({"type": "object", "properties": {"uri": {"type": "string"}},
+                          "required": ["uri"]});
+    vec![
+        json!({"name": "progress",
+               "description": "Sends `steps` progress notifications `delay_ms` apart when given a progressToken",
+               "inputSchema": {"type": "object", "properties": {
+                   "steps": {"type": "integer", "minimum": 0},
+                   "delay_ms": {"type": "integer", "minimum": 0}}}}),
+        json!({"name": "sample", "description": "Asks the client for sampling/createMessage",
+               "inputSchema": prompt_args}),
+        json!({"name": "elicit", "description": "Asks the client for elicitation/create",
+               "inputSchema": no_args}),
+        json!({"name": "roots", "description": "Asks the client for roots/list",
+               "inputSchema": no_args}),
+        json!({"name": "ping_client", "description": "Pings the client",
+               "inputSchema": no_args}),
+        json!({"name": "notify_cancel",
+               "description": "Sends sampling/createMessage to the client, then cancels it",
+               "inputSchema": prompt_args}),
+        json!({"name": "log", "description": "Sends notifications/message if `level` passes logging/setLevel",
+               "inputSchema": {"type": "object", "properties": {
+                   "level": {"type": "string", "enum": LOG_LEVELS}, "text": {"type": "string"}}}}),
+        json!({"name": "log_level", "description": "Tells the level set by logging/setLevel",
+               "inputSchema": no_args}),
+        json!({"name": "touch", "description": "Sends notifications/resources/updated if `uri` is subscribed",
+               "inputSchema": uri_args}),
+        json!({"name": "subscriptions", "description": "Lists the subscribed resource URIs",
+               "inputSchema": no_args}),
+    ]
+}
+
+/// A tool result with one text block.
+fn text_result(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}]})
+}
+
+/// A tool error result (`isError: true`) with one text block.
+fn error_result(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": true})
+}
+
+/// An optional non-negative integer tool argument.
+fn uint_arg(args: Option<&Value>, key: &str, default: u64) -> Result<u64, RpcError> {
+    match args.and_then(|a| a.get(key)) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| invalid_params(format!("`{key}` must be a non-negative integer"))),
+    }
+}
+
+/// What the client answered to one of our requests: its `result`, or
+/// `"<error.message> (<error.code>)"`.
+type ClientReply = Result<Value, String>;
+
+/// Server → client messages: requests with our own ids (`srv-1`, `srv-2`, ...)
+/// whose responses are routed back by id, and notifications.
+#[derive(Clone)]
+struct ClientLink {
+    out: mpsc::Sender<Out>,
+    next_id: Arc<AtomicU64>,
+    pending: Arc<Mutex<HashMap<String, oneshot::Sender<ClientReply>>>>,
+}
+
+impl ClientLink {
+    fn new(out: mpsc::Sender<Out>) -> Self {
+        ClientLink {
+            out,
+            next_id: Arc::new(AtomicU64::new(1)),
+            pending: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// Queues one line; fails only when the process is already exiting.
+    fn send(&self, line: String) {
+        let _ = self.out.send(Out::Line(line));
+    }
+
+    fn notify(&self, method: &str, params: Value) {
+        let msg = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        self.send(msg.to_string());
+    }
+
+    /// Sends a request to the client; the receiver gets its response.
+    fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> (String, oneshot::Receiver<ClientReply>) {
+        let id = format!("srv-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.insert(id.clone(), tx);
+        }
+        let mut msg = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if let Some(params) = params {
+            msg["params"] = params;
+        }
+        self.send(msg.to_string());
+        (id, rx)
+    }
+
+    /// Stops waiting for the response to `id`; a late one is then ignored.
+    fn forget(&self, id: &str) {
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.remove(id);
+        }
+    }
+
+    /// Hands a client response to the task waiting for it; unknown ids are ignored.
+    fn deliver(&self, id: &Value, response: &serde_json::Map<String, Value>) {
+        let Some(id) = id.as_str() else { return };
+        let Some(tx) = self.pending.lock().ok().and_then(|mut p| p.remove(id)) else {
+            return;
+        };
+        let reply = match response.get("error") {
+            Some(error) => Err(format!(
+                "{} ({})",
+                error.get("message").and_then(Value::as_str).unwrap_or(""),
+                error.get("code").unwrap_or(&Value::Null)
+            )),
+            None => Ok(response.get("result").cloned().unwrap_or(Value::Null)),
+        };
+        // The waiting task may be gone (aborted); then the response is dropped.
+        let _ = tx.send(reply);
+    }
+}
+
+/// Tasks answering a client request later that `notifications/cancelled` can
+/// abort, by the request id as compact JSON.
+type InFlight = Arc<Mutex<HashMap<String, (tokio::task::Id, AbortHandle)>>>;
+
 /// Immutable server state plus the channel to the writer thread.
 struct Server {
     name: String,
@@ -236,12 +422,23 @@ struct Server {
     resources: Vec<Box<RawValue>>,
     templates: Vec<Box<RawValue>>,
     out: mpsc::Sender<Out>,
+    /// Requests to and notifications for the client.
+    link: ClientLink,
+    /// Cancellable `slow` and `progress` calls.
+    inflight: InFlight,
+    /// Index in `LOG_LEVELS` of the last valid `logging/setLevel`.
+    log_level: Mutex<Option<usize>>,
+    /// URIs from `resources/subscribe` (sorted).
+    subscriptions: Mutex<BTreeSet<String>>,
 }
 
 impl Server {
     fn new(args: &Args, out: mpsc::Sender<Out>) -> Self {
         let name = &args.name;
         let mut tools = fixed_tools();
+        if args.protocol_tools {
+            tools.extend(protocol_tools());
+        }
         tools.extend((0..args.tools).map(|i| {
             json!({"name": format!("tool_{i:05}"),
                    "description": format!("Generated tool number {i} of upstream {name}"),
@@ -270,7 +467,11 @@ impl Server {
             prompts: paginate("prompts", &prompts, k),
             resources: paginate("resources", &resources, k),
             templates: paginate("resourceTemplates", &templates, k),
+            link: ClientLink::new(out.clone()),
             out,
+            inflight: Arc::new(Mutex::new(HashMap::new())),
+            log_level: Mutex::new(None),
+            subscriptions: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -308,10 +509,16 @@ impl Server {
                 }
             }
             // Notifications (initialized, cancelled, ...) need no answer.
-            (Some(Value::String(_)), None) => Outcome::Silent,
+            (Some(Value::String(method)), None) => {
+                if method == "notifications/cancelled" {
+                    self.cancel(params.as_ref());
+                }
+                Outcome::Silent
+            }
             (Some(_), id) => invalid(&id.unwrap_or(Value::Null), "method must be a string"),
-            // A response from the client: we never send requests, so ignore it.
-            (None, Some(_)) if obj.contains_key("result") || obj.contains_key("error") => {
+            // A response from the client: route it to the task waiting for it.
+            (None, Some(id)) if obj.contains_key("result") || obj.contains_key("error") => {
+                self.link.deliver(&id, &obj);
                 Outcome::Silent
             }
             (None, id) => invalid(&id.unwrap_or(Value::Null), "missing method"),
@@ -329,7 +536,32 @@ impl Server {
             "initialize" if self.hang_on_initialize => Ok(Outcome::Silent),
             "initialize" => reply(&self.initialize(params.as_ref())),
             "ping" if self.ignore_pings => Ok(Outcome::Silent),
-            "ping" | "logging/setLevel" => reply(&json!({})),
+            "ping" => reply(&json!({})),
+            "logging/setLevel" => {
+                // Always answered `{}`; only a known level is remembered.
+                let level = params.as_ref().and_then(|p| p.get("level"));
+                if let Some(rank) = level.and_then(Value::as_str).and_then(level_rank) {
+                    if let Ok(mut current) = self.log_level.lock() {
+                        *current = Some(rank);
+                    }
+                }
+                reply(&json!({}))
+            }
+            "resources/subscribe" => {
+                let uri = self.subscribable_uri(params.as_ref())?;
+                if let Ok(mut subs) = self.subscriptions.lock() {
+                    subs.insert(uri);
+                }
+                reply(&json!({}))
+            }
+            "resources/unsubscribe" => {
+                let uri = self.subscribable_uri(params.as_ref())?;
+                if let Ok(mut subs) = self.subscriptions.lock() {
+                    subs.remove(&uri);
+                }
+                reply(&json!({}))
+            }
+            "completion/complete" => reply(&self.complete(params.as_ref())?),
             "tools/list" => {
                 let added = self
                     .added_tools
@@ -372,8 +604,9 @@ impl Server {
             "capabilities": {
                 "tools": {"listChanged": true},
                 "prompts": {"listChanged": true},
-                "resources": {"subscribe": false, "listChanged": true},
-                "logging": {}
+                "resources": {"subscribe": true, "listChanged": true},
+                "logging": {},
+                "completions": {}
             },
             "serverInfo": {"name": format!("mcpmux-test-upstream-{}", self.name), "version": "0.1.0"}
         });
@@ -405,7 +638,6 @@ impl Server {
 
     fn call_tool(&self, id: &Value, params: Value) -> Result<Outcome, RpcError> {
         let reply = |result: &Value| Ok(Outcome::Reply(ok_line(id, result)));
-        let text_result = |text: &str| json!({"content": [{"type": "text", "text": text}]});
         let name = params
             .get("name")
             .and_then(Value::as_str)
@@ -432,14 +664,144 @@ impl Server {
                     })?,
                 };
                 let out = self.out.clone();
-                let id = id.clone();
+                let answer_id = id.clone();
                 let result = text_result(&format!("slept {ms}ms"));
-                tokio::spawn(async move {
+                self.spawn_cancellable(id, async move {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                     // Fails only when the process is already exiting.
-                    let _ = out.send(Out::Line(ok_line(&id, &result)));
+                    let _ = out.send(Out::Line(ok_line(&answer_id, &result)));
                 });
                 Ok(Outcome::Silent)
+            }
+            "progress" => {
+                let args = params.get("arguments");
+                let steps = uint_arg(args, "steps", 3)?;
+                let delay = Duration::from_millis(uint_arg(args, "delay_ms", 20)?);
+                let token = params
+                    .get("_meta")
+                    .and_then(|m| m.get("progressToken"))
+                    .filter(|t| !t.is_null())
+                    .cloned();
+                let link = self.link.clone();
+                let answer_id = id.clone();
+                self.spawn_cancellable(id, async move {
+                    if let Some(token) = token {
+                        for i in 1..=steps {
+                            if i > 1 {
+                                tokio::time::sleep(delay).await;
+                            }
+                            link.notify(
+                                "notifications/progress",
+                                json!({"progressToken": token, "progress": i, "total": steps,
+                                       "message": format!("step {i}")}),
+                            );
+                        }
+                    }
+                    let result = text_result(&format!("done {steps} steps"));
+                    link.send(ok_line(&answer_id, &result));
+                });
+                Ok(Outcome::Silent)
+            }
+            "sample" => Ok(self.ask_client(
+                id,
+                "sampling/createMessage",
+                Some(sampling_params(&params)),
+                "sampling",
+                |result| {
+                    let content = &result["content"];
+                    match content.get("text").and_then(Value::as_str) {
+                        Some(text) => format!("sampled: {text}"),
+                        // Not a single text block: show the content as JSON.
+                        None => format!("sampled: {content}"),
+                    }
+                },
+            )),
+            "elicit" => Ok(self.ask_client(
+                id,
+                "elicitation/create",
+                Some(json!({"message": "Please provide a name",
+                            "requestedSchema": {"type": "object",
+                                                "properties": {"name": {"type": "string"}},
+                                                "required": ["name"]}})),
+                "elicitation",
+                |result| {
+                    let action = match &result["action"] {
+                        Value::String(action) => action.clone(),
+                        other => other.to_string(),
+                    };
+                    format!("elicited: {action} {}", result["content"])
+                },
+            )),
+            "roots" => Ok(self.ask_client(id, "roots/list", None, "roots", |result| {
+                format!("roots: {}", result["roots"])
+            })),
+            "ping_client" => Ok(self.ask_client(id, "ping", None, "ping", |_| "pong".to_owned())),
+            "notify_cancel" => {
+                let (request_id, _response) = self
+                    .link
+                    .request("sampling/createMessage", Some(sampling_params(&params)));
+                let link = self.link.clone();
+                let answer_id = id.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    link.forget(&request_id);
+                    link.notify(
+                        "notifications/cancelled",
+                        json!({"requestId": request_id, "reason": "changed my mind"}),
+                    );
+                    link.send(ok_line(&answer_id, &text_result("cancelled own request")));
+                });
+                Ok(Outcome::Silent)
+            }
+            "log" => {
+                let args = params.get("arguments");
+                let level = match args.and_then(|a| a.get("level")) {
+                    None | Some(Value::Null) => "info",
+                    Some(v) => v
+                        .as_str()
+                        .filter(|l| level_rank(l).is_some())
+                        .ok_or_else(|| invalid_params(format!("log: unknown level {v}")))?,
+                };
+                let data = args
+                    .and_then(|a| a.get("text"))
+                    .cloned()
+                    .unwrap_or_else(|| json!(""));
+                let threshold = self.log_level.lock().ok().and_then(|l| *l);
+                if threshold.is_some_and(|min| level_rank(level).is_some_and(|r| r >= min)) {
+                    self.link.notify(
+                        "notifications/message",
+                        json!({"level": level, "logger": "testlog", "data": data}),
+                    );
+                }
+                reply(&text_result("logged"))
+            }
+            "log_level" => {
+                let current = self.log_level.lock().ok().and_then(|l| *l);
+                let shown = current.map_or("none", |i| LOG_LEVELS[i]);
+                reply(&text_result(&format!("level: {shown}")))
+            }
+            "touch" => {
+                let uri = params
+                    .get("arguments")
+                    .and_then(|a| a.get("uri"))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid_params("touch: `uri` must be a string"))?;
+                let subscribed = self.subscriptions.lock().is_ok_and(|s| s.contains(uri));
+                if subscribed {
+                    self.link
+                        .notify("notifications/resources/updated", json!({"uri": uri}));
+                }
+                reply(&text_result(&format!(
+                    "touched {uri} (subscribed: {subscribed})"
+                )))
+            }
+            "subscriptions" => {
+                let listed = self
+                    .subscriptions
+                    .lock()
+                    .map(|s| serde_json::to_string(&*s).expect("strings serialize"))
+                    .unwrap_or_else(|_| "[]".to_owned());
+                reply(&text_result(&listed))
             }
             "fail" => {
                 let mut result = text_result("failed on purpose");
@@ -481,6 +843,130 @@ impl Server {
             }
             _ => Err(invalid_params(format!("Unknown tool: {name}"))),
         }
+    }
+
+    /// Spawns `work` (which answers request `id` itself) so that a
+    /// `notifications/cancelled` for `id` can abort it before it answers.
+    fn spawn_cancellable<F>(&self, id: &Value, work: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let key = id.to_string();
+        let inflight = Arc::clone(&self.inflight);
+        let own_key = key.clone();
+        let handle = tokio::spawn(async move {
+            work.await;
+            // Unregister, unless a later request reused the id.
+            if let Ok(mut map) = inflight.lock() {
+                if map
+                    .get(&own_key)
+                    .is_some_and(|(task, _)| *task == tokio::task::id())
+                {
+                    map.remove(&own_key);
+                }
+            }
+        });
+        // On this single-threaded runtime the task cannot finish before this.
+        if let Ok(mut map) = self.inflight.lock() {
+            map.insert(key, (handle.id(), handle.abort_handle()));
+        }
+    }
+
+    /// `notifications/cancelled`: aborts the matching in-flight call, if any.
+    fn cancel(&self, params: Option<&Value>) {
+        let Some(request_id) = params.and_then(|p| p.get("requestId")) else {
+            return;
+        };
+        let entry = self
+            .inflight
+            .lock()
+            .ok()
+            .and_then(|mut map| map.remove(&request_id.to_string()));
+        if let Some((_, handle)) = entry {
+            handle.abort();
+            let shown = match request_id {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            eprintln!("cancelled {shown}");
+        }
+    }
+
+    /// Sends `method` to the client and answers tool call `id` once the
+    /// client responds: `answer(result)` as text, or an `isError` result
+    /// "<what> failed: <message> (<code>)".
+    fn ask_client(
+        &self,
+        id: &Value,
+        method: &str,
+        params: Option<Value>,
+        what: &'static str,
+        answer: fn(&Value) -> String,
+    ) -> Outcome {
+        let (_, response) = self.link.request(method, params);
+        let link = self.link.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            let result = match response.await {
+                Ok(Ok(result)) => text_result(&answer(&result)),
+                Ok(Err(error)) => error_result(&format!("{what} failed: {error}")),
+                // The request was forgotten: nothing to answer.
+                Err(_) => return,
+            };
+            link.send(ok_line(&id, &result));
+        });
+        Outcome::Silent
+    }
+
+    /// The URI of a `resources/subscribe`/`unsubscribe`, which must be one we serve.
+    fn subscribable_uri(&self, params: Option<&Value>) -> Result<String, RpcError> {
+        let uri = params
+            .and_then(|p| p.get("uri"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid_params("resources/subscribe requires a string `uri`"))?;
+        let base = format!("test://{}/", self.name);
+        let known = match uri.strip_prefix(&base) {
+            Some("hello") => true,
+            Some(rest) => rest.strip_prefix("item/").is_some_and(|i| !i.is_empty()),
+            None => false,
+        };
+        if known {
+            Ok(uri.to_owned())
+        } else {
+            Err(resource_not_found(uri))
+        }
+    }
+
+    /// `completion/complete` for the `greet` prompt's `name` and the item
+    /// template's `id`; anything else is invalid params.
+    fn complete(&self, params: Option<&Value>) -> Result<Value, RpcError> {
+        let params = params.unwrap_or(&Value::Null);
+        let reference = &params["ref"];
+        let argument = &params["argument"];
+        let template = format!("test://{}/item/{{id}}", self.name);
+        let candidates: &[&str] = match (reference["type"].as_str(), argument["name"].as_str()) {
+            (Some("ref/prompt"), Some("name")) if reference["name"] == "greet" => {
+                &["Ada", "Alan", "Grace"]
+            }
+            (Some("ref/resource"), Some("id")) if reference["uri"] == template => &["1", "2", "42"],
+            _ => {
+                return Err(invalid_params(format!(
+                    "No completions for ref {reference} argument {argument}"
+                )));
+            }
+        };
+        let typed = argument["value"]
+            .as_str()
+            .ok_or_else(|| {
+                invalid_params("completion/complete requires a string `argument.value`")
+            })?
+            .to_lowercase();
+        let values: Vec<&str> = candidates
+            .iter()
+            .copied()
+            .filter(|c| c.to_lowercase().starts_with(&typed))
+            .collect();
+        Ok(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
     }
 
     /// One line of exactly `--huge-line-bytes` bytes (newline excluded, at
@@ -534,6 +1020,22 @@ impl Server {
         };
         Ok(json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]}))
     }
+}
+
+/// The `sampling/createMessage` params of `sample` and `notify_cancel`.
+fn sampling_params(call: &Value) -> Value {
+    let prompt = call
+        .get("arguments")
+        .and_then(|a| a.get("prompt"))
+        .and_then(Value::as_str)
+        .unwrap_or("hello");
+    json!({"messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+           "maxTokens": 50})
+}
+
+/// Index of a logging level in `LOG_LEVELS`.
+fn level_rank(level: &str) -> Option<usize> {
+    LOG_LEVELS.iter().position(|l| *l == level)
 }
 
 fn resource_not_found(uri: &str) -> RpcError {

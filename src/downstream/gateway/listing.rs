@@ -1,0 +1,74 @@
+//! Aggregate listings: one page of a snapshot, continued by a signed cursor that names the
+//! snapshot's generation, so paging stays consistent while upstreams change.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{Gateway, Outcome, internal};
+use crate::jsonrpc::RpcError;
+use crate::mcp::ListKind;
+use crate::mcp::cursor::Position;
+
+impl Gateway {
+    /// One page of an aggregate listing.
+    pub(super) fn list(
+        &self,
+        kind: ListKind,
+        params: Option<&RawValue>,
+    ) -> Result<Outcome, RpcError> {
+        #[derive(Deserialize)]
+        struct Params {
+            cursor: Option<String>,
+        }
+        let cursor = match params {
+            Some(p) => {
+                serde_json::from_str::<Params>(p.get())
+                    .map_err(|e| RpcError::invalid_params(format!("invalid params: {e}")))?
+                    .cursor
+            }
+            None => None,
+        };
+        let (snapshot, offset) = match cursor {
+            None => (self.router.snapshot(), 0),
+            Some(cursor) => {
+                let Position { generation, offset } = self
+                    .cursors
+                    .decode(kind, &cursor)
+                    .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+                let snapshot = self.router.generation(generation).ok_or_else(|| {
+                    RpcError::invalid_params("invalid cursor: the catalog it belongs to has expired; list again from the start")
+                })?;
+                (snapshot, offset as usize)
+            }
+        };
+        let entries = snapshot.list(kind);
+        let size = self.catalog.page_size(kind);
+        let end = offset.saturating_add(size).min(entries.len());
+        let page = entries.get(offset..end).unwrap_or(&[]);
+        let mut out =
+            String::with_capacity(32 + page.iter().map(|e| e.json.get().len() + 1).sum::<usize>());
+        out.push_str("{\"");
+        out.push_str(kind.field());
+        out.push_str("\":[");
+        for (i, entry) in page.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(entry.json.get());
+        }
+        out.push(']');
+        if end < entries.len() {
+            let position = Position {
+                generation: snapshot.generation,
+                offset: u32::try_from(end).unwrap_or(u32::MAX),
+            };
+            out.push_str(",\"nextCursor\":\"");
+            out.push_str(&self.cursors.encode(kind, position));
+            out.push('"');
+        }
+        out.push('}');
+        RawValue::from_string(out)
+            .map(Outcome::Result)
+            .map_err(internal)
+    }
+}

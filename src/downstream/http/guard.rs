@@ -1,0 +1,168 @@
+//! Checks every HTTP request passes before its body matters, and refusals as JSON-RPC errors.
+
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::value::RawValue;
+
+use crate::jsonrpc::{RpcError, codes, error_line, error_line_without_id};
+use crate::mcp::version;
+
+pub(super) const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// An HTTP-level refusal, sent with a JSON-RPC error body as the spec's examples do.
+#[derive(Debug)]
+pub(super) struct Refusal {
+    status: StatusCode,
+    error: Box<RpcError>,
+    /// The id of the request refused, when it could be read.
+    id: Option<Box<RawValue>>,
+    /// Since 2025-11-25 an error without a known id omits `id`; before, JSON-RPC's `null` is used.
+    omit_unknown_id: bool,
+}
+
+pub(super) fn refuse(status: StatusCode, code: i64, message: impl Into<String>) -> Refusal {
+    Refusal {
+        status,
+        error: Box::new(RpcError::new(code, message)),
+        id: None,
+        omit_unknown_id: false,
+    }
+}
+
+impl Refusal {
+    pub(super) fn from_error(status: StatusCode, error: RpcError) -> Self {
+        Self {
+            status,
+            error: Box::new(error),
+            id: None,
+            omit_unknown_id: false,
+        }
+    }
+
+    /// Addresses the refusal to request `id` (if known), in the form the host's version expects.
+    pub(super) fn answering(mut self, id: Option<&RawValue>, headers: &HeaderMap) -> Self {
+        self.id = id.map(ToOwned::to_owned);
+        self.omit_unknown_id = headers
+            .get(VERSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(version::known)
+            .is_some_and(|v| v >= "2025-11-25");
+        self
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let body = match (&self.id, self.omit_unknown_id) {
+            (None, true) => error_line_without_id(&self.error),
+            (id, _) => error_line(id.as_deref(), &self.error),
+        };
+        (
+            self.status,
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
+    }
+}
+
+/// DNS-rebinding protection: a browser `Origin` must be local (or allowed), and while listening
+/// on loopback the `Host` must name loopback.
+pub(super) fn check_origin(
+    headers: &HeaderMap,
+    allowed: &[String],
+    loopback_only: bool,
+) -> Result<(), Refusal> {
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or_default();
+        if !(is_loopback_origin(origin) || allowed.iter().any(|o| o == origin)) {
+            tracing::warn!(origin, "Refused a request from a non-local origin.");
+            return Err(refuse(
+                StatusCode::FORBIDDEN,
+                codes::INVALID_REQUEST,
+                format!("Forbidden: origin `{origin}` is not allowed"),
+            ));
+        }
+    }
+    if loopback_only {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default();
+        if !host.is_empty() && !is_loopback_host(host) {
+            return Err(refuse(
+                StatusCode::FORBIDDEN,
+                codes::INVALID_REQUEST,
+                format!("Forbidden: host `{host}` is not this server"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `MCP-Protocol-Version`, when present, must be one mcpmux speaks.
+pub(super) fn check_version(headers: &HeaderMap) -> Result<(), Refusal> {
+    let Some(v) = headers.get(VERSION_HEADER) else {
+        return Ok(());
+    };
+    let v = v.to_str().unwrap_or_default();
+    if version::known(v).is_none() {
+        let msg = format!(
+            "Bad Request: unsupported MCP-Protocol-Version `{v}` (supported: {})",
+            version::LEGACY.join(", ")
+        );
+        return Err(refuse(StatusCode::BAD_REQUEST, codes::INVALID_REQUEST, msg));
+    }
+    Ok(())
+}
+
+fn is_loopback_origin(origin: &str) -> bool {
+    let Some((_, rest)) = origin.split_once("://") else {
+        return false;
+    };
+    is_loopback_host(rest.trim_end_matches('/'))
+}
+
+/// `localhost`, `127.x.x.x` or `[::1]`, with or without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(v6) = host.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        })
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_and_origins() {
+        for ok in [
+            "localhost",
+            "localhost:7332",
+            "127.0.0.1:80",
+            "[::1]:9",
+            "[::1]",
+            "127.1.2.3",
+        ] {
+            assert!(is_loopback_host(ok), "{ok}");
+        }
+        for bad in ["evil.com", "evil.com:80", "10.0.0.1", "localhost.evil.com"] {
+            assert!(!is_loopback_host(bad), "{bad}");
+        }
+        assert!(is_loopback_origin("http://localhost:3000"));
+        assert!(!is_loopback_origin("https://evil.example"));
+        assert!(!is_loopback_origin("null"));
+    }
+}

@@ -1,0 +1,182 @@
+//! The 2024-11-05 HTTP+SSE transport, for older hosts: `GET /sse` opens the stream and names the
+//! endpoint (`/messages?sessionId=…`) in its first `endpoint` event; each host message is POSTed
+//! there (202), and every answer and server message arrives on the stream as a `message` event.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use super::guard::refuse;
+use super::{AppState, accept, sse};
+use crate::downstream::gateway::{Gateway, HostRequest};
+use crate::downstream::session::new_id;
+use crate::jsonrpc::{Incoming, Kind, RpcError, codes, error_line};
+
+/// Messages a legacy stream may fall behind by.
+const STREAM: usize = 1024;
+
+/// Open legacy streams, by session id.
+#[derive(Debug, Default)]
+pub(super) struct Connections(Mutex<HashMap<String, mpsc::Sender<String>>>);
+
+impl Connections {
+    fn get(&self, id: &str) -> Option<mpsc::Sender<String>> {
+        self.0.lock().ok()?.get(id).cloned()
+    }
+}
+
+/// Ends the session when the host's stream goes away.
+struct Closing {
+    id: String,
+    state: Arc<AppState>,
+}
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        if let Ok(mut map) = self.state.legacy.0.lock() {
+            map.remove(&self.id);
+        }
+        let gateway = Arc::clone(&self.state.gateway);
+        let id = std::mem::take(&mut self.id);
+        tokio::spawn(async move { gateway.close_session(&id).await });
+    }
+}
+
+pub(super) async fn handle_sse(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    if let Err(refusal) = state.check_origin(&headers) {
+        return refusal.into_response();
+    }
+    let id = new_id();
+    let (tx, rx) = mpsc::channel::<String>(STREAM);
+    if let Ok(mut map) = state.legacy.0.lock() {
+        map.insert(id.clone(), tx);
+    }
+    let endpoint = Event::default()
+        .event("endpoint")
+        .data(format!("/messages?sessionId={id}"));
+    let closing = Closing {
+        id,
+        state: Arc::clone(&state),
+    };
+    let first = futures_util::stream::once(async move { Ok::<_, Infallible>(endpoint) });
+    let rest = futures_util::stream::unfold((rx, closing), |(mut rx, closing)| async move {
+        let line = rx.recv().await?;
+        Some((
+            Ok(Event::default().event("message").data(line)),
+            (rx, closing),
+        ))
+    });
+    sse(futures_util::StreamExt::chain(first, rest))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Target {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+}
+
+pub(super) async fn handle_message(
+    State(state): State<Arc<AppState>>,
+    Query(target): Query<Target>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(refusal) = state.check_origin(&headers) {
+        return refusal.into_response();
+    }
+    let Some(stream) = state.legacy.get(&target.session_id) else {
+        return refuse(
+            StatusCode::NOT_FOUND,
+            codes::INVALID_REQUEST,
+            "Session not found: open /sse first",
+        )
+        .into_response();
+    };
+    let Ok(text) = std::str::from_utf8(&body) else {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            codes::PARSE_ERROR,
+            "Parse error: body is not UTF-8",
+        )
+        .into_response();
+    };
+    let message = match Incoming::parse(text) {
+        Ok(message) => message,
+        Err(error) => {
+            let _ = stream.send(error_line(None, &error)).await;
+            return StatusCode::ACCEPTED.into_response();
+        }
+    };
+    let gateway = Arc::clone(&state.gateway);
+    match message {
+        Kind::Request { id, method, params } if method == "initialize" => {
+            let line = match gateway
+                .initialize(id, params, Some(target.session_id.clone()))
+                .await
+            {
+                Ok((session, line)) => {
+                    pump_outbox(&gateway, &session.id, stream.clone());
+                    line
+                }
+                Err(line) => line,
+            };
+            let _ = stream.send(line).await;
+        }
+        Kind::Request { id, method, params } => {
+            match gateway.hub.sessions.get(&target.session_id) {
+                Some(session) => {
+                    let host = HostRequest {
+                        session,
+                        id: id.to_owned(),
+                        sink: Some(stream.clone()),
+                    };
+                    let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
+                    tokio::spawn(async move {
+                        let line = gateway.request(&host, &method, params.as_deref()).await;
+                        let _ = stream.send(line).await;
+                    });
+                }
+                None => {
+                    let error = RpcError::new(
+                        codes::INVALID_REQUEST,
+                        "the session is not initialized; send initialize first",
+                    );
+                    let _ = stream.send(error_line(Some(id), &error)).await;
+                }
+            }
+        }
+        other => {
+            if let Some(session) = gateway.hub.sessions.get(&target.session_id) {
+                accept(&gateway, &session, other);
+            }
+        }
+    }
+    StatusCode::ACCEPTED.into_response()
+}
+
+/// Forwards the session's own messages (not tied to a request) onto the legacy stream.
+fn pump_outbox(gateway: &Gateway, session_id: &str, stream: mpsc::Sender<String>) {
+    let Some(mut guard) = gateway
+        .hub
+        .sessions
+        .get(session_id)
+        .and_then(|s| s.attach_stream())
+    else {
+        return;
+    };
+    tokio::spawn(async move {
+        while let Some(line) = guard.recv().await {
+            if stream.send(line).await.is_err() {
+                break;
+            }
+        }
+    });
+}

@@ -1,0 +1,115 @@
+//! The host side of a forwarded request, as the upstream connection sees it ([`Origin`]): where
+//! progress and server requests for it go (the request's own event stream while it is open, the
+//! session's stream otherwise), how the host cancels it, and which server requests the host may
+//! receive.
+
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+
+use super::session::Session;
+use crate::jsonrpc::{RpcError, codes, notification_line, request_line_raw};
+use crate::upstream::{Canceller, Origin, ServerRequestReply};
+
+/// One host request being served upstream (or, with no id, the session itself).
+pub(super) struct HostOrigin {
+    pub session: Arc<Session>,
+    /// The host's request id; `None` for server requests of a per-session instance at rest.
+    pub host_id: Option<Box<RawValue>>,
+    /// The request's own response stream, while it is open.
+    pub sink: Option<mpsc::Sender<String>>,
+}
+
+impl Origin for HostOrigin {
+    fn session_id(&self) -> &str {
+        &self.session.id
+    }
+
+    fn supports(&self, capability: &str) -> bool {
+        self.session.supports(capability)
+    }
+
+    fn started(&self, canceller: Canceller) {
+        if let Some(id) = &self.host_id {
+            self.session
+                .tables()
+                .in_flight
+                .insert(id.get().to_owned(), canceller);
+        }
+    }
+
+    fn send(&self, line: String) {
+        let line = match &self.sink {
+            Some(sink) => match sink.try_send(line) {
+                Ok(()) => return,
+                Err(
+                    mpsc::error::TrySendError::Closed(line) | mpsc::error::TrySendError::Full(line),
+                ) => line,
+            },
+            None => line,
+        };
+        self.session.deliver(line);
+    }
+
+    fn forward_request(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        reply: ServerRequestReply,
+    ) -> Result<Box<RawValue>, RpcError> {
+        if method == "elicitation/create" && self.session.version < "2025-06-18" {
+            let why = format!(
+                "the host speaks MCP {}, which has no elicitation",
+                self.session.version
+            );
+            return Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("mcpmux refused `{method}`: {why}"),
+            ));
+        }
+        let host_id = self.session.next_server_request_id();
+        self.session
+            .tables()
+            .server_requests
+            .insert(host_id.get().to_owned(), reply);
+        self.send(request_line_raw(
+            host_id.get(),
+            method,
+            params.map(RawValue::get),
+        ));
+        Ok(host_id)
+    }
+
+    fn cancel_forwarded(&self, host_id: &RawValue, reason: Option<&RawValue>) {
+        let known = self
+            .session
+            .tables()
+            .server_requests
+            .remove(host_id.get())
+            .is_some();
+        if known {
+            let params = match reason {
+                Some(reason) => format!(
+                    r#"{{"requestId":{},"reason":{}}}"#,
+                    host_id.get(),
+                    reason.get()
+                ),
+                None => format!(r#"{{"requestId":{}}}"#, host_id.get()),
+            };
+            self.send(notification_line("notifications/cancelled", Some(&params)));
+        }
+    }
+}
+
+/// Removes a host request from its session's cancellable set when it ends, however it ends.
+pub(super) struct InFlightGuard {
+    pub session: Arc<Session>,
+    pub host_id: String,
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.session.tables().in_flight.remove(&self.host_id);
+    }
+}

@@ -1,0 +1,227 @@
+//! What the upstream sends: answers to our requests, its own requests (answered here, forwarded
+//! to the one host session they belong to, or refused when that cannot be known), and
+//! notifications (routed to the request, the sessions or the actor they concern).
+
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use serde_json::value::RawValue;
+
+use super::{Connection, Event, Forwarded};
+use crate::jsonrpc::{Incoming, Kind, RpcError, codes, error_line, response_line};
+use crate::mcp::ListKind;
+use crate::upstream::handle::Reply;
+use crate::upstream::origin::{Origin, ServerRequestReply};
+
+impl Connection {
+    pub(super) fn on_line(self: &Arc<Self>, line: &str, events: &impl Fn(Event)) {
+        let line = line.trim();
+        if line.is_empty() {
+            return;
+        }
+        match Incoming::parse(line) {
+            Ok(Kind::Response { id, result }) => {
+                self.resolve(id.get(), Reply::Result(result.to_owned()))
+            }
+            Ok(Kind::Error { id, error }) => self.resolve(id.get(), Reply::Error(error.to_owned())),
+            Ok(Kind::Request { id, method, params }) => self.on_request(id, &method, params),
+            Ok(Kind::Notification { method, params }) => {
+                self.on_notification(&method, params, events)
+            }
+            Err(e) => {
+                let shown: String = line.chars().take(200).collect();
+                tracing::warn!(upstream = %self.upstream(), error = %e, line = %shown, "Upstream wrote a line that is not JSON-RPC.");
+            }
+        }
+    }
+
+    fn resolve(&self, id: &str, reply: Reply) {
+        let pending = id
+            .parse::<u64>()
+            .ok()
+            .and_then(|id| self.tables().remove(id));
+        match pending {
+            Some(pending) => {
+                let _ = pending.waiter.send(Ok(reply));
+            }
+            None => {
+                tracing::debug!(upstream = %self.upstream(), id, "Answer for a request no one waits for (late, cancelled or unknown).")
+            }
+        }
+    }
+
+    /// A request from the upstream to its client.
+    fn on_request(self: &Arc<Self>, id: &RawValue, method: &str, params: Option<&RawValue>) {
+        if method == "ping" {
+            self.send_line(response_line(id, &raw("{}")));
+            return;
+        }
+        if method == "roots/list" {
+            if let Some(roots) = self.handle.configured_roots() {
+                self.send_line(response_line(id, &roots));
+                return;
+            }
+        }
+        let refuse = |why: String| {
+            tracing::warn!(upstream = %self.upstream(), method, "{why}");
+            self.send_line(error_line(
+                Some(id),
+                &RpcError::new(codes::INTERNAL_ERROR, why),
+            ));
+        };
+        let origin = match self.origin_of_server_request() {
+            Ok(origin) => origin,
+            Err(why) => return refuse(format!("mcpmux refused `{method}`: {why}")),
+        };
+        let needed = match method {
+            "sampling/createMessage" => Some("sampling"),
+            "elicitation/create" => Some("elicitation"),
+            "roots/list" => Some("roots"),
+            _ => None,
+        };
+        if let Some(capability) = needed {
+            if !origin.supports(capability) {
+                return refuse(format!(
+                    "mcpmux refused `{method}`: the host session that caused it did not declare the `{capability}` capability"
+                ));
+            }
+        }
+        let reply = ServerRequestReply {
+            conn: Arc::downgrade(self),
+            upstream_id: id.to_owned(),
+        };
+        match origin.forward_request(method, params, reply) {
+            Ok(host_id) => {
+                self.tables()
+                    .forwarded
+                    .insert(id.get().to_owned(), Forwarded { origin, host_id });
+            }
+            Err(e) => {
+                self.send_line(error_line(Some(id), &e));
+            }
+        }
+    }
+
+    /// The host session a server request belongs to: the only session with requests in flight
+    /// here (or the one a per-session instance serves). Never a guess.
+    fn origin_of_server_request(&self) -> Result<Arc<dyn Origin>, String> {
+        let tables = self.tables();
+        let mut origins = tables.pending.values().filter_map(|p| p.origin.as_ref());
+        let first = origins.next().cloned();
+        if let Some(first) = &first {
+            let sessions_differ = origins.any(|o| o.session_id() != first.session_id());
+            if sessions_differ && self.scope.is_none() {
+                return Err(format!(
+                    "requests from several host sessions are in flight on upstream `{}`, so it cannot tell which host to ask; set isolation = \"per-session\" for this upstream",
+                    self.upstream()
+                ));
+            }
+        }
+        drop(tables);
+        if let Some(origin) = first {
+            return Ok(origin);
+        }
+        if let Some(session) = &self.scope {
+            if let Some(origin) = self
+                .handle
+                .bus()
+                .and_then(|bus| bus.session_origin(session))
+            {
+                return Ok(origin);
+            }
+        }
+        Err(format!(
+            "no host request is in flight on upstream `{}`, so it cannot tell which host to ask",
+            self.upstream()
+        ))
+    }
+
+    fn on_notification(&self, method: &str, params: Option<&RawValue>, events: &impl Fn(Event)) {
+        let scope = self.scope.as_deref();
+        match method {
+            "notifications/tools/list_changed" => events(Event::ListChanged(ListKind::Tools)),
+            "notifications/prompts/list_changed" => events(Event::ListChanged(ListKind::Prompts)),
+            "notifications/resources/list_changed" => {
+                events(Event::ListChanged(ListKind::Resources));
+                events(Event::ListChanged(ListKind::ResourceTemplates));
+            }
+            "notifications/progress" => self.on_progress(params),
+            "notifications/cancelled" => self.on_cancelled(params),
+            "notifications/message" => {
+                if let (Some(bus), Some(params)) = (self.handle.bus(), params) {
+                    bus.log_message(&self.handle, params, scope);
+                }
+            }
+            "notifications/resources/updated" => {
+                if let (Some(bus), Some(params)) = (self.handle.bus(), params) {
+                    bus.resource_updated(&self.handle, params, scope);
+                }
+            }
+            "notifications/tasks/status" => {
+                if let (Some(bus), Some(params)) = (self.handle.bus(), params) {
+                    bus.task_status(&self.handle, params, scope);
+                }
+            }
+            other => {
+                tracing::debug!(upstream = %self.upstream(), method = other, "Dropped a notification from upstream.")
+            }
+        }
+    }
+
+    /// Progress for one of our requests goes to its host only, under the host's token.
+    fn on_progress(&self, params: Option<&RawValue>) {
+        let Some(mut members) =
+            params.and_then(|p| serde_json::from_str::<IndexMap<String, &RawValue>>(p.get()).ok())
+        else {
+            return;
+        };
+        let Some(token) = members.get("progressToken").map(|t| t.get().to_owned()) else {
+            return;
+        };
+        let target = {
+            let tables = self.tables();
+            tables
+                .progress
+                .get(&token)
+                .and_then(|id| tables.pending.get(id))
+                .and_then(|p| {
+                    let origin = Arc::clone(p.origin.as_ref()?);
+                    let host = p.progress.as_ref()?.host.clone();
+                    Some((origin, host))
+                })
+        };
+        let Some((origin, host_token)) = target else {
+            tracing::debug!(upstream = %self.upstream(), token, "Progress for no request in flight; dropped.");
+            return;
+        };
+        members.insert("progressToken".to_owned(), &host_token);
+        if let Ok(params) = serde_json::to_string(&members) {
+            origin.send(crate::jsonrpc::notification_line(
+                "notifications/progress",
+                Some(&params),
+            ));
+        }
+    }
+
+    /// The upstream gave up a request it had sent to a host: tell that host only.
+    fn on_cancelled(&self, params: Option<&RawValue>) {
+        let Some(members) =
+            params.and_then(|p| serde_json::from_str::<IndexMap<String, &RawValue>>(p.get()).ok())
+        else {
+            return;
+        };
+        let Some(request_id) = members.get("requestId") else {
+            return;
+        };
+        let forwarded = self.tables().forwarded.remove(request_id.get());
+        if let Some(forwarded) = forwarded {
+            forwarded
+                .origin
+                .cancel_forwarded(&forwarded.host_id, members.get("reason").copied());
+        }
+    }
+}
+
+fn raw(json: &str) -> Box<RawValue> {
+    RawValue::from_string(json.to_owned()).unwrap_or_else(|_| unreachable!("static JSON"))
+}
