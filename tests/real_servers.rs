@@ -226,6 +226,43 @@ async fn real_npm_servers_behind_one_endpoint() {
         "{read}"
     );
 
+    // ---- Resource links in a tool result carry exposed URIs, readable through mcpmux.
+    let links = client
+        .result(
+            "tools/call",
+            json!({"name": "everything__get-resource-links", "arguments": {"count": 2}}),
+        )
+        .await;
+    let linked: Vec<&str> = links["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["type"] == "resource_link")
+        .map(|c| c["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(linked.len(), 2, "{links}");
+    for uri in &linked {
+        assert!(uri.starts_with("everything+"), "{links}");
+        let read = client.result("resources/read", json!({"uri": uri})).await;
+        assert_eq!(read["contents"][0]["uri"], *uri, "{read}");
+    }
+    // A host on 2024-11-05 (no resource_link type) gets them as text, valid for its schema.
+    let old = Client::connect_with(&daemon.url, "2024-11-05", json!({})).await;
+    let fitted = old
+        .result(
+            "tools/call",
+            json!({"name": "everything__get-resource-links", "arguments": {"count": 2}}),
+        )
+        .await;
+    assert!(
+        fitted["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["type"] == "text"),
+        "{fitted}"
+    );
+
     // ---- The stdio bridge: a stdio-only host talking to the same daemon.
     let mut bridge = tokio::process::Command::new(MCPMUX)
         .arg("stdio")

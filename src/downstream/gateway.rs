@@ -4,6 +4,7 @@
 //! place maps internal errors to JSON-RPC errors. Subscriptions, logging, completion and tasks
 //! live in `features`; session ends and host answers in `lifecycle`.
 
+mod content;
 mod features;
 mod lifecycle;
 mod listing;
@@ -193,6 +194,11 @@ impl Gateway {
             Reply::Result(result) if task_augmented => Ok(Outcome::Result(
                 self.expose_created_task(host, &upstream, result),
             )),
+            Reply::Result(result) => Ok(Outcome::Result(content::fit(
+                &upstream,
+                result,
+                host.session.version,
+            ))),
             reply => Ok(Outcome::Upstream(reply)),
         }
     }
