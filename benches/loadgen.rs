@@ -1,0 +1,592 @@
+//! Load generator for mcpmux: what does going through the gateway cost per call?
+//!
+//! It times `tools/call` of the `echo` tool of the test upstream (`mcpmux-test-upstream`), closed
+//! loop, with C concurrent callers each keeping one call in flight, in two modes:
+//! `direct` to one upstream child over stdio (newline-delimited JSON-RPC, answers matched by id),
+//! and `mcpmux` through the daemon (tool `up1__echo`) over MCP Streamable HTTP, with one
+//! keep-alive HTTP/1.1 connection pool. The daemon listens on 127.0.0.1 and runs a temporary
+//! config with U copies of the test upstream, `up1..upU`.
+//!
+//! Reported per mode, for the measured calls (after a warm-up): throughput (calls/s), latency
+//! (p50/p90/p99 µs); for `mcpmux` also the gateway's own CPU per call (utime+stime of the daemon
+//! from `/proc/<pid>/stat`, upstreams excluded) and its RSS (`VmRSS`) after the run with U
+//! upstreams; and the p50 ratio mcpmux/direct. Each answer must be a result (not an error nor
+//! `isError`) echoing the argument; over 1% failed calls abort the run. The processes it starts
+//! are always stopped (the daemon with SIGTERM), on errors and Ctrl-C too. Run it with:
+//!
+//! ```text
+//! cargo bench --bench loadgen -- [--calls N (20000)] [--concurrency C (16)] [--warmup N (1000)]
+//!     [--upstreams U (1)] [--mode direct|mcpmux|both] [--json]
+//!     [--mcpmux PATH] [--upstream-cmd "CMD ARGS..."]
+//! ```
+//!
+//! `cargo bench` builds release binaries (this package's two are the defaults). `--json` prints
+//! one JSON object on stdout instead of the table. The load generator shares the machine's cores
+//! with the processes it measures.
+
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::{collections::HashMap, fmt::Display, io::BufRead, io::BufReader};
+use std::{path::Path, path::PathBuf, time::Duration, time::Instant};
+
+use clap::Parser;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::{process::ChildStdin, sync::oneshot, time::timeout};
+
+type Res<T> = Result<T, String>;
+
+const PROTO: &str = "2025-11-25";
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+const STARTUP: Duration = Duration::from_secs(60);
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+/// JSON-RPC ids, unique in the process (0 is the `initialize`).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Parser, Debug)]
+#[command(about = "mcpmux load generator: tools/call echo, direct over stdio vs. via mcpmux")]
+struct Args {
+    /// Measured calls per mode.
+    #[arg(long, default_value_t = 20_000)]
+    calls: u64,
+    /// Concurrent callers, each keeping one call in flight.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Unmeasured calls before the measured ones.
+    #[arg(long, default_value_t = 1_000)]
+    warmup: u64,
+    /// Copies of the test upstream in the daemon (up1..upU; calls go to up1).
+    #[arg(long, default_value_t = 1)]
+    upstreams: usize,
+    #[arg(long, default_value = "both", value_parser = ["direct", "mcpmux", "both"])]
+    mode: String,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[arg(long, default_value = env!("CARGO_BIN_EXE_mcpmux"))]
+    mcpmux: PathBuf,
+    /// The upstream command and its arguments (`--name NAME` is appended).
+    #[arg(long, default_value = env!("CARGO_BIN_EXE_mcpmux-test-upstream"))]
+    upstream_cmd: String,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `map_err` helper: prefixes an error with what was being done.
+fn ctx<E: Display>(what: impl Display) -> impl FnOnce(E) -> String {
+    move |e| format!("{what}: {e}")
+}
+
+fn request(id: u64, method: &str, params: Value) -> Vec<u8> {
+    let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    msg.to_string().into_bytes()
+}
+
+fn initialize() -> Vec<u8> {
+    let client = json!({"name": "loadgen", "version": "0"});
+    let params = json!({"protocolVersion": PROTO, "capabilities": {}, "clientInfo": client});
+    request(0, "initialize", params)
+}
+
+fn call_body(id: u64, tool: &str) -> Vec<u8> {
+    let params = format!(r#"{{"name":"{tool}","arguments":{{"text":"hello"}}}}"#);
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#).into()
+}
+
+/// The id of a JSON-RPC response (`None` for anything else, e.g. requests from the server).
+fn response_id(msg: &[u8]) -> Option<u64> {
+    let m: Value = serde_json::from_slice(msg).ok()?;
+    m.get("method").is_none().then_some(m.get("id")?.as_u64()?)
+}
+
+/// Ok if `answer` is a successful result (not `isError`) and, if `echo`, mentions our argument.
+fn check(answer: &[u8], echo: bool) -> Res<()> {
+    let m: Value = serde_json::from_slice(answer).unwrap_or_default();
+    let ok = m["result"].is_object() && m["result"]["isError"] != true && m["error"].is_null();
+    if ok && (!echo || answer.windows(5).any(|w| w == b"hello")) {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&answer[..answer.len().min(500)]);
+    Err(format!("unexpected answer: {}", text.trim()))
+}
+
+// ------------------------------------------------------------------ direct (stdio) client
+
+type Waiters = HashMap<u64, oneshot::Sender<Vec<u8>>>;
+
+struct Direct {
+    stdin: tokio::sync::Mutex<ChildStdin>,
+    /// `None` once the upstream's stdout is closed.
+    pending: Arc<Mutex<Option<Waiters>>>,
+}
+
+impl Direct {
+    /// Spawns the upstream; the child is killed when the returned handle is dropped.
+    fn spawn(cmd: &[String]) -> Res<(Direct, tokio::process::Child)> {
+        let mut child = tokio::process::Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .args(["--name", "up1"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(ctx(format!("cannot start {:?}", cmd[0])))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err("upstream pipes missing".into());
+        };
+        let pending = Arc::new(Mutex::new(Some(Waiters::new())));
+        let p = pending.clone();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let id = response_id(line.as_bytes());
+                let waiter = id.and_then(|id| lock(&p).as_mut()?.remove(&id));
+                if let Some(w) = waiter {
+                    let _ = w.send(line.into_bytes());
+                }
+            }
+            lock(&p).take(); // fails every pending and later call
+        });
+        let stdin = tokio::sync::Mutex::new(stdin);
+        Ok((Direct { stdin, pending }, child))
+    }
+
+    async fn send(&self, mut msg: Vec<u8>) -> Res<()> {
+        msg.push(b'\n');
+        let sent = self.stdin.lock().await.write_all(&msg).await;
+        sent.map_err(ctx("writing to the upstream"))
+    }
+
+    async fn request(&self, id: u64, msg: Vec<u8>) -> Res<Vec<u8>> {
+        let (tx, rx) = oneshot::channel();
+        match lock(&self.pending).as_mut() {
+            Some(waiters) => waiters.insert(id, tx),
+            None => return Err("upstream closed its stdout".into()),
+        };
+        self.send(msg).await?;
+        match timeout(CALL_TIMEOUT, rx).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(_)) => Err("upstream closed its stdout".into()),
+            Err(_) => Err(format!("no answer to id {id} in {CALL_TIMEOUT:?}")),
+        }
+    }
+}
+
+// ------------------------------------------------------------------ Streamable HTTP client
+
+struct Http {
+    client: reqwest::Client,
+    url: String,
+    session: Option<String>,
+}
+
+impl Http {
+    /// POSTs one message; returns the session header and, for a request (`id` given), the
+    /// JSON-RPC response with that id (from a JSON body or from an SSE stream).
+    async fn post(&self, body: Vec<u8>, id: Option<u64>) -> Res<(Option<String>, Vec<u8>)> {
+        use reqwest::header::{ACCEPT, CONTENT_TYPE};
+        let mut req = self.client.post(&self.url).body(body);
+        req = req.header(CONTENT_TYPE, "application/json");
+        req = req.header(ACCEPT, "application/json, text/event-stream");
+        if let Some(s) = &self.session {
+            req = req.header("Mcp-Session-Id", s);
+            req = req.header("MCP-Protocol-Version", PROTO);
+        }
+        let resp = req.send().await.map_err(ctx("POST"))?;
+        let status = resp.status();
+        let header = |name| resp.headers().get(name).and_then(|v| v.to_str().ok());
+        let session = header("mcp-session-id").map(str::to_owned);
+        let sse = header("content-type").is_some_and(|t| t.starts_with("text/event-stream"));
+        if !status.is_success() {
+            let text = resp.text().await.unwrap_or_default();
+            return Err(format!("HTTP {status}: {}", text.trim()));
+        }
+        let Some(id) = id.filter(|_| sse) else {
+            let body = resp.bytes().await.map_err(ctx("reading the body"))?;
+            return Ok((session, body.to_vec()));
+        };
+        // SSE: an event ends with a blank line; its `data:` lines are joined (JSON whitespace).
+        let (mut stream, mut buf, mut data) = (resp.bytes_stream(), Vec::new(), Vec::new());
+        while let Some(chunk) = stream.next().await {
+            buf.extend_from_slice(&chunk.map_err(ctx("reading SSE"))?);
+            while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=pos).collect();
+                let line = line.trim_ascii_end();
+                if let Some(rest) = line.strip_prefix(b"data:") {
+                    data.extend_from_slice(rest);
+                    data.push(b'\n');
+                } else if line.is_empty() && response_id(&data) == Some(id) {
+                    return Ok((session, data));
+                } else if line.is_empty() {
+                    data.clear();
+                }
+            }
+        }
+        Err(format!("SSE stream ended without the answer to {id}"))
+    }
+
+    async fn connect(url: String, conc: usize) -> Res<Http> {
+        let builder = reqwest::Client::builder().http1_only().no_proxy();
+        let client = builder.pool_max_idle_per_host(conc).timeout(CALL_TIMEOUT);
+        let client = client.build().map_err(ctx("client"))?;
+        let mut h = Http {
+            client,
+            url,
+            session: None,
+        };
+        let init = h.post(initialize(), Some(0)).await;
+        let (session, answer) = init.map_err(ctx("initialize"))?;
+        check(&answer, false).map_err(ctx("initialize"))?;
+        h.session = session;
+        let sent = h.post(INITIALIZED.into(), None).await;
+        sent.map_err(ctx("notifications/initialized"))?;
+        Ok(h)
+    }
+
+    /// Polls `tools/list` (all pages) until `tool` is listed.
+    async fn wait_for_tool(&self, tool: &str) -> Res<()> {
+        let deadline = Instant::now() + STARTUP;
+        let mut last = String::from("not listed");
+        while Instant::now() < deadline {
+            let mut cursor = None::<String>;
+            for _page in 0..10_000 {
+                let id = NEXT_ID.fetch_add(1, Relaxed);
+                let params = cursor.map_or_else(|| json!({}), |c| json!({"cursor": c}));
+                let answer = self.post(request(id, "tools/list", params), Some(id)).await;
+                let answer =
+                    answer.and_then(|(_, a)| serde_json::from_slice(&a).map_err(ctx("JSON")));
+                let msg: Value = answer.unwrap_or_else(|e| json!({ "error": e }));
+                if let Some(e) = msg.get("error") {
+                    last = e.to_string();
+                }
+                let mut tools = msg["result"]["tools"].as_array().into_iter().flatten();
+                if tools.any(|t| t["name"] == tool) {
+                    return Ok(());
+                }
+                cursor = msg["result"]["nextCursor"].as_str().map(str::to_owned);
+                if cursor.is_none() {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Err(format!("no {tool} in tools/list after {STARTUP:?}: {last}"))
+    }
+}
+
+// ------------------------------------------------------------------ daemon process
+
+/// The running daemon; stopped (SIGTERM, then SIGKILL after 10 s) when dropped.
+struct Daemon {
+    child: Child,
+    /// Holds the config and the daemon's stderr.
+    dir: tempfile::TempDir,
+}
+
+/// The URL in the daemon's `listening on http://127.0.0.1:PORT/mcp` line.
+fn listening_url(line: &str) -> Option<String> {
+    let rest = &line[line.find("listening on ")?..];
+    let rest = &rest[rest.find("http://")?..];
+    let end = |c: char| c.is_whitespace() || "\"',\x1b".contains(c);
+    rest.split(end).next().map(str::to_owned)
+}
+
+impl Daemon {
+    /// Starts `mcpmux serve` with `n` upstreams running `upstream`; returns it and its URL.
+    async fn start(mcpmux: &Path, upstream: &[String], n: usize) -> Res<(Daemon, String)> {
+        let dir = tempfile::tempdir().map_err(ctx("tempdir"))?;
+        // JSON strings are valid TOML basic strings.
+        let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
+        let mut config = String::from("[server]\nlisten = \"127.0.0.1:0\"\n");
+        for i in 1..=n {
+            let mut args: Vec<String> = upstream[1..].iter().map(|a| q(a)).collect();
+            args.extend([q("--name"), q(&format!("up{i}"))]);
+            let (cmd, args) = (q(&upstream[0]), args.join(", "));
+            config += &format!("\n[upstreams.up{i}]\ncommand = {cmd}\nargs = [{args}]\n");
+        }
+        let config_path = dir.path().join("mcpmux.toml");
+        std::fs::write(&config_path, config).map_err(ctx("writing config"))?;
+        let stderr = std::fs::File::create(dir.path().join("stderr"));
+        let stderr = stderr.map_err(ctx("stderr file"))?;
+        let mut child = Command::new(mcpmux)
+            .args(["serve", "--config"])
+            .arg(&config_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .map_err(ctx(format!("cannot start {}", mcpmux.display())))?;
+        let stdout = child.stdout.take().ok_or("no stdout");
+        let mut daemon = Daemon { child, dir };
+        let (tx, rx) = oneshot::channel::<String>();
+        let lines = BufReader::new(stdout?).lines().map_while(Result::ok);
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            // Keeps draining stdout until the daemon exits.
+            for url in lines.filter_map(|line| listening_url(&line)) {
+                tx.take().map(|tx| tx.send(url));
+            }
+        });
+        let why = match timeout(STARTUP, rx).await {
+            Ok(Ok(url)) => return Ok((daemon, url)),
+            Ok(Err(_)) => format!("mcpmux exited ({:?}) without its URL", daemon.stop()),
+            Err(_) => format!("mcpmux printed no URL in {STARTUP:?}"),
+        };
+        Err(format!("{why}{}", daemon.stderr_tail()))
+    }
+
+    fn stderr_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.path().join("stderr"));
+        let text = text.unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+        format!("\n--- mcpmux stderr (tail) ---\n{tail}")
+    }
+
+    fn stop(&mut self) -> Option<ExitStatus> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Some(status);
+        }
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            match self.child.try_wait() {
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                done => return done.ok().flatten(),
+            }
+        }
+        eprintln!("loadgen: mcpmux did not exit within 10 s of SIGTERM; killing it");
+        let _ = self.child.kill();
+        self.child.wait().ok()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// utime+stime of a process, in µs.
+fn cpu_us(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace(); // from field 3 on
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    let tck = Command::new("getconf").arg("CLK_TCK").output().ok();
+    let tck = tck.and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok());
+    Some((utime + stime) as f64 * 1e6 / tck.filter(|&t: &f64| t > 0.0).unwrap_or(100.0))
+}
+
+fn rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+// ------------------------------------------------------------------ load
+
+enum Target {
+    Direct(Direct),
+    Http(Http),
+}
+
+impl Target {
+    async fn call(&self) -> Res<()> {
+        let id = NEXT_ID.fetch_add(1, Relaxed);
+        let answer = match self {
+            Target::Direct(d) => d.request(id, call_body(id, "echo")).await?,
+            Target::Http(h) => h.post(call_body(id, "up1__echo"), Some(id)).await?.1,
+        };
+        check(&answer, true)
+    }
+}
+
+/// `total` calls by `conc` closed-loop callers; fails if more than 1% fail. Returns the sorted
+/// latencies (µs) of the successful calls, the number of failed ones and the elapsed time.
+async fn run_phase(t: &Arc<Target>, total: u64, conc: usize) -> Res<(Vec<u64>, u64, f64)> {
+    let (done, errors) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let first_error: Arc<Mutex<Option<String>>> = Arc::default();
+    let (limit, start) = (total / 100, Instant::now());
+    let mut tasks = Vec::with_capacity(conc);
+    for _ in 0..conc {
+        let (t, done, errors) = (t.clone(), done.clone(), errors.clone());
+        let first = first_error.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            while done.fetch_add(1, Relaxed) < total && errors.load(Relaxed) <= limit {
+                let begin = Instant::now();
+                if let Err(e) = t.call().await {
+                    errors.fetch_add(1, Relaxed);
+                    lock(&first).get_or_insert(e);
+                } else {
+                    lat.push(begin.elapsed().as_micros() as u64);
+                }
+            }
+            lat
+        }));
+    }
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.map_err(ctx("caller task"))?);
+    }
+    let (elapsed, errors) = (start.elapsed().as_secs_f64(), errors.load(Relaxed));
+    if errors > limit {
+        let first = lock(&first_error).take().unwrap_or_default();
+        let what = format!("{errors} of {total} calls failed (> 1%), first");
+        return Err(format!("{what}: {first}"));
+    }
+    latencies.sort_unstable();
+    Ok((latencies, errors, elapsed))
+}
+
+/// Warm-up, then the measured calls, between two calls of `probe`; returns the report.
+async fn measure(mode: &str, t: Target, args: &Args, mut probe: impl FnMut()) -> Res<Value> {
+    let (t, conc) = (Arc::new(t), args.concurrency);
+    let warmup = run_phase(&t, args.warmup, conc).await;
+    warmup.map_err(ctx("warm-up"))?;
+    eprintln!("loadgen: {mode}: {} calls, concurrency {conc}", args.calls);
+    probe();
+    let measured = run_phase(&t, args.calls, conc).await;
+    probe();
+    let (lat, errors, secs) = measured.map_err(ctx("measured calls"))?;
+    let n = lat.len();
+    let rank = |q: f64| ((q * n as f64).ceil() as usize).saturating_sub(1);
+    let pct = |q: f64| lat.get(rank(q)).copied();
+    let calls_per_s = (n as f64 / secs * 10.0).round() / 10.0;
+    let (p50, p90, p99) = (pct(0.50), pct(0.90), pct(0.99));
+    let report = json!({"mode": mode, "calls": n as u64 + errors, "concurrency": conc,
+        "errors": errors, "elapsed_s": secs, "calls_per_s": calls_per_s,
+        "p50_us": p50, "p90_us": p90, "p99_us": p99});
+    Ok(report)
+}
+
+async fn run_direct(args: &Args, cmd: &[String]) -> Res<Value> {
+    eprintln!("loadgen: direct: starting {}", cmd.join(" "));
+    let (direct, mut child) = Direct::spawn(cmd)?;
+    let init = async {
+        check(&direct.request(0, initialize()).await?, false)?;
+        direct.send(INITIALIZED.into()).await
+    };
+    let init = timeout(STARTUP, init).await;
+    let init = init.unwrap_or(Err("timed out".into()));
+    init.map_err(ctx("direct: initialize"))?;
+    let report = measure("direct", Target::Direct(direct), args, || ()).await;
+    let report = report.map_err(ctx("direct"))?;
+    // `direct` is dropped, so the upstream's stdin is closed and it should exit.
+    if timeout(Duration::from_secs(5), child.wait()).await.is_err() {
+        let _ = child.kill().await;
+    }
+    Ok(report)
+}
+
+async fn run_mcpmux(args: &Args, cmd: &[String]) -> Res<Value> {
+    let (exe, n) = (args.mcpmux.display(), args.upstreams.max(1));
+    eprintln!("loadgen: mcpmux: starting {exe} with {n} upstream(s)");
+    let (mut daemon, url) = Daemon::start(&args.mcpmux, cmd, n).await?;
+    let pid = daemon.child.id();
+    let with_tail = |e: String| format!("mcpmux: {e}{}", daemon.stderr_tail());
+    eprintln!("loadgen: mcpmux: listening on {url}; waiting for up1__echo");
+    let http = Http::connect(url, args.concurrency).await;
+    let http = http.map_err(with_tail)?;
+    http.wait_for_tool("up1__echo").await.map_err(with_tail)?;
+    let mut cpu = Vec::new();
+    let probe = || cpu.push(cpu_us(pid));
+    let result = measure("mcpmux", Target::Http(http), args, probe).await;
+    let rss = rss_mib(pid).map(|m| (m * 10.0).round() / 10.0);
+    let mut report = result.map_err(with_tail)?;
+    let status = daemon.stop();
+    if !status.is_some_and(|s| s.success()) {
+        eprintln!("loadgen: warning: mcpmux exit status after SIGTERM: {status:?}");
+    }
+    let [Some(t0), Some(t1)] = cpu[..] else {
+        return Err(format!("cannot read /proc/{pid}/stat"));
+    };
+    let per_call = (t1 - t0) / report["calls"].as_f64().unwrap_or(1.0);
+    report["gateway_cpu_us_per_call"] = json!((per_call * 10.0).round() / 10.0);
+    report["gateway_rss_mib"] = json!(rss);
+    report["upstreams"] = json!(n);
+    Ok(report)
+}
+
+fn print_table(args: &Args, reports: &[Value], ratio: Option<f64>) {
+    let (calls, conc, warmup) = (args.calls, args.concurrency, args.warmup);
+    println!("\nmcpmux loadgen, tools/call echo: {calls} calls, {conc} callers, warm-up {warmup}");
+    let heads = "mode,calls,conc,calls/s,p50 µs,p90 µs,p99 µs,errors,gw CPU µs/call,gw RSS MiB";
+    let keys = "mode calls concurrency calls_per_s p50_us p90_us p99_us errors";
+    let keys = format!("{keys} gateway_cpu_us_per_call gateway_rss_mib");
+    let widths = [6, 8, 5, 10, 9, 9, 9, 7, 15, 11];
+    let row = |cells: Vec<String>| -> String {
+        let cells = cells.iter().zip(widths);
+        cells.map(|(c, w)| format!("{c:>w$}")).collect()
+    };
+    println!("{}", row(heads.split(',').map(String::from).collect()));
+    for r in reports {
+        let cell = |k: &str| r[k].as_str().map_or(r[k].to_string(), str::to_owned);
+        let cell = |k: &str| cell(k).replace("null", "-");
+        let ups = r["upstreams"].as_u64();
+        let ups = ups.map(|u| format!(" (with {u} upstreams)"));
+        let cells = keys.split(' ').map(cell).collect();
+        println!("{}{}", row(cells), ups.unwrap_or_default());
+    }
+    if let Some(ratio) = ratio {
+        println!("p50 ratio mcpmux/direct: {ratio:.2}");
+    }
+}
+
+async fn run(args: Args) -> Res<()> {
+    if args.calls < 1 || args.concurrency < 1 {
+        return Err("--calls and --concurrency must be at least 1".into());
+    }
+    let cmd = args.upstream_cmd.split_whitespace();
+    let mut cmd: Vec<String> = cmd.map(Into::into).collect();
+    let program = Path::new(cmd.first().ok_or("--upstream-cmd is empty")?);
+    if program.is_relative() && program.components().count() > 1 {
+        // The daemon gets an absolute path.
+        let abs = std::fs::canonicalize(program).map_err(ctx(program.display()))?;
+        cmd[0] = abs.display().to_string();
+    }
+    let mut reports = Vec::new();
+    if args.mode != "mcpmux" {
+        reports.push(run_direct(&args, &cmd).await?);
+    }
+    if args.mode != "direct" {
+        reports.push(run_mcpmux(&args, &cmd).await?);
+    }
+    let p50 = |m: &str| reports.iter().find(|r| r["mode"] == m)?["p50_us"].as_f64();
+    let both = p50("mcpmux").zip(p50("direct"));
+    let ratio = both.map(|(m, d)| m / d.max(1.0));
+    if args.json {
+        let out = json!({"calls": args.calls, "concurrency": args.concurrency,
+            "warmup": args.warmup, "upstreams": args.upstreams.max(1),
+            "results": reports, "p50_ratio_mcpmux_over_direct": ratio});
+        println!("{out}");
+    } else {
+        print_table(&args, &reports, ratio);
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    // `cargo bench` passes `--bench`.
+    let args = Args::parse_from(std::env::args().filter(|a| a != "--bench"));
+    // On Ctrl-C or SIGTERM, dropping `run` drops the guards, which stop the processes.
+    let mut term = signal(SignalKind::terminate());
+    let result = tokio::select! {
+        r = run(args) => r,
+        _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+        Some(()) = async { term.as_mut().ok()?.recv().await } => Err("terminated".into()),
+    };
+    if let Err(e) = &result {
+        eprintln!("loadgen: error: {e}");
+    }
+    ExitCode::from(u8::from(result.is_err()))
+}
