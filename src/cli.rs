@@ -137,7 +137,7 @@ fn upstream_table(config: &Config) -> String {
                 } else {
                     "NOT FOUND".into()
                 },
-                format!("{}s", u.request_timeout.as_secs()),
+                format!("{}s", u.policy.request_timeout.as_secs()),
                 command,
             ]
         })

@@ -3,8 +3,10 @@
 
 mod load;
 mod model;
+mod policy;
 
 pub use load::{ConfigError, default_path, load};
 pub use model::{
     CatalogConfig, Config, DEFAULT_INHERITED_ENV, Isolation, ServerConfig, UpstreamConfig,
 };
+pub use policy::Policy;

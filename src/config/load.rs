@@ -11,11 +11,13 @@ use serde::Deserialize;
 use super::model::{
     CatalogConfig, Config, DEFAULT_INHERITED_ENV, Isolation, ServerConfig, UpstreamConfig,
 };
+use super::policy::{POLICY_KEYS, Policy, RawPolicy};
 use crate::mcp::ListKind;
 use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
 
 pub(super) const DEFAULT_PAGE_SIZE: usize = 1000;
 const DEFAULT_LISTEN: &str = "127.0.0.1:7332";
+const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:7333";
 
 /// A config that cannot be used, and why.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +94,8 @@ struct RawConfig {
     #[serde(default)]
     defaults: RawDefaults,
     #[serde(default)]
+    admin: RawAdmin,
+    #[serde(default)]
     upstreams: BTreeMap<String, RawUpstream>,
 }
 
@@ -106,6 +110,16 @@ struct RawServer {
     allowed_origins: Vec<String>,
     #[serde(default, with = "humantime_serde")]
     initialize_wait: Option<Duration>,
+    max_in_flight_per_session: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    drain_timeout: Option<Duration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdmin {
+    /// `"off"` disables the admin listener.
+    listen: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -123,17 +137,9 @@ struct RawCatalog {
     max_items_per_upstream: Option<usize>,
 }
 
+/// `[upstreams.NAME]`: the process, its namespace, and policy overrides. Unknown keys are caught
+/// by `unknown` (serde cannot refuse them itself next to a flattened table).
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawDefaults {
-    #[serde(default, with = "humantime_serde")]
-    request_timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    startup_timeout: Option<Duration>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawUpstream {
     command: Option<String>,
     #[serde(default)]
@@ -144,13 +150,41 @@ struct RawUpstream {
     cwd: Option<PathBuf>,
     enabled: Option<bool>,
     prefix: Option<String>,
-    #[serde(default, with = "humantime_serde")]
-    request_timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    startup_timeout: Option<Duration>,
     #[serde(default)]
     isolation: Isolation,
     roots: Option<Vec<String>>,
+    #[serde(default)]
+    tool_timeouts: BTreeMap<String, HumanDuration>,
+    #[serde(flatten)]
+    policy: RawPolicy,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+/// A duration written like "30s" or "5m".
+#[derive(Debug, Clone, Copy, Deserialize)]
+struct HumanDuration(#[serde(with = "humantime_serde")] Duration);
+
+const UPSTREAM_KEYS: [&str; 10] = [
+    "command",
+    "args",
+    "env",
+    "inherit_env",
+    "cwd",
+    "enabled",
+    "prefix",
+    "isolation",
+    "roots",
+    "tool_timeouts",
+];
+
+/// `[defaults]`: policy for every upstream.
+#[derive(Debug, Default, Deserialize)]
+struct RawDefaults {
+    #[serde(flatten)]
+    policy: RawPolicy,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
 }
 
 fn from_toml(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
@@ -236,6 +270,25 @@ fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
             .server
             .initialize_wait
             .unwrap_or(Duration::from_secs(10)),
+        max_in_flight_per_session: raw.server.max_in_flight_per_session.unwrap_or(32),
+        drain_timeout: raw.server.drain_timeout.unwrap_or(Duration::from_secs(10)),
+    };
+    if server.max_in_flight_per_session == 0 {
+        return Err(invalid(
+            "server.max_in_flight_per_session",
+            "0 would refuse every request".into(),
+            "use a positive number, e.g. 32",
+        ));
+    }
+    let admin = match raw.admin.listen.as_deref().unwrap_or(DEFAULT_ADMIN_LISTEN) {
+        "off" => None,
+        text => Some(text.parse::<SocketAddr>().map_err(|e| {
+            invalid(
+                "admin.listen",
+                format!("`{text}` is not an address: {e}"),
+                "write it as IP:PORT, e.g. \"127.0.0.1:7333\", or \"off\"",
+            )
+        })?),
     };
 
     let c = raw.catalog;
@@ -293,18 +346,32 @@ fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
             .unwrap_or(defaults.max_items_per_upstream),
     };
 
-    let request_timeout = raw
-        .defaults
-        .request_timeout
-        .unwrap_or(Duration::from_secs(60));
-    let startup_timeout = raw
-        .defaults
-        .startup_timeout
-        .unwrap_or(Duration::from_secs(120));
+    if let Some(unknown) = raw.defaults.unknown.keys().next() {
+        return Err(invalid(
+            &format!("defaults.{unknown}"),
+            "unknown key".into(),
+            &format!("use one of {}", POLICY_KEYS.join(", ")),
+        ));
+    }
+    let defaults = raw.defaults.policy.over(&Policy::default());
+    if let Some((k, problem, fix)) = defaults.problem() {
+        return Err(invalid(&format!("defaults.{k}"), problem, fix));
+    }
     let mut upstreams = Vec::new();
     let mut prefixes: HashMap<Prefix, String> = HashMap::new();
     for (name, u) in raw.upstreams {
         let key = |field: &str| format!("upstreams.{name}.{field}");
+        if let Some(unknown) = u.unknown.keys().next() {
+            return Err(invalid(
+                &key(unknown),
+                "unknown key".into(),
+                &format!(
+                    "use one of {}, {}",
+                    UPSTREAM_KEYS.join(", "),
+                    POLICY_KEYS.join(", ")
+                ),
+            ));
+        }
         let command = u.command.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
             invalid(
                 &key("command"),
@@ -327,17 +394,14 @@ fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
                 "give one of them its own prefix = \"…\"",
             ));
         }
-        for (k, timeout) in [
-            ("request_timeout", u.request_timeout),
-            ("startup_timeout", u.startup_timeout),
-        ] {
-            if timeout.is_some_and(|t| t.is_zero()) {
-                return Err(invalid(
-                    &key(k),
-                    "a zero deadline fails every request".into(),
-                    "use e.g. \"30s\"",
-                ));
-            }
+        let mut policy = u.policy.over(&defaults);
+        policy.tool_timeouts = u
+            .tool_timeouts
+            .iter()
+            .map(|(t, d)| (t.clone(), d.0))
+            .collect();
+        if let Some((k, problem, fix)) = policy.problem() {
+            return Err(invalid(&key(k), problem, fix));
         }
         if let Some(bad) = u.roots.iter().flatten().find(|r| !r.contains(':')) {
             return Err(invalid(
@@ -368,8 +432,7 @@ fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
             }),
             cwd,
             enabled: u.enabled.unwrap_or(true),
-            request_timeout: u.request_timeout.unwrap_or(request_timeout),
-            startup_timeout: u.startup_timeout.unwrap_or(startup_timeout),
+            policy,
             isolation: u.isolation,
             roots: u.roots,
         });
@@ -378,6 +441,7 @@ fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
         source: path.into(),
         server,
         catalog,
+        admin,
         upstreams,
     })
 }

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::policy::Policy;
 use crate::mcp::ListKind;
 use crate::mcp::names::{NameBudget, Prefix};
 
@@ -20,6 +21,8 @@ pub struct Config {
     pub source: PathBuf,
     pub server: ServerConfig,
     pub catalog: CatalogConfig,
+    /// Where the admin API listens (status, restart); `None` when turned off.
+    pub admin: Option<SocketAddr>,
     /// Enabled and disabled upstreams, in name order.
     pub upstreams: Vec<UpstreamConfig>,
 }
@@ -37,6 +40,10 @@ pub struct ServerConfig {
     /// How long a host's `initialize` waits for upstreams that are still starting, so that its
     /// capabilities and first listing include them.
     pub initialize_wait: Duration,
+    /// Requests one host session may have in flight at once; more get a "busy" error.
+    pub max_in_flight_per_session: usize,
+    /// How long in-flight host requests may take to finish after a shutdown signal.
+    pub drain_timeout: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -86,10 +93,8 @@ pub struct UpstreamConfig {
     pub inherit_env: Vec<String>,
     pub cwd: Option<PathBuf>,
     pub enabled: bool,
-    /// Deadline for one request to this upstream.
-    pub request_timeout: Duration,
-    /// Deadline for start, handshake and first catalog read (`npx -y` may download first).
-    pub startup_timeout: Duration,
+    /// Deadlines, restart policy, health checks, limits.
+    pub policy: Policy,
     /// One shared connection, or one per host session.
     pub isolation: Isolation,
     /// Roots mcpmux answers `roots/list` with for this upstream (then never asks a host).

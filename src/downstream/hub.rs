@@ -127,7 +127,7 @@ impl Hub {
                             upstream: shared.name().to_owned(),
                             reason: format!("its instance for this session could not start: {e}"),
                         })?;
-                handle.settled(shared.config().startup_timeout).await;
+                handle.settled(shared.config().policy.startup_timeout).await;
                 Ok::<_, UpstreamError>((handle, actor))
             })
             .await;

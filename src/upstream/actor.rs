@@ -106,7 +106,8 @@ impl Actor for UpstreamActor {
         let scoped = state.handle.scope().is_some();
         tokio::spawn(async move {
             let startup = async {
-                let info = Arc::new(handshake::initialize(&conn, config.startup_timeout).await?);
+                let info =
+                    Arc::new(handshake::initialize(&conn, config.policy.startup_timeout).await?);
                 if scoped {
                     return Ok(UpstreamCatalog {
                         info,
@@ -116,18 +117,18 @@ impl Actor for UpstreamActor {
                 handshake::read_catalog(
                     &conn,
                     info,
-                    config.request_timeout,
+                    config.policy.request_timeout,
                     max_items,
                     &config.name,
                 )
                 .await
             };
-            let outcome = tokio::time::timeout(config.startup_timeout, startup)
+            let outcome = tokio::time::timeout(config.policy.startup_timeout, startup)
                 .await
                 .unwrap_or_else(|_| {
                     Err(format!(
                         "it did not finish starting within {}s",
-                        config.startup_timeout.as_secs()
+                        config.policy.startup_timeout.as_secs()
                     ))
                 });
             let _ = myself.send_message(UpstreamMsg::Started(outcome));
@@ -171,7 +172,7 @@ impl Actor for UpstreamActor {
                         let items = handshake::read_list(
                             &conn,
                             kind,
-                            config.request_timeout,
+                            config.policy.request_timeout,
                             max_items,
                             &config.name,
                         )

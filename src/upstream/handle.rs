@@ -164,8 +164,13 @@ impl UpstreamHandle {
         let Some(conn) = self.shared.conn.load_full() else {
             return Err(self.unavailable());
         };
-        conn.request(method, params, self.shared.config.request_timeout, call)
-            .await
+        conn.request(
+            method,
+            params,
+            self.shared.config.policy.request_timeout,
+            call,
+        )
+        .await
     }
 
     /// Sends a notification to the live connection, if there is one.
