@@ -31,6 +31,29 @@ enum Command {
         /// Listen address (overrides `server.listen`), e.g. 127.0.0.1:7332; port 0 picks a free port.
         #[arg(long)]
         listen: Option<std::net::SocketAddr>,
+        /// Admin API address (overrides `admin.listen`); port 0 picks a free port.
+        #[arg(long)]
+        admin: Option<std::net::SocketAddr>,
+    },
+    /// Show every upstream's state, version, catalog and last error (from the running daemon).
+    Status {
+        #[arg(long, env = "MCPMUX_CONFIG")]
+        config: Option<PathBuf>,
+        /// The admin API (default: from the config's `admin.listen`).
+        #[arg(long, env = "MCPMUX_ADMIN")]
+        admin: Option<String>,
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Restart one upstream now (also takes it out of crash-loop).
+    Restart {
+        /// The upstream's name.
+        name: String,
+        #[arg(long, env = "MCPMUX_CONFIG")]
+        config: Option<PathBuf>,
+        #[arg(long, env = "MCPMUX_ADMIN")]
+        admin: Option<String>,
     },
     /// Bridge stdin/stdout to the running daemon (for hosts that only start stdio servers).
     Stdio {
@@ -77,10 +100,17 @@ impl Cli {
             .enable_all()
             .build()?;
         match self.command {
-            Command::Serve { config, listen } => {
+            Command::Serve {
+                config,
+                listen,
+                admin,
+            } => {
                 let mut config = load(config)?;
                 if let Some(listen) = listen {
                     config.server.listen = listen;
+                }
+                if admin.is_some() {
+                    config.admin = admin;
                 }
                 runtime.block_on(crate::daemon::serve(config))?;
                 Ok(ExitCode::SUCCESS)
@@ -96,6 +126,34 @@ impl Cli {
             Command::Check { config } => {
                 let config = load(config)?;
                 print!("{}", upstream_table(&config));
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Status {
+                config,
+                admin,
+                json,
+            } => {
+                let admin = admin_url(admin, config)?;
+                let status = runtime
+                    .block_on(admin_call(reqwest::Method::GET, format!("{admin}/status")))?;
+                if json {
+                    println!("{status}");
+                } else {
+                    print!("{}", status_table(&status));
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Restart {
+                name,
+                config,
+                admin,
+            } => {
+                let admin = admin_url(admin, config)?;
+                runtime.block_on(admin_call(
+                    reqwest::Method::POST,
+                    format!("{admin}/upstreams/{name}/restart"),
+                ))?;
+                println!("restarted {name}");
                 Ok(ExitCode::SUCCESS)
             }
             Command::Tools { config, url } => {
@@ -117,6 +175,90 @@ fn load(path: Option<PathBuf>) -> anyhow::Result<Config> {
         None => config::default_path()?,
     };
     Ok(config::load(&path)?)
+}
+
+/// The admin API's base URL: `--admin`, else the config's `admin.listen`.
+fn admin_url(admin: Option<String>, config: Option<PathBuf>) -> anyhow::Result<String> {
+    if let Some(admin) = admin {
+        return Ok(if admin.contains("://") {
+            admin
+        } else {
+            format!("http://{admin}")
+        });
+    }
+    match load(config)?.admin {
+        Some(addr) => Ok(format!("http://{addr}")),
+        None => anyhow::bail!(
+            "the admin API is turned off in the config (admin.listen = \"off\"); pass --admin ADDR"
+        ),
+    }
+}
+
+async fn admin_call(method: reqwest::Method, url: String) -> anyhow::Result<serde_json::Value> {
+    let response = reqwest::Client::new()
+        .request(method, &url)
+        .send()
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "the mcpmux admin API is not reachable at {url}: {e} (is `mcpmux serve` running?)"
+            )
+        })?;
+    let status = response.status();
+    let body: serde_json::Value =
+        serde_json::from_str(&response.text().await.unwrap_or_default()).unwrap_or_default();
+    if !status.is_success() {
+        anyhow::bail!("{}", body["error"].as_str().unwrap_or(status.as_str()));
+    }
+    Ok(body)
+}
+
+fn status_table(status: &serde_json::Value) -> String {
+    let rows: Vec<Vec<String>> = status["upstreams"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|u| {
+            let text = |k: &str| {
+                u[k].as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| u[k].to_string())
+            };
+            vec![
+                text("name"),
+                text("state"),
+                u["protocol_version"].as_str().unwrap_or("-").to_owned(),
+                text("tools"),
+                text("restarts"),
+                text("in_flight"),
+                u["last_error"]
+                    .as_str()
+                    .unwrap_or("")
+                    .chars()
+                    .take(90)
+                    .collect(),
+            ]
+        })
+        .collect();
+    let mut out = format!(
+        "mcpmux {} — {} host sessions, catalog generation {}\n",
+        status["version"].as_str().unwrap_or("?"),
+        status["sessions"],
+        status["catalog_generation"]
+    );
+    out.push_str(&table(
+        &[
+            "UPSTREAM",
+            "STATE",
+            "VERSION",
+            "TOOLS",
+            "RESTARTS",
+            "IN-FLIGHT",
+            "LAST ERROR",
+        ],
+        &rows,
+    ));
+    out
 }
 
 fn upstream_table(config: &Config) -> String {

@@ -4,7 +4,6 @@
 use std::future::IntoFuture;
 use std::io::Write;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 
@@ -13,9 +12,6 @@ use crate::downstream::{Gateway, Hub, SessionStore, app};
 use crate::router::RouterHandle;
 use crate::supervisor::SupervisorHandle;
 use crate::upstream::{HostBus, UpstreamHandle};
-
-/// How long in-flight host requests may take to finish after a shutdown signal.
-const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
@@ -59,8 +55,9 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let gateway = Arc::new(Gateway::new(
         router.clone(),
         hub,
+        supervisor.clone(),
         config.catalog.clone(),
-        config.server.initialize_wait,
+        &config.server,
     ));
     gateway.spawn_reaper();
     gateway.spawn_change_notices();
@@ -69,6 +66,20 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     // One line on stdout for scripts and tests that start the daemon on port 0.
     let mut stdout = std::io::stdout();
     let _ = writeln!(stdout, "mcpmux: listening on http://{local}/mcp");
+    if let Some(addr) = config.admin {
+        match TcpListener::bind(addr).await {
+            Ok(admin) => {
+                let admin_addr = admin.local_addr().map_err(DaemonError::Serve)?;
+                let _ = writeln!(stdout, "mcpmux: admin on http://{admin_addr}");
+                tracing::info!(url = %format!("http://{admin_addr}"), "Admin API is listening.");
+                let app = crate::admin::app(Arc::clone(&gateway));
+                tokio::spawn(async move { axum::serve(admin, app).await });
+            }
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "The admin API is not available (set admin.listen or --admin).")
+            }
+        }
+    }
     let _ = stdout.flush();
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -82,7 +93,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         () = shutdown_signal() => {
             let _ = stop_tx.send(());
             // In-flight requests finish; open event streams would hold the drain forever.
-            match tokio::time::timeout(DRAIN_DEADLINE, &mut server).await {
+            match tokio::time::timeout(config.server.drain_timeout, &mut server).await {
                 Ok(finished) => finished,
                 Err(_) => {
                     server.abort();

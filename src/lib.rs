@@ -1,7 +1,8 @@
 //! mcpmux: one daemon that merges many MCP servers into one namespaced, paginated MCP endpoint.
 //!
 //! Module map (see README "Architecture"):
-//! - [`cli`]: the command line (`serve`, `stdio`, `check`, `tools`).
+//! - [`cli`]: the command line (`serve`, `stdio`, `check`, `tools`, `status`, `restart`).
+//! - [`admin`]: the admin API (status, restart, health, readiness) on its own listener.
 //! - [`daemon`]: wires config → upstreams → router → supervisor → HTTP, and shuts down in order.
 //! - [`config`]: the validated model; loading TOML or an `mcpServers` JSON file.
 //! - [`jsonrpc`]: envelopes parsed without copying payloads, line framing, error codes.
@@ -13,6 +14,7 @@
 //! - [`client`]: a small HTTP client for the daemon's endpoint (bridge and CLI).
 //! - [`telemetry`]: logging setup.
 
+pub mod admin;
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -1,19 +1,20 @@
-//! The supervisor: the root of the upstream actors. It starts every enabled upstream at once,
-//! restarts one that fails after a backoff with jitter (a failure never touches the others or the
-//! daemon), and stops them all, with their process groups, on shutdown.
+//! The supervisor: the one place restart policy lives. It starts every enabled upstream at once
+//! (lazy ones at the first host session), restarts one that fails after an exponential backoff
+//! with jitter, puts it in `crash-loop` (catalog withdrawn, calls fail fast) once it fails more
+//! often than its restart budget allows, starts idle-stopped upstreams again on demand, restarts
+//! one when an operator asks, and stops them all, with their process groups, on shutdown. A
+//! failing upstream never touches the others or the daemon.
 
-use std::collections::HashMap;
-use std::time::Duration;
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
 use crate::router::RouterHandle;
-use crate::upstream::{State, UpstreamActor, UpstreamHandle, UpstreamMsg};
+use crate::upstream::{IDLE_STOP, State, UpstreamActor, UpstreamHandle, UpstreamMsg};
 
-const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
-const BACKOFF_MAX: Duration = Duration::from_secs(30);
-/// How long shutdown waits for each upstream actor to stop (it kills its process group within).
-const STOP_DEADLINE: Duration = Duration::from_secs(5);
+/// Longest wait for one supervisor request (restart, shutdown).
+const CALL_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The supervisor's public face.
 #[derive(Clone)]
@@ -27,8 +28,17 @@ impl std::fmt::Debug for SupervisorHandle {
     }
 }
 
+/// Why an operator restart was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RestartError {
+    #[error("no enabled upstream is named `{0}`")]
+    Unknown(String),
+    #[error("the supervisor did not answer: {0}")]
+    Unavailable(String),
+}
+
 impl SupervisorHandle {
-    /// Starts the supervisor and, through it, every enabled upstream.
+    /// Starts the supervisor and, through it, every enabled upstream that is not lazy.
     pub async fn start(
         upstreams: Vec<UpstreamHandle>,
         router: RouterHandle,
@@ -38,14 +48,30 @@ impl SupervisorHandle {
         Ok(Self { actor })
     }
 
+    /// Starts the lazy upstreams that have not started yet (a host session has begun).
+    pub fn start_lazy(&self) {
+        let _ = self.actor.send_message(SupervisorMsg::StartLazy);
+    }
+
+    /// Restarts one upstream now, whatever its state (also leaves `crash-loop`).
+    pub async fn restart(&self, name: &str) -> Result<(), RestartError> {
+        let deadline = u64::try_from(CALL_DEADLINE.as_millis()).unwrap_or(u64::MAX);
+        match ractor::call_t!(
+            self.actor,
+            SupervisorMsg::Restart,
+            deadline,
+            name.to_owned()
+        ) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(RestartError::Unknown(name.to_owned())),
+            Err(e) => Err(RestartError::Unavailable(e.to_string())),
+        }
+    }
+
     /// Stops every upstream (killing their process groups) and then the supervisor.
     pub async fn shutdown(&self) {
-        let deadline = STOP_DEADLINE + Duration::from_secs(1);
-        let _ = ractor::call_t!(
-            self.actor,
-            SupervisorMsg::Shutdown,
-            deadline.as_millis() as u64
-        );
+        let deadline = u64::try_from(CALL_DEADLINE.as_millis()).unwrap_or(u64::MAX);
+        let _ = ractor::call_t!(self.actor, SupervisorMsg::Shutdown, deadline);
         self.actor.stop(None);
     }
 }
@@ -55,6 +81,10 @@ struct Supervisor;
 #[derive(Debug)]
 enum SupervisorMsg {
     Start(String),
+    /// A call wants a stopped upstream.
+    Wake(String),
+    StartLazy,
+    Restart(String, RpcReplyPort<bool>),
     Shutdown(RpcReplyPort<()>),
 }
 
@@ -63,6 +93,8 @@ struct Slot {
     actor: Option<ActorRef<UpstreamMsg>>,
     /// Failures since it was last ready; drives the backoff.
     consecutive_failures: u32,
+    /// When it was restarted within the budget window.
+    restarts: VecDeque<Instant>,
 }
 
 struct SupervisorState {
@@ -84,15 +116,27 @@ impl Actor for Supervisor {
     ) -> Result<Self::State, ActorProcessingErr> {
         let mut slots = HashMap::new();
         for handle in upstreams.into_iter().filter(|h| h.config().enabled) {
-            let _ = myself.send_message(SupervisorMsg::Start(handle.name().to_owned()));
-            slots.insert(
-                handle.name().to_owned(),
-                Slot {
-                    handle,
-                    actor: None,
-                    consecutive_failures: 0,
-                },
-            );
+            let name = handle.name().to_owned();
+            let wake = myself.clone();
+            let woken = name.clone();
+            handle.set_waker(move || {
+                let _ = wake.send_message(SupervisorMsg::Wake(woken.clone()));
+            });
+            if handle.config().policy.lazy_start {
+                handle.set_state(
+                    State::Stopped,
+                    Some("not started yet: it starts with the first host session".into()),
+                );
+            } else {
+                let _ = myself.send_message(SupervisorMsg::Start(name.clone()));
+            }
+            let slot = Slot {
+                handle,
+                actor: None,
+                consecutive_failures: 0,
+                restarts: VecDeque::new(),
+            };
+            slots.insert(name, slot);
         }
         Ok(SupervisorState {
             slots,
@@ -109,29 +153,48 @@ impl Actor for Supervisor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SupervisorMsg::Start(name) if !state.shutting_down => {
-                let Some(slot) = state.slots.get_mut(&name) else {
-                    return Ok(());
-                };
-                if slot.handle.state() != State::Restarting {
-                    slot.handle.set_state(State::Starting, None);
-                }
-                let args = (slot.handle.clone(), state.router.clone());
-                match Actor::spawn_linked(None, UpstreamActor, args, myself.get_cell()).await {
-                    Ok((actor, _)) => {
-                        state.by_actor.insert(actor.get_id(), name);
-                        slot.actor = Some(actor);
-                    }
-                    Err(e) => {
-                        let why = match e {
-                            ractor::SpawnErr::StartupFailed(inner) => inner.to_string(),
-                            other => other.to_string(),
-                        };
-                        schedule_restart(&myself, slot, why);
-                    }
+            SupervisorMsg::Start(name) => start(&myself, state, &name).await,
+            SupervisorMsg::Wake(name) => {
+                if state
+                    .slots
+                    .get(&name)
+                    .is_some_and(|s| s.actor.is_none() && s.handle.state() == State::Stopped)
+                {
+                    start(&myself, state, &name).await;
                 }
             }
-            SupervisorMsg::Start(_) => {}
+            SupervisorMsg::StartLazy => {
+                let lazy: Vec<String> = state
+                    .slots
+                    .iter()
+                    .filter(|(_, s)| {
+                        s.actor.is_none()
+                            && s.handle.config().policy.lazy_start
+                            && s.handle.state() == State::Stopped
+                    })
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                for name in lazy {
+                    start(&myself, state, &name).await;
+                }
+            }
+            SupervisorMsg::Restart(name, reply) => {
+                let Some(slot) = state.slots.get_mut(&name) else {
+                    let _ = reply.send(false);
+                    return Ok(());
+                };
+                tracing::info!(upstream = %name, "Restarting upstream on request.");
+                slot.consecutive_failures = 0;
+                slot.restarts.clear();
+                if let Some(actor) = slot.actor.take() {
+                    state.by_actor.remove(&actor.get_id());
+                    let _ = actor
+                        .stop_and_wait(Some("operator restart".into()), Some(CALL_DEADLINE))
+                        .await;
+                }
+                start(&myself, state, &name).await;
+                let _ = reply.send(true);
+            }
             SupervisorMsg::Shutdown(reply) => {
                 state.shutting_down = true;
                 let actors: Vec<_> = state
@@ -139,12 +202,10 @@ impl Actor for Supervisor {
                     .values_mut()
                     .filter_map(|s| s.actor.take())
                     .collect();
-                futures_util::future::join_all(
-                    actors
-                        .iter()
-                        .map(|a| a.stop_and_wait(Some("shutdown".into()), Some(STOP_DEADLINE))),
-                )
-                .await;
+                let stops = actors
+                    .iter()
+                    .map(|a| a.stop_and_wait(Some("shutdown".into()), Some(CALL_DEADLINE)));
+                futures_util::future::join_all(stops).await;
                 for slot in state.slots.values() {
                     slot.handle.set_state(State::Stopped, None);
                 }
@@ -160,9 +221,9 @@ impl Actor for Supervisor {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let (cell, failure) = match event {
-            SupervisionEvent::ActorFailed(cell, err) => (cell, Some(err.to_string())),
-            SupervisionEvent::ActorTerminated(cell, _, _) => (cell, None),
+        let (cell, failure, reason) = match event {
+            SupervisionEvent::ActorFailed(cell, err) => (cell, Some(err.to_string()), None),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, None, reason),
             _ => return Ok(()),
         };
         let Some(name) = state.by_actor.remove(&cell.get_id()) else {
@@ -175,19 +236,89 @@ impl Actor for Supervisor {
         if state.shutting_down {
             return Ok(());
         }
+        if failure.is_none() && reason.as_deref() == Some(IDLE_STOP) {
+            slot.handle.set_state(
+                State::Stopped,
+                Some("stopped while idle; the next call starts it".into()),
+            );
+            return Ok(());
+        }
         let why = failure.unwrap_or_else(|| "its actor stopped unexpectedly".to_owned());
-        schedule_restart(&myself, slot, why);
+        on_failure(&myself, slot, &state.router, why);
         Ok(())
     }
 }
 
-/// Records a failure and starts the upstream again after the backoff.
-fn schedule_restart(myself: &ActorRef<SupervisorMsg>, slot: &mut Slot, why: String) {
-    if slot.handle.state() == State::Ready {
+/// Spawns the upstream's actor; a failure to spawn counts like a crash.
+async fn start(myself: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, name: &str) {
+    if state.shutting_down {
+        return;
+    }
+    let Some(slot) = state.slots.get_mut(name) else {
+        return;
+    };
+    if slot.actor.is_some() {
+        return;
+    }
+    if !matches!(slot.handle.state(), State::Restarting) {
+        slot.handle.set_state(State::Starting, None);
+    }
+    let args = (slot.handle.clone(), state.router.clone());
+    match Actor::spawn_linked(None, UpstreamActor, args, myself.get_cell()).await {
+        Ok((actor, _)) => {
+            state.by_actor.insert(actor.get_id(), name.to_owned());
+            slot.actor = Some(actor);
+        }
+        Err(e) => {
+            let why = match e {
+                ractor::SpawnErr::StartupFailed(inner) => inner.to_string(),
+                other => other.to_string(),
+            };
+            on_failure(myself, slot, &state.router, why);
+        }
+    }
+}
+
+/// Records a failure: restart after the backoff, or enter `crash-loop` when over budget.
+fn on_failure(
+    myself: &ActorRef<SupervisorMsg>,
+    slot: &mut Slot,
+    router: &RouterHandle,
+    why: String,
+) {
+    let policy = &slot.handle.config().policy;
+    if matches!(slot.handle.state(), State::Ready | State::Degraded) {
         slot.consecutive_failures = 0;
     }
     slot.consecutive_failures += 1;
-    let delay = backoff(slot.consecutive_failures);
+    let now = Instant::now();
+    while slot
+        .restarts
+        .front()
+        .is_some_and(|t| now.duration_since(*t) > policy.restart_window)
+    {
+        slot.restarts.pop_front();
+    }
+    if slot.restarts.len() >= policy.restart_budget as usize {
+        let window = policy.restart_window.as_secs();
+        let budget = policy.restart_budget;
+        tracing::error!(upstream = %slot.handle.name(), error = %why, budget, window_s = window, "Upstream is in a crash loop; not restarting it until an operator does (mcpmux restart NAME).");
+        slot.handle.set_state(
+            State::CrashLoop,
+            Some(format!(
+                "{why} (failed {} times within {window}s)",
+                budget + 1
+            )),
+        );
+        router.withdraw(slot.handle.name());
+        return;
+    }
+    slot.restarts.push_back(now);
+    let delay = backoff(
+        slot.consecutive_failures,
+        policy.restart_initial_backoff,
+        policy.restart_max_backoff,
+    );
     slot.handle.update_restarts();
     slot.handle.set_state(State::Restarting, Some(why.clone()));
     tracing::error!(upstream = %slot.handle.name(), error = %why, retry_in_ms = delay.as_millis() as u64, "Upstream failed; it will be restarted.");
@@ -195,11 +326,10 @@ fn schedule_restart(myself: &ActorRef<SupervisorMsg>, slot: &mut Slot, why: Stri
     myself.send_after(delay, move || SupervisorMsg::Start(name));
 }
 
-/// Exponential backoff from [`BACKOFF_INITIAL`] to [`BACKOFF_MAX`], with ±20% jitter.
-fn backoff(failures: u32) -> Duration {
-    let exp = BACKOFF_INITIAL.saturating_mul(1 << failures.saturating_sub(1).min(16));
-    let base = exp.min(BACKOFF_MAX);
-    base.mul_f64(rand::random_range(0.8..1.2))
+/// Exponential backoff from `initial` to `max`, with ±20% jitter.
+fn backoff(failures: u32, initial: Duration, max: Duration) -> Duration {
+    let exp = initial.saturating_mul(1 << failures.saturating_sub(1).min(16));
+    exp.min(max).mul_f64(rand::random_range(0.8..1.2))
 }
 
 #[cfg(test)]
@@ -208,10 +338,10 @@ mod tests {
 
     #[test]
     fn backoff_grows_and_is_capped() {
-        assert!(
-            backoff(1) <= Duration::from_millis(1200) && backoff(1) >= Duration::from_millis(800)
-        );
-        assert!(backoff(3) >= Duration::from_millis(3200));
-        assert!(backoff(50) <= BACKOFF_MAX.mul_f64(1.2));
+        let (initial, max) = (Duration::from_secs(1), Duration::from_secs(30));
+        let first = backoff(1, initial, max);
+        assert!(first >= Duration::from_millis(800) && first <= Duration::from_millis(1200));
+        assert!(backoff(3, initial, max) >= Duration::from_millis(3200));
+        assert!(backoff(50, initial, max) <= max.mul_f64(1.2));
     }
 }

@@ -14,7 +14,7 @@ mod handshake;
 mod origin;
 mod process;
 
-pub use actor::{UpstreamActor, UpstreamMsg};
+pub use actor::{IDLE_STOP, UpstreamActor, UpstreamMsg};
 pub use connection::{CallContext, ProgressTokens};
 pub use handle::{Reply, State, Status, UpstreamError, UpstreamHandle};
 pub use handshake::{ServerInfo, UpstreamCatalog, UpstreamItem};

@@ -21,11 +21,12 @@ use tokio::sync::mpsc;
 use super::hub::Hub;
 use super::origin::{HostOrigin, InFlightGuard};
 use super::session::Session;
-use crate::config::CatalogConfig;
+use crate::config::{CatalogConfig, ServerConfig};
 use crate::jsonrpc::{RpcError, codes, error_line, raw_error_line, response_line};
 use crate::mcp::cursor::CursorCodec;
 use crate::mcp::{ListKind, names, version};
 use crate::router::{RouterHandle, Snapshot};
+use crate::supervisor::SupervisorHandle;
 use crate::upstream::{CallContext, ProgressTokens, Reply, State, UpstreamError, UpstreamHandle};
 
 /// Everything a host request needs, shared by all transports.
@@ -33,9 +34,11 @@ use crate::upstream::{CallContext, ProgressTokens, Reply, State, UpstreamError, 
 pub struct Gateway {
     pub router: RouterHandle,
     pub hub: Arc<Hub>,
+    supervisor: SupervisorHandle,
     catalog: CatalogConfig,
     cursors: CursorCodec,
     initialize_wait: Duration,
+    max_in_flight_per_session: usize,
 }
 
 /// One host request: who sent it, under which id, and its response stream (for messages that
@@ -59,16 +62,23 @@ impl Gateway {
     pub fn new(
         router: RouterHandle,
         hub: Arc<Hub>,
+        supervisor: SupervisorHandle,
         catalog: CatalogConfig,
-        initialize_wait: Duration,
+        server: &ServerConfig,
     ) -> Self {
         Self {
             router,
             hub,
+            supervisor,
             catalog,
             cursors: CursorCodec::random(),
-            initialize_wait,
+            initialize_wait: server.initialize_wait,
+            max_in_flight_per_session: server.max_in_flight_per_session,
         }
+    }
+
+    pub fn supervisor(&self) -> &SupervisorHandle {
+        &self.supervisor
     }
 
     /// Handles `initialize`: negotiates a version, opens a session (with `session_id`, or a new
@@ -105,11 +115,13 @@ impl Gateway {
             }
         };
         let version = version::negotiate(&params.protocol_version);
+        // Lazy upstreams start with the first session; wait (bounded) for all that are starting.
+        self.supervisor.start_lazy();
         let starting: Vec<UpstreamHandle> = self
             .router
             .snapshot()
             .upstreams()
-            .filter(|h| h.state() == State::Starting)
+            .filter(|h| h.state() == State::Starting || h.never_started())
             .cloned()
             .collect();
         futures_util::future::join_all(starting.iter().map(|h| h.settled(self.initialize_wait)))
@@ -185,11 +197,15 @@ impl Gateway {
             return Err(unknown(&snapshot, kind, &name));
         };
         let upstream = entry.upstream.clone();
-        let original = to_raw(&*entry.original);
+        let original_name = entry.original.clone();
+        let original = to_raw(&*original_name);
         drop(snapshot);
         members.insert("name".to_owned(), &original);
         let task_augmented = kind == ListKind::Tools && members.contains_key("task");
-        let reply = self.forward(host, &upstream, method, members).await?;
+        let tool = (kind == ListKind::Tools).then_some(&*original_name);
+        let reply = self
+            .forward_tool(host, &upstream, method, members, tool)
+            .await?;
         match reply {
             Reply::Result(result) if task_augmented => Ok(Outcome::Result(
                 self.expose_created_task(host, &upstream, result),
@@ -248,7 +264,20 @@ impl Gateway {
         host: &HostRequest,
         upstream: &UpstreamHandle,
         method: &str,
+        members: Members<'_>,
+    ) -> Result<Reply, RpcError> {
+        self.forward_tool(host, upstream, method, members, None)
+            .await
+    }
+
+    /// [`Self::forward`] for a tool call, whose deadline may be set per tool.
+    async fn forward_tool(
+        &self,
+        host: &HostRequest,
+        upstream: &UpstreamHandle,
+        method: &str,
         mut members: Members<'_>,
+        tool: Option<&str>,
     ) -> Result<Reply, RpcError> {
         let target = self.target(host, upstream).await?;
         let mut meta_holder = None;
@@ -274,16 +303,26 @@ impl Gateway {
             host_id: Some(host.id.clone()),
             sink: host.sink.clone(),
         });
+        let _slot = host
+            .session
+            .claim_slot(self.max_in_flight_per_session)
+            .ok_or_else(|| {
+                RpcError::new(
+                    codes::BUSY,
+                    format!(
+                        "this session already has {} requests in flight; retry shortly",
+                        self.max_in_flight_per_session
+                    ),
+                )
+            })?;
         let _in_flight = InFlightGuard {
             session: Arc::clone(&host.session),
             host_id: host.id.get().to_owned(),
         };
+        let timeout = upstream.config().policy.timeout_for(tool);
+        let call = Some(CallContext { origin, progress });
         target
-            .request(
-                method,
-                Some(&params),
-                Some(CallContext { origin, progress }),
-            )
+            .request_within(method, Some(&params), call, timeout)
             .await
             .map_err(upstream_error)
     }
@@ -341,6 +380,7 @@ fn upstream_error(e: UpstreamError) -> RpcError {
     let (code, upstream) = match &e {
         UpstreamError::Timeout { upstream, .. } => (codes::UPSTREAM_TIMEOUT, upstream),
         UpstreamError::Cancelled { upstream } => (codes::INTERNAL_ERROR, upstream),
+        UpstreamError::Busy { upstream, .. } => (codes::BUSY, upstream),
         UpstreamError::Unavailable { upstream, .. } | UpstreamError::Failed { upstream, .. } => {
             (codes::UPSTREAM_UNAVAILABLE, upstream)
         }

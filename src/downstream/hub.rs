@@ -290,6 +290,33 @@ impl HostBus for Hub {
         }
     }
 
+    fn resume(&self, upstream: &UpstreamHandle) -> Vec<(String, String)> {
+        let mut replay = Vec::new();
+        let instance = instance_key(upstream, "").0;
+        if let Ok(subs) = self.subscriptions.lock() {
+            for (key, uri) in subs.keys() {
+                if *key == instance {
+                    replay.push((
+                        "resources/subscribe".to_owned(),
+                        serde_json::json!({ "uri": uri }).to_string(),
+                    ));
+                }
+            }
+        }
+        let level = self
+            .log_levels
+            .lock()
+            .ok()
+            .and_then(|l| l.get(upstream.name()).copied());
+        if let (Some(level), None) = (level, upstream.scope()) {
+            replay.push((
+                "logging/setLevel".to_owned(),
+                serde_json::json!({ "level": super::session::LOG_LEVELS[level] }).to_string(),
+            ));
+        }
+        replay
+    }
+
     fn session_origin(&self, session_id: &str) -> Option<Arc<dyn Origin>> {
         let session = self.sessions.get(session_id)?;
         Some(Arc::new(HostOrigin {

@@ -4,7 +4,7 @@
 //! `Mcp-Session-Id` and forgets idle ones.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,18 @@ pub struct Session {
     next_server_request: AtomicU64,
     /// Cancelled when the session ends, so its event streams end too.
     pub closed: CancellationToken,
+    /// Requests of this session being served upstream now.
+    in_flight: AtomicUsize,
+}
+
+/// One of a session's in-flight slots, given back when dropped.
+#[derive(Debug)]
+pub struct SessionSlot<'a>(&'a Session);
+
+impl Drop for SessionSlot<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// What the router tracks per session.
@@ -100,6 +112,13 @@ impl Session {
             session: Arc::clone(self),
             rx: Some(rx),
         })
+    }
+
+    /// Takes one of at most `limit` in-flight slots; `None` when all are taken.
+    pub fn claim_slot(&self, limit: usize) -> Option<SessionSlot<'_>> {
+        let taken = self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let slot = SessionSlot(self);
+        (taken < limit).then_some(slot)
     }
 
     /// Whether an event stream is attached now.
@@ -190,6 +209,7 @@ impl SessionStore {
             tables: Mutex::new(SessionTables::default()),
             next_server_request: AtomicU64::new(1),
             closed: CancellationToken::new(),
+            in_flight: AtomicUsize::new(0),
         });
         if let Ok(mut map) = self.sessions.write() {
             map.insert(id, Arc::clone(&session));

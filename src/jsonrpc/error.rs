@@ -17,6 +17,8 @@ pub mod codes {
     pub const UPSTREAM_TIMEOUT: i64 = -32001;
     /// mcpmux: the upstream serving this name is not running (starting, restarting, failed).
     pub const UPSTREAM_UNAVAILABLE: i64 = -32010;
+    /// mcpmux: too many requests in flight (to one upstream, or from one host session); retry.
+    pub const BUSY: i64 = -32011;
 }
 
 /// A JSON-RPC error object, as sent to a peer.

@@ -3,20 +3,24 @@
 //! the server says it changed, and ends the child's whole process group when it stops. It fails
 //! (so the supervisor restarts it) when the connection becomes unusable.
 
+use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use super::connection::{Connection, Event};
-use super::handle::{State as UpState, UpstreamHandle};
+use super::handle::{State as UpState, UpstreamError, UpstreamHandle};
 use super::handshake::{self, UpstreamCatalog, UpstreamItem};
 use super::process::{self, ChildGuard};
 use crate::mcp::ListKind;
 use crate::router::RouterHandle;
 
-/// How long a stopping child gets between SIGTERM and SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(2);
+/// The stop reason of an upstream stopped for being idle (the supervisor does not restart it).
+pub const IDLE_STOP: &str = "idle";
+/// Bounds of the health/idle timer.
+const MIN_TICK: Duration = Duration::from_millis(100);
+const MAX_TICK: Duration = Duration::from_secs(30);
 /// How long to wait for an exit status after the child closed its stdout, to report it.
 const EXIT_STATUS_WAIT: Duration = Duration::from_secs(1);
 
@@ -30,6 +34,10 @@ pub enum UpstreamMsg {
     Connection(ConnectionEvent),
     /// A listing was re-read after a list_changed notification.
     Refreshed(ListKind, Result<Vec<UpstreamItem>, String>),
+    /// Time to check health (ping) and idleness.
+    Tick,
+    /// The health ping's outcome.
+    Pinged(Result<(), String>),
 }
 
 /// Events from the connection's tasks and the child watcher.
@@ -47,6 +55,12 @@ pub struct UpstreamState {
     guard: Option<ChildGuard>,
     exit: tokio::sync::watch::Receiver<Option<String>>,
     catalog: Option<UpstreamCatalog>,
+    /// Listings being re-read, and those that changed again meanwhile.
+    refreshing: HashSet<ListKind>,
+    stale: HashSet<ListKind>,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+    last_ping: Instant,
+    pinging: bool,
 }
 
 impl Actor for UpstreamActor {
@@ -91,6 +105,11 @@ impl Actor for UpstreamActor {
             guard: Some(guard),
             exit,
             catalog: None,
+            refreshing: HashSet::new(),
+            stale: HashSet::new(),
+            ticker: None,
+            last_ping: Instant::now(),
+            pinging: false,
         })
     }
 
@@ -144,20 +163,7 @@ impl Actor for UpstreamActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             UpstreamMsg::Started(Ok(catalog)) => {
-                let h = &state.handle;
-                let counts: Vec<String> = catalog
-                    .lists
-                    .iter()
-                    .map(|(k, v)| format!("{} {}", v.len(), k.field()))
-                    .collect();
-                tracing::info!(upstream = %h.name(), version = catalog.info.protocol_version, offers = %counts.join(", "), "Upstream is ready.");
-                h.update(|s| s.info = Some(Arc::clone(&catalog.info)));
-                h.set_connection(Some(Arc::clone(&state.conn)));
-                if h.scope().is_none() {
-                    state.router.publish(h, catalog.clone()).await;
-                }
-                h.set_state(UpState::Ready, None);
-                state.catalog = Some(catalog);
+                self.ready(&myself, state, catalog).await;
                 Ok(())
             }
             UpstreamMsg::Started(Err(why)) => {
@@ -165,34 +171,77 @@ impl Actor for UpstreamActor {
             }
             UpstreamMsg::Connection(ConnectionEvent::ListChanged(kind)) => {
                 if state.catalog.is_some() && state.handle.scope().is_none() {
+                    // One re-read per listing at a time; a burst of notifications costs one more.
+                    if state.refreshing.contains(&kind) {
+                        state.stale.insert(kind);
+                    } else {
+                        state.refreshing.insert(kind);
+                        self.refresh(&myself, state, kind);
+                    }
+                }
+                Ok(())
+            }
+            UpstreamMsg::Refreshed(kind, outcome) => {
+                state.refreshing.remove(&kind);
+                match outcome {
+                    Ok(items) => {
+                        if let Some(catalog) = state.catalog.as_mut() {
+                            catalog.lists.insert(kind, Arc::new(items));
+                            state.router.publish(&state.handle, catalog.clone()).await;
+                        }
+                        if state.handle.state() == UpState::Degraded {
+                            state.handle.set_state(UpState::Ready, None);
+                        }
+                    }
+                    Err(why) => {
+                        tracing::warn!(upstream = %state.handle.name(), listing = kind.method(), error = %why, "Could not re-read a changed listing.");
+                        let why = format!("could not re-read its {}: {why}", kind.field());
+                        state.handle.set_state(UpState::Degraded, Some(why));
+                    }
+                }
+                if state.stale.remove(&kind) {
+                    state.refreshing.insert(kind);
+                    self.refresh(&myself, state, kind);
+                }
+                Ok(())
+            }
+            UpstreamMsg::Tick => {
+                let policy = &state.handle.config().policy;
+                let idle = policy
+                    .idle_stop
+                    .is_some_and(|limit| state.handle.idle_for() >= limit);
+                if idle && state.handle.scope().is_none() && state.conn.in_flight() == 0 {
+                    tracing::info!(upstream = %state.handle.name(), "Stopping an idle upstream; the next call starts it again.");
+                    myself.stop(Some(IDLE_STOP.to_owned()));
+                    return Ok(());
+                }
+                let due = policy
+                    .ping_interval
+                    .is_some_and(|every| state.last_ping.elapsed() >= every);
+                if due && !state.pinging {
+                    state.pinging = true;
+                    state.last_ping = Instant::now();
                     let conn = Arc::clone(&state.conn);
-                    let config = state.handle.config().clone();
-                    let max_items = state.router.max_items_per_upstream();
+                    let timeout = policy.ping_timeout;
                     tokio::spawn(async move {
-                        let items = handshake::read_list(
-                            &conn,
-                            kind,
-                            config.policy.request_timeout,
-                            max_items,
-                            &config.name,
-                        )
-                        .await;
-                        let _ = myself.send_message(UpstreamMsg::Refreshed(kind, items));
+                        let answer = conn.request("ping", None, timeout, None).await;
+                        let outcome = answer.map(|_| ()).map_err(|e| match e {
+                            UpstreamError::Timeout { .. } => format!(
+                                "it stopped answering: no answer to ping within {}s",
+                                timeout.as_secs_f32()
+                            ),
+                            other => other.to_string(),
+                        });
+                        let _ = myself.send_message(UpstreamMsg::Pinged(outcome));
                     });
                 }
                 Ok(())
             }
-            UpstreamMsg::Refreshed(kind, Ok(items)) => {
-                if let Some(catalog) = state.catalog.as_mut() {
-                    catalog.lists.insert(kind, Arc::new(items));
-                    state.router.publish(&state.handle, catalog.clone()).await;
-                }
+            UpstreamMsg::Pinged(Ok(())) => {
+                state.pinging = false;
                 Ok(())
             }
-            UpstreamMsg::Refreshed(kind, Err(why)) => {
-                tracing::warn!(upstream = %state.handle.name(), listing = kind.method(), error = %why, "Could not re-read a changed listing.");
-                Ok(())
-            }
+            UpstreamMsg::Pinged(Err(why)) => Err(self.fail(state, why).await),
             UpstreamMsg::Connection(ConnectionEvent::StdoutClosed(reason)) => {
                 let mut exit = state.exit.clone();
                 let how = tokio::time::timeout(EXIT_STATUS_WAIT, exit.wait_for(Option::is_some))
@@ -219,6 +268,68 @@ impl Actor for UpstreamActor {
 }
 
 impl UpstreamActor {
+    /// The handshake and catalog read succeeded: publish, serve, restore what sessions had
+    /// asked of the previous process (subscriptions, log level), start the health timer.
+    async fn ready(
+        &self,
+        myself: &ActorRef<UpstreamMsg>,
+        state: &mut UpstreamState,
+        catalog: UpstreamCatalog,
+    ) {
+        let h = &state.handle;
+        let counts: Vec<String> = catalog
+            .lists
+            .iter()
+            .map(|(k, v)| format!("{} {}", v.len(), k.field()))
+            .collect();
+        tracing::info!(upstream = %h.name(), version = catalog.info.protocol_version, offers = %counts.join(", "), "Upstream is ready.");
+        h.update(|s| s.info = Some(Arc::clone(&catalog.info)));
+        h.set_connection(Some(Arc::clone(&state.conn)));
+        if h.scope().is_none() {
+            state.router.publish(h, catalog.clone()).await;
+        }
+        h.set_state(UpState::Ready, None);
+        state.catalog = Some(catalog);
+        if let Some(bus) = h.bus() {
+            let replay = bus.resume(h);
+            if !replay.is_empty() {
+                let conn = Arc::clone(&state.conn);
+                let (name, timeout) = (h.name().to_owned(), h.config().policy.request_timeout);
+                tokio::spawn(async move {
+                    for (method, params) in replay {
+                        if let Err(e) = conn.request(&method, Some(&params), timeout, None).await {
+                            tracing::warn!(upstream = %name, method, error = %e, "Could not restore session state after a start.");
+                        }
+                    }
+                });
+            }
+        }
+        let policy = &h.config().policy;
+        let checks = [policy.ping_interval, policy.idle_stop.map(|d| d / 4)];
+        if let Some(every) = checks.into_iter().flatten().min() {
+            let every = every.clamp(MIN_TICK, MAX_TICK);
+            state.ticker = Some(myself.send_interval(every, || UpstreamMsg::Tick));
+        }
+    }
+
+    fn refresh(&self, myself: &ActorRef<UpstreamMsg>, state: &UpstreamState, kind: ListKind) {
+        let conn = Arc::clone(&state.conn);
+        let config = state.handle.config().clone();
+        let max_items = state.router.max_items_per_upstream();
+        let myself = myself.clone();
+        tokio::spawn(async move {
+            let items = handshake::read_list(
+                &conn,
+                kind,
+                config.policy.request_timeout,
+                max_items,
+                &config.name,
+            )
+            .await;
+            let _ = myself.send_message(UpstreamMsg::Refreshed(kind, items));
+        });
+    }
+
     /// Cleans up before the actor fails, and builds the error the supervisor will read: what
     /// happened, plus the last thing the server wrote to stderr.
     async fn fail(&self, state: &mut UpstreamState, what: String) -> ActorProcessingErr {
@@ -231,13 +342,17 @@ impl UpstreamActor {
     }
 }
 
+/// Ends the connection (its waiting callers learn `reason` at once) and the process group. The
+/// catalog stays with the router: the supervisor decides whether it is withdrawn.
 async fn teardown(state: &mut UpstreamState, reason: &str) {
+    if let Some(ticker) = state.ticker.take() {
+        ticker.abort();
+    }
     state.handle.set_connection(None);
     state.conn.close(reason);
-    if state.handle.scope().is_none() {
-        state.router.withdraw(state.handle.name());
-    }
     if let Some(guard) = state.guard.take() {
-        guard.terminate(STOP_GRACE).await;
+        guard
+            .terminate(state.handle.config().policy.shutdown_grace)
+            .await;
     }
 }

@@ -19,7 +19,7 @@ use tokio_util::codec::{FramedRead, LinesCodecError};
 
 use super::handle::{Reply, UpstreamError, UpstreamHandle};
 use super::origin::{Canceller, Origin};
-use crate::jsonrpc::{MAX_LINE_BYTES, line_codec, notification_line};
+use crate::jsonrpc::{line_codec, notification_line};
 use crate::mcp::ListKind;
 
 /// Lines waiting for the writer task; a full queue makes callers wait (backpressure).
@@ -148,6 +148,13 @@ impl Connection {
             let mut tables = self.tables();
             if let Some(reason) = self.closed_reason() {
                 return Err(self.failed(reason));
+            }
+            let limit = self.handle.config().policy.max_in_flight;
+            if tables.pending.len() >= limit {
+                return Err(UpstreamError::Busy {
+                    upstream: self.upstream().to_owned(),
+                    limit,
+                });
             }
             let (origin, progress) = match call {
                 Some(c) => (Some(c.origin), c.progress),
@@ -325,12 +332,17 @@ async fn write_line(out: &mut (impl AsyncWrite + Unpin), line: &str) -> std::io:
 }
 
 async fn read_loop(conn: Arc<Connection>, stdout: impl AsyncRead + Unpin, events: impl Fn(Event)) {
-    let mut lines = FramedRead::new(stdout, line_codec(MAX_LINE_BYTES));
+    let max = conn.handle.config().policy.max_message_bytes;
+    let mut lines = FramedRead::new(stdout, line_codec(max));
     let reason = loop {
         match lines.next().await {
-            Some(Ok(line)) => conn.on_line(&line, &events),
+            Some(Ok(line)) => {
+                if let Err(broken) = conn.on_line(&line, &events) {
+                    break broken;
+                }
+            }
             Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
-                break format!("upstream wrote a line longer than {MAX_LINE_BYTES} bytes");
+                break format!("it wrote a message longer than {max} bytes (max_message_bytes)");
             }
             Some(Err(LinesCodecError::Io(e))) => break format!("reading its stdout failed: {e}"),
             None => break "it closed its stdout".to_owned(),

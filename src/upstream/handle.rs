@@ -2,8 +2,9 @@
 //! actor, so callers always get either an answer or an error that says why there is none.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 use serde_json::value::RawValue;
@@ -23,7 +24,12 @@ const STDERR_TAIL_LINES: usize = 8;
 pub enum State {
     Starting,
     Ready,
+    /// Serving, but something is off (a changed listing could not be re-read).
+    Degraded,
     Restarting,
+    /// Failed more often than its restart budget allows; not retried until an operator restarts it.
+    CrashLoop,
+    /// Not running: stopped when idle, not started yet (lazy), or shut down. Calls start it.
     Stopped,
     Disabled,
 }
@@ -33,7 +39,9 @@ impl std::fmt::Display for State {
         f.write_str(match self {
             Self::Starting => "starting",
             Self::Ready => "ready",
+            Self::Degraded => "degraded",
             Self::Restarting => "restarting",
+            Self::CrashLoop => "crash-loop",
             Self::Stopped => "stopped",
             Self::Disabled => "disabled",
         })
@@ -72,6 +80,8 @@ pub enum UpstreamError {
     Failed { upstream: String, reason: String },
     #[error("the request to upstream `{upstream}` was cancelled")]
     Cancelled { upstream: String },
+    #[error("upstream `{upstream}` is busy: {limit} requests are already in flight; retry shortly")]
+    Busy { upstream: String, limit: usize },
 }
 
 struct Shared {
@@ -84,6 +94,17 @@ struct Shared {
     status: Mutex<Status>,
     state_tx: watch::Sender<State>,
     stderr_tail: Mutex<VecDeque<String>>,
+    /// Asks the supervisor to start a stopped upstream (set by the supervisor).
+    waker: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// When a request last went to it, in milliseconds since `EPOCH`.
+    last_used: AtomicU64,
+}
+
+/// The reference point of `last_used`.
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn now_ms() -> u64 {
+    u64::try_from(EPOCH.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A cheap, cloneable reference to one upstream.
@@ -137,6 +158,8 @@ impl UpstreamHandle {
                 status: Mutex::new(status),
                 state_tx,
                 stderr_tail: Mutex::new(VecDeque::new()),
+                waker: OnceLock::new(),
+                last_used: AtomicU64::new(now_ms()),
             }),
         }
     }
@@ -161,16 +184,56 @@ impl UpstreamHandle {
         params: Option<&str>,
         call: Option<CallContext>,
     ) -> Result<Reply, UpstreamError> {
-        let Some(conn) = self.shared.conn.load_full() else {
+        let timeout = self.shared.config.policy.request_timeout;
+        self.request_within(method, params, call, timeout).await
+    }
+
+    /// [`Self::request`] with its own deadline (per-tool timeouts). A stopped upstream (idle or
+    /// lazy) is started first, within its startup timeout.
+    pub async fn request_within(
+        &self,
+        method: &str,
+        params: Option<&str>,
+        call: Option<CallContext>,
+        timeout: Duration,
+    ) -> Result<Reply, UpstreamError> {
+        self.shared.last_used.store(now_ms(), Ordering::Relaxed);
+        let conn = match self.shared.conn.load_full() {
+            Some(conn) => conn,
+            None => self.wake().await?,
+        };
+        conn.request(method, params, timeout, call).await
+    }
+
+    /// Starts a stopped upstream on demand and waits until it serves (or fails to).
+    async fn wake(&self) -> Result<Arc<Connection>, UpstreamError> {
+        let (Some(waker), State::Stopped) = (self.shared.waker.get(), self.state()) else {
             return Err(self.unavailable());
         };
-        conn.request(
-            method,
-            params,
-            self.shared.config.policy.request_timeout,
-            call,
+        waker();
+        let mut rx = self.shared.state_tx.subscribe();
+        let deadline = self.shared.config.policy.startup_timeout;
+        let _ = tokio::time::timeout(
+            deadline,
+            rx.wait_for(|s| !matches!(s, State::Stopped | State::Starting)),
         )
-        .await
+        .await;
+        self.shared
+            .conn
+            .load_full()
+            .ok_or_else(|| self.unavailable())
+    }
+
+    /// Lets the supervisor start this upstream on demand.
+    pub fn set_waker(&self, waker: impl Fn() + Send + Sync + 'static) {
+        let _ = self.shared.waker.set(Box::new(waker));
+    }
+
+    /// How long since a request last went to it.
+    pub fn idle_for(&self) -> Duration {
+        Duration::from_millis(
+            now_ms().saturating_sub(self.shared.last_used.load(Ordering::Relaxed)),
+        )
     }
 
     /// Sends a notification to the live connection, if there is one.
@@ -219,10 +282,20 @@ impl UpstreamHandle {
         *self.shared.state_tx.borrow()
     }
 
-    /// Waits until the upstream is no longer starting, or `deadline` passes.
+    /// Waits until the upstream is no longer starting (nor a lazy one about to start), or
+    /// `deadline` passes.
     pub async fn settled(&self, deadline: Duration) {
         let mut rx = self.shared.state_tx.subscribe();
-        let _ = tokio::time::timeout(deadline, rx.wait_for(|s| *s != State::Starting)).await;
+        let lazy = self.shared.config.policy.lazy_start && self.status().info.is_none();
+        let pending = |s: &State| *s == State::Starting || (*s == State::Stopped && lazy);
+        let _ = tokio::time::timeout(deadline, rx.wait_for(|s| !pending(s))).await;
+    }
+
+    /// A lazy upstream that has not been started yet.
+    pub fn never_started(&self) -> bool {
+        self.shared.config.policy.lazy_start
+            && self.status().info.is_none()
+            && self.state() == State::Stopped
     }
 
     /// The error a caller gets while there is no live connection.

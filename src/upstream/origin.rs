@@ -46,6 +46,9 @@ pub trait HostBus: Send + Sync {
     fn task_status(&self, upstream: &UpstreamHandle, params: &RawValue, scope: Option<&str>);
     /// An origin for server requests of a per-session instance with no request in flight.
     fn session_origin(&self, session_id: &str) -> Option<Arc<dyn Origin>>;
+    /// Requests (method, params) that give a freshly started `upstream` what sessions had asked
+    /// of its previous process: resource subscriptions still wanted, the log level.
+    fn resume(&self, upstream: &UpstreamHandle) -> Vec<(String, String)>;
 }
 
 /// Cancels one in-flight upstream request.

@@ -50,6 +50,8 @@ pub fn toml_list(items: &[String]) -> String {
 pub struct Daemon {
     child: Option<Child>,
     pub url: String,
+    /// The admin API's base URL, e.g. `http://127.0.0.1:40123`.
+    pub admin_url: Option<String>,
     pub dir: tempfile::TempDir,
     stderr_path: PathBuf,
 }
@@ -79,6 +81,12 @@ impl Daemon {
             .arg("--config")
             .arg(config_path)
             .args(extra_args)
+            // Each test daemon gets its own admin port (unless the test picks one).
+            .args(if extra_args.contains(&"--admin") {
+                &[][..]
+            } else {
+                &["--admin", "127.0.0.1:0"][..]
+            })
             .env("MCPMUX_LOG", "info,mcpmux=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -88,15 +96,15 @@ impl Daemon {
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            if let Some(Ok(line)) = lines.next() {
+            // "listening on URL", then (unless turned off) "admin on URL".
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 let _ = tx.send(line);
             }
-            for _ in lines {}
         });
         let mut daemon = Self {
             child: Some(child),
             url: String::new(),
+            admin_url: None,
             dir,
             stderr_path,
         };
@@ -116,7 +124,32 @@ impl Daemon {
             }
             Err(_) => panic!("daemon did not start; stderr:\n{}", daemon.stderr()),
         }
+        if let Ok(line) = rx.recv_timeout(Duration::from_secs(5)) {
+            daemon.admin_url = line.split("admin on ").nth(1).map(|u| u.trim().to_owned());
+        }
         daemon
+    }
+
+    /// The daemon's `GET /status` (admin API).
+    pub async fn status(&self) -> Value {
+        let url = format!(
+            "{}/status",
+            self.admin_url.as_deref().expect("the admin API is on")
+        );
+        let text = reqwest::get(url).await.unwrap().text().await.unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// The status entry of one upstream.
+    pub async fn upstream_status(&self, name: &str) -> Value {
+        let status = self.status().await;
+        status["upstreams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["name"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
     }
 
     pub fn pid(&self) -> u32 {
@@ -525,5 +558,523 @@ pub async fn read_messages(response: reqwest::Response) -> Vec<Value> {
         Vec::new()
     } else {
         vec![serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))]
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams read as they arrive: a request's own event stream (whose server requests the test
+// answers with `Client::respond`), the session's GET stream, the legacy HTTP+SSE stream.
+
+/// The definition a request sent to a host must satisfy, besides `JSONRPCRequest`.
+fn server_request_def(method: &str) -> Option<&'static str> {
+    Some(match method {
+        "sampling/createMessage" => "CreateMessageRequest",
+        "elicitation/create" => "ElicitRequest",
+        "roots/list" => "ListRootsRequest",
+        "ping" => "PingRequest",
+        _ => return None,
+    })
+}
+
+/// One server-sent event that carried data.
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub event: Option<String>,
+    pub data: String,
+}
+
+type ByteStream =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
+
+/// Reads the events of a `text/event-stream` body one by one, as they arrive.
+pub struct SseReader {
+    body: ByteStream,
+    buffer: Vec<u8>,
+    ended: bool,
+}
+
+impl SseReader {
+    pub fn new(response: reqwest::Response) -> Self {
+        Self {
+            body: Box::pin(response.bytes_stream()),
+            buffer: Vec::new(),
+            ended: false,
+        }
+    }
+
+    /// The next event with data: `Ok(None)` when the stream ended, `Err(())` when `timeout`
+    /// passed first. Comments (keep-alives) and events without data are skipped.
+    pub async fn next_event(&mut self, timeout: Duration) -> Result<Option<SseEvent>, ()> {
+        use futures_util::StreamExt;
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            while let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                if let Some(event) = parse_sse_block(&String::from_utf8_lossy(&block)) {
+                    return Ok(Some(event));
+                }
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            match tokio::time::timeout_at(deadline, self.body.next()).await {
+                Err(_) => return Err(()),
+                Ok(Some(Ok(chunk))) => self
+                    .buffer
+                    .extend(chunk.iter().copied().filter(|b| *b != b'\r')),
+                Ok(Some(Err(_)) | None) => self.ended = true,
+            }
+        }
+    }
+}
+
+fn parse_sse_block(block: &str) -> Option<SseEvent> {
+    let mut event = None;
+    let mut data: Option<String> = None;
+    for line in block.lines() {
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "event" => event = Some(value.to_owned()),
+            "data" => match &mut data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(value);
+                }
+                None => data = Some(value.to_owned()),
+            },
+            _ => {}
+        }
+    }
+    data.map(|data| SseEvent { event, data })
+}
+
+/// What waiting for the next message gave.
+#[derive(Debug)]
+pub enum Next {
+    Message(Value),
+    /// The stream (or JSON body) ended.
+    End,
+    Timeout,
+}
+
+enum Source {
+    /// A POST whose response headers have not arrived yet.
+    Pending(tokio::task::JoinHandle<reqwest::Response>),
+    Sse(SseReader),
+    Done,
+}
+
+/// The JSON-RPC messages a host receives on one HTTP answer or stream, each schema-checked (for
+/// the version negotiated on that side) as it is taken: answers to requests registered with
+/// `expect_answer` against their method's result, server requests against their request type.
+pub struct Messages {
+    source: Source,
+    status: Option<reqwest::StatusCode>,
+    schemas: Arc<Schemas>,
+    answers: HashMap<String, String>,
+    queue: std::collections::VecDeque<Value>,
+    /// A JSON (not event-stream) body being read.
+    json_body: Option<tokio::sync::oneshot::Receiver<String>>,
+}
+
+impl Messages {
+    pub fn from_response(response: reqwest::Response, schemas: Arc<Schemas>) -> Self {
+        let mut messages = Self::pending(None, schemas);
+        messages.accept(response);
+        messages
+    }
+
+    pub fn from_sse(reader: SseReader, schemas: Arc<Schemas>) -> Self {
+        let mut messages = Self::pending(None, schemas);
+        messages.source = Source::Sse(reader);
+        messages.status = Some(reqwest::StatusCode::OK);
+        messages
+    }
+
+    fn pending(
+        handle: Option<tokio::task::JoinHandle<reqwest::Response>>,
+        schemas: Arc<Schemas>,
+    ) -> Self {
+        Self {
+            source: handle.map_or(Source::Done, Source::Pending),
+            status: None,
+            schemas,
+            answers: HashMap::new(),
+            queue: Default::default(),
+            json_body: None,
+        }
+    }
+
+    /// Takes the response: its status, and its body as a stream or as whole JSON (read later).
+    fn accept(&mut self, response: reqwest::Response) {
+        self.status = Some(response.status());
+        let sse = response
+            .headers()
+            .get("content-type")
+            .is_some_and(|t| t.to_str().unwrap().starts_with("text/event-stream"));
+        if sse {
+            self.source = Source::Sse(SseReader::new(response));
+        } else {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let _ = tx.send(response.text().await.unwrap_or_default());
+            });
+            self.source = Source::Done;
+            self.json_body = Some(rx);
+        }
+    }
+
+    /// Registers a request whose answer may come on this stream, to check it as `method`'s result.
+    pub fn expect_answer(&mut self, id: &Value, method: &str) {
+        self.answers.insert(id.to_string(), method.to_owned());
+    }
+
+    pub fn schemas(&self) -> &Arc<Schemas> {
+        &self.schemas
+    }
+
+    /// Checks one message the gateway sent to the host.
+    fn check(&self, message: &Value) {
+        let is_answer = message.get("method").is_none();
+        let answered = message
+            .get("id")
+            .filter(|_| is_answer)
+            .and_then(|id| self.answers.get(&id.to_string()))
+            .map(String::as_str);
+        self.schemas.check_message(message, answered);
+        if let (Some(method), Some(_)) = (
+            message.get("method").and_then(Value::as_str),
+            message.get("id"),
+        ) {
+            if let Some(def) = server_request_def(method) {
+                self.schemas.check(def, message);
+            }
+        }
+    }
+
+    /// The HTTP status of the answer (waits for its headers, at most `timeout`).
+    pub async fn status(&mut self, timeout: Duration) -> reqwest::StatusCode {
+        self.resolve(tokio::time::Instant::now() + timeout).await;
+        self.status.expect("no HTTP answer in time")
+    }
+
+    async fn resolve(&mut self, deadline: tokio::time::Instant) -> bool {
+        if let Source::Pending(handle) = &mut self.source {
+            match tokio::time::timeout_at(deadline, handle).await {
+                Ok(response) => self.accept(response.unwrap()),
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// The next message, schema-checked; `Next::Timeout` if none came within `timeout`.
+    pub async fn next_within(&mut self, timeout: Duration) -> Next {
+        let deadline = tokio::time::Instant::now() + timeout;
+        if !self.resolve(deadline).await {
+            return Next::Timeout;
+        }
+        if let Some(rx) = &mut self.json_body {
+            let Ok(text) = tokio::time::timeout_at(deadline, rx).await else {
+                return Next::Timeout;
+            };
+            self.json_body = None;
+            let text = text.unwrap_or_default();
+            if !text.trim().is_empty() {
+                let value: Value = serde_json::from_str(&text)
+                    .unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+                match value {
+                    Value::Array(items) => self.queue.extend(items),
+                    other => self.queue.push_back(other),
+                }
+            }
+        }
+        if let Some(message) = self.queue.pop_front() {
+            self.check(&message);
+            return Next::Message(message);
+        }
+        let Source::Sse(reader) = &mut self.source else {
+            return Next::End;
+        };
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match reader.next_event(remaining).await {
+            Err(()) => Next::Timeout,
+            Ok(None) => {
+                self.source = Source::Done;
+                Next::End
+            }
+            Ok(Some(event)) => {
+                assert!(
+                    matches!(event.event.as_deref(), None | Some("message")),
+                    "unexpected event {event:?}"
+                );
+                let message: Value = serde_json::from_str(&event.data)
+                    .unwrap_or_else(|e| panic!("event data is not JSON ({e}): {}", event.data));
+                self.check(&message);
+                Next::Message(message)
+            }
+        }
+    }
+
+    /// The next message (at most 30 s); panics when the stream ends or nothing comes.
+    pub async fn next(&mut self) -> Value {
+        match self.next_within(Duration::from_secs(30)).await {
+            Next::Message(m) => m,
+            other => panic!("expected a message, got {other:?}"),
+        }
+    }
+
+    /// Asserts that no message arrives within `quiet` (the stream may end).
+    pub async fn assert_silent(&mut self, quiet: Duration, what: &str) {
+        if let Next::Message(m) = self.next_within(quiet).await {
+            panic!("{what}: expected nothing, got {m}");
+        }
+    }
+
+    /// Messages until the answer to `id` (at most 30 s): the ones before it, and the answer.
+    pub async fn until_answer(&mut self, id: &Value) -> (Vec<Value>, Value) {
+        let mut before = Vec::new();
+        loop {
+            let message = self.next().await;
+            let answers = message.get("method").is_none() && message.get("id") == Some(id);
+            if answers {
+                return (before, message);
+            }
+            before.push(message);
+        }
+    }
+
+    /// Every remaining message until the stream ends (at most `timeout`).
+    pub async fn rest(&mut self, timeout: Duration) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut out = Vec::new();
+        loop {
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.next_within(remaining).await {
+                Next::Message(m) => out.push(m),
+                Next::End => return out,
+                Next::Timeout => panic!("the stream did not end in time; got {out:?}"),
+            }
+        }
+    }
+}
+
+/// A host request in flight, its answer read as it streams.
+pub struct Call {
+    pub id: Value,
+    pub method: String,
+    pub messages: Messages,
+}
+
+impl Call {
+    /// The next message of the request's answer stream.
+    pub async fn next(&mut self) -> Value {
+        self.messages.next().await
+    }
+
+    /// Reads to the answer and asserts the answer stream then ends: the messages before the
+    /// answer, and the answer (`result` or `error`).
+    pub async fn finish(mut self) -> (Vec<Value>, Value) {
+        let status = self.messages.status(Duration::from_secs(30)).await;
+        assert_eq!(status, 200, "{} answered HTTP {status}", self.method);
+        let (before, answer) = self.messages.until_answer(&self.id).await;
+        let after = self.messages.rest(Duration::from_secs(10)).await;
+        assert!(
+            after.is_empty(),
+            "messages after the answer to {}: {after:?}",
+            self.method
+        );
+        (before, answer)
+    }
+}
+
+impl Client {
+    fn headers(&self) -> reqwest::header::HeaderMap {
+        use reqwest::header::{HeaderMap, HeaderValue};
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        headers.insert(
+            "accept",
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_str(&self.version).unwrap(),
+        );
+        if let Some(s) = &self.session {
+            headers.insert("mcp-session-id", HeaderValue::from_str(s).unwrap());
+        }
+        headers
+    }
+
+    /// A fresh request id of this client.
+    pub fn fresh_id(&self) -> Value {
+        json!(self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Starts a request (POST sent in the background) whose answer is read as it streams.
+    pub fn start(&self, method: &str, params: Value) -> Call {
+        self.start_with_id(self.fresh_id(), method, params)
+    }
+
+    pub fn start_with_id(&self, id: Value, method: &str, params: Value) -> Call {
+        let mut body = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if !params.is_null() {
+            body["params"] = params;
+        }
+        let request = self
+            .http
+            .post(&self.url)
+            .headers(self.headers())
+            .body(body.to_string());
+        let handle = tokio::spawn(async move { request.send().await.unwrap() });
+        let mut messages = Messages::pending(Some(handle), Arc::clone(&self.schemas));
+        messages.expect_answer(&id, method);
+        Call {
+            id,
+            method: method.to_owned(),
+            messages,
+        }
+    }
+
+    /// `tools/call` of `name` with `arguments`, answer read as it streams.
+    pub fn start_tool(&self, name: &str, arguments: Value) -> Call {
+        self.start("tools/call", json!({"name": name, "arguments": arguments}))
+    }
+
+    /// Opens this session's GET event stream.
+    pub async fn events(&self) -> Messages {
+        let mut headers = self.headers();
+        headers.remove("content-type");
+        headers.insert(
+            "accept",
+            reqwest::header::HeaderValue::from_static("text/event-stream"),
+        );
+        let response = self
+            .http
+            .get(&self.url)
+            .headers(headers)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "GET stream refused");
+        Messages::from_response(response, Arc::clone(&self.schemas))
+    }
+
+    /// POSTs a host message that gets no answer (notification, response): must be 202.
+    pub async fn send_accepted(&self, body: &Value) {
+        let response = self.post(body).await;
+        assert_eq!(response.status(), 202, "not accepted: {body}");
+    }
+
+    pub async fn notify(&self, method: &str, params: Value) {
+        self.send_accepted(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await;
+    }
+
+    /// Answers a server request.
+    pub async fn respond(&self, id: &Value, result: Value) {
+        self.send_accepted(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+            .await;
+    }
+
+    /// Refuses a server request.
+    pub async fn respond_error(&self, id: &Value, error: Value) {
+        self.send_accepted(&json!({"jsonrpc": "2.0", "id": id, "error": error}))
+            .await;
+    }
+
+    /// Ends the session (DELETE); returns the HTTP status.
+    pub async fn delete(&self) -> reqwest::StatusCode {
+        self.http
+            .delete(&self.url)
+            .headers(self.headers())
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
+    /// Calls a tool and returns the text of its first content block, asserting no other message
+    /// came on the request's stream and the result is not an error.
+    pub async fn tool_text(&self, name: &str, arguments: Value) -> String {
+        let (before, answer) = self.start_tool(name, arguments).finish().await;
+        assert!(before.is_empty(), "{name}: unexpected messages {before:?}");
+        let result = &answer["result"];
+        assert!(
+            result.is_object() && result["isError"] != true,
+            "{name} failed: {answer}"
+        );
+        result["content"][0]["text"].as_str().unwrap().to_owned()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A host on the 2024-11-05 HTTP+SSE transport
+
+/// A legacy host: `GET /sse`, then every message POSTed to the announced endpoint.
+pub struct LegacyHost {
+    http: reqwest::Client,
+    /// The absolute URL of the endpoint the stream announced.
+    pub endpoint: String,
+    pub events: Messages,
+    next_id: AtomicU64,
+}
+
+impl LegacyHost {
+    /// Opens `/sse` next to `mcp_url` and reads the `endpoint` event (it must come first).
+    pub async fn open(mcp_url: &str, version: &str) -> Self {
+        let base = mcp_url.strip_suffix("/mcp").unwrap();
+        let http = reqwest::Client::new();
+        let response = http
+            .get(format!("{base}/sse"))
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let mut reader = SseReader::new(response);
+        let first = reader
+            .next_event(Duration::from_secs(10))
+            .await
+            .expect("no endpoint event")
+            .expect("the stream ended");
+        assert_eq!(first.event.as_deref(), Some("endpoint"), "{first:?}");
+        assert!(
+            first.data.starts_with("/messages?sessionId="),
+            "endpoint: {}",
+            first.data
+        );
+        Self {
+            http,
+            endpoint: format!("{base}{}", first.data),
+            events: Messages::from_sse(reader, Schemas::get(version)),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// POSTs one message to the endpoint; returns the status.
+    pub async fn post(&self, body: &Value) -> reqwest::StatusCode {
+        self.http
+            .post(&self.endpoint)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
+    /// Sends a request (202) and reads the stream to its answer: the messages before it, and it.
+    pub async fn request(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
+        let id = json!(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let mut body = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if !params.is_null() {
+            body["params"] = params;
+        }
+        self.events.expect_answer(&id, method);
+        assert_eq!(self.post(&body).await, 202, "{method} not accepted");
+        self.events.until_answer(&id).await
     }
 }

@@ -14,10 +14,16 @@ use crate::upstream::handle::Reply;
 use crate::upstream::origin::{Origin, ServerRequestReply};
 
 impl Connection {
-    pub(super) fn on_line(self: &Arc<Self>, line: &str, events: &impl Fn(Event)) {
+    /// Handles one line; `Err` says why the upstream is broken (it wrote something that is not
+    /// JSON-RPC, so its stream can no longer be trusted).
+    pub(super) fn on_line(
+        self: &Arc<Self>,
+        line: &str,
+        events: &impl Fn(Event),
+    ) -> Result<(), String> {
         let line = line.trim();
         if line.is_empty() {
-            return;
+            return Ok(());
         }
         match Incoming::parse(line) {
             Ok(Kind::Response { id, result }) => {
@@ -29,10 +35,14 @@ impl Connection {
                 self.on_notification(&method, params, events)
             }
             Err(e) => {
-                let shown: String = line.chars().take(200).collect();
-                tracing::warn!(upstream = %self.upstream(), error = %e, line = %shown, "Upstream wrote a line that is not JSON-RPC.");
+                let shown: String = line.chars().take(120).collect();
+                return Err(format!(
+                    "it wrote something that is not JSON-RPC on stdout ({}): {shown}",
+                    e.message
+                ));
             }
         }
+        Ok(())
     }
 
     fn resolve(&self, id: &str, reply: Reply) {
