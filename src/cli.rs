@@ -336,6 +336,7 @@ async fn list_tools(url: String) -> anyhow::Result<Vec<Vec<String>>> {
             None => break,
         }
     }
+    session.end().await;
     Ok(rows)
 }
 

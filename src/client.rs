@@ -158,6 +158,13 @@ impl HttpSession {
         Ok(events.filter_map(|e| async move { e.ok().map(|e| e.data).filter(|d| !d.is_empty()) }))
     }
 
+    /// Ends the session (DELETE), so the daemon releases it at once.
+    pub async fn end(&self) {
+        if self.session_id.is_some() {
+            let _ = self.http.delete(&self.url).headers(self.headers()).send().await;
+        }
+    }
+
     /// Initializes a session as a plain client (for `mcpmux tools`).
     pub async fn initialize(&mut self) -> Result<Value, ClientError> {
         let params = serde_json::json!({

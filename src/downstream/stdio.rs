@@ -80,6 +80,7 @@ pub async fn run(url: String) -> std::io::Result<()> {
         listener.abort();
         let _ = listener.await;
     }
+    bridge.session.read().await.end().await;
     drop(bridge);
     let _ = writer.await;
     Ok(())
