@@ -6,6 +6,7 @@ use futures_util::StreamExt;
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
+use tokio::sync::mpsc;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -19,6 +20,23 @@ pub enum ClientError {
     SessionGone,
     #[error("the mcpmux daemon answered HTTP {status}: {body}")]
     Http { status: StatusCode, body: String },
+}
+
+/// Where the messages of an answer go.
+enum Sink<'a> {
+    Collect(&'a mut Vec<String>),
+    Forward(&'a mpsc::Sender<String>),
+}
+
+impl Sink<'_> {
+    async fn push(&mut self, message: String) {
+        match self {
+            Self::Collect(all) => all.push(message),
+            Self::Forward(tx) => {
+                let _ = tx.send(message).await;
+            }
+        }
+    }
 }
 
 /// One session with the daemon.
@@ -81,6 +99,27 @@ impl HttpSession {
     /// Posts one message; returns the messages of the answer (none for a notification) and the
     /// session id the daemon issued, if any.
     pub async fn post(&self, body: String) -> Result<(Vec<String>, Option<String>), ClientError> {
+        let mut out = Vec::new();
+        let issued = self.post_to(body, &mut Sink::Collect(&mut out)).await?;
+        Ok((out, issued))
+    }
+
+    /// Posts one message and passes each message of the answer to `out` as it arrives (an event
+    /// stream may carry requests the host must answer before the stream can end). Returns the
+    /// session id the daemon issued, if any.
+    pub async fn post_streaming(
+        &self,
+        body: String,
+        out: &mpsc::Sender<String>,
+    ) -> Result<Option<String>, ClientError> {
+        self.post_to(body, &mut Sink::Forward(out)).await
+    }
+
+    async fn post_to(
+        &self,
+        body: String,
+        out: &mut Sink<'_>,
+    ) -> Result<Option<String>, ClientError> {
         let response = self
             .http
             .post(&self.url)
@@ -104,14 +143,13 @@ impl HttpSession {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|t| t.starts_with("text/event-stream"));
         if status == StatusCode::ACCEPTED {
-            return Ok((Vec::new(), issued));
+            return Ok(issued);
         }
         if is_sse {
             let mut events = eventsource_stream::EventStream::new(response.bytes_stream());
-            let mut out = Vec::new();
             while let Some(event) = events.next().await {
                 match event {
-                    Ok(e) if !e.data.is_empty() => out.push(e.data),
+                    Ok(e) if !e.data.is_empty() => out.push(e.data).await,
                     Ok(_) => {}
                     Err(e) => {
                         return Err(ClientError::Unreachable {
@@ -121,17 +159,18 @@ impl HttpSession {
                     }
                 }
             }
-            return Ok((out, issued));
+            return Ok(issued);
         }
         let text = response.text().await.map_err(|e| self.unreachable(&e))?;
         if text.trim().is_empty() {
             if status.is_success() {
-                return Ok((Vec::new(), issued));
+                return Ok(issued);
             }
             return Err(ClientError::Http { status, body: text });
         }
         // Refusals carry a JSON-RPC error body; pass it on so the host sees the reason.
-        Ok((vec![text.trim().to_owned()], issued))
+        out.push(text.trim().to_owned()).await;
+        Ok(issued)
     }
 
     /// Opens the server-to-host stream; yields each message.
@@ -161,7 +200,12 @@ impl HttpSession {
     /// Ends the session (DELETE), so the daemon releases it at once.
     pub async fn end(&self) {
         if self.session_id.is_some() {
-            let _ = self.http.delete(&self.url).headers(self.headers()).send().await;
+            let _ = self
+                .http
+                .delete(&self.url)
+                .headers(self.headers())
+                .send()
+                .await;
         }
     }
 

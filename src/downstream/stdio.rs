@@ -109,23 +109,30 @@ impl Bridge {
         }
     }
 
-    /// Posts one message; on a forgotten session, re-initializes once and retries.
+    /// Posts one message, writing each message of the answer as it arrives; on a forgotten
+    /// session, re-initializes once and retries.
     async fn forward(&self, line: String, id: Option<&str>) {
-        let first = self.session.read().await.post(line.clone()).await;
+        let first = self
+            .session
+            .read()
+            .await
+            .post_streaming(line.clone(), &self.out)
+            .await;
         let outcome = match first {
             Err(ClientError::SessionGone) => match self.reinitialize().await {
-                Ok(()) => self.session.read().await.post(line).await,
+                Ok(()) => {
+                    self.session
+                        .read()
+                        .await
+                        .post_streaming(line, &self.out)
+                        .await
+                }
                 Err(e) => Err(e),
             },
             other => other,
         };
-        match outcome {
-            Ok((messages, _)) => {
-                for m in messages {
-                    self.emit(m).await;
-                }
-            }
-            Err(e) => self.fail(id, &e).await,
+        if let Err(e) = outcome {
+            self.fail(id, &e).await;
         }
     }
 
