@@ -58,11 +58,7 @@ impl Origin for HostOrigin {
         params: Option<&RawValue>,
         reply: ServerRequestReply,
     ) -> Result<Box<RawValue>, RpcError> {
-        if method == "elicitation/create" && self.session.version < "2025-06-18" {
-            let why = format!(
-                "the host speaks MCP {}, which has no elicitation",
-                self.session.version
-            );
+        if let Some(why) = self.unfit(method, params) {
             return Err(RpcError::new(
                 codes::INTERNAL_ERROR,
                 format!("mcpmux refused `{method}`: {why}"),
@@ -99,6 +95,30 @@ impl Origin for HostOrigin {
             };
             self.send(notification_line("notifications/cancelled", Some(&params)));
         }
+    }
+}
+
+impl HostOrigin {
+    /// Why this host cannot take `method` (its version or capabilities lack it), if it cannot.
+    fn unfit(&self, method: &str, params: Option<&RawValue>) -> Option<String> {
+        if method != "elicitation/create" {
+            return None;
+        }
+        let version = self.session.version;
+        if version < "2025-06-18" {
+            return Some(format!(
+                "the host speaks MCP {version}, which has no elicitation"
+            ));
+        }
+        let url_mode = params.is_some_and(|p| p.get().contains(r#""mode":"url""#));
+        let declared = &self.session.client_capabilities["elicitation"];
+        if url_mode && (version < "2025-11-25" || declared.get("url").is_none()) {
+            return Some(
+                "the host did not declare URL-mode elicitation (capabilities.elicitation.url)"
+                    .into(),
+            );
+        }
+        None
     }
 }
 

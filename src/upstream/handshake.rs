@@ -68,7 +68,11 @@ pub(super) async fn initialize(
         "protocolVersion": version::LATEST,
         // mcpmux forwards these to the host session a request comes from (or answers roots
         // itself when the upstream has configured roots).
-        "capabilities": {"sampling": {}, "elicitation": {}, "roots": {"listChanged": false}},
+        "capabilities": {
+            "sampling": {},
+            "elicitation": {"form": {}, "url": {}},
+            "roots": {"listChanged": false},
+        },
         "clientInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")},
     })
     .to_string();
