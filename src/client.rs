@@ -161,12 +161,20 @@ impl HttpSession {
             }
             return Ok(issued);
         }
+        let is_json = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("application/json"));
         let text = response.text().await.map_err(|e| self.unreachable(&e))?;
-        if text.trim().is_empty() {
+        if text.trim().is_empty() || !is_json {
             if status.is_success() {
                 return Ok(issued);
             }
-            return Err(ClientError::Http { status, body: text });
+            return Err(ClientError::Http {
+                status,
+                body: text.trim().to_owned(),
+            });
         }
         // Refusals carry a JSON-RPC error body; pass it on so the host sees the reason.
         out.push(text.trim().to_owned()).await;

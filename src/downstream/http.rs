@@ -194,7 +194,18 @@ async fn answer(
         Box::pin(async move { gateway.request(&host, &method, params.as_deref()).await });
     tokio::select! {
         biased;
-        line = &mut answer => json_response(line),
+        line = &mut answer => {
+            // Messages queued just before the answer still go first, on a stream.
+            let mut early = Vec::new();
+            while let Ok(message) = rx.try_recv() {
+                early.push(message);
+            }
+            if early.is_empty() {
+                return json_response(line);
+            }
+            early.push(line);
+            Sse::new(futures_util::stream::iter(early.into_iter().map(event))).into_response()
+        }
         Some(first) = rx.recv() => {
             let stream = futures_util::stream::unfold((Some(first), rx, Some(answer)), |(first, mut rx, answer)| async move {
                 if let Some(line) = first {

@@ -152,6 +152,17 @@ impl Hub {
         }
     }
 
+    /// The running instance of a per-session upstream for `session`, if there is one.
+    pub(super) fn existing_instance(
+        &self,
+        upstream: &str,
+        session: &str,
+    ) -> Option<UpstreamHandle> {
+        let instances = self.instances.lock().ok()?;
+        let cell = instances.get(&(session.to_owned(), upstream.to_owned()))?;
+        cell.get().map(|(handle, _)| handle.clone())
+    }
+
     /// Stops every instance that serves `session` (and forgets its subscriptions).
     pub(super) async fn stop_instances(&self, session: &str) {
         let suffix = format!("@{session}");
@@ -303,12 +314,19 @@ impl HostBus for Hub {
                 }
             }
         }
-        let level = self
-            .log_levels
-            .lock()
-            .ok()
-            .and_then(|l| l.get(upstream.name()).copied());
-        if let (Some(level), None) = (level, upstream.scope()) {
+        // A session's own instance gets that session's level; a shared one the most verbose asked.
+        let level = match upstream.scope() {
+            Some(session) => self
+                .sessions
+                .get(session)
+                .and_then(|s| s.tables().log_level),
+            None => self
+                .log_levels
+                .lock()
+                .ok()
+                .and_then(|l| l.get(upstream.name()).copied()),
+        };
+        if let Some(level) = level {
             replay.push((
                 "logging/setLevel".to_owned(),
                 serde_json::json!({ "level": super::session::LOG_LEVELS[level] }).to_string(),

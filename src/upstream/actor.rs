@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use super::connection::{Connection, Event};
+use super::connection::{Connection, Event, STDOUT_CLOSED};
 use super::handle::{State as UpState, UpstreamError, UpstreamHandle};
 use super::handshake::{self, UpstreamCatalog, UpstreamItem};
 use super::process::{self, ChildGuard};
@@ -242,6 +242,12 @@ impl Actor for UpstreamActor {
                 Ok(())
             }
             UpstreamMsg::Pinged(Err(why)) => Err(self.fail(state, why).await),
+            UpstreamMsg::Connection(ConnectionEvent::StdoutClosed(reason))
+                if reason != STDOUT_CLOSED =>
+            {
+                // mcpmux stopped reading because the upstream broke the protocol: that is the cause.
+                Err(self.fail(state, reason).await)
+            }
             UpstreamMsg::Connection(ConnectionEvent::StdoutClosed(reason)) => {
                 let mut exit = state.exit.clone();
                 let how = tokio::time::timeout(EXIT_STATUS_WAIT, exit.wait_for(Option::is_some))
@@ -283,6 +289,19 @@ impl UpstreamActor {
             .map(|(k, v)| format!("{} {}", v.len(), k.field()))
             .collect();
         tracing::info!(upstream = %h.name(), version = catalog.info.protocol_version, offers = %counts.join(", "), "Upstream is ready.");
+        // Restore what sessions asked of the previous process before anyone else reaches it.
+        if let Some(bus) = h.bus() {
+            let timeout = h.config().policy.request_timeout;
+            for (method, params) in bus.resume(h) {
+                if let Err(e) = state
+                    .conn
+                    .request(&method, Some(&params), timeout, None)
+                    .await
+                {
+                    tracing::warn!(upstream = %h.name(), method, error = %e, "Could not restore session state after a start.");
+                }
+            }
+        }
         h.update(|s| s.info = Some(Arc::clone(&catalog.info)));
         h.set_connection(Some(Arc::clone(&state.conn)));
         if h.scope().is_none() {
@@ -290,20 +309,6 @@ impl UpstreamActor {
         }
         h.set_state(UpState::Ready, None);
         state.catalog = Some(catalog);
-        if let Some(bus) = h.bus() {
-            let replay = bus.resume(h);
-            if !replay.is_empty() {
-                let conn = Arc::clone(&state.conn);
-                let (name, timeout) = (h.name().to_owned(), h.config().policy.request_timeout);
-                tokio::spawn(async move {
-                    for (method, params) in replay {
-                        if let Err(e) = conn.request(&method, Some(&params), timeout, None).await {
-                            tracing::warn!(upstream = %name, method, error = %e, "Could not restore session state after a start.");
-                        }
-                    }
-                });
-            }
-        }
         let policy = &h.config().policy;
         let checks = [policy.ping_interval, policy.idle_stop.map(|d| d / 4)];
         if let Some(every) = checks.into_iter().flatten().min() {

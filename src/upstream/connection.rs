@@ -27,6 +27,9 @@ const WRITE_QUEUE: usize = 1024;
 /// Longest stderr line kept whole.
 const STDERR_LINE_BYTES: usize = 8 * 1024;
 
+/// The close reason when the upstream simply closed its stdout (its exit status says more).
+pub(super) const STDOUT_CLOSED: &str = "it closed its stdout";
+
 /// What the connection tells its actor.
 #[derive(Debug)]
 pub(super) enum Event {
@@ -86,6 +89,8 @@ struct Tables {
     forwarded: HashMap<String, Forwarded>,
     /// Our progress token (raw JSON text) → the request it belongs to.
     progress: HashMap<String, u64>,
+    /// How many of `pending` are host requests (the in-flight limit counts only these).
+    host_pending: usize,
 }
 
 pub(super) struct Connection {
@@ -149,8 +154,9 @@ impl Connection {
             if let Some(reason) = self.closed_reason() {
                 return Err(self.failed(reason));
             }
+            // The limit is on host requests; mcpmux's own (pings, re-reads) always go through.
             let limit = self.handle.config().policy.max_in_flight;
-            if tables.pending.len() >= limit {
+            if call.is_some() && tables.host_pending >= limit {
                 return Err(UpstreamError::Busy {
                     upstream: self.upstream().to_owned(),
                     limit,
@@ -162,6 +168,9 @@ impl Connection {
             };
             if let Some(tokens) = &progress {
                 tables.progress.insert(tokens.ours.clone(), id);
+            }
+            if origin.is_some() {
+                tables.host_pending += 1;
             }
             tables.pending.insert(
                 id,
@@ -260,6 +269,7 @@ impl Connection {
         // Dropping the senders wakes each waiter with the closed reason.
         tables.pending.clear();
         tables.progress.clear();
+        tables.host_pending = 0;
         for (_, forwarded) in tables.forwarded.drain() {
             forwarded.origin.cancel_forwarded(&forwarded.host_id, None);
         }
@@ -277,6 +287,9 @@ impl Tables {
         let pending = self.pending.remove(&id)?;
         if let Some(tokens) = &pending.progress {
             self.progress.remove(&tokens.ours);
+        }
+        if pending.origin.is_some() {
+            self.host_pending = self.host_pending.saturating_sub(1);
         }
         Some(pending)
     }
@@ -345,7 +358,7 @@ async fn read_loop(conn: Arc<Connection>, stdout: impl AsyncRead + Unpin, events
                 break format!("it wrote a message longer than {max} bytes (max_message_bytes)");
             }
             Some(Err(LinesCodecError::Io(e))) => break format!("reading its stdout failed: {e}"),
-            None => break "it closed its stdout".to_owned(),
+            None => break STDOUT_CLOSED.to_owned(),
         }
     };
     conn.close(&reason);

@@ -1078,3 +1078,47 @@ impl LegacyHost {
         self.events.until_answer(&id).await
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Fault tests: stopping the daemon without blocking the test's runtime, its memory
+
+impl Daemon {
+    /// Sends SIGTERM and returns at once (the daemon drains, then exits; see `wait_exit`).
+    pub fn terminate(&self) {
+        if let Some(child) = &self.child {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status();
+        }
+    }
+
+    /// Waits without blocking the runtime until the daemon exits: its exit status, or `None` if
+    /// it still runs after `timeout` (it is then killed when dropped).
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let child = self.child.as_mut()?;
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// A `/proc/PID/status` memory field in KiB (`VmRSS`: resident now, `VmHWM`: peak resident).
+pub fn proc_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}

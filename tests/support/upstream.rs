@@ -44,7 +44,19 @@
 //! - optional self-pagination of every list (`--page-size`);
 //! - fault injection flags (`--exit-at-start`, `--garbage-at-start`,
 //!   `--ignore-pings`, `--hang-on-initialize`, `--spawn-grandchild`,
-//!   `--huge-line-bytes`) and `--record FILE` to log every received line.
+//!   `--huge-line-bytes`, `--crash-file PATH`) and `--record FILE` to log
+//!   every received line; `--crash-file PATH` makes it print a line to stderr
+//!   and exit with status 4 at start while PATH exists (delete the file to let
+//!   the fault clear);
+//! - fault injection tools, always callable but listed in `tools/list` only
+//!   with `--fault-tools` (after the protocol-routing ones, before the
+//!   generated ones): `hang` (never answers, keeps serving other requests),
+//!   `garbage` (prints a non-JSON line on
+//!   stdout, then answers "garbage sent"), `flood` {`count` = 1000} (sends
+//!   `count` `notifications/message` and `count`
+//!   `notifications/tools/list_changed`, interleaved, as fast as it can, then
+//!   answers "flooded <count>"), `stop_pings` (from then on ignores `ping`, as
+//!   `--ignore-pings` does; answers "pings stopped").
 //!
 //! Design: the main task reads stdin and handles each line synchronously;
 //! `slow`, `progress` and the tools that wait for the client spawn tokio
@@ -132,6 +144,9 @@ struct Args {
     /// Never answer `initialize`.
     #[arg(long)]
     hang_on_initialize: bool,
+    /// Print a line to stderr and exit with status 4 at start while PATH exists.
+    #[arg(long, value_name = "PATH")]
+    crash_file: Option<PathBuf>,
     /// Spawn `sleep 3600` at start (inheriting stdio) and print its pid to stderr.
     #[arg(long)]
     spawn_grandchild: bool,
@@ -143,6 +158,10 @@ struct Args {
     /// tools/list; they are callable either way.
     #[arg(long)]
     protocol_tools: bool,
+    /// Also list the fault injection tools (hang, garbage, flood, stop_pings)
+    /// in tools/list; they are callable either way.
+    #[arg(long)]
+    fault_tools: bool,
 }
 
 /// A message for the writer thread.
@@ -303,6 +322,23 @@ fn protocol_tools() -> Vec<Value> {
     ]
 }
 
+/// The fault injection tools, listed only with `--fault-tools`.
+fn fault_tools() -> Vec<Value> {
+    let no_args = json!({"type": "object", "properties": {}});
+    vec![
+        json!({"name": "hang", "description": "Never answers",
+               "inputSchema": no_args}),
+        json!({"name": "garbage", "description": "Prints a non-JSON line on stdout, then answers",
+               "inputSchema": no_args}),
+        json!({"name": "flood",
+               "description": "Sends `count` notifications/message and `count` tools/list_changed, then answers",
+               "inputSchema": {"type": "object", "properties": {
+                   "count": {"type": "integer", "minimum": 0}}}}),
+        json!({"name": "stop_pings", "description": "Ignores pings from now on",
+               "inputSchema": no_args}),
+    ]
+}
+
 /// A tool result with one text block.
 fn text_result(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}]})
@@ -409,7 +445,8 @@ struct Server {
     name: String,
     protocol_version: Option<String>,
     instructions: Option<String>,
-    ignore_pings: bool,
+    /// Set by `--ignore-pings` or the `stop_pings` tool.
+    ignore_pings: std::sync::atomic::AtomicBool,
     hang_on_initialize: bool,
     huge_line_bytes: Option<usize>,
     tools: Vec<Box<RawValue>>,
@@ -439,6 +476,9 @@ impl Server {
         if args.protocol_tools {
             tools.extend(protocol_tools());
         }
+        if args.fault_tools {
+            tools.extend(fault_tools());
+        }
         tools.extend((0..args.tools).map(|i| {
             json!({"name": format!("tool_{i:05}"),
                    "description": format!("Generated tool number {i} of upstream {name}"),
@@ -457,7 +497,7 @@ impl Server {
             name: name.clone(),
             protocol_version: args.protocol_version.clone(),
             instructions: args.instructions.clone(),
-            ignore_pings: args.ignore_pings,
+            ignore_pings: std::sync::atomic::AtomicBool::new(args.ignore_pings),
             hang_on_initialize: args.hang_on_initialize,
             huge_line_bytes: args.huge_line_bytes,
             tools: paginate("tools", &tools, k),
@@ -535,7 +575,7 @@ impl Server {
         match method {
             "initialize" if self.hang_on_initialize => Ok(Outcome::Silent),
             "initialize" => reply(&self.initialize(params.as_ref())),
-            "ping" if self.ignore_pings => Ok(Outcome::Silent),
+            "ping" if self.ignore_pings.load(Ordering::Relaxed) => Ok(Outcome::Silent),
             "ping" => reply(&json!({})),
             "logging/setLevel" => {
                 // Always answered `{}`; only a known level is remembered.
@@ -812,6 +852,30 @@ impl Server {
                 eprintln!("test upstream {} crashing on purpose", self.name);
                 Ok(Outcome::Exit(3))
             }
+            // Never answered; other requests are still served.
+            "hang" => Ok(Outcome::Silent),
+            "garbage" => {
+                let _ = self
+                    .out
+                    .send(Out::Line("this is not JSON-RPC, just garbage".to_owned()));
+                reply(&text_result("garbage sent"))
+            }
+            "flood" => {
+                let count = uint_arg(params.get("arguments"), "count", 1000)?;
+                let changed = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+                for i in 0..count {
+                    self.link.notify(
+                        "notifications/message",
+                        json!({"level": "info", "logger": "flood", "data": i}),
+                    );
+                    let _ = self.out.send(Out::Line(changed.to_owned()));
+                }
+                reply(&text_result(&format!("flooded {count}")))
+            }
+            "stop_pings" => {
+                self.ignore_pings.store(true, Ordering::Relaxed);
+                reply(&text_result("pings stopped"))
+            }
             "huge" => Ok(Outcome::Reply(self.huge_line(id))),
             "add_tool" => {
                 let new = params
@@ -972,14 +1036,20 @@ impl Server {
     /// One line of exactly `--huge-line-bytes` bytes (newline excluded, at
     /// least the envelope), or a 1 MiB text by default.
     fn huge_line(&self, id: &Value) -> String {
-        let build = |len: usize| {
-            let text = "x".repeat(len);
-            ok_line(id, &json!({"content": [{"type": "text", "text": text}]}))
+        let envelope = ok_line(id, &json!({"content": [{"type": "text", "text": ""}]}));
+        let len = match self.huge_line_bytes {
+            Some(total) => total.saturating_sub(envelope.len()),
+            None => DEFAULT_HUGE_TEXT,
         };
-        match self.huge_line_bytes {
-            Some(total) => build(total.saturating_sub(build(0).len())),
-            None => build(DEFAULT_HUGE_TEXT),
-        }
+        // The text is all `x` (nothing to escape): put it between the empty text's quotes
+        // rather than serializing it, which takes seconds for 100 MB in a debug build.
+        let marker = r#""text":""#;
+        let at = envelope.find(marker).expect("the envelope has a text") + marker.len();
+        let mut line = String::with_capacity(envelope.len() + len);
+        line.push_str(&envelope[..at]);
+        line.push_str(&"x".repeat(len));
+        line.push_str(&envelope[at..]);
+        line
     }
 
     fn get_prompt(&self, params: Option<&Value>) -> Result<Value, RpcError> {
@@ -1085,6 +1155,10 @@ async fn main() {
     if let Some(code) = args.exit_at_start {
         eprintln!("test upstream exiting at start");
         std::process::exit(code);
+    }
+    if let Some(path) = args.crash_file.as_ref().filter(|p| p.exists()) {
+        eprintln!("test upstream crashing at start: {} exists", path.display());
+        std::process::exit(4);
     }
     if args.garbage_at_start {
         let mut stdout = std::io::stdout().lock();

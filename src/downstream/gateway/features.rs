@@ -103,6 +103,19 @@ impl Gateway {
             .map(|(h, _)| h.clone())
             .collect();
         for upstream in loggers {
+            // This session's own instance of a per-session upstream logs at this session's level.
+            if let Some(instance) = self
+                .hub
+                .existing_instance(upstream.name(), &host.session.id)
+            {
+                let params = json!({ "level": LOG_LEVELS[rank] });
+                if let Err(e) = self
+                    .upstream_request(&instance, "logging/setLevel", &params)
+                    .await
+                {
+                    tracing::warn!(upstream = %upstream.name(), error = %e, "Could not set the log level.");
+                }
+            }
             if let Some(wanted) = self.hub.wanted_log_level(upstream.name()) {
                 let params = json!({ "level": LOG_LEVELS[wanted] });
                 if let Err(e) = self

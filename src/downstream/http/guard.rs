@@ -52,17 +52,19 @@ impl Refusal {
 }
 
 impl IntoResponse for Refusal {
+    /// A JSON-RPC error body when it can be valid for the host's version: with the request's id,
+    /// or without one since 2025-11-25. Older schemas allow neither a missing nor a `null` id, so
+    /// then the reason goes as plain text.
     fn into_response(self) -> Response {
-        let body = match (&self.id, self.omit_unknown_id) {
-            (None, true) => error_line_without_id(&self.error),
-            (id, _) => error_line(id.as_deref(), &self.error),
+        let (content_type, body) = match (&self.id, self.omit_unknown_id) {
+            (Some(id), _) => ("application/json", error_line(Some(id), &self.error)),
+            (None, true) => ("application/json", error_line_without_id(&self.error)),
+            (None, false) => (
+                "text/plain; charset=utf-8",
+                format!("{}\n", self.error.message),
+            ),
         };
-        (
-            self.status,
-            [(header::CONTENT_TYPE, "application/json")],
-            body,
-        )
-            .into_response()
+        (self.status, [(header::CONTENT_TYPE, content_type)], body).into_response()
     }
 }
 

@@ -115,35 +115,35 @@ impl Connection {
     /// The host session a server request belongs to: the only session with requests in flight
     /// here (or the one a per-session instance serves). Never a guess.
     fn origin_of_server_request(&self) -> Result<Arc<dyn Origin>, String> {
-        let tables = self.tables();
-        let mut origins = tables.pending.values().filter_map(|p| p.origin.as_ref());
-        let first = origins.next().cloned();
-        if let Some(first) = &first {
-            let sessions_differ = origins.any(|o| o.session_id() != first.session_id());
-            if sessions_differ && self.scope.is_none() {
-                return Err(format!(
-                    "requests from several host sessions are in flight on upstream `{}`, so it cannot tell which host to ask; set isolation = \"per-session\" for this upstream",
-                    self.upstream()
-                ));
-            }
+        let (first, several, sessions_differ) = {
+            let tables = self.tables();
+            let mut origins = tables.pending.values().filter_map(|p| p.origin.as_ref());
+            let first = origins.next().cloned();
+            let rest: Vec<&Arc<dyn Origin>> = origins.collect();
+            let differ = first
+                .as_ref()
+                .is_some_and(|f| rest.iter().any(|o| o.session_id() != f.session_id()));
+            (first, !rest.is_empty(), differ)
+        };
+        if sessions_differ && self.scope.is_none() {
+            return Err(format!(
+                "requests from several host sessions are in flight on upstream `{}`, so it cannot tell which host to ask; set isolation = \"per-session\" for this upstream",
+                self.upstream()
+            ));
         }
-        drop(tables);
-        if let Some(origin) = first {
-            return Ok(origin);
+        let session = first
+            .as_ref()
+            .map(|o| o.session_id().to_owned())
+            .or_else(|| self.scope.clone());
+        match (first, several) {
+            // The one request in flight caused it: it travels on that request's stream.
+            (Some(origin), false) => Ok(origin),
+            // One session, several requests: which one caused it is unknown, so it goes on the
+            // session's own stream rather than on an arbitrary request's.
+            _ => session.and_then(|s| self.handle.bus().and_then(|bus| bus.session_origin(&s))).ok_or_else(|| {
+                format!("no host request is in flight on upstream `{}`, so it cannot tell which host to ask", self.upstream())
+            }),
         }
-        if let Some(session) = &self.scope {
-            if let Some(origin) = self
-                .handle
-                .bus()
-                .and_then(|bus| bus.session_origin(session))
-            {
-                return Ok(origin);
-            }
-        }
-        Err(format!(
-            "no host request is in flight on upstream `{}`, so it cannot tell which host to ask",
-            self.upstream()
-        ))
     }
 
     fn on_notification(&self, method: &str, params: Option<&RawValue>, events: &impl Fn(Event)) {
