@@ -275,9 +275,9 @@ impl Connection {
         }
     }
 
-    /// How many requests are waiting for the upstream.
+    /// How many host requests are waiting for the upstream (mcpmux's own pings and re-reads aside).
     pub(super) fn in_flight(&self) -> usize {
-        self.tables().pending.len()
+        self.tables().host_pending
     }
 }
 
