@@ -651,9 +651,11 @@ async fn health_pings_of_an_upstream_at_max_in_flight_do_not_restart_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_in_flight_counts_host_calls_only_not_a_pending_health_ping() {
+    let record = tempfile::NamedTempFile::new().unwrap();
+    let record_path = record.path().to_str().unwrap().to_owned();
     let pinged = faulty(
         "pinged",
-        &["--fault-tools"],
+        &["--fault-tools", "--record", &record_path],
         &[
             ("max_in_flight", "2"),
             ("ping_interval", "\"100ms\""),
@@ -664,11 +666,21 @@ async fn max_in_flight_counts_host_calls_only_not_a_pending_health_ping() {
     let (daemon, client) = start(&pinged, &["pinged__stop_pings"]).await;
     let (answer, _) = timed_call(&client, "pinged__stop_pings", json!({})).await;
     assert_text(&answer, "pings stopped");
-    // A ping is now pending (and never answered).
-    wait_status(&daemon, "pinged", Duration::from_secs(5), |s| {
-        s["in_flight"] == 1
-    })
-    .await;
+    // A ping is now pending (and never answered); status counts host requests only.
+    let pinged_after_stop = || {
+        let seen = std::fs::read_to_string(record.path()).unwrap_or_default();
+        let after = seen
+            .split("stop_pings")
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
+        async move { after.contains(r#""method":"ping""#) }
+    };
+    assert!(
+        poll_until(Duration::from_secs(5), pinged_after_stop).await,
+        "no ping was sent after stop_pings"
+    );
+    assert_eq!(daemon.upstream_status("pinged").await["in_flight"], 0);
 
     let slow = || timed_call(&client, "pinged__slow", json!({"ms": 300}));
     let (a, b, ()) = tokio::join!(slow(), slow(), assert_goods(&client, "during"));
