@@ -1,18 +1,19 @@
 //! The admin API, on its own loopback listener: `GET /status` (every upstream's state, version,
 //! catalog counts, restarts, last error), `POST /upstreams/{name}/restart`, `GET /health`
-//! (the daemon answers) and `GET /ready` (no upstream is still starting). `mcpmux status` and
-//! `mcpmux restart` use it.
+//! (the daemon answers), `GET /ready` (no upstream is still starting) and the audit log
+//! (`GET /audit/query`, `/audit/stats`, `/audit/verify`). `mcpmux status`, `restart` and `audit` use it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+use crate::audit::{FilterArgs, now_us};
 use crate::downstream::Gateway;
 use crate::mcp::ListKind;
 use crate::supervisor::RestartError;
@@ -25,8 +26,12 @@ pub fn app(gateway: Arc<Gateway>) -> Router {
         .route("/health", get(|| async { "ok" }))
         .route("/ready", get(ready))
         .route("/upstreams/{name}/restart", post(restart))
-        .with_state(gateway)
+        .with_state(Arc::clone(&gateway))
+        .merge(audit_routes(gateway))
 }
+
+/// How long an audit read waits for queued records to be committed first.
+const SYNC_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
 async fn status(State(gateway): State<Arc<Gateway>>) -> Json<Value> {
     let snapshot = gateway.router.snapshot();
@@ -60,11 +65,18 @@ async fn status(State(gateway): State<Arc<Gateway>>) -> Json<Value> {
         })
         .collect();
     upstreams.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    let audit = gateway.audit();
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "catalog_generation": snapshot.generation,
         "sessions": gateway.hub.sessions.len(),
         "upstreams": upstreams,
+        "audit": {
+            "enabled": audit.is_enabled(),
+            "queued": audit.queued(),
+            "dropped": audit.dropped(),
+            "records": audit.store().map(crate::audit::Store::len),
+        },
     }))
 }
 
@@ -101,4 +113,68 @@ async fn restart(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>) 
         )
             .into_response(),
     }
+}
+
+/// The audit routes: `GET /audit/query`, `/audit/stats`, `/audit/verify` (same filters as the CLI).
+pub fn audit_routes(gateway: Arc<Gateway>) -> Router {
+    Router::new()
+        .route("/audit/query", get(audit_query))
+        .route("/audit/stats", get(audit_stats))
+        .route("/audit/verify", get(audit_verify))
+        .with_state(gateway)
+}
+
+fn audit_error(status: StatusCode, message: String) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+/// Runs a read of the store off the runtime (sled calls block).
+async fn with_store<T: serde::Serialize + Send + 'static>(
+    gateway: &Gateway,
+    read: impl FnOnce(crate::audit::Store) -> Result<T, String> + Send + 'static,
+) -> Response {
+    let Some(store) = gateway.audit().store().cloned() else {
+        return audit_error(
+            StatusCode::NOT_FOUND,
+            "the audit log is turned off (audit.enabled = false)".into(),
+        );
+    };
+    match tokio::task::spawn_blocking(move || read(store)).await {
+        Ok(Ok(value)) => Json(value).into_response(),
+        Ok(Err(e)) => audit_error(StatusCode::BAD_REQUEST, e),
+        Err(e) => audit_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+async fn audit_query(
+    State(gateway): State<Arc<Gateway>>,
+    Query(args): Query<FilterArgs>,
+) -> Response {
+    // Everything recorded before this request is visible to it.
+    let audit = gateway.audit().clone();
+    let _ = tokio::task::spawn_blocking(move || audit.sync(SYNC_DEADLINE)).await;
+    with_store(&gateway, move |store| {
+        let filter = args.to_filter(now_us())?;
+        store.query(&filter).map_err(|e| e.to_string())
+    })
+    .await
+}
+
+async fn audit_stats(
+    State(gateway): State<Arc<Gateway>>,
+    Query(args): Query<FilterArgs>,
+) -> Response {
+    let audit = gateway.audit().clone();
+    let _ = tokio::task::spawn_blocking(move || audit.sync(SYNC_DEADLINE)).await;
+    with_store(&gateway, move |store| {
+        let filter = args.to_filter(now_us())?;
+        store.stats(&filter).map_err(|e| e.to_string())
+    })
+    .await
+}
+
+async fn audit_verify(State(gateway): State<Arc<Gateway>>) -> Response {
+    let audit = gateway.audit().clone();
+    let _ = tokio::task::spawn_blocking(move || audit.sync(SYNC_DEADLINE)).await;
+    with_store(&gateway, |store| store.verify().map_err(|e| e.to_string())).await
 }

@@ -1,4 +1,4 @@
-//! The command line: `serve`, `stdio`, `check`, `tools`.
+//! The command line: `serve`, `stdio`, `check`, `tools`, `status`, `restart`, `audit`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::config::{self, Config};
+
+mod audit;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -34,6 +36,9 @@ enum Command {
         /// Admin API address (overrides `admin.listen`); port 0 picks a free port.
         #[arg(long)]
         admin: Option<std::net::SocketAddr>,
+        /// State directory (overrides `state_dir`; the audit store lives in <dir>/audit).
+        #[arg(long, env = "MCPMUX_STATE_DIR")]
+        state_dir: Option<PathBuf>,
     },
     /// Show every upstream's state, version, catalog and last error (from the running daemon).
     Status {
@@ -67,6 +72,11 @@ enum Command {
     Check {
         #[arg(long, env = "MCPMUX_CONFIG")]
         config: Option<PathBuf>,
+    },
+    /// Query, tail, summarize or verify the audit log.
+    Audit {
+        #[command(subcommand)]
+        command: Box<audit::AuditCommand>,
     },
     /// Print the merged tool catalog of the running daemon.
     Tools {
@@ -104,6 +114,7 @@ impl Cli {
                 config,
                 listen,
                 admin,
+                state_dir,
             } => {
                 let mut config = load(config)?;
                 if let Some(listen) = listen {
@@ -111,6 +122,9 @@ impl Cli {
                 }
                 if admin.is_some() {
                     config.admin = admin;
+                }
+                if let Some(dir) = state_dir {
+                    config.audit.dir = dir.join("audit");
                 }
                 runtime.block_on(crate::daemon::serve(config))?;
                 Ok(ExitCode::SUCCESS)
@@ -155,6 +169,14 @@ impl Cli {
                 ))?;
                 println!("restarted {name}");
                 Ok(ExitCode::SUCCESS)
+            }
+            Command::Audit { command } => {
+                let ok = runtime.block_on(audit::run(*command))?;
+                Ok(if ok {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                })
             }
             Command::Tools { config, url } => {
                 let url = match url {

@@ -7,11 +7,15 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+use crate::audit::{AuditHandle, Record};
 use crate::config::Config;
 use crate::downstream::{Gateway, Hub, SessionStore, app};
 use crate::router::RouterHandle;
 use crate::supervisor::SupervisorHandle;
 use crate::upstream::{HostBus, UpstreamHandle};
+
+/// How long shutdown waits for the audit writer to commit what is queued.
+const AUDIT_CLOSE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +27,8 @@ pub enum DaemonError {
         addr: std::net::SocketAddr,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Audit(crate::audit::StoreError),
     #[error("could not start an internal actor: {0}")]
     Actor(#[from] ractor::SpawnErr),
     #[error("serving HTTP failed: {0}")]
@@ -39,8 +45,23 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         })?;
     let local = listener.local_addr().map_err(DaemonError::Serve)?;
 
+    let audit = if config.audit.enabled {
+        let store = crate::audit::open(&config.audit.dir).map_err(DaemonError::Audit)?;
+        let handle = AuditHandle::start(store, &config.audit).map_err(DaemonError::Audit)?;
+        tracing::info!(dir = %config.audit.dir.display(), "Audit log is on.");
+        handle
+    } else {
+        AuditHandle::disabled()
+    };
+    audit.record(Record::event(
+        "daemon.started",
+        None,
+        None,
+        Some(format!("config {}", config.source.display())),
+    ));
+
     let sessions = SessionStore::new(config.server.session_idle_timeout);
-    let hub = Hub::new(sessions);
+    let hub = Hub::new(sessions, audit.clone());
     let bus: Arc<dyn HostBus> = hub.clone();
     let upstreams: Vec<UpstreamHandle> = config
         .upstreams
@@ -51,11 +72,12 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         tracing::info!(upstream = %u.name(), "Upstream is disabled in the config.");
     }
     let router = RouterHandle::start(&config.catalog, upstreams.clone()).await?;
-    let supervisor = SupervisorHandle::start(upstreams, router.clone()).await?;
+    let supervisor = SupervisorHandle::start(upstreams, router.clone(), audit.clone()).await?;
     let gateway = Arc::new(Gateway::new(
         router.clone(),
         hub,
         supervisor.clone(),
+        (audit.clone(), config.audit.redaction),
         config.catalog.clone(),
         &config.server,
     ));
@@ -106,6 +128,8 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     gateway.close_all().await;
     supervisor.shutdown().await;
     router.stop();
+    audit.record(Record::event("daemon.stopped", None, None, None));
+    audit.close(AUDIT_CLOSE);
     tracing::info!("Stopped.");
     match served {
         Ok(result) => result.map_err(DaemonError::Serve),

@@ -12,9 +12,11 @@
 //! - [`router`]: the merged catalog, published as immutable snapshots.
 //! - [`downstream`]: host sessions, method handling, Streamable HTTP, the stdio bridge.
 //! - [`client`]: a small HTTP client for the daemon's endpoint (bridge and CLI).
+//! - [`audit`]: the hash-chained audit log in sled (the only module that knows sled).
 //! - [`telemetry`]: logging setup.
 
 pub mod admin;
+pub mod audit;
 pub mod cli;
 pub mod client;
 pub mod config;

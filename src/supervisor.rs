@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
+use crate::audit::{AuditHandle, Record};
 use crate::router::RouterHandle;
 use crate::upstream::{IDLE_STOP, State, UpstreamActor, UpstreamHandle, UpstreamMsg};
 
@@ -42,9 +43,14 @@ impl SupervisorHandle {
     pub async fn start(
         upstreams: Vec<UpstreamHandle>,
         router: RouterHandle,
+        audit: AuditHandle,
     ) -> Result<Self, ractor::SpawnErr> {
-        let (actor, _) =
-            Actor::spawn(Some("supervisor".into()), Supervisor, (upstreams, router)).await?;
+        let (actor, _) = Actor::spawn(
+            Some("supervisor".into()),
+            Supervisor,
+            (upstreams, router, audit),
+        )
+        .await?;
         Ok(Self { actor })
     }
 
@@ -101,18 +107,19 @@ struct SupervisorState {
     slots: HashMap<String, Slot>,
     by_actor: HashMap<ActorId, String>,
     router: RouterHandle,
+    audit: AuditHandle,
     shutting_down: bool,
 }
 
 impl Actor for Supervisor {
     type Msg = SupervisorMsg;
     type State = SupervisorState;
-    type Arguments = (Vec<UpstreamHandle>, RouterHandle);
+    type Arguments = (Vec<UpstreamHandle>, RouterHandle, AuditHandle);
 
     async fn pre_start(
         &self,
         myself: ActorRef<Self::Msg>,
-        (upstreams, router): Self::Arguments,
+        (upstreams, router, audit): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         let mut slots = HashMap::new();
         for handle in upstreams.into_iter().filter(|h| h.config().enabled) {
@@ -142,6 +149,7 @@ impl Actor for Supervisor {
             slots,
             by_actor: HashMap::new(),
             router,
+            audit,
             shutting_down: false,
         })
     }
@@ -184,6 +192,12 @@ impl Actor for Supervisor {
                     return Ok(());
                 };
                 tracing::info!(upstream = %name, "Restarting upstream on request.");
+                state.audit.record(Record::event(
+                    "upstream.restarted",
+                    Some(&name),
+                    None,
+                    Some("operator request".into()),
+                ));
                 slot.consecutive_failures = 0;
                 slot.restarts.clear();
                 if let Some(actor) = slot.actor.take() {
@@ -241,10 +255,16 @@ impl Actor for Supervisor {
                 State::Stopped,
                 Some("stopped while idle; the next call starts it".into()),
             );
+            state.audit.record(Record::event(
+                "upstream.stopped",
+                Some(&name),
+                None,
+                Some("idle".into()),
+            ));
             return Ok(());
         }
         let why = failure.unwrap_or_else(|| "its actor stopped unexpectedly".to_owned());
-        on_failure(&myself, slot, &state.router, why);
+        on_failure(&myself, slot, &state.router, &state.audit, why);
         Ok(())
     }
 }
@@ -268,13 +288,17 @@ async fn start(myself: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, na
         Ok((actor, _)) => {
             state.by_actor.insert(actor.get_id(), name.to_owned());
             slot.actor = Some(actor);
+            let pid = slot.handle.status().pid.map(|p| format!("pid {p}"));
+            state
+                .audit
+                .record(Record::event("upstream.started", Some(name), None, pid));
         }
         Err(e) => {
             let why = match e {
                 ractor::SpawnErr::StartupFailed(inner) => inner.to_string(),
                 other => other.to_string(),
             };
-            on_failure(myself, slot, &state.router, why);
+            on_failure(myself, slot, &state.router, &state.audit, why);
         }
     }
 }
@@ -284,8 +308,15 @@ fn on_failure(
     myself: &ActorRef<SupervisorMsg>,
     slot: &mut Slot,
     router: &RouterHandle,
+    audit: &AuditHandle,
     why: String,
 ) {
+    audit.record(Record::event(
+        "upstream.crashed",
+        Some(slot.handle.name()),
+        None,
+        Some(why.clone()),
+    ));
     let policy = &slot.handle.config().policy;
     if matches!(slot.handle.state(), State::Ready | State::Degraded) {
         slot.consecutive_failures = 0;
@@ -311,6 +342,12 @@ fn on_failure(
             )),
         );
         router.withdraw(slot.handle.name());
+        audit.record(Record::event(
+            "upstream.crash_loop",
+            Some(slot.handle.name()),
+            None,
+            None,
+        ));
         return;
     }
     slot.restarts.push_back(now);

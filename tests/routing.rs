@@ -840,10 +840,15 @@ async fn batches_are_answered_only_in_2025_03_26() {
         assert_eq!(host.version, version);
         let response = host.post_raw(batch.clone(), &[]).await;
         assert_eq!(response.status(), 400, "{version}");
-        let error: Value = response.json().await.unwrap();
-        assert_eq!(error["error"]["code"], -32600, "{error}");
+        let text = response.text().await.unwrap();
         if version == "2025-11-25" {
+            // An id-less JSON-RPC error, as 2025-11-25 allows.
+            let error: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(error["error"]["code"], -32600, "{error}");
             host.schemas().check_message(&error, None);
+        } else {
+            // Older schemas allow no id-less error: the reason comes as plain text.
+            assert!(text.contains("batches"), "{text}");
         }
     }
 }

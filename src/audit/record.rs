@@ -48,7 +48,7 @@ impl Outcome {
 }
 
 /// One audit record. Field order is the canonical encoding's order: do not reorder.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
     /// Position in the log, assigned by the writer; consecutive.
     pub seq: u64,
@@ -78,6 +78,17 @@ pub struct Record {
     pub prev_hash: String,
     /// Hex SHA-256 over `prev_hash` and this record's canonical encoding (with `hash` empty).
     pub hash: String,
+    /// Arguments not redacted yet: the writer applies the policy, off the hot path.
+    #[serde(skip)]
+    pub raw_args: Option<(Box<RawValue>, Redaction)>,
+}
+
+impl PartialEq for Record {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash
+            && self.seq == other.seq
+            && self.compute_hash() == other.compute_hash()
+    }
 }
 
 impl Record {
@@ -103,11 +114,17 @@ impl Record {
             detail: None,
             prev_hash: String::new(),
             hash: String::new(),
+            raw_args: None,
         }
     }
 
     /// A lifecycle event.
-    pub fn event(name: &str, upstream: Option<&str>, session: Option<&str>, detail: Option<String>) -> Self {
+    pub fn event(
+        name: &str,
+        upstream: Option<&str>,
+        session: Option<&str>,
+        detail: Option<String>,
+    ) -> Self {
         let mut r = Self::new(Kind::Event, name, Outcome::Info);
         r.upstream = upstream.map(str::to_owned);
         r.session = session.map(str::to_owned);
@@ -129,14 +146,18 @@ impl Record {
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 pub fn now_us() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// How arguments are kept.
@@ -160,7 +181,9 @@ pub struct Redactor {
 
 impl Redactor {
     pub fn new(secret_keys: &[String]) -> Self {
-        Self { secret_keys: secret_keys.iter().map(|k| k.to_ascii_lowercase()).collect() }
+        Self {
+            secret_keys: secret_keys.iter().map(|k| k.to_ascii_lowercase()).collect(),
+        }
     }
 
     /// The `args` field for arguments `raw` under `mode`.
@@ -170,15 +193,22 @@ impl Redactor {
             return None;
         }
         let bytes = raw.get();
-        let needs_mask = self.secret_keys.iter().any(|k| contains_ignore_case(bytes, k));
+        let needs_mask = self
+            .secret_keys
+            .iter()
+            .any(|k| contains_ignore_case(bytes, k));
         match (mode, needs_mask) {
-            (Redaction::Digest, false) => Some(serde_json::json!({ "digest": digest(bytes.as_bytes()) })),
+            (Redaction::Digest, false) => {
+                Some(serde_json::json!({ "digest": digest(bytes.as_bytes()) }))
+            }
             (mode, _) => {
                 let mut value: Value = serde_json::from_str(bytes).ok()?;
                 self.mask(&mut value);
                 match mode {
                     Redaction::Full => Some(value),
-                    _ => Some(serde_json::json!({ "digest": digest(&serde_json::to_vec(&value).unwrap_or_default()) })),
+                    _ => Some(
+                        serde_json::json!({ "digest": digest(&serde_json::to_vec(&value).unwrap_or_default()) }),
+                    ),
                 }
             }
         }
@@ -203,7 +233,11 @@ impl Redactor {
 }
 
 fn contains_ignore_case(haystack: &str, needle: &str) -> bool {
-    haystack.len() >= needle.len() && haystack.as_bytes().windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+    haystack.len() >= needle.len()
+        && haystack
+            .as_bytes()
+            .windows(needle.len())
+            .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
 fn digest(bytes: &[u8]) -> String {
@@ -233,7 +267,11 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         let secret_digest = r.apply(Some(&args), Redaction::Digest).unwrap_or_default();
-        assert!(secret_digest["digest"].as_str().is_some_and(|d| d.starts_with("sha256:")));
+        assert!(
+            secret_digest["digest"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("sha256:"))
+        );
     }
 
     #[test]

@@ -15,7 +15,9 @@ use super::record::Record;
 /// What went wrong with the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("cannot open the audit store at {path}: {source} (another mcpmux may have it open; use its admin API)")]
+    #[error(
+        "cannot open the audit store at {path}: {source} (another mcpmux may have it open; use its admin API)"
+    )]
     Open { path: String, source: sled::Error },
     #[error("audit store: {0}")]
     Sled(#[from] sled::Error),
@@ -60,7 +62,9 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("records", &self.records.len()).finish()
+        f.debug_struct("Store")
+            .field("records", &self.records.len())
+            .finish()
     }
 }
 
@@ -74,7 +78,10 @@ impl Store {
             .path(dir)
             .mode(sled::Mode::HighThroughput)
             .open()
-            .map_err(|source| StoreError::Open { path: dir.display().to_string(), source })?;
+            .map_err(|source| StoreError::Open {
+                path: dir.display().to_string(),
+                source,
+            })?;
         Ok(Self {
             records: db.open_tree("records")?,
             by_time: db.open_tree("by_time")?,
@@ -90,7 +97,10 @@ impl Store {
     pub fn head(&self) -> Result<Head, StoreError> {
         if let Some((key, value)) = self.records.last()? {
             let last: Record = serde_json::from_slice(&value)?;
-            return Ok(Head { next_seq: seq_of(&key) + 1, last_hash: last.hash });
+            return Ok(Head {
+                next_seq: seq_of(&key) + 1,
+                last_hash: last.hash,
+            });
         }
         Ok(self.checkpoint()?.unwrap_or_default())
     }
@@ -99,7 +109,11 @@ impl Store {
     pub fn append(&self, batch: Vec<Record>, head: &mut Head) -> Result<(), StoreError> {
         let mut bytes_added = 0u64;
         let (mut records, mut by_time) = (sled::Batch::default(), sled::Batch::default());
-        let (mut by_upstream, mut by_tool, mut by_session) = (sled::Batch::default(), sled::Batch::default(), sled::Batch::default());
+        let (mut by_upstream, mut by_tool, mut by_session) = (
+            sled::Batch::default(),
+            sled::Batch::default(),
+            sled::Batch::default(),
+        );
         for mut record in batch {
             record.seq = head.next_seq;
             record.prev_hash = std::mem::take(&mut head.last_hash);
@@ -127,7 +141,8 @@ impl Store {
         self.by_tool.apply_batch(by_tool)?;
         self.by_session.apply_batch(by_session)?;
         self.meta.insert(HEAD, serde_json::to_vec(head)?)?;
-        self.meta.update_and_fetch(BYTES, |old| Some(add_u64(old, bytes_added as i64).to_vec()))?;
+        self.meta
+            .update_and_fetch(BYTES, |old| Some(add_u64(old, bytes_added as i64).to_vec()))?;
         Ok(())
     }
 
@@ -154,7 +169,11 @@ impl Store {
 
     /// Bytes of record JSON stored.
     pub fn bytes(&self) -> u64 {
-        self.meta.get(BYTES).ok().flatten().map_or(0, |v| add_u64(Some(&v), 0))
+        self.meta
+            .get(BYTES)
+            .ok()
+            .flatten()
+            .map_or(0, |v| u64::from_be_bytes(add_u64(Some(&v), 0)))
     }
 
     fn checkpoint(&self) -> Result<Option<Head>, StoreError> {
@@ -189,11 +208,15 @@ impl Store {
                 self.by_session.remove(index_key(s, &tail))?;
             }
             bytes = bytes.saturating_sub(value.len() as u64);
-            checkpoint = Some(Head { next_seq: record.seq + 1, last_hash: record.hash });
+            checkpoint = Some(Head {
+                next_seq: record.seq + 1,
+                last_hash: record.hash,
+            });
             removed += 1;
         }
         if let Some(checkpoint) = checkpoint {
-            self.meta.insert(CHECKPOINT, serde_json::to_vec(&checkpoint)?)?;
+            self.meta
+                .insert(CHECKPOINT, serde_json::to_vec(&checkpoint)?)?;
             self.meta.insert(BYTES, &bytes.to_be_bytes())?;
         }
         Ok(removed)
@@ -205,38 +228,79 @@ impl Store {
         let start = self.checkpoint()?.unwrap_or_default();
         let mut expected = start.clone();
         let mut checked = 0;
-        let broke = |seq, problem: String| Verification { ok: false, checked, first_seq: start.next_seq, first_break: Some(Break { seq, problem }) };
+        let first_seq = start.next_seq;
+        let broke = |checked, seq, problem: String| Verification {
+            ok: false,
+            checked,
+            first_seq,
+            first_break: Some(Break { seq, problem }),
+        };
         for entry in self.records.iter() {
             let (key, value) = entry?;
             let key_seq = seq_of(&key);
             let record: Record = match serde_json::from_slice(&value) {
                 Ok(r) => r,
-                Err(e) => return Ok(broke(key_seq, format!("record is not readable: {e}"))),
+                Err(e) => {
+                    return Ok(broke(
+                        checked,
+                        key_seq,
+                        format!("record is not readable: {e}"),
+                    ));
+                }
             };
             if key_seq != expected.next_seq {
-                let problem = format!("records {}..{} are missing", expected.next_seq, key_seq.saturating_sub(1));
-                return Ok(broke(expected.next_seq, problem));
+                let problem = format!(
+                    "records {}..{} are missing",
+                    expected.next_seq,
+                    key_seq.saturating_sub(1)
+                );
+                return Ok(broke(checked, expected.next_seq, problem));
             }
             if record.seq != key_seq {
-                return Ok(broke(key_seq, format!("record says it is #{} (moved)", record.seq)));
+                return Ok(broke(
+                    checked,
+                    key_seq,
+                    format!("record says it is #{} (moved)", record.seq),
+                ));
             }
             if record.prev_hash != expected.last_hash {
-                return Ok(broke(key_seq, "its prev_hash does not match the previous record (reordered or replaced)".into()));
+                return Ok(broke(
+                    checked,
+                    key_seq,
+                    "its prev_hash does not match the previous record (reordered or replaced)"
+                        .into(),
+                ));
             }
             if record.compute_hash() != record.hash {
-                return Ok(broke(key_seq, "its content does not match its hash (edited)".into()));
+                return Ok(broke(
+                    checked,
+                    key_seq,
+                    "its content does not match its hash (edited)".into(),
+                ));
             }
-            expected = Head { next_seq: key_seq + 1, last_hash: record.hash };
+            expected = Head {
+                next_seq: key_seq + 1,
+                last_hash: record.hash,
+            };
             checked += 1;
         }
         if let Some(head) = self.meta.get(HEAD)? {
             let head: Head = serde_json::from_slice(&head)?;
             if head != expected {
-                let problem = format!("the log ends at #{} but #{} was written (records removed from the end)", expected.next_seq.saturating_sub(1), head.next_seq.saturating_sub(1));
-                return Ok(broke(expected.next_seq, problem));
+                let problem = format!(
+                    "the log ends at #{} but #{} was written (records removed from the end)",
+                    expected.next_seq.saturating_sub(1),
+                    head.next_seq.saturating_sub(1)
+                );
+                return Ok(broke(checked, expected.next_seq, problem));
             }
         }
-        Ok(Verification { ok: true, checked, first_seq: start.next_seq, first_break: None })
+        Ok(Verification {
+            ok: true,
+            checked,
+            first_seq: start.next_seq,
+            first_break: None,
+        })
     }
 
     pub(super) fn by_time(&self) -> &sled::Tree {
@@ -284,6 +348,9 @@ fn seq_of(key: &[u8]) -> u64 {
 }
 
 fn add_u64(old: Option<&[u8]>, delta: i64) -> [u8; 8] {
-    let old = old.and_then(|v| v.try_into().ok()).map(u64::from_be_bytes).unwrap_or(0);
+    let old = old
+        .and_then(|v| v.try_into().ok())
+        .map(u64::from_be_bytes)
+        .unwrap_or(0);
     old.saturating_add_signed(delta).to_be_bytes()
 }

@@ -12,6 +12,7 @@ use super::model::{
     CatalogConfig, Config, DEFAULT_INHERITED_ENV, Isolation, ServerConfig, UpstreamConfig,
 };
 use super::policy::{POLICY_KEYS, Policy, RawPolicy};
+use crate::audit::{AuditConfig, Durability, Redaction};
 use crate::mcp::ListKind;
 use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
 
@@ -87,6 +88,10 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
+    /// Where mcpmux keeps state (the audit store); see `audit::state_dir`.
+    state_dir: Option<PathBuf>,
+    #[serde(default)]
+    audit: RawAudit,
     #[serde(default)]
     server: RawServer,
     #[serde(default)]
@@ -113,6 +118,19 @@ struct RawServer {
     max_in_flight_per_session: Option<usize>,
     #[serde(default, with = "humantime_serde")]
     drain_timeout: Option<Duration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAudit {
+    enabled: Option<bool>,
+    redaction: Option<Redaction>,
+    secret_keys: Option<Vec<String>>,
+    durability: Option<Durability>,
+    #[serde(default, with = "humantime_serde")]
+    max_age: Option<Duration>,
+    max_bytes: Option<u64>,
+    queue: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -155,6 +173,9 @@ struct RawUpstream {
     roots: Option<Vec<String>>,
     #[serde(default)]
     tool_timeouts: BTreeMap<String, HumanDuration>,
+    audit_redaction: Option<Redaction>,
+    #[serde(default)]
+    audit_redaction_tools: BTreeMap<String, Redaction>,
     #[serde(flatten)]
     policy: RawPolicy,
     #[serde(flatten)]
@@ -435,10 +456,37 @@ fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
             policy,
             isolation: u.isolation,
             roots: u.roots,
+            audit_redaction: u.audit_redaction,
+            audit_redaction_tools: u.audit_redaction_tools,
         });
+    }
+    let state_dir = raw
+        .state_dir
+        .map(|d| if d.is_relative() { base_dir.join(d) } else { d });
+    let mut audit =
+        AuditConfig::default_for(crate::audit::state_dir(state_dir.as_deref()).join("audit"));
+    let a = raw.audit;
+    audit.enabled = a.enabled.unwrap_or(audit.enabled);
+    audit.redaction = a.redaction.unwrap_or(audit.redaction);
+    audit.secret_keys = a.secret_keys.unwrap_or(audit.secret_keys);
+    audit.durability = a.durability.unwrap_or(audit.durability);
+    audit.max_age = match a.max_age {
+        Some(age) if age.is_zero() => None,
+        Some(age) => Some(age),
+        None => audit.max_age,
+    };
+    audit.max_bytes = a.max_bytes.unwrap_or(audit.max_bytes);
+    audit.queue = a.queue.unwrap_or(audit.queue);
+    if audit.queue == 0 {
+        return Err(invalid(
+            "audit.queue",
+            "0 would drop every record".into(),
+            "use e.g. 65536",
+        ));
     }
     Ok(Config {
         source: path.into(),
+        audit,
         server,
         catalog,
         admin,

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::policy::Policy;
+use crate::audit::{AuditConfig, Redaction};
 use crate::mcp::ListKind;
 use crate::mcp::names::{NameBudget, Prefix};
 
@@ -21,8 +22,10 @@ pub struct Config {
     pub source: PathBuf,
     pub server: ServerConfig,
     pub catalog: CatalogConfig,
-    /// Where the admin API listens (status, restart); `None` when turned off.
+    /// Where the admin API listens (status, restart, audit queries); `None` when turned off.
     pub admin: Option<SocketAddr>,
+    /// The audit log.
+    pub audit: AuditConfig,
     /// Enabled and disabled upstreams, in name order.
     pub upstreams: Vec<UpstreamConfig>,
 }
@@ -99,6 +102,18 @@ pub struct UpstreamConfig {
     pub isolation: Isolation,
     /// Roots mcpmux answers `roots/list` with for this upstream (then never asks a host).
     pub roots: Option<Vec<String>>,
+    /// How this upstream's call arguments are audited (`None`: the global setting).
+    pub audit_redaction: Option<Redaction>,
+    /// Per-tool overrides of `audit_redaction`, by the upstream's own tool name.
+    pub audit_redaction_tools: BTreeMap<String, Redaction>,
+}
+
+impl UpstreamConfig {
+    /// The redaction for a call of `tool`, if this upstream overrides the global one.
+    pub fn redaction_for(&self, tool: Option<&str>) -> Option<Redaction> {
+        tool.and_then(|t| self.audit_redaction_tools.get(t).copied())
+            .or(self.audit_redaction)
+    }
 }
 
 /// How many connections an upstream gets.

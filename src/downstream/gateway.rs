@@ -4,6 +4,7 @@
 //! place maps internal errors to JSON-RPC errors. Subscriptions, logging, completion and tasks
 //! live in `features`; session ends and host answers in `lifecycle`.
 
+mod audit;
 mod content;
 mod features;
 mod lifecycle;
@@ -21,6 +22,7 @@ use tokio::sync::mpsc;
 use super::hub::Hub;
 use super::origin::{HostOrigin, InFlightGuard};
 use super::session::Session;
+use crate::audit::{AuditHandle, Redaction};
 use crate::config::{CatalogConfig, ServerConfig};
 use crate::jsonrpc::{RpcError, codes, error_line, raw_error_line, response_line};
 use crate::mcp::cursor::CursorCodec;
@@ -35,6 +37,9 @@ pub struct Gateway {
     pub router: RouterHandle,
     pub hub: Arc<Hub>,
     supervisor: SupervisorHandle,
+    audit: AuditHandle,
+    /// How arguments are audited unless an upstream or tool says otherwise.
+    audit_redaction: Redaction,
     catalog: CatalogConfig,
     cursors: CursorCodec,
     initialize_wait: Duration,
@@ -48,6 +53,23 @@ pub struct HostRequest {
     pub session: Arc<Session>,
     pub id: Box<RawValue>,
     pub sink: Option<mpsc::Sender<String>>,
+    /// What routing learned, for the audit record.
+    note: std::sync::Mutex<audit::Note>,
+}
+
+impl HostRequest {
+    pub fn new(
+        session: Arc<Session>,
+        id: Box<RawValue>,
+        sink: Option<mpsc::Sender<String>>,
+    ) -> Self {
+        Self {
+            session,
+            id,
+            sink,
+            note: std::sync::Mutex::default(),
+        }
+    }
 }
 
 /// What a request produced: a result to wrap or an upstream's answer to pass on.
@@ -63,6 +85,7 @@ impl Gateway {
         router: RouterHandle,
         hub: Arc<Hub>,
         supervisor: SupervisorHandle,
+        audit: (AuditHandle, Redaction),
         catalog: CatalogConfig,
         server: &ServerConfig,
     ) -> Self {
@@ -70,6 +93,8 @@ impl Gateway {
             router,
             hub,
             supervisor,
+            audit: audit.0,
+            audit_redaction: audit.1,
             catalog,
             cursors: CursorCodec::random(),
             initialize_wait: server.initialize_wait,
@@ -79,6 +104,10 @@ impl Gateway {
 
     pub fn supervisor(&self) -> &SupervisorHandle {
         &self.supervisor
+    }
+
+    pub fn audit(&self) -> &AuditHandle {
+        &self.audit
     }
 
     /// Handles `initialize`: negotiates a version, opens a session (with `session_id`, or a new
@@ -131,6 +160,11 @@ impl Gateway {
             self.hub
                 .sessions
                 .open(session_id, version, params.capabilities, params.client_info);
+        self.audit_event(
+            "session.opened",
+            &session.id,
+            Some(format!("{version} {}", session.client_info)),
+        );
         let result = initialize_result(&snapshot, version);
         Ok((session, response_line(id, &to_raw(&result))))
     }
@@ -142,6 +176,7 @@ impl Gateway {
         method: &str,
         params: Option<&RawValue>,
     ) -> String {
+        let started = std::time::Instant::now();
         let outcome = match method {
             "ping" => Ok(Outcome::Result(to_raw(&json!({})))),
             "tools/list" => self.list(ListKind::Tools, params),
@@ -169,13 +204,16 @@ impl Gateway {
             other => Err(RpcError::method_not_found(other)),
         };
         let id = &host.id;
-        match outcome {
+        let line = match &outcome {
             Ok(Outcome::Result(result) | Outcome::Upstream(Reply::Result(result))) => {
-                response_line(id, &result)
+                response_line(id, result)
             }
             Ok(Outcome::Upstream(Reply::Error(error))) => raw_error_line(Some(id), error.get()),
-            Err(error) => error_line(Some(id), &error),
-        }
+            Err(error) => error_line(Some(id), error),
+        };
+        let request_bytes = params.map_or(0, |p| p.get().len());
+        self.audit_request(host, method, request_bytes, &outcome, line.len(), started);
+        line
     }
 
     /// `tools/call` and `prompts/get`: route by exposed name, rewrite `name`, forward.
@@ -200,6 +238,12 @@ impl Gateway {
         let original_name = entry.original.clone();
         let original = to_raw(&*original_name);
         drop(snapshot);
+        host.note(|n| {
+            n.upstream = Some(upstream.name().to_owned());
+            n.target = Some(name.clone());
+            n.tool = (kind == ListKind::Tools).then(|| original_name.to_string());
+            n.args = members.get("arguments").map(|a| (*a).to_owned());
+        });
         members.insert("name".to_owned(), &original);
         let task_augmented = kind == ListKind::Tools && members.contains_key("task");
         let tool = (kind == ListKind::Tools).then_some(&*original_name);
@@ -231,6 +275,7 @@ impl Gateway {
         let uri: String = string_member(&members, "uri")
             .ok_or_else(|| RpcError::invalid_params("resources/read needs a string `uri`"))?;
         let (upstream, original) = self.route_uri(&uri)?;
+        host.routed(&upstream, &uri);
         let original = to_raw(&original);
         members.insert("uri".to_owned(), &original);
         match self
@@ -282,16 +327,24 @@ impl Gateway {
         let target = self.target(host, upstream).await?;
         let mut meta_holder = None;
         let progress = match members.get("_meta").map(|m| members_of(m)).transpose()? {
-            Some(mut meta) => match meta.get("progressToken").map(|t| (*t).to_owned()) {
-                Some(host_token) => {
-                    let tokens = ProgressTokens::new(host_token);
-                    let ours = RawValue::from_string(tokens.ours.clone()).map_err(internal)?;
-                    meta.insert("progressToken".to_owned(), &ours);
-                    meta_holder = Some(to_raw(&meta));
-                    Some(tokens)
+            Some(mut meta) => {
+                if let Some(traceparent) = meta
+                    .get("traceparent")
+                    .and_then(|t| serde_json::from_str::<String>(t.get()).ok())
+                {
+                    host.note(|n| n.trace_id = audit::trace_id_of(&traceparent));
                 }
-                None => None,
-            },
+                match meta.get("progressToken").map(|t| (*t).to_owned()) {
+                    Some(host_token) => {
+                        let tokens = ProgressTokens::new(host_token);
+                        let ours = RawValue::from_string(tokens.ours.clone()).map_err(internal)?;
+                        meta.insert("progressToken".to_owned(), &ours);
+                        meta_holder = Some(to_raw(&meta));
+                        Some(tokens)
+                    }
+                    None => None,
+                }
+            }
             None => None,
         };
         if let Some(meta) = &meta_holder {
@@ -338,6 +391,16 @@ impl Gateway {
             .request(method, Some(&params.to_string()), None)
             .await
             .map_err(upstream_error)
+    }
+}
+
+impl HostRequest {
+    /// Notes the upstream and target a request was routed to.
+    fn routed(&self, upstream: &UpstreamHandle, target: &str) {
+        self.note(|n| {
+            n.upstream = Some(upstream.name().to_owned());
+            n.target = Some(target.to_owned());
+        });
     }
 }
 

@@ -183,11 +183,7 @@ async fn answer(
     params: Option<&RawValue>,
 ) -> Response {
     let (sink, mut rx) = mpsc::channel(REQUEST_STREAM);
-    let host = HostRequest {
-        session,
-        id: id.to_owned(),
-        sink: Some(sink),
-    };
+    let host = HostRequest::new(session, id.to_owned(), Some(sink));
     let method = method.to_owned();
     let params = params.map(ToOwned::to_owned);
     let mut answer =
@@ -273,11 +269,7 @@ async fn handle_batch(state: &AppState, headers: &HeaderMap, text: &str) -> Resp
                 lines.push(error_line(Some(id), &error));
             }
             Ok(Kind::Request { id, method, params }) => {
-                let host = HostRequest {
-                    session: Arc::clone(&session),
-                    id: id.to_owned(),
-                    sink: None,
-                };
+                let host = HostRequest::new(Arc::clone(&session), id.to_owned(), None);
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
                 let gateway = &state.gateway;
                 answers

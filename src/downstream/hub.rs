@@ -14,6 +14,7 @@ use tokio::sync::OnceCell;
 
 use super::origin::HostOrigin;
 use super::session::{Session, SessionStore, log_rank};
+use crate::audit::{AuditHandle, Direction, Kind, Outcome, Record};
 use crate::jsonrpc::notification_line;
 use crate::mcp::names;
 use crate::router::RouterHandle;
@@ -37,12 +38,14 @@ pub struct Hub {
     instances: Mutex<HashMap<(String, String), Instance>>,
     /// Upstream → the log level last set there.
     log_levels: Mutex<HashMap<String, usize>>,
+    pub audit: AuditHandle,
 }
 
 impl Hub {
-    pub fn new(sessions: Arc<SessionStore>) -> Arc<Self> {
+    pub fn new(sessions: Arc<SessionStore>, audit: AuditHandle) -> Arc<Self> {
         Arc::new(Self {
             sessions,
+            audit,
             subscriptions: Mutex::default(),
             task_owners: Mutex::default(),
             instances: Mutex::default(),
@@ -333,6 +336,18 @@ impl HostBus for Hub {
             ));
         }
         replay
+    }
+
+    fn server_request_refused(&self, upstream: &UpstreamHandle, method: &str, reason: &str) {
+        if self.audit.is_enabled() {
+            let mut record = Record::new(Kind::Request, method, Outcome::Error);
+            record.direction = Some(Direction::UpstreamToHost);
+            record.upstream = Some(upstream.name().to_owned());
+            record.session = upstream.scope().map(str::to_owned);
+            record.error_code = Some(crate::jsonrpc::codes::INTERNAL_ERROR);
+            record.detail = Some(reason.to_owned());
+            self.audit.record(record);
+        }
     }
 
     fn session_origin(&self, session_id: &str) -> Option<Arc<dyn Origin>> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-use super::session::Session;
+use super::session::{ForwardedRequest, Session};
 use crate::jsonrpc::{RpcError, codes, notification_line, request_line_raw};
 use crate::upstream::{Canceller, Origin, ServerRequestReply};
 
@@ -65,10 +65,14 @@ impl Origin for HostOrigin {
             ));
         }
         let host_id = self.session.next_server_request_id();
-        self.session
-            .tables()
-            .server_requests
-            .insert(host_id.get().to_owned(), reply);
+        self.session.tables().server_requests.insert(
+            host_id.get().to_owned(),
+            ForwardedRequest {
+                reply,
+                method: method.to_owned(),
+                sent: std::time::Instant::now(),
+            },
+        );
         self.send(request_line_raw(
             host_id.get(),
             method,

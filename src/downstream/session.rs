@@ -70,13 +70,22 @@ impl Drop for SessionSlot<'_> {
     }
 }
 
+/// A request an upstream sent that this host is answering.
+#[derive(Debug)]
+pub struct ForwardedRequest {
+    pub reply: ServerRequestReply,
+    pub method: String,
+    /// When it was sent to the host (for the audit record's latency).
+    pub sent: std::time::Instant,
+}
+
 /// What the router tracks per session.
 #[derive(Debug, Default)]
 pub(super) struct SessionTables {
     /// The host's request id (raw JSON) → how to cancel it upstream.
     pub in_flight: HashMap<String, Canceller>,
     /// Our id for an upstream's request (raw JSON) → where the host's answer goes.
-    pub server_requests: HashMap<String, ServerRequestReply>,
+    pub server_requests: HashMap<String, ForwardedRequest>,
     /// Exposed resource URIs the host subscribed to.
     pub subscriptions: HashSet<String>,
     /// The level the host set with `logging/setLevel` (no log messages until it does).

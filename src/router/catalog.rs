@@ -219,6 +219,8 @@ mod tests {
                 policy: Default::default(),
                 isolation: Default::default(),
                 roots: None,
+                audit_redaction: None,
+                audit_redaction_tools: Default::default(),
             },
             None,
         )

@@ -44,6 +44,8 @@ pub trait HostBus: Send + Sync {
     fn resource_updated(&self, upstream: &UpstreamHandle, params: &RawValue, scope: Option<&str>);
     /// `notifications/tasks/status` for an upstream task.
     fn task_status(&self, upstream: &UpstreamHandle, params: &RawValue, scope: Option<&str>);
+    /// A request the upstream sent was refused (its host could not be known, or lacks the capability).
+    fn server_request_refused(&self, upstream: &UpstreamHandle, method: &str, reason: &str);
     /// An origin for server requests of a per-session instance with no request in flight.
     fn session_origin(&self, session_id: &str) -> Option<Arc<dyn Origin>>;
     /// Requests (method, params) that give a freshly started `upstream` what sessions had asked
@@ -78,6 +80,7 @@ impl Canceller {
 pub struct ServerRequestReply {
     pub(super) conn: Weak<Connection>,
     pub(super) upstream_id: Box<RawValue>,
+    pub(super) upstream: String,
 }
 
 impl std::fmt::Debug for ServerRequestReply {
@@ -89,6 +92,11 @@ impl std::fmt::Debug for ServerRequestReply {
 }
 
 impl ServerRequestReply {
+    /// The upstream that sent the request.
+    pub fn upstream(&self) -> &str {
+        &self.upstream
+    }
+
     /// Sends the host's `result` to the upstream under the upstream's own id.
     pub fn result(self, result: &RawValue) {
         let line = crate::jsonrpc::response_line(&self.upstream_id, result);

@@ -87,6 +87,15 @@ impl Daemon {
             } else {
                 &["--admin", "127.0.0.1:0"][..]
             })
+            // Each test daemon keeps its audit log in its own temporary state directory.
+            .args(if extra_args.contains(&"--state-dir") {
+                Vec::new()
+            } else {
+                vec![
+                    "--state-dir".into(),
+                    dir.path().join("state").into_os_string(),
+                ]
+            })
             .env("MCPMUX_LOG", "info,mcpmux=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -30,6 +30,7 @@ impl Gateway {
         let uri = string_member(&members, "uri")
             .ok_or_else(|| RpcError::invalid_params("needs a string `uri`"))?;
         let (upstream, original) = self.route_uri(&uri)?;
+        host.routed(&upstream, &uri);
         let target = self.target(host, &upstream).await?;
         let session = &host.session;
         if on {
@@ -150,12 +151,14 @@ impl Gateway {
                 let entry = snapshot
                     .lookup(ListKind::Prompts, &name)
                     .ok_or_else(|| unknown(&snapshot, ListKind::Prompts, &name))?;
+                host.routed(&entry.upstream, &name);
                 (entry.upstream.clone(), "name", entry.original.to_string())
             }
             "ref/resource" => {
                 let uri = string_member(&reference, "uri")
                     .ok_or_else(|| RpcError::invalid_params("ref/resource needs a `uri`"))?;
                 let (upstream, original) = self.route_uri(&uri)?;
+                host.routed(&upstream, &uri);
                 (upstream, "uri", original)
             }
             other => {
@@ -216,6 +219,7 @@ impl Gateway {
             .upstream(prefix)
             .cloned()
             .ok_or_else(not_found)?;
+        host.routed(&upstream, &task);
         let original = to_raw(original);
         members.insert("taskId".to_owned(), &original);
         match self.forward(host, &upstream, method, members).await? {

@@ -7,6 +7,7 @@ use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
 use super::{Gateway, to_raw};
+use crate::audit::Outcome as Ended;
 use crate::jsonrpc::{codes, notification_line};
 use crate::mcp::ListKind;
 use crate::upstream::UpstreamHandle;
@@ -49,14 +50,33 @@ impl Gateway {
         result: Option<&RawValue>,
         error: Option<&RawValue>,
     ) {
-        let reply = session.tables().server_requests.remove(id.get());
-        match (reply, result, error) {
-            (Some(reply), Some(result), _) => reply.result(result),
-            (Some(reply), None, Some(error)) => reply.error(error.get()),
-            _ => {
-                tracing::debug!(session = %session.id, id = id.get(), "Answer for no forwarded request.")
+        let Some(forwarded) = session.tables().server_requests.remove(id.get()) else {
+            tracing::debug!(session = %session.id, id = id.get(), "Answer for no forwarded request.");
+            return;
+        };
+        let upstream = forwarded.reply.upstream().to_owned();
+        let (ended, code) = match (result, error) {
+            (Some(result), _) => {
+                forwarded.reply.result(result);
+                (Ended::Ok, None)
             }
-        }
+            (None, Some(error)) => {
+                let code = serde_json::from_str::<serde_json::Value>(error.get())
+                    .ok()
+                    .and_then(|e| e["code"].as_i64());
+                forwarded.reply.error(error.get());
+                (Ended::Error, code)
+            }
+            (None, None) => return,
+        };
+        self.audit_server_request(
+            &session.id,
+            &upstream,
+            &forwarded.method,
+            forwarded.sent,
+            ended,
+            code,
+        );
     }
 
     /// Ends a session: its in-flight requests are cancelled upstream, its pending server requests
@@ -81,8 +101,18 @@ impl Gateway {
             r#"{{"code":{},"message":"the host session ended"}}"#,
             codes::INTERNAL_ERROR
         );
-        for reply in server_requests.into_values() {
-            reply.error(&refusal);
+        for forwarded in server_requests.into_values() {
+            let upstream = forwarded.reply.upstream().to_owned();
+            forwarded.reply.error(&refusal);
+            let code = Some(codes::INTERNAL_ERROR);
+            self.audit_server_request(
+                &session.id,
+                &upstream,
+                &forwarded.method,
+                forwarded.sent,
+                Ended::Error,
+                code,
+            );
         }
         for uri in subscriptions {
             let Ok((upstream, original)) = self.route_uri(&uri) else {
@@ -102,6 +132,7 @@ impl Gateway {
             }
         }
         self.hub.stop_instances(id).await;
+        self.audit_event("session.closed", id, None);
         true
     }
 

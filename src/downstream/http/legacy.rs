@@ -133,11 +133,7 @@ pub(super) async fn handle_message(
         Kind::Request { id, method, params } => {
             match gateway.hub.sessions.get(&target.session_id) {
                 Some(session) => {
-                    let host = HostRequest {
-                        session,
-                        id: id.to_owned(),
-                        sink: Some(stream.clone()),
-                    };
+                    let host = HostRequest::new(session, id.to_owned(), Some(stream.clone()));
                     let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
                     tokio::spawn(async move {
                         let line = gateway.request(&host, &method, params.as_deref()).await;

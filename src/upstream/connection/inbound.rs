@@ -74,6 +74,9 @@ impl Connection {
         }
         let refuse = |why: String| {
             tracing::warn!(upstream = %self.upstream(), method, "{why}");
+            if let Some(bus) = self.handle.bus() {
+                bus.server_request_refused(&self.handle, method, &why);
+            }
             self.send_line(error_line(
                 Some(id),
                 &RpcError::new(codes::INTERNAL_ERROR, why),
@@ -99,6 +102,7 @@ impl Connection {
         let reply = ServerRequestReply {
             conn: Arc::downgrade(self),
             upstream_id: id.to_owned(),
+            upstream: self.upstream().to_owned(),
         };
         match origin.forward_request(method, params, reply) {
             Ok(host_id) => {
@@ -107,6 +111,9 @@ impl Connection {
                     .insert(id.get().to_owned(), Forwarded { origin, host_id });
             }
             Err(e) => {
+                if let Some(bus) = self.handle.bus() {
+                    bus.server_request_refused(&self.handle, method, &e.message);
+                }
                 self.send_line(error_line(Some(id), &e));
             }
         }

@@ -1,0 +1,233 @@
+//! The audit writer: a thread that owns appending to the store. Records arrive over a bounded
+//! channel from [`AuditHandle::record`], which never blocks a call: when the channel is full the
+//! record is dropped and counted (reported in status and logs). The writer commits in batches and,
+//! with the default durability, flushes once per batch; it also applies retention. sled calls block,
+//! so the writer is a thread of its own rather than a task on the runtime.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::record::{Record, Redactor, now_us};
+use super::store::{Head, Store, StoreError};
+use super::{AuditConfig, Durability};
+
+/// Records a batch holds at most.
+const MAX_BATCH: usize = 4096;
+/// How long the writer waits for more records before committing what it has.
+const BATCH_WINDOW: Duration = Duration::from_millis(5);
+/// How often retention runs.
+const RETENTION_EVERY: Duration = Duration::from_secs(60);
+
+enum Msg {
+    Record(Box<Record>),
+    /// Commit and flush everything received so far, then answer.
+    Sync(SyncSender<()>),
+}
+
+struct Shared {
+    tx: SyncSender<Msg>,
+    dropped: AtomicU64,
+    written: AtomicU64,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    store: Store,
+}
+
+/// Where records are sent; cheap to clone. A disabled handle records nothing.
+#[derive(Clone, Default)]
+pub struct AuditHandle {
+    shared: Option<Arc<Shared>>,
+}
+
+impl std::fmt::Debug for AuditHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditHandle")
+            .field("enabled", &self.shared.is_some())
+            .finish()
+    }
+}
+
+impl AuditHandle {
+    /// A handle that records nothing (audit turned off).
+    pub fn disabled() -> Self {
+        Self { shared: None }
+    }
+
+    /// Opens the store and starts the writer thread.
+    pub fn start(store: Store, config: &AuditConfig) -> Result<Self, StoreError> {
+        let head = store.head()?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(config.queue);
+        let writer = Writer {
+            store: store.clone(),
+            head,
+            durability: config.durability,
+            max_age: config.max_age,
+            max_bytes: config.max_bytes,
+            redactor: Redactor::new(&config.secret_keys),
+        };
+        let thread = std::thread::Builder::new()
+            .name("mcpmux-audit".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
+        let shared = Shared {
+            tx,
+            dropped: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            thread: Mutex::new(Some(thread)),
+            store,
+        };
+        Ok(Self {
+            shared: Some(Arc::new(shared)),
+        })
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Queues a record; never waits. A full queue drops it and counts the drop.
+    pub fn record(&self, record: Record) {
+        let Some(shared) = &self.shared else { return };
+        match shared.tx.try_send(Msg::Record(Box::new(record))) {
+            Ok(()) => {
+                shared.written.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(TrySendError::Full(_)) => {
+                let dropped = shared.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                if dropped.is_power_of_two() {
+                    tracing::warn!(
+                        dropped,
+                        "Audit queue full: records were dropped (the writer cannot keep up)."
+                    );
+                }
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                shared.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Records dropped because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.shared
+            .as_ref()
+            .map_or(0, |s| s.dropped.load(Ordering::Relaxed))
+    }
+
+    /// Records queued since start.
+    pub fn queued(&self) -> u64 {
+        self.shared
+            .as_ref()
+            .map_or(0, |s| s.written.load(Ordering::Relaxed))
+    }
+
+    /// The store, for queries (sled reads run concurrently with the writer).
+    pub fn store(&self) -> Option<&Store> {
+        self.shared.as_ref().map(|s| &s.store)
+    }
+
+    /// Waits until everything queued so far is committed and flushed (at most `deadline`).
+    pub fn sync(&self, deadline: Duration) -> bool {
+        let Some(shared) = &self.shared else {
+            return true;
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        if shared.tx.send(Msg::Sync(tx)).is_err() {
+            return false;
+        }
+        rx.recv_timeout(deadline).is_ok()
+    }
+
+    /// Commits what is queued, flushes, and stops the writer (daemon shutdown).
+    pub fn close(&self, deadline: Duration) {
+        let Some(shared) = &self.shared else { return };
+        self.sync(deadline);
+        if let Some(thread) = shared.thread.lock().ok().and_then(|mut t| t.take()) {
+            drop(thread);
+        }
+    }
+}
+
+struct Writer {
+    store: Store,
+    head: Head,
+    durability: Durability,
+    max_age: Option<Duration>,
+    max_bytes: u64,
+    redactor: Redactor,
+}
+
+impl Writer {
+    fn run(mut self, rx: Receiver<Msg>) {
+        let mut last_retention = Instant::now();
+        let mut batch: Vec<Record> = Vec::new();
+        let mut waiting: Vec<SyncSender<()>> = Vec::new();
+        loop {
+            let first = match rx.recv_timeout(RETENTION_EVERY) {
+                Ok(msg) => Some(msg),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            let window_end = Instant::now() + BATCH_WINDOW;
+            let mut next = first;
+            while let Some(msg) = next.take() {
+                match msg {
+                    Msg::Record(r) => batch.push(*r),
+                    Msg::Sync(tx) => waiting.push(tx),
+                }
+                if batch.len() >= MAX_BATCH || !waiting.is_empty() {
+                    break;
+                }
+                let left = window_end.saturating_duration_since(Instant::now());
+                next = rx.recv_timeout(left).ok();
+            }
+            self.commit(&mut batch);
+            for tx in waiting.drain(..) {
+                let _ = tx.send(());
+            }
+            if last_retention.elapsed() >= RETENTION_EVERY {
+                last_retention = Instant::now();
+                self.retain();
+            }
+        }
+        self.commit(&mut batch);
+    }
+
+    fn commit(&mut self, batch: &mut Vec<Record>) {
+        if batch.is_empty() {
+            return;
+        }
+        let mut records = std::mem::take(batch);
+        for r in &mut records {
+            if let Some((raw, mode)) = r.raw_args.take() {
+                r.args = self.redactor.apply(Some(&raw), mode);
+            }
+        }
+        let outcome = match self.durability {
+            Durability::Batch => self
+                .store
+                .append(records, &mut self.head)
+                .and_then(|()| self.store.flush()),
+            Durability::Record => records.into_iter().try_for_each(|r| {
+                self.store.append(vec![r], &mut self.head)?;
+                self.store.flush()
+            }),
+        };
+        if let Err(e) = outcome {
+            tracing::error!(error = %e, "Could not write audit records.");
+        }
+    }
+
+    fn retain(&self) {
+        let min_ts = self.max_age.map_or(0, |age| {
+            now_us().saturating_sub(u64::try_from(age.as_micros()).unwrap_or(u64::MAX))
+        });
+        match self.store.prune(min_ts, self.max_bytes) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(removed = n, "Audit retention removed old records."),
+            Err(e) => tracing::error!(error = %e, "Audit retention failed."),
+        }
+    }
+}

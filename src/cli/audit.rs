@@ -1,0 +1,483 @@
+//! `mcpmux audit …`: query, tail, stats and verify the audit log — through the running daemon's
+//! admin API, or directly on the store when the daemon is stopped (sled lets one process in).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use crate::audit::{FilterArgs, Page, Record, StatRow, Store, Verification, now_us};
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Records matching the filters, oldest first, one page at a time.
+    Query {
+        #[command(flatten)]
+        filter: FilterFlags,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+        /// Records per page.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Continue from a previous page's cursor.
+        #[arg(long)]
+        cursor: Option<String>,
+        /// Print every page, not just the first.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        access: Access,
+    },
+    /// The newest records; with -f, keep printing new ones.
+    Tail {
+        #[command(flatten)]
+        filter: FilterFlags,
+        /// How many of the newest records to start with.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        lines: usize,
+        /// Follow: print records as they are written.
+        #[arg(short, long)]
+        follow: bool,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+        #[command(flatten)]
+        access: Access,
+    },
+    /// Calls, errors and p50/p99 latency per upstream and tool.
+    Stats {
+        #[command(flatten)]
+        filter: FilterFlags,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+        #[command(flatten)]
+        access: Access,
+    },
+    /// Walk the hash chain; report the first edited, missing or reordered record.
+    Verify {
+        #[command(flatten)]
+        access: Access,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    Table,
+    /// One JSON record per line.
+    Json,
+    Csv,
+}
+
+#[derive(Debug, Args)]
+pub struct FilterFlags {
+    /// Only records newer than this span, e.g. 1h, 30m, 2d.
+    #[arg(long)]
+    since: Option<String>,
+    /// From this time (RFC 3339, e.g. 2026-11-29T10:00:00Z, or a span ago).
+    #[arg(long)]
+    from: Option<String>,
+    /// Until this time (exclusive).
+    #[arg(long)]
+    to: Option<String>,
+    #[arg(long)]
+    upstream: Option<String>,
+    /// The tool, prompt or URI as hosts see it (e.g. memory__read_graph).
+    #[arg(long)]
+    tool: Option<String>,
+    #[arg(long)]
+    method: Option<String>,
+    #[arg(long)]
+    session: Option<String>,
+    #[arg(long)]
+    principal: Option<String>,
+    /// ok, error, tool_error or info.
+    #[arg(long)]
+    outcome: Option<String>,
+    /// Only requests that took at least this long.
+    #[arg(long)]
+    min_latency_ms: Option<u64>,
+}
+
+impl FilterFlags {
+    fn args(&self) -> FilterArgs {
+        FilterArgs {
+            since: self.since.clone(),
+            from: self.from.clone(),
+            to: self.to.clone(),
+            upstream: self.upstream.clone(),
+            tool: self.tool.clone(),
+            method: self.method.clone(),
+            session: self.session.clone(),
+            principal: self.principal.clone(),
+            outcome: self.outcome.clone(),
+            min_latency_ms: self.min_latency_ms,
+            ..FilterArgs::default()
+        }
+    }
+}
+
+/// How to reach the log.
+#[derive(Debug, Args)]
+pub struct Access {
+    #[arg(long, env = "MCPMUX_CONFIG")]
+    config: Option<PathBuf>,
+    /// The running daemon's admin API (default: from the config).
+    #[arg(long, env = "MCPMUX_ADMIN")]
+    admin: Option<String>,
+    /// Read the store in this state directory directly (the daemon must be stopped).
+    #[arg(long, env = "MCPMUX_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+}
+
+/// The running daemon, or the store itself.
+enum Source {
+    Admin(String),
+    Store(Store),
+}
+
+impl Source {
+    async fn open(access: &Access) -> anyhow::Result<Self> {
+        if access.state_dir.is_none() {
+            let admin = match &access.admin {
+                Some(a) => Some(if a.contains("://") {
+                    a.clone()
+                } else {
+                    format!("http://{a}")
+                }),
+                None => super::load(access.config.clone())
+                    .ok()
+                    .and_then(|c| c.admin)
+                    .map(|a| format!("http://{a}")),
+            };
+            if let Some(admin) = admin {
+                let probe = reqwest::Client::builder()
+                    .timeout(Duration::from_secs(2))
+                    .build()?;
+                if probe
+                    .get(format!("{admin}/health"))
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+                {
+                    return Ok(Self::Admin(admin));
+                }
+            }
+        }
+        let dir = match &access.state_dir {
+            Some(dir) => dir.join("audit"),
+            None => super::load(access.config.clone())?.audit.dir,
+        };
+        if !dir.exists() {
+            anyhow::bail!(
+                "no audit store at {} and no running daemon to ask",
+                dir.display()
+            );
+        }
+        Ok(Self::Store(crate::audit::open(&dir)?))
+    }
+
+    async fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        args: &FilterArgs,
+    ) -> anyhow::Result<T> {
+        let Self::Admin(base) = self else {
+            unreachable!("only called for the admin API")
+        };
+        let response = reqwest::Client::new()
+            .get(format!("{base}{path}"))
+            .query(&args.to_query())
+            .send()
+            .await?;
+        let status = response.status();
+        let text = response.text().await?;
+        if !status.is_success() {
+            let error: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            anyhow::bail!("{}", error["error"].as_str().unwrap_or(&text));
+        }
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    async fn query(&self, args: &FilterArgs) -> anyhow::Result<Page> {
+        match self {
+            Self::Admin(_) => self.get("/audit/query", args).await,
+            Self::Store(store) => {
+                Ok(store.query(&args.to_filter(now_us()).map_err(anyhow::Error::msg)?)?)
+            }
+        }
+    }
+
+    async fn stats(&self, args: &FilterArgs) -> anyhow::Result<Vec<StatRow>> {
+        match self {
+            Self::Admin(_) => self.get("/audit/stats", args).await,
+            Self::Store(store) => {
+                Ok(store.stats(&args.to_filter(now_us()).map_err(anyhow::Error::msg)?)?)
+            }
+        }
+    }
+
+    async fn verify(&self) -> anyhow::Result<Verification> {
+        match self {
+            Self::Admin(_) => self.get("/audit/verify", &FilterArgs::default()).await,
+            Self::Store(store) => Ok(store.verify()?),
+        }
+    }
+}
+
+/// Runs one `audit` command; the exit status is failure when `verify` finds a break.
+pub async fn run(command: AuditCommand) -> anyhow::Result<bool> {
+    match command {
+        AuditCommand::Query {
+            filter,
+            format,
+            limit,
+            cursor,
+            all,
+            access,
+        } => {
+            let source = Source::open(&access).await?;
+            let mut args = FilterArgs {
+                limit: Some(limit),
+                cursor,
+                ..filter.args()
+            };
+            let mut printer = Printer::new(format);
+            loop {
+                let page = source.query(&args).await?;
+                printer.print(&page.records);
+                match page.next_cursor {
+                    Some(next) if all => args.cursor = Some(next),
+                    Some(next) => {
+                        if matches!(format, Format::Table) {
+                            emit!("(more: --cursor {next})");
+                        }
+                        break;
+                    }
+                    None => break,
+                }
+            }
+        }
+        AuditCommand::Tail {
+            filter,
+            lines,
+            follow,
+            format,
+            access,
+        } => {
+            let source = Source::open(&access).await?;
+            let newest = FilterArgs {
+                limit: Some(lines.max(1)),
+                newest_first: Some(true),
+                ..filter.args()
+            };
+            let mut records = source.query(&newest).await?.records;
+            records.reverse();
+            let mut printer = Printer::new(format);
+            printer.print(&records);
+            let mut cursor = records.last().map(cursor_of);
+            if !follow {
+                return Ok(true);
+            }
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let args = FilterArgs {
+                    limit: Some(1000),
+                    cursor: cursor.clone(),
+                    ..filter.args()
+                };
+                let page = source.query(&args).await?;
+                printer.print(&page.records);
+                if let Some(last) = page.records.last() {
+                    cursor = Some(cursor_of(last));
+                }
+            }
+        }
+        AuditCommand::Stats {
+            filter,
+            format,
+            access,
+        } => {
+            let rows = Source::open(&access).await?.stats(&filter.args()).await?;
+            print_stats(&rows, format);
+        }
+        AuditCommand::Verify { access } => {
+            let v = Source::open(&access).await?.verify().await?;
+            return Ok(match &v.first_break {
+                None => {
+                    emit!(
+                        "ok: {} records verified (chain from #{})",
+                        v.checked,
+                        v.first_seq
+                    );
+                    true
+                }
+                Some(b) => {
+                    emit!(
+                        "BROKEN at record #{}: {} ({} records verified before it)",
+                        b.seq,
+                        b.problem,
+                        v.checked
+                    );
+                    false
+                }
+            });
+        }
+    }
+    Ok(true)
+}
+
+/// Prints a line; a closed stdout (`| head`) ends the program quietly instead of panicking.
+macro_rules! emit {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout().lock(), $($arg)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+use emit;
+
+/// The cursor that continues after `record` (same encoding as the store's).
+fn cursor_of(record: &Record) -> String {
+    use base64::Engine as _;
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&record.ts_us.to_be_bytes());
+    key[8..].copy_from_slice(&record.seq.to_be_bytes());
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key)
+}
+
+struct Printer {
+    format: Format,
+    header_done: bool,
+}
+
+const COLUMNS: [&str; 10] = [
+    "time",
+    "seq",
+    "session",
+    "upstream",
+    "method",
+    "target",
+    "outcome",
+    "code",
+    "latency_ms",
+    "args",
+];
+
+impl Printer {
+    fn new(format: Format) -> Self {
+        Self {
+            format,
+            header_done: false,
+        }
+    }
+
+    fn print(&mut self, records: &[Record]) {
+        for r in records {
+            let time = humantime::format_rfc3339_millis(
+                std::time::UNIX_EPOCH + Duration::from_micros(r.ts_us),
+            )
+            .to_string();
+            let cells = [
+                time,
+                r.seq.to_string(),
+                r.session
+                    .as_deref()
+                    .map(|s| s.chars().take(8).collect())
+                    .unwrap_or_default(),
+                r.upstream.clone().unwrap_or_default(),
+                r.method.clone(),
+                r.target
+                    .clone()
+                    .or_else(|| r.detail.clone())
+                    .unwrap_or_default(),
+                r.outcome.as_str().to_owned(),
+                r.error_code.map(|c| c.to_string()).unwrap_or_default(),
+                r.latency_us
+                    .map(|l| format!("{:.1}", l as f64 / 1000.0))
+                    .unwrap_or_default(),
+                r.args.as_ref().map(ToString::to_string).unwrap_or_default(),
+            ];
+            match self.format {
+                Format::Json => emit!("{}", serde_json::to_string(r).unwrap_or_default()),
+                Format::Csv => {
+                    if !self.header_done {
+                        emit!("{}", COLUMNS.join(","));
+                    }
+                    emit!(
+                        "{}",
+                        cells.iter().map(|c| csv(c)).collect::<Vec<_>>().join(",")
+                    );
+                }
+                Format::Table => {
+                    if !self.header_done {
+                        emit!(
+                            "{:<24} {:>7} {:<8} {:<12} {:<16} {:<32} {:<10} {:>6} {:>9}",
+                            "TIME",
+                            "SEQ",
+                            "SESSION",
+                            "UPSTREAM",
+                            "METHOD",
+                            "TARGET",
+                            "OUTCOME",
+                            "CODE",
+                            "MS"
+                        );
+                    }
+                    let target: String = cells[5].chars().take(32).collect();
+                    emit!(
+                        "{:<24} {:>7} {:<8} {:<12} {:<16} {:<32} {:<10} {:>6} {:>9}",
+                        cells[0],
+                        cells[1],
+                        cells[2],
+                        cells[3],
+                        cells[4],
+                        target,
+                        cells[6],
+                        cells[7],
+                        cells[8]
+                    );
+                }
+            }
+            self.header_done = true;
+        }
+    }
+}
+
+fn csv(cell: &str) -> String {
+    if cell.contains([',', '"', '\n']) {
+        format!("\"{}\"", cell.replace('"', "\"\""))
+    } else {
+        cell.to_owned()
+    }
+}
+
+fn print_stats(rows: &[StatRow], format: Format) {
+    match format {
+        Format::Json => rows
+            .iter()
+            .for_each(|r| emit!("{}", serde_json::to_string(r).unwrap_or_default())),
+        Format::Csv | Format::Table => {
+            let sep = if matches!(format, Format::Csv) {
+                ","
+            } else {
+                "  "
+            };
+            emit!(
+                "{}",
+                ["upstream", "target", "calls", "errors", "p50_ms", "p99_ms"].join(sep)
+            );
+            for r in rows {
+                let ms = |us: u64| format!("{:.2}", us as f64 / 1000.0);
+                let cells = [
+                    r.upstream.clone().unwrap_or_else(|| "-".into()),
+                    r.target.clone().unwrap_or_else(|| "-".into()),
+                    r.calls.to_string(),
+                    r.errors.to_string(),
+                    ms(r.p50_us),
+                    ms(r.p99_us),
+                ];
+                emit!("{}", cells.join(sep));
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Turning host requests, forwarded server requests and session events into audit records.
+//! What the routing learned (upstream, target, arguments) is noted on the [`HostRequest`] as it
+//! happens, so nothing is parsed twice; redaction happens later, on the writer thread.
+
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{Gateway, HostRequest, Outcome};
+use crate::audit::{Direction, Kind, Outcome as Ended, Record};
+use crate::jsonrpc::RpcError;
+use crate::upstream::Reply;
+
+/// What routing learned about a request, for its audit record.
+#[derive(Debug, Default)]
+pub struct Note {
+    pub upstream: Option<String>,
+    /// The name or URI as the host sent it.
+    pub target: Option<String>,
+    /// The upstream's own tool name (per-tool redaction).
+    pub tool: Option<String>,
+    pub args: Option<Box<RawValue>>,
+    pub trace_id: Option<String>,
+}
+
+impl HostRequest {
+    /// Records what routing learned.
+    pub(super) fn note(&self, f: impl FnOnce(&mut Note)) {
+        if let Ok(mut note) = self.note.lock() {
+            f(&mut note);
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ToolResultFlag {
+    #[serde(rename = "isError", default)]
+    is_error: bool,
+}
+
+#[derive(Deserialize)]
+struct ErrorCode {
+    code: i64,
+}
+
+impl Gateway {
+    /// One record for a finished host request.
+    pub(super) fn audit_request(
+        &self,
+        host: &HostRequest,
+        method: &str,
+        request_bytes: usize,
+        outcome: &Result<Outcome, RpcError>,
+        response_bytes: usize,
+        started: Instant,
+    ) {
+        if !self.audit.is_enabled() {
+            return;
+        }
+        let (ended, code) = match outcome {
+            Ok(Outcome::Result(result) | Outcome::Upstream(Reply::Result(result))) => {
+                let tool_error = method == "tools/call"
+                    && serde_json::from_str::<ToolResultFlag>(result.get())
+                        .is_ok_and(|r| r.is_error);
+                (
+                    if tool_error {
+                        Ended::ToolError
+                    } else {
+                        Ended::Ok
+                    },
+                    None,
+                )
+            }
+            Ok(Outcome::Upstream(Reply::Error(error))) => (
+                Ended::Error,
+                serde_json::from_str::<ErrorCode>(error.get())
+                    .ok()
+                    .map(|e| e.code),
+            ),
+            Err(error) => (Ended::Error, Some(error.code)),
+        };
+        let note = host
+            .note
+            .lock()
+            .map(|mut n| std::mem::take(&mut *n))
+            .unwrap_or_default();
+        let mut record = Record::new(Kind::Request, method, ended);
+        record.direction = Some(Direction::HostToUpstream);
+        record.session = Some(host.session.id.clone());
+        record.error_code = code;
+        record.latency_us = Some(micros(started));
+        record.request_bytes = Some(request_bytes as u64);
+        record.response_bytes = Some(response_bytes as u64);
+        record.trace_id = Some(note.trace_id.unwrap_or_else(new_trace_id));
+        if let Some(args) = note.args {
+            let upstream_config = note.upstream.as_deref().and_then(|u| {
+                self.router
+                    .snapshot()
+                    .upstreams()
+                    .find(|h| h.name() == u)
+                    .map(|h| h.config().redaction_for(note.tool.as_deref()))
+            });
+            let mode = upstream_config.flatten().unwrap_or(self.audit_redaction);
+            record.raw_args = Some((args, mode));
+        }
+        record.upstream = note.upstream;
+        record.target = note.target;
+        self.audit.record(record);
+    }
+
+    /// One record for a request an upstream sent to a host, once the host answered (or not).
+    pub fn audit_server_request(
+        &self,
+        session: &str,
+        upstream: &str,
+        method: &str,
+        started: Instant,
+        ended: Ended,
+        code: Option<i64>,
+    ) {
+        if !self.audit.is_enabled() {
+            return;
+        }
+        let mut record = Record::new(Kind::Request, method, ended);
+        record.direction = Some(Direction::UpstreamToHost);
+        record.session = Some(session.to_owned());
+        record.upstream = Some(upstream.to_owned());
+        record.error_code = code;
+        record.latency_us = Some(micros(started));
+        record.trace_id = Some(new_trace_id());
+        self.audit.record(record);
+    }
+
+    /// A session lifecycle event.
+    pub(super) fn audit_event(&self, name: &str, session: &str, detail: Option<String>) {
+        if self.audit.is_enabled() {
+            self.audit
+                .record(Record::event(name, None, Some(session), detail));
+        }
+    }
+}
+
+fn micros(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// A W3C-style trace id (32 hex digits) for a request that came without one.
+fn new_trace_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// The trace id of a W3C `traceparent` (`00-<trace-id>-<span-id>-<flags>`).
+pub(super) fn trace_id_of(traceparent: &str) -> Option<String> {
+    let id = traceparent.split('-').nth(1)?;
+    (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id.to_owned())
+}
