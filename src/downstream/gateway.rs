@@ -241,7 +241,8 @@ impl Gateway {
         host.note(|n| {
             n.upstream = Some(upstream.name().to_owned());
             n.target = Some(name.clone());
-            n.tool = (kind == ListKind::Tools).then(|| original_name.to_string());
+            let tool = (kind == ListKind::Tools).then_some(&*original_name);
+            n.redaction = upstream.config().redaction_for(tool);
             n.args = members.get("arguments").map(|a| (*a).to_owned());
         });
         members.insert("name".to_owned(), &original);

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{Gateway, HostRequest, Outcome};
-use crate::audit::{Direction, Kind, Outcome as Ended, Record};
+use crate::audit::{Direction, Kind, Outcome as Ended, Record, Redaction};
 use crate::jsonrpc::RpcError;
 use crate::upstream::Reply;
 
@@ -18,9 +18,9 @@ pub struct Note {
     pub upstream: Option<String>,
     /// The name or URI as the host sent it.
     pub target: Option<String>,
-    /// The upstream's own tool name (per-tool redaction).
-    pub tool: Option<String>,
     pub args: Option<Box<RawValue>>,
+    /// The upstream's (or tool's) redaction, when it overrides the global one.
+    pub redaction: Option<Redaction>,
     pub trace_id: Option<String>,
 }
 
@@ -94,15 +94,7 @@ impl Gateway {
         record.response_bytes = Some(response_bytes as u64);
         record.trace_id = Some(note.trace_id.unwrap_or_else(new_trace_id));
         if let Some(args) = note.args {
-            let upstream_config = note.upstream.as_deref().and_then(|u| {
-                self.router
-                    .snapshot()
-                    .upstreams()
-                    .find(|h| h.name() == u)
-                    .map(|h| h.config().redaction_for(note.tool.as_deref()))
-            });
-            let mode = upstream_config.flatten().unwrap_or(self.audit_redaction);
-            record.raw_args = Some((args, mode));
+            record.raw_args = Some((args, note.redaction.unwrap_or(self.audit_redaction)));
         }
         record.upstream = note.upstream;
         record.target = note.target;
