@@ -128,18 +128,24 @@ fn audit_error(status: StatusCode, message: String) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
 }
 
-/// Runs a read of the store off the runtime (sled calls block).
+/// Runs a read of the store off the runtime (sled calls block), after everything recorded
+/// before this request is committed, so it is visible to the read.
 async fn with_store<T: serde::Serialize + Send + 'static>(
     gateway: &Gateway,
     read: impl FnOnce(crate::audit::Store) -> Result<T, String> + Send + 'static,
 ) -> Response {
-    let Some(store) = gateway.audit().store().cloned() else {
+    let audit = gateway.audit().clone();
+    let Some(store) = audit.store().cloned() else {
         return audit_error(
             StatusCode::NOT_FOUND,
             "the audit log is turned off (audit.enabled = false)".into(),
         );
     };
-    match tokio::task::spawn_blocking(move || read(store)).await {
+    let read = move || {
+        audit.sync(SYNC_DEADLINE);
+        read(store)
+    };
+    match tokio::task::spawn_blocking(read).await {
         Ok(Ok(value)) => Json(value).into_response(),
         Ok(Err(e)) => audit_error(StatusCode::BAD_REQUEST, e),
         Err(e) => audit_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
@@ -150,9 +156,6 @@ async fn audit_query(
     State(gateway): State<Arc<Gateway>>,
     Query(args): Query<FilterArgs>,
 ) -> Response {
-    // Everything recorded before this request is visible to it.
-    let audit = gateway.audit().clone();
-    let _ = tokio::task::spawn_blocking(move || audit.sync(SYNC_DEADLINE)).await;
     with_store(&gateway, move |store| {
         let filter = args.to_filter(now_us())?;
         store.query(&filter).map_err(|e| e.to_string())
@@ -164,8 +167,6 @@ async fn audit_stats(
     State(gateway): State<Arc<Gateway>>,
     Query(args): Query<FilterArgs>,
 ) -> Response {
-    let audit = gateway.audit().clone();
-    let _ = tokio::task::spawn_blocking(move || audit.sync(SYNC_DEADLINE)).await;
     with_store(&gateway, move |store| {
         let filter = args.to_filter(now_us())?;
         store.stats(&filter).map_err(|e| e.to_string())
@@ -174,7 +175,5 @@ async fn audit_stats(
 }
 
 async fn audit_verify(State(gateway): State<Arc<Gateway>>) -> Response {
-    let audit = gateway.audit().clone();
-    let _ = tokio::task::spawn_blocking(move || audit.sync(SYNC_DEADLINE)).await;
     with_store(&gateway, |store| store.verify().map_err(|e| e.to_string())).await
 }
