@@ -222,6 +222,13 @@ impl Actor for Supervisor {
                 futures_util::future::join_all(stops).await;
                 for slot in state.slots.values() {
                     slot.handle.set_state(State::Stopped, None);
+                    let name = Some(slot.handle.name());
+                    state.audit.record(Record::event(
+                        "upstream.stopped",
+                        name,
+                        None,
+                        Some("shutdown".into()),
+                    ));
                 }
                 let _ = reply.send(());
             }

@@ -67,7 +67,9 @@ pub struct Record {
     pub outcome: Outcome,
     pub error_code: Option<i64>,
     pub latency_us: Option<u64>,
+    /// Size of the request's params, in bytes.
     pub request_bytes: Option<u64>,
+    /// Size of the whole answer the host received, in bytes.
     pub response_bytes: Option<u64>,
     pub trace_id: Option<String>,
     /// Arguments per the redaction policy: absent, `{"digest": …}`, or the arguments themselves.

@@ -177,6 +177,10 @@ impl Gateway {
         params: Option<&RawValue>,
     ) -> String {
         let started = std::time::Instant::now();
+        if let Some(params) = params.filter(|p| p.get().contains(r#""traceparent""#)) {
+            let trace_id = audit::traceparent_of(params);
+            host.note(|n| n.trace_id = trace_id);
+        }
         let outcome = match method {
             "ping" => Ok(Outcome::Result(to_raw(&json!({})))),
             "tools/list" => self.list(ListKind::Tools, params),
@@ -230,6 +234,7 @@ impl Gateway {
         let mut members = members(params)?;
         let name: String = string_member(&members, "name")
             .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string `name`")))?;
+        host.note(|n| n.target = Some(name.clone()));
         let snapshot = self.router.snapshot();
         let Some(entry) = snapshot.lookup(kind, &name) else {
             return Err(unknown(&snapshot, kind, &name));
@@ -275,6 +280,7 @@ impl Gateway {
         let mut members = members(params)?;
         let uri: String = string_member(&members, "uri")
             .ok_or_else(|| RpcError::invalid_params("resources/read needs a string `uri`"))?;
+        host.note(|n| n.target = Some(uri.clone()));
         let (upstream, original) = self.route_uri(&uri)?;
         host.routed(&upstream, &uri);
         let original = to_raw(&original);
@@ -328,24 +334,16 @@ impl Gateway {
         let target = self.target(host, upstream).await?;
         let mut meta_holder = None;
         let progress = match members.get("_meta").map(|m| members_of(m)).transpose()? {
-            Some(mut meta) => {
-                if let Some(traceparent) = meta
-                    .get("traceparent")
-                    .and_then(|t| serde_json::from_str::<String>(t.get()).ok())
-                {
-                    host.note(|n| n.trace_id = audit::trace_id_of(&traceparent));
+            Some(mut meta) => match meta.get("progressToken").map(|t| (*t).to_owned()) {
+                Some(host_token) => {
+                    let tokens = ProgressTokens::new(host_token);
+                    let ours = RawValue::from_string(tokens.ours.clone()).map_err(internal)?;
+                    meta.insert("progressToken".to_owned(), &ours);
+                    meta_holder = Some(to_raw(&meta));
+                    Some(tokens)
                 }
-                match meta.get("progressToken").map(|t| (*t).to_owned()) {
-                    Some(host_token) => {
-                        let tokens = ProgressTokens::new(host_token);
-                        let ours = RawValue::from_string(tokens.ours.clone()).map_err(internal)?;
-                        meta.insert("progressToken".to_owned(), &ours);
-                        meta_holder = Some(to_raw(&meta));
-                        Some(tokens)
-                    }
-                    None => None,
-                }
-            }
+                None => None,
+            },
             None => None,
         };
         if let Some(meta) = &meta_holder {

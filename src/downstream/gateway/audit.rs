@@ -142,8 +142,23 @@ fn new_trace_id() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
+/// The trace id of the W3C `traceparent` in a request's `_meta`, if it carries one.
+pub(super) fn traceparent_of(params: &RawValue) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Params {
+        #[serde(rename = "_meta")]
+        meta: Option<Meta>,
+    }
+    #[derive(Deserialize)]
+    struct Meta {
+        traceparent: Option<String>,
+    }
+    let params: Params = serde_json::from_str(params.get()).ok()?;
+    trace_id_of(&params.meta?.traceparent?)
+}
+
 /// The trace id of a W3C `traceparent` (`00-<trace-id>-<span-id>-<flags>`).
-pub(super) fn trace_id_of(traceparent: &str) -> Option<String> {
+fn trace_id_of(traceparent: &str) -> Option<String> {
     let id = traceparent.split('-').nth(1)?;
     (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id.to_owned())
 }
