@@ -5,18 +5,26 @@
 //! `direct` to one upstream child over stdio (newline-delimited JSON-RPC, answers matched by id),
 //! and `mcpmux` through the daemon (tool `up1__echo`) over MCP Streamable HTTP, with one
 //! keep-alive HTTP/1.1 connection pool. The daemon listens on 127.0.0.1 and runs a temporary
-//! config with U copies of the test upstream, `up1..upU`.
+//! config with U copies of the test upstream, `up1..upU`, its state (the audit store) in the
+//! temporary directory and its admin API on an ephemeral 127.0.0.1 port.
+//!
+//! `--audit` chooses the daemon's audit log: `off` (`[audit] enabled = false`), `on` (the
+//! default settings: durability `batch`), or `both` (default): the `mcpmux` mode then runs twice,
+//! audit off and then on, each with a fresh daemon, and the p50/p99 difference is printed. For
+//! each `mcpmux` run, the audit records the daemon dropped (queue full) are read from its admin
+//! API (`GET /status`, `audit.dropped`) after the measured calls.
 //!
 //! Reported per mode, for the measured calls (after a warm-up): throughput (calls/s), latency
 //! (p50/p90/p99 µs); for `mcpmux` also the gateway's own CPU per call (utime+stime of the daemon
 //! from `/proc/<pid>/stat`, upstreams excluded) and its RSS (`VmRSS`) after the run with U
-//! upstreams; and the p50 ratio mcpmux/direct. Each answer must be a result (not an error nor
+//! upstreams; and the p50 ratio mcpmux/direct (in JSON, `p50_ratio_mcpmux_over_direct` is for the
+//! default config, audit on, when it ran). Each answer must be a result (not an error nor
 //! `isError`) echoing the argument; over 1% failed calls abort the run. The processes it starts
 //! are always stopped (the daemon with SIGTERM), on errors and Ctrl-C too. Run it with:
 //!
 //! ```text
 //! cargo bench --bench loadgen -- [--calls N (20000)] [--concurrency C (16)] [--warmup N (1000)]
-//!     [--upstreams U (1)] [--mode direct|mcpmux|both] [--json]
+//!     [--upstreams U (1)] [--mode direct|mcpmux|both] [--audit on|off|both] [--json]
 //!     [--mcpmux PATH] [--upstream-cmd "CMD ARGS..."]
 //! ```
 //!
@@ -63,6 +71,9 @@ struct Args {
     upstreams: usize,
     #[arg(long, default_value = "both", value_parser = ["direct", "mcpmux", "both"])]
     mode: String,
+    /// The daemon's audit log: off, on (default settings), or both (two mcpmux runs).
+    #[arg(long, default_value = "both", value_parser = ["on", "off", "both"])]
+    audit: String,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -288,21 +299,49 @@ struct Daemon {
     dir: tempfile::TempDir,
 }
 
-/// The URL in the daemon's `listening on http://127.0.0.1:PORT/mcp` line.
-fn listening_url(line: &str) -> Option<String> {
-    let rest = &line[line.find("listening on ")?..];
+/// The URL after `marker` in a line of the daemon's stdout.
+fn url_after(line: &str, marker: &str) -> Option<String> {
+    let rest = &line[line.find(marker)?..];
     let rest = &rest[rest.find("http://")?..];
     let end = |c: char| c.is_whitespace() || "\"',\x1b".contains(c);
     rest.split(end).next().map(str::to_owned)
 }
 
+/// The URL in the daemon's `listening on http://127.0.0.1:PORT/mcp` line.
+fn listening_url(line: &str) -> Option<String> {
+    url_after(line, "listening on ")
+}
+
+/// The URL in the daemon's `admin on http://127.0.0.1:PORT` line (its second line).
+fn admin_url(line: &str) -> Option<String> {
+    url_after(line, "admin on ")
+}
+
+/// What the daemon's stdout announces.
+enum Announced {
+    Url(String),
+    Admin(String),
+}
+
 impl Daemon {
-    /// Starts `mcpmux serve` with `n` upstreams running `upstream`; returns it and its URL.
-    async fn start(mcpmux: &Path, upstream: &[String], n: usize) -> Res<(Daemon, String)> {
+    /// Starts `mcpmux serve` with `n` upstreams running `upstream` and the audit log on or off;
+    /// returns it, its URL and its admin URL (if it announced one).
+    async fn start(
+        mcpmux: &Path,
+        upstream: &[String],
+        n: usize,
+        audit: bool,
+    ) -> Res<(Daemon, String, Option<String>)> {
         let dir = tempfile::tempdir().map_err(ctx("tempdir"))?;
         // JSON strings are valid TOML basic strings.
         let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
-        let mut config = String::from("[server]\nlisten = \"127.0.0.1:0\"\n");
+        let state = dir.path().join("state").display().to_string();
+        // Top-level keys come before any table.
+        let mut config = format!("state_dir = {}\n\n", q(&state));
+        config += "[server]\nlisten = \"127.0.0.1:0\"\n\n[admin]\nlisten = \"127.0.0.1:0\"\n";
+        if !audit {
+            config += "\n[audit]\nenabled = false\n";
+        }
         for i in 1..=n {
             let mut args: Vec<String> = upstream[1..].iter().map(|a| q(a)).collect();
             args.extend([q("--name"), q(&format!("up{i}"))]);
@@ -323,21 +362,39 @@ impl Daemon {
             .map_err(ctx(format!("cannot start {}", mcpmux.display())))?;
         let stdout = child.stdout.take().ok_or("no stdout");
         let mut daemon = Daemon { child, dir };
-        let (tx, rx) = oneshot::channel::<String>();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let lines = BufReader::new(stdout?).lines().map_while(Result::ok);
         std::thread::spawn(move || {
-            let mut tx = Some(tx);
             // Keeps draining stdout until the daemon exits.
-            for url in lines.filter_map(|line| listening_url(&line)) {
-                tx.take().map(|tx| tx.send(url));
+            for line in lines {
+                let announced = listening_url(&line).map(Announced::Url);
+                let announced = announced.or_else(|| admin_url(&line).map(Announced::Admin));
+                announced.map(|a| tx.send(a));
             }
         });
-        let why = match timeout(STARTUP, rx).await {
-            Ok(Ok(url)) => return Ok((daemon, url)),
-            Ok(Err(_)) => format!("mcpmux exited ({:?}) without its URL", daemon.stop()),
-            Err(_) => format!("mcpmux printed no URL in {STARTUP:?}"),
+        let mut admin = None;
+        let deadline = tokio::time::Instant::now() + STARTUP;
+        let url = loop {
+            let why = match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(Announced::Url(u))) => break u,
+                Ok(Some(Announced::Admin(a))) => {
+                    admin = Some(a);
+                    continue;
+                }
+                Ok(None) => format!("mcpmux exited ({:?}) without its URL", daemon.stop()),
+                Err(_) => format!("mcpmux printed no URL in {STARTUP:?}"),
+            };
+            return Err(format!("{why}{}", daemon.stderr_tail()));
         };
-        Err(format!("{why}{}", daemon.stderr_tail()))
+        // The admin line follows the URL line at once, if the admin API could listen.
+        while admin.is_none() {
+            match timeout(Duration::from_secs(5), rx.recv()).await {
+                Ok(Some(Announced::Admin(a))) => admin = Some(a),
+                Ok(Some(Announced::Url(_))) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+        Ok((daemon, url, admin))
     }
 
     fn stderr_tail(&self) -> String {
@@ -487,10 +544,26 @@ async fn run_direct(args: &Args, cmd: &[String]) -> Res<Value> {
     Ok(report)
 }
 
-async fn run_mcpmux(args: &Args, cmd: &[String]) -> Res<Value> {
+/// The daemon's audit counters (`audit` of `GET <admin>/status`).
+async fn audit_status(admin: &str) -> Res<Value> {
+    let client = reqwest::Client::builder().no_proxy().timeout(CALL_TIMEOUT);
+    let client = client.build().map_err(ctx("client"))?;
+    let resp = client.get(format!("{admin}/status")).send().await;
+    let resp = resp.map_err(ctx("GET /status"))?;
+    let status = resp.status();
+    let body = resp.bytes().await.map_err(ctx("GET /status"))?;
+    if !status.is_success() {
+        return Err(format!("GET /status: HTTP {status}"));
+    }
+    let body: Value = serde_json::from_slice(&body).map_err(ctx("GET /status"))?;
+    Ok(body["audit"].clone())
+}
+
+async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
     let (exe, n) = (args.mcpmux.display(), args.upstreams.max(1));
-    eprintln!("loadgen: mcpmux: starting {exe} with {n} upstream(s)");
-    let (mut daemon, url) = Daemon::start(&args.mcpmux, cmd, n).await?;
+    let on_off = if audit { "on" } else { "off" };
+    eprintln!("loadgen: mcpmux: starting {exe} with {n} upstream(s), audit {on_off}");
+    let (mut daemon, url, admin) = Daemon::start(&args.mcpmux, cmd, n, audit).await?;
     let pid = daemon.child.id();
     let with_tail = |e: String| format!("mcpmux: {e}{}", daemon.stderr_tail());
     eprintln!("loadgen: mcpmux: listening on {url}; waiting for up1__echo");
@@ -502,6 +575,14 @@ async fn run_mcpmux(args: &Args, cmd: &[String]) -> Res<Value> {
     let result = measure("mcpmux", Target::Http(http), args, probe).await;
     let rss = rss_mib(pid).map(|m| (m * 10.0).round() / 10.0);
     let mut report = result.map_err(with_tail)?;
+    let audit_counts = match &admin {
+        Some(admin) => audit_status(admin).await,
+        None => Err("the daemon announced no admin URL".into()),
+    };
+    let audit_counts = audit_counts.unwrap_or_else(|e| {
+        eprintln!("loadgen: warning: no audit counts: {e}");
+        Value::Null
+    });
     let status = daemon.stop();
     if !status.is_some_and(|s| s.success()) {
         eprintln!("loadgen: warning: mcpmux exit status after SIGTERM: {status:?}");
@@ -513,16 +594,21 @@ async fn run_mcpmux(args: &Args, cmd: &[String]) -> Res<Value> {
     report["gateway_cpu_us_per_call"] = json!((per_call * 10.0).round() / 10.0);
     report["gateway_rss_mib"] = json!(rss);
     report["upstreams"] = json!(n);
+    report["audit"] = json!(on_off);
+    report["audit_dropped"] = audit_counts["dropped"].clone();
+    report["audit_queued"] = audit_counts["queued"].clone();
+    report["audit_records"] = audit_counts["records"].clone();
     Ok(report)
 }
 
-fn print_table(args: &Args, reports: &[Value], ratio: Option<f64>) {
+fn print_table(args: &Args, reports: &[Value], ratios: &[(String, f64)], audit: Option<&Value>) {
     let (calls, conc, warmup) = (args.calls, args.concurrency, args.warmup);
     println!("\nmcpmux loadgen, tools/call echo: {calls} calls, {conc} callers, warm-up {warmup}");
     let heads = "mode,calls,conc,calls/s,p50 µs,p90 µs,p99 µs,errors,gw CPU µs/call,gw RSS MiB";
+    let heads = format!("{heads},audit,audit drops");
     let keys = "mode calls concurrency calls_per_s p50_us p90_us p99_us errors";
-    let keys = format!("{keys} gateway_cpu_us_per_call gateway_rss_mib");
-    let widths = [6, 8, 5, 10, 9, 9, 9, 7, 15, 11];
+    let keys = format!("{keys} gateway_cpu_us_per_call gateway_rss_mib audit audit_dropped");
+    let widths = [6, 8, 5, 10, 9, 9, 9, 7, 15, 11, 6, 12];
     let row = |cells: Vec<String>| -> String {
         let cells = cells.iter().zip(widths);
         cells.map(|(c, w)| format!("{c:>w$}")).collect()
@@ -536,9 +622,45 @@ fn print_table(args: &Args, reports: &[Value], ratio: Option<f64>) {
         let cells = keys.split(' ').map(cell).collect();
         println!("{}{}", row(cells), ups.unwrap_or_default());
     }
-    if let Some(ratio) = ratio {
-        println!("p50 ratio mcpmux/direct: {ratio:.2}");
+    if !ratios.is_empty() {
+        let each = ratios
+            .iter()
+            .map(|(audit, r)| format!("{r:.2} (audit {audit})"));
+        println!(
+            "p50 ratio mcpmux/direct: {}",
+            each.collect::<Vec<_>>().join(", ")
+        );
     }
+    if let Some(d) = audit {
+        let line = |p: &str| {
+            let (off, on) = (&d[format!("{p}_us_off")], &d[format!("{p}_us_on")]);
+            let delta = d[format!("{p}_delta_us")].as_i64().unwrap_or_default();
+            let pct = d[format!("{p}_delta_pct")].as_f64().unwrap_or_default();
+            format!("{p} {off} → {on} µs ({delta:+} µs, {pct:+.1}%)")
+        };
+        println!("audit on vs off: {}, {}", line("p50"), line("p99"));
+    }
+}
+
+/// p50/p99 of the audit-on run against the audit-off run.
+fn audit_difference(reports: &[Value]) -> Option<Value> {
+    let row = |a: &str| {
+        reports
+            .iter()
+            .find(|r| r["mode"] == "mcpmux" && r["audit"] == a)
+    };
+    let (off, on) = (row("off")?, row("on")?);
+    let mut d = json!({});
+    for p in ["p50", "p99"] {
+        let key = format!("{p}_us");
+        let (a, b) = (off[&key].as_i64()?, on[&key].as_i64()?);
+        let pct = (b - a) as f64 / a.max(1) as f64 * 100.0;
+        d[format!("{p}_us_off")] = json!(a);
+        d[format!("{p}_us_on")] = json!(b);
+        d[format!("{p}_delta_us")] = json!(b - a);
+        d[format!("{p}_delta_pct")] = json!((pct * 10.0).round() / 10.0);
+    }
+    Some(d)
 }
 
 async fn run(args: Args) -> Res<()> {
@@ -558,18 +680,30 @@ async fn run(args: Args) -> Res<()> {
         reports.push(run_direct(&args, &cmd).await?);
     }
     if args.mode != "direct" {
-        reports.push(run_mcpmux(&args, &cmd).await?);
+        if args.audit != "on" {
+            reports.push(run_mcpmux(&args, &cmd, false).await?);
+        }
+        if args.audit != "off" {
+            reports.push(run_mcpmux(&args, &cmd, true).await?);
+        }
     }
-    let p50 = |m: &str| reports.iter().find(|r| r["mode"] == m)?["p50_us"].as_f64();
-    let both = p50("mcpmux").zip(p50("direct"));
-    let ratio = both.map(|(m, d)| m / d.max(1.0));
+    let p50 = |r: &Value| r["p50_us"].as_f64();
+    let direct = reports.iter().find(|r| r["mode"] == "direct").and_then(p50);
+    let ratios: Vec<(String, f64)> = (reports.iter().filter(|r| r["mode"] == "mcpmux"))
+        .filter_map(|r| Some((r["audit"].as_str()?.to_owned(), p50(r)? / direct?.max(1.0))))
+        .collect();
+    // The default config (audit on) when it ran.
+    let ratio = |a: &str| ratios.iter().find(|(audit, _)| audit == a).map(|r| r.1);
+    let audit = audit_difference(&reports);
     if args.json {
         let out = json!({"calls": args.calls, "concurrency": args.concurrency,
-            "warmup": args.warmup, "upstreams": args.upstreams.max(1),
-            "results": reports, "p50_ratio_mcpmux_over_direct": ratio});
+            "warmup": args.warmup, "upstreams": args.upstreams.max(1), "audit": args.audit,
+            "results": reports, "p50_ratio_mcpmux_over_direct": ratio("on").or(ratio("off")),
+            "p50_ratio_mcpmux_audit_off_over_direct": ratio("off"),
+            "audit_on_vs_off": audit});
         println!("{out}");
     } else {
-        print_table(&args, &reports, ratio);
+        print_table(&args, &reports, &ratios, audit.as_ref());
     }
     Ok(())
 }
