@@ -976,21 +976,44 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// A copy of the state directory `state` at `root/name`, its `records` tree edited by `edit`.
-fn tampered(state: &Path, root: &Path, name: &str, edit: impl FnOnce(&sled::Tree)) -> PathBuf {
+/// A copy of the state directory `state` at `root/name`, its records edited by `edit`. The store
+/// keeps records in blocks (`blocks` tree: key → JSON array of records); `edit` gets every record
+/// in order and may change, remove or reorder them; each block is written back under its key
+/// (an emptied block is removed).
+fn tampered(state: &Path, root: &Path, name: &str, edit: impl FnOnce(&mut Vec<Value>)) -> PathBuf {
     let dir = root.join(name);
     copy_dir(&state.join("audit"), &dir.join("audit"));
     let db = sled::open(dir.join("audit")).unwrap();
-    let records = db.open_tree("records").unwrap();
-    edit(&records);
+    let blocks = db.open_tree("blocks").unwrap();
+    let mut layout = Vec::new();
+    let mut all = Vec::new();
+    for entry in blocks.iter() {
+        let (key, value) = entry.unwrap();
+        let records: Vec<Value> = serde_json::from_slice(&value).unwrap();
+        layout.push((key, records.len()));
+        all.extend(records);
+    }
+    edit(&mut all);
+    let mut rest = all.into_iter();
+    for (key, len) in layout {
+        let records: Vec<Value> = rest.by_ref().take(len).collect();
+        if records.is_empty() {
+            blocks.remove(key).unwrap();
+        } else {
+            blocks
+                .insert(key, serde_json::to_vec(&records).unwrap())
+                .unwrap();
+        }
+    }
     db.flush().unwrap();
-    drop(records);
+    drop(blocks);
     drop(db);
     dir
 }
 
-fn record_at(records: &sled::Tree, seq: u64) -> Value {
-    serde_json::from_slice(&records.get(seq.to_be_bytes()).unwrap().unwrap()).unwrap()
+/// The position of record `seq` in the ordered list.
+fn position(records: &[Value], seq: u64) -> usize {
+    records.iter().position(|r| r["seq"] == seq).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1098,16 +1121,13 @@ async fn stopped_store_reads_the_same_and_tampering_is_detected() {
         (
             "edited",
             tampered(&state, copies.path(), "edited", |records| {
-                let mut r = record_at(records, mid);
-                let other = if r["method"] == "tools/list" {
+                let at = position(records, mid);
+                let other = if records[at]["method"] == "tools/list" {
                     "ping"
                 } else {
                     "tools/list"
                 };
-                r["method"] = json!(other);
-                records
-                    .insert(mid.to_be_bytes(), serde_json::to_vec(&r).unwrap())
-                    .unwrap();
+                records[at]["method"] = json!(other);
             }),
             mid,
             "edited",
@@ -1115,7 +1135,7 @@ async fn stopped_store_reads_the_same_and_tampering_is_detected() {
         (
             "deleted",
             tampered(&state, copies.path(), "deleted", |records| {
-                records.remove(mid.to_be_bytes()).unwrap().unwrap();
+                records.remove(position(records, mid));
             }),
             mid,
             "missing",
@@ -1123,10 +1143,8 @@ async fn stopped_store_reads_the_same_and_tampering_is_detected() {
         (
             "swapped",
             tampered(&state, copies.path(), "swapped", |records| {
-                let x = records.get(mid.to_be_bytes()).unwrap().unwrap();
-                let y = records.get((mid + 1).to_be_bytes()).unwrap().unwrap();
-                records.insert(mid.to_be_bytes(), y).unwrap();
-                records.insert((mid + 1).to_be_bytes(), x).unwrap();
+                let at = position(records, mid);
+                records.swap(at, at + 1);
             }),
             mid,
             "moved",
@@ -1134,9 +1152,8 @@ async fn stopped_store_reads_the_same_and_tampering_is_detected() {
         (
             "truncated",
             tampered(&state, copies.path(), "truncated", |records| {
-                let (key, _) = records.last().unwrap().unwrap();
-                assert_eq!(&key[..], last.to_be_bytes());
-                records.remove(key).unwrap();
+                assert_eq!(records.last().unwrap()["seq"], last);
+                records.pop();
             }),
             last,
             "removed from the end",

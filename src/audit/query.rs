@@ -9,7 +9,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 
 use super::record::{Outcome, Record};
-use super::store::{IndexField, Store, StoreError, time_key};
+use super::store::{IndexField, Store, StoreError, block_key, index_prefix};
 
 /// Most records one page holds.
 pub const MAX_PAGE: usize = 10_000;
@@ -84,7 +84,7 @@ impl Filter {
 }
 
 fn encode_cursor(ts_us: u64, seq: u64) -> String {
-    URL_SAFE_NO_PAD.encode(time_key(ts_us, seq))
+    URL_SAFE_NO_PAD.encode(block_key(ts_us, seq))
 }
 
 fn decode_cursor(cursor: &str) -> Option<(u64, u64)> {
@@ -160,7 +160,9 @@ impl Store {
             .collect())
     }
 
-    /// Visits matching records in time order until `visit` returns false.
+    /// Visits matching records in time order (or newest first) until `visit` returns false.
+    /// Blocks are found through the most selective index (upstream, tool, session) or the block
+    /// tree itself, starting at the block that holds the first time of interest.
     fn scan(
         &self,
         filter: &Filter,
@@ -170,6 +172,16 @@ impl Store {
             Some(c) => Some(decode_cursor(c).ok_or(QueryError::Cursor)?),
             None => None,
         };
+        let mut lo = filter.from_us.unwrap_or(0);
+        let mut hi = filter.to_us.unwrap_or(u64::MAX);
+        match (after, filter.newest_first) {
+            (Some((ts, _)), false) => lo = lo.max(ts),
+            (Some((ts, _)), true) => hi = hi.min(ts.saturating_add(1)),
+            (None, _) => {}
+        }
+        if lo > hi {
+            return Ok(());
+        }
         let index = if let Some(u) = &filter.upstream {
             Some((IndexField::Upstream, u))
         } else if let Some(t) = &filter.tool {
@@ -178,43 +190,49 @@ impl Store {
             filter.session.as_ref().map(|s| (IndexField::Session, s))
         };
         let (tree, prefix) = match index {
-            Some((field, value)) => self.index(field, value),
-            None => (self.by_time(), Vec::new()),
+            Some((field, value)) => (self.index(), index_prefix(field, value)),
+            None => (self.blocks(), Vec::new()),
         };
-        let key = |ts: u64, seq: u64| {
-            let mut k = prefix.clone();
-            k.extend_from_slice(&time_key(ts, seq));
-            k
-        };
-        let mut start = key(filter.from_us.unwrap_or(0), 0);
-        let mut end = key(filter.to_us.unwrap_or(u64::MAX), 0);
-        match (after, filter.newest_first) {
-            (Some((ts, seq)), false) => start = key(ts, seq.saturating_add(1)),
-            (Some((ts, seq)), true) => end = key(ts, seq),
-            (None, _) => {}
-        }
-        let range = tree.range(start..end);
-        let entries: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> =
+        let key = |ts: u64, seq: u64| [prefix.as_slice(), &block_key(ts, seq)].concat();
+        // The block holding `lo` may start before it: begin at the last block starting at or before it.
+        let start = tree
+            .range(key(0, 0)..=key(lo, u64::MAX))
+            .next_back()
+            .transpose()
+            .map_err(StoreError::from)?
+            .map_or_else(|| key(lo, 0), |(k, _)| k.to_vec());
+        let range = tree.range(start..=key(hi, u64::MAX));
+        let keys: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> =
             if filter.newest_first {
                 Box::new(range.rev())
             } else {
                 Box::new(range)
             };
-        for entry in entries {
-            let (k, _) = entry.map_err(StoreError::from)?;
-            let Some(seq) = k
-                .get(k.len().saturating_sub(8)..)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_be_bytes)
-            else {
-                continue;
+        let past = |r: &Record| match after {
+            Some(at) if filter.newest_first => (r.ts_us, r.seq) >= at,
+            Some(at) => (r.ts_us, r.seq) <= at,
+            None => false,
+        };
+        for entry in keys {
+            let (k, v) = entry.map_err(StoreError::from)?;
+            let block = if index.is_some() {
+                // An index entry whose block retention removed meanwhile is skipped.
+                match self.block(&k[prefix.len()..])? {
+                    Some(block) => block,
+                    None => continue,
+                }
+            } else {
+                serde_json::from_slice(&v).map_err(StoreError::from)?
             };
-            // An index entry whose record retention removed meanwhile is skipped.
-            let Some(record) = self.get(seq)? else {
-                continue;
+            let records: Box<dyn Iterator<Item = Record>> = if filter.newest_first {
+                Box::new(block.into_iter().rev())
+            } else {
+                Box::new(block.into_iter())
             };
-            if filter.matches(&record) && !visit(record) {
-                break;
+            for record in records {
+                if !past(&record) && filter.matches(&record) && !visit(record) {
+                    return Ok(());
+                }
             }
         }
         Ok(())

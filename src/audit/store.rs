@@ -1,11 +1,18 @@
-//! The audit store in sled. Trees:
-//! - `records`: seq (big-endian) → record JSON, the hash chain in order;
-//! - `by_time`: ts‖seq → (), so a time range is one range scan;
-//! - `by_upstream`, `by_tool`, `by_session`: value‖0‖ts‖seq → ();
-//! - `meta`: the head (last seq and hash), the checkpoint retention prunes to, the byte count.
+//! The audit store in sled. Records are written in blocks — one sled entry per batch the writer
+//! commits — so a busy gateway costs a few sled operations per batch, not per record.
+//!
+//! Trees:
+//! - `blocks`: first_ts‖first_seq (big-endian) → the JSON array of the block's records. Record
+//!   times are kept non-decreasing by the writer, so key order is both time and sequence order:
+//!   a time range is one range scan.
+//! - `index`: field tag‖value‖0‖block key → (), for upstream (`u`), tool (`t`) and session (`s`),
+//!   one entry per block that holds such a record.
+//! - `meta`: the head (next seq, last hash, last time), the checkpoint retention prunes to, the
+//!   byte count.
 //!
 //! Only the writer thread appends and prunes; queries read concurrently.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -21,15 +28,18 @@ pub enum StoreError {
     Open { path: String, source: sled::Error },
     #[error("audit store: {0}")]
     Sled(#[from] sled::Error),
-    #[error("audit store: a record is not readable: {0}")]
+    #[error("audit store: a block is not readable: {0}")]
     Decode(#[from] serde_json::Error),
 }
 
-/// Where the chain continues from: the next sequence number and the previous hash.
+/// Where the chain continues from.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Head {
     pub next_seq: u64,
     pub last_hash: String,
+    /// Records are stamped no earlier than this, so time order is sequence order.
+    #[serde(default)]
+    pub last_ts: u64,
 }
 
 /// What `verify` found.
@@ -49,21 +59,26 @@ pub struct Break {
     pub problem: String,
 }
 
+/// The indexed fields, by their key tag.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum IndexField {
+    Upstream = b'u' as isize,
+    Tool = b't' as isize,
+    Session = b's' as isize,
+}
+
 #[derive(Clone)]
 pub struct Store {
     db: sled::Db,
-    records: sled::Tree,
-    by_time: sled::Tree,
-    by_upstream: sled::Tree,
-    by_tool: sled::Tree,
-    by_session: sled::Tree,
+    blocks: sled::Tree,
+    index: sled::Tree,
     meta: sled::Tree,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
-            .field("records", &self.records.len())
+            .field("blocks", &self.blocks.len())
             .finish()
     }
 }
@@ -71,6 +86,46 @@ impl std::fmt::Debug for Store {
 const HEAD: &[u8] = b"head";
 const CHECKPOINT: &[u8] = b"checkpoint";
 const BYTES: &[u8] = b"bytes";
+
+/// A block's key: its first record's time and sequence number.
+pub(super) fn block_key(ts_us: u64, seq: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&ts_us.to_be_bytes());
+    k[8..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+fn index_key(field: IndexField, value: &str, block: &[u8; 16]) -> Vec<u8> {
+    let mut k = index_prefix(field, value);
+    k.extend_from_slice(block);
+    k
+}
+
+pub(super) fn index_prefix(field: IndexField, value: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(value.len() + 18);
+    k.push(field as u8);
+    k.extend_from_slice(value.as_bytes());
+    k.push(0);
+    k
+}
+
+/// The index entries a block needs: one per distinct indexed value.
+fn index_entries(records: &[Record], block: &[u8; 16]) -> BTreeSet<Vec<u8>> {
+    let mut keys = BTreeSet::new();
+    for r in records {
+        let fields = [
+            (IndexField::Upstream, &r.upstream),
+            (IndexField::Tool, &r.target),
+            (IndexField::Session, &r.session),
+        ];
+        for (field, value) in fields {
+            if let Some(value) = value {
+                keys.insert(index_key(field, value, block));
+            }
+        }
+    }
+    keys
+}
 
 impl Store {
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
@@ -83,11 +138,8 @@ impl Store {
                 source,
             })?;
         Ok(Self {
-            records: db.open_tree("records")?,
-            by_time: db.open_tree("by_time")?,
-            by_upstream: db.open_tree("by_upstream")?,
-            by_tool: db.open_tree("by_tool")?,
-            by_session: db.open_tree("by_session")?,
+            blocks: db.open_tree("blocks")?,
+            index: db.open_tree("index")?,
             meta: db.open_tree("meta")?,
             db,
         })
@@ -95,54 +147,46 @@ impl Store {
 
     /// Where appending continues: after the last record (or the retention checkpoint).
     pub fn head(&self) -> Result<Head, StoreError> {
-        if let Some((key, value)) = self.records.last()? {
-            let last: Record = serde_json::from_slice(&value)?;
-            return Ok(Head {
-                next_seq: seq_of(&key) + 1,
-                last_hash: last.hash,
-            });
+        if let Some((_, value)) = self.blocks.last()? {
+            let block: Vec<Record> = serde_json::from_slice(&value)?;
+            if let Some(last) = block.last() {
+                return Ok(Head {
+                    next_seq: last.seq + 1,
+                    last_hash: last.hash.clone(),
+                    last_ts: last.ts_us,
+                });
+            }
         }
         Ok(self.checkpoint()?.unwrap_or_default())
     }
 
-    /// Numbers, chains and writes `batch`; `head` moves past it.
-    pub fn append(&self, batch: Vec<Record>, head: &mut Head) -> Result<(), StoreError> {
-        let mut bytes_added = 0u64;
-        let (mut records, mut by_time) = (sled::Batch::default(), sled::Batch::default());
-        let (mut by_upstream, mut by_tool, mut by_session) = (
-            sled::Batch::default(),
-            sled::Batch::default(),
-            sled::Batch::default(),
-        );
-        for mut record in batch {
+    /// Numbers, chains and writes `batch` as one block; `head` moves past it.
+    pub fn append(&self, mut batch: Vec<Record>, head: &mut Head) -> Result<(), StoreError> {
+        let Some(first_seq) = (!batch.is_empty()).then_some(head.next_seq) else {
+            return Ok(());
+        };
+        for record in &mut batch {
             record.seq = head.next_seq;
+            record.ts_us = record.ts_us.max(head.last_ts);
             record.prev_hash = std::mem::take(&mut head.last_hash);
             record.hash = record.compute_hash();
-            let json = serde_json::to_vec(&record)?;
-            bytes_added += json.len() as u64;
-            let tail = time_key(record.ts_us, record.seq);
-            records.insert(&record.seq.to_be_bytes(), json);
-            by_time.insert(&tail, &[]);
-            if let Some(u) = &record.upstream {
-                by_upstream.insert(index_key(u, &tail), &[]);
-            }
-            if let Some(t) = &record.target {
-                by_tool.insert(index_key(t, &tail), &[]);
-            }
-            if let Some(s) = &record.session {
-                by_session.insert(index_key(s, &tail), &[]);
-            }
             head.next_seq += 1;
-            head.last_hash = record.hash;
+            head.last_ts = record.ts_us;
+            head.last_hash.clone_from(&record.hash);
         }
-        self.records.apply_batch(records)?;
-        self.by_time.apply_batch(by_time)?;
-        self.by_upstream.apply_batch(by_upstream)?;
-        self.by_tool.apply_batch(by_tool)?;
-        self.by_session.apply_batch(by_session)?;
+        let key = block_key(batch[0].ts_us, first_seq);
+        let value = serde_json::to_vec(&batch)?;
+        let bytes = value.len() as u64;
+        let mut index = sled::Batch::default();
+        for k in index_entries(&batch, &key) {
+            index.insert(k, &[]);
+        }
+        self.blocks.insert(key, value)?;
+        self.index.apply_batch(index)?;
         self.meta.insert(HEAD, serde_json::to_vec(head)?)?;
-        self.meta
-            .update_and_fetch(BYTES, |old| Some(add_u64(old, bytes_added as i64).to_vec()))?;
+        self.meta.update_and_fetch(BYTES, |old| {
+            Some((counter(old) + bytes).to_be_bytes().to_vec())
+        })?;
         Ok(())
     }
 
@@ -152,19 +196,32 @@ impl Store {
         Ok(())
     }
 
-    pub fn get(&self, seq: u64) -> Result<Option<Record>, StoreError> {
-        match self.records.get(seq.to_be_bytes())? {
+    /// The records of the block at `key`, if it exists.
+    pub(super) fn block(&self, key: &[u8]) -> Result<Option<Vec<Record>>, StoreError> {
+        match self.blocks.get(key)? {
             Some(v) => Ok(Some(serde_json::from_slice(&v)?)),
             None => Ok(None),
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.records.len()
+    pub(super) fn blocks(&self) -> &sled::Tree {
+        &self.blocks
+    }
+
+    pub(super) fn index(&self) -> &sled::Tree {
+        &self.index
+    }
+
+    /// How many records the store holds.
+    pub fn len(&self) -> u64 {
+        self.head()
+            .ok()
+            .map_or(0, |h| h.next_seq)
+            .saturating_sub(self.checkpoint().ok().flatten().map_or(0, |c| c.next_seq))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.len() == 0
     }
 
     /// Bytes of record JSON stored.
@@ -173,7 +230,7 @@ impl Store {
             .get(BYTES)
             .ok()
             .flatten()
-            .map_or(0, |v| u64::from_be_bytes(add_u64(Some(&v), 0)))
+            .map_or(0, |v| counter(Some(&v)))
     }
 
     fn checkpoint(&self) -> Result<Option<Head>, StoreError> {
@@ -183,36 +240,31 @@ impl Store {
         }
     }
 
-    /// Removes records from the old end while older than `min_ts_us` or while the store holds
-    /// more than `max_bytes`; the chain stays verifiable from the recorded checkpoint.
+    /// Removes blocks from the old end while their records are older than `min_ts_us` or while
+    /// the store holds more than `max_bytes`; the chain stays verifiable from the checkpoint.
     pub fn prune(&self, min_ts_us: u64, max_bytes: u64) -> Result<usize, StoreError> {
         let mut removed = 0;
         let mut bytes = self.bytes();
         let mut checkpoint = None;
-        for entry in self.records.iter() {
+        for entry in self.blocks.iter() {
             let (key, value) = entry?;
-            let record: Record = serde_json::from_slice(&value)?;
-            if record.ts_us >= min_ts_us && bytes <= max_bytes {
+            let block: Vec<Record> = serde_json::from_slice(&value)?;
+            let Some(last) = block.last() else { continue };
+            if last.ts_us >= min_ts_us && bytes <= max_bytes {
                 break;
             }
-            let tail = time_key(record.ts_us, record.seq);
-            self.records.remove(&key)?;
-            self.by_time.remove(tail)?;
-            if let Some(u) = &record.upstream {
-                self.by_upstream.remove(index_key(u, &tail))?;
+            let block_key: [u8; 16] = key.as_ref().try_into().unwrap_or_default();
+            for k in index_entries(&block, &block_key) {
+                self.index.remove(k)?;
             }
-            if let Some(t) = &record.target {
-                self.by_tool.remove(index_key(t, &tail))?;
-            }
-            if let Some(s) = &record.session {
-                self.by_session.remove(index_key(s, &tail))?;
-            }
+            self.blocks.remove(&key)?;
             bytes = bytes.saturating_sub(value.len() as u64);
             checkpoint = Some(Head {
-                next_seq: record.seq + 1,
-                last_hash: record.hash,
+                next_seq: last.seq + 1,
+                last_hash: last.hash.clone(),
+                last_ts: last.ts_us,
             });
-            removed += 1;
+            removed += block.len();
         }
         if let Some(checkpoint) = checkpoint {
             self.meta
@@ -223,70 +275,70 @@ impl Store {
     }
 
     /// Walks the chain: consecutive sequence numbers from the checkpoint, each record's
-    /// `prev_hash` equal to the previous hash, each hash recomputed, the last equal to the head.
+    /// `prev_hash` equal to the previous hash, each hash recomputed, each block under its first
+    /// record's key, and the last record equal to the head. Reports the first break at the
+    /// position where the chain stops being whole.
     pub fn verify(&self) -> Result<Verification, StoreError> {
         let start = self.checkpoint()?.unwrap_or_default();
-        let mut expected = start.clone();
-        let mut checked = 0;
         let first_seq = start.next_seq;
+        let mut expected = start;
+        let mut checked = 0;
         let broke = |checked, seq, problem: String| Verification {
             ok: false,
             checked,
             first_seq,
             first_break: Some(Break { seq, problem }),
         };
-        for entry in self.records.iter() {
+        for entry in self.blocks.iter() {
             let (key, value) = entry?;
-            let key_seq = seq_of(&key);
-            let record: Record = match serde_json::from_slice(&value) {
-                Ok(r) => r,
-                Err(e) => {
-                    return Ok(broke(
-                        checked,
-                        key_seq,
-                        format!("record is not readable: {e}"),
-                    ));
+            let at = expected.next_seq;
+            let block: Vec<Record> = match serde_json::from_slice(&value) {
+                Ok(b) => b,
+                Err(e) => return Ok(broke(checked, at, format!("a block is not readable: {e}"))),
+            };
+            for record in &block {
+                let at = expected.next_seq;
+                if record.seq > at {
+                    let problem = format!(
+                        "record #{} appears where #{at} belongs: records are missing or moved",
+                        record.seq
+                    );
+                    return Ok(broke(checked, at, problem));
                 }
-            };
-            if key_seq != expected.next_seq {
-                let problem = format!(
-                    "records {}..{} are missing",
-                    expected.next_seq,
-                    key_seq.saturating_sub(1)
-                );
-                return Ok(broke(checked, expected.next_seq, problem));
+                if record.seq < at {
+                    let problem =
+                        format!("record #{} appears after #{} (moved)", record.seq, at - 1);
+                    return Ok(broke(checked, record.seq, problem));
+                }
+                if record.prev_hash != expected.last_hash {
+                    let problem =
+                        "its prev_hash does not match the previous record (reordered or replaced)";
+                    return Ok(broke(checked, at, problem.into()));
+                }
+                if record.compute_hash() != record.hash {
+                    let problem = "its content does not match its hash (edited)";
+                    return Ok(broke(checked, at, problem.into()));
+                }
+                expected = Head {
+                    next_seq: at + 1,
+                    last_hash: record.hash.clone(),
+                    last_ts: record.ts_us,
+                };
+                checked += 1;
             }
-            if record.seq != key_seq {
-                return Ok(broke(
-                    checked,
-                    key_seq,
-                    format!("record says it is #{} (moved)", record.seq),
-                ));
+            if let Some(first) = block.first() {
+                if key.as_ref() != block_key(first.ts_us, first.seq) {
+                    let problem = format!(
+                        "the block holding #{} is not under its own key (moved)",
+                        first.seq
+                    );
+                    return Ok(broke(checked, first.seq, problem));
+                }
             }
-            if record.prev_hash != expected.last_hash {
-                return Ok(broke(
-                    checked,
-                    key_seq,
-                    "its prev_hash does not match the previous record (reordered or replaced)"
-                        .into(),
-                ));
-            }
-            if record.compute_hash() != record.hash {
-                return Ok(broke(
-                    checked,
-                    key_seq,
-                    "its content does not match its hash (edited)".into(),
-                ));
-            }
-            expected = Head {
-                next_seq: key_seq + 1,
-                last_hash: record.hash,
-            };
-            checked += 1;
         }
         if let Some(head) = self.meta.get(HEAD)? {
             let head: Head = serde_json::from_slice(&head)?;
-            if head != expected {
+            if head.next_seq != expected.next_seq || head.last_hash != expected.last_hash {
                 let problem = format!(
                     "the log ends at #{} but #{} was written (records removed from the end)",
                     expected.next_seq.saturating_sub(1),
@@ -298,59 +350,13 @@ impl Store {
         Ok(Verification {
             ok: true,
             checked,
-            first_seq: start.next_seq,
+            first_seq,
             first_break: None,
         })
     }
-
-    pub(super) fn by_time(&self) -> &sled::Tree {
-        &self.by_time
-    }
-
-    /// The index for one field, and the key prefix for `value`.
-    pub(super) fn index(&self, field: IndexField, value: &str) -> (&sled::Tree, Vec<u8>) {
-        let tree = match field {
-            IndexField::Upstream => &self.by_upstream,
-            IndexField::Tool => &self.by_tool,
-            IndexField::Session => &self.by_session,
-        };
-        let mut prefix = value.as_bytes().to_vec();
-        prefix.push(0);
-        (tree, prefix)
-    }
 }
 
-/// The indexed fields.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum IndexField {
-    Upstream,
-    Tool,
-    Session,
-}
-
-pub(super) fn time_key(ts_us: u64, seq: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&ts_us.to_be_bytes());
-    k[8..].copy_from_slice(&seq.to_be_bytes());
-    k
-}
-
-fn index_key(value: &str, tail: &[u8; 16]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(value.len() + 17);
-    k.extend_from_slice(value.as_bytes());
-    k.push(0);
-    k.extend_from_slice(tail);
-    k
-}
-
-fn seq_of(key: &[u8]) -> u64 {
-    key.try_into().map(u64::from_be_bytes).unwrap_or(0)
-}
-
-fn add_u64(old: Option<&[u8]>, delta: i64) -> [u8; 8] {
-    let old = old
-        .and_then(|v| v.try_into().ok())
-        .map(u64::from_be_bytes)
-        .unwrap_or(0);
-    old.saturating_add_signed(delta).to_be_bytes()
+fn counter(v: Option<&[u8]>) -> u64 {
+    v.and_then(|v| v.try_into().ok())
+        .map_or(0, u64::from_be_bytes)
 }
