@@ -116,8 +116,21 @@ pub fn state_dir(explicit: Option<&Path>) -> PathBuf {
     )
 }
 
-/// Opens the store in `dir` (creating the directory).
+/// Opens the store in `dir` (creating the directory). sled starts its I/O threads here; they are
+/// started from a background-priority thread so they inherit its priority and never compete with
+/// request handling for the CPU.
 pub fn open(dir: &Path) -> Result<Store, StoreError> {
     std::fs::create_dir_all(dir).map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
-    Store::open(dir)
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            writer::background_priority();
+            Store::open(dir)
+        })
+        .join()
+        .unwrap_or_else(|_| {
+            Err(StoreError::Sled(sled::Error::Unsupported(
+                "the store could not be opened".into(),
+            )))
+        })
+    })
 }

@@ -83,6 +83,9 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// sled's page cache (its default, 1 GiB, would let the daemon grow far beyond its budget).
+const CACHE_BYTES: u64 = 8 * 1024 * 1024;
+
 const HEAD: &[u8] = b"head";
 const CHECKPOINT: &[u8] = b"checkpoint";
 const BYTES: &[u8] = b"bytes";
@@ -132,6 +135,8 @@ impl Store {
         let db = sled::Config::new()
             .path(dir)
             .mode(sled::Mode::HighThroughput)
+            // Recent blocks are what queries read; older ones come from disk. Keeps the daemon small.
+            .cache_capacity(CACHE_BYTES)
             .open()
             .map_err(|source| StoreError::Open {
                 path: dir.display().to_string(),
