@@ -11,10 +11,10 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::python::{require_python_sdk, run_script, shell_quote};
 use common::{Client, Daemon, MCPMUX, alive, poll_until, test_upstream};
 use rmcp::model::{
     CallToolRequestParams, ClientInfo, ClientRequest, GetPromptRequestParams, Implementation,
@@ -27,7 +27,6 @@ use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-const PYTHON: &str = "python3";
 const PYTHON_DEADLINE: Duration = Duration::from_secs(180);
 
 /// A daemon with test upstreams `alpha` and `beta`, both listed.
@@ -44,11 +43,6 @@ async fn start_daemon() -> Daemon {
         })
         .await;
     daemon
-}
-
-/// Quotes `s` for the POSIX-shell-like split the Python script applies (`shlex.split`).
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 fn stdio_command(url: &str) -> String {
@@ -103,69 +97,14 @@ fn assert_same_tools_per_upstream(names: &[&str]) {
 // ---------------------------------------------------------------------------------------------
 // The official Python SDK
 
-/// Fails (never skips) when `python3` or the MCP Python SDK is missing.
-fn require_python_sdk() {
-    let probe = std::process::Command::new(PYTHON)
-        .args([
-            "-c",
-            "import mcp, importlib.metadata as m; print(m.version('mcp'))",
-        ])
-        .output();
-    match probe {
-        Ok(out) if out.status.success() => {
-            let version = String::from_utf8_lossy(&out.stdout);
-            eprintln!("MCP Python SDK {}", version.trim());
-        }
-        Ok(out) => panic!(
-            "the MCP Python SDK is not installed for `{PYTHON}`: run `pip install mcp` \
-             (CI installs it; these interop tests do not skip).\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(e) => panic!(
-            "`{PYTHON}` could not be run ({e}): install Python 3 and `pip install mcp` \
-             (CI installs it; these interop tests do not skip)."
-        ),
-    }
-}
-
-/// Runs `tests/interop/python_client.py ARGS`; returns its JSON summary, panicking with its stderr
-/// (and the daemon's) when it fails.
+/// Runs `tests/interop/python_client.py ARGS`; returns its JSON summary.
 async fn run_python_client(daemon: &Daemon, args: &[&str]) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_client.py");
-    let started = Instant::now();
-    let child = tokio::process::Command::new(PYTHON)
-        .arg(&script)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("could not run {PYTHON} {}: {e}", script.display()));
-    let Ok(output) = tokio::time::timeout(PYTHON_DEADLINE, child.wait_with_output()).await else {
-        panic!(
-            "python_client.py {args:?} did not finish in {PYTHON_DEADLINE:?}\ndaemon stderr:\n{}",
-            daemon.stderr()
-        );
-    };
-    let output = output.unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "python_client.py {args:?} failed ({}):\n{stderr}\nstdout:\n{stdout}\ndaemon stderr:\n{}",
-        output.status,
-        daemon.stderr()
-    );
-    let line = stdout.lines().last().unwrap_or_default();
-    let summary: Value = serde_json::from_str(line)
-        .unwrap_or_else(|e| panic!("summary is not JSON ({e}): {stdout}\nstderr:\n{stderr}"));
+    let (summary, wall) = run_script(daemon, "python_client.py", args, PYTHON_DEADLINE).await;
     let close = summary
         .get("close_seconds")
         .map_or(String::new(), |s| format!(", closing the bridge {s}s"));
     eprintln!(
-        "python_client.py {args:?}: {:.2?} wall (Python start-up included), SDK session {}s{close}",
-        started.elapsed(),
+        "python_client.py {args:?}: {wall:.2?} wall (Python start-up included), SDK session {}s{close}",
         summary["seconds"],
     );
     summary

@@ -24,14 +24,12 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::python::{require_python_sdk, run_script, shell_quote};
 use common::{Client, Daemon, MCPMUX, npx_upstream, test_upstream};
 use serde_json::{Value, json};
 
-const PYTHON: &str = "python3";
 const PYTHON_DEADLINE: Duration = Duration::from_secs(240);
 
 /// What `python_protocol.py` uses; kept in step with its constants.
@@ -47,31 +45,6 @@ const PROGRESS_STEPS: u64 = 5;
 /// The first progress must reach the host at least this long before the result (the operation
 /// takes 2 s and sends its first progress after 0.4 s).
 const PROGRESS_LEAD: f64 = 0.5;
-
-/// Fails (never skips) when `python3` or the MCP Python SDK is missing.
-fn require_python_sdk() {
-    let probe = std::process::Command::new(PYTHON)
-        .args([
-            "-c",
-            "import mcp, importlib.metadata as m; print(m.version('mcp'))",
-        ])
-        .output();
-    match probe {
-        Ok(out) if out.status.success() => {
-            let version = String::from_utf8_lossy(&out.stdout);
-            eprintln!("MCP Python SDK {}", version.trim());
-        }
-        Ok(out) => panic!(
-            "the MCP Python SDK is not installed for `{PYTHON}`: run `pip install mcp` \
-             (CI installs it; these tests do not skip).\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(e) => panic!(
-            "`{PYTHON}` could not be run ({e}): install Python 3 and `pip install mcp` \
-             (CI installs it; these tests do not skip)."
-        ),
-    }
-}
 
 /// A daemon with `everything` (server-everything) and `mine` (test upstream), both listed —
 /// including server-everything's tools that it registers only for clients declaring sampling,
@@ -101,42 +74,9 @@ async fn start_daemon() -> Daemon {
     daemon
 }
 
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-/// Runs `tests/interop/python_protocol.py ARGS`; returns its JSON summary, panicking with its
-/// stderr (and the daemon's) when the session itself failed.
+/// Runs `tests/interop/python_protocol.py ARGS`; returns its JSON summary.
 async fn run_python(daemon: &Daemon, args: &[&str]) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_protocol.py");
-    let started = Instant::now();
-    let child = tokio::process::Command::new(PYTHON)
-        .arg(&script)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("could not run {PYTHON} {}: {e}", script.display()));
-    let Ok(output) = tokio::time::timeout(PYTHON_DEADLINE, child.wait_with_output()).await else {
-        panic!(
-            "python_protocol.py {args:?} did not finish in {PYTHON_DEADLINE:?}\ndaemon stderr:\n{}",
-            daemon.stderr()
-        );
-    };
-    let output = output.unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "python_protocol.py {args:?} failed ({}):\n{stderr}\nstdout:\n{stdout}\ndaemon stderr:\n{}",
-        output.status,
-        daemon.stderr()
-    );
-    let line = stdout.lines().last().unwrap_or_default();
-    let summary: Value = serde_json::from_str(line)
-        .unwrap_or_else(|e| panic!("summary is not JSON ({e}): {stdout}\nstderr:\n{stderr}"));
+    let (summary, wall) = run_script(daemon, "python_protocol.py", args, PYTHON_DEADLINE).await;
     let items = summary["items"].as_object().map_or(String::new(), |items| {
         items
             .iter()
@@ -147,9 +87,7 @@ async fn run_python(daemon: &Daemon, args: &[&str]) -> Value {
     eprintln!(
         "python_protocol.py {args:?}: {:.2?} wall (Python start-up included), SDK session {}s, \
          closing {}s; items: {items}",
-        started.elapsed(),
-        summary["seconds"],
-        summary["close_seconds"],
+        wall, summary["seconds"], summary["close_seconds"],
     );
     summary
 }

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod python;
+
 pub const MCPMUX: &str = env!("CARGO_BIN_EXE_mcpmux");
 pub const TEST_UPSTREAM: &str = env!("CARGO_BIN_EXE_mcpmux-test-upstream");
 
