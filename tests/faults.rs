@@ -30,34 +30,6 @@ const GOOD: [&str; 2] = ["good1", "good2"];
 /// Daemon memory allowed after a memory-heavy fault.
 const RSS_LIMIT_KIB: u64 = 100 * 1024;
 
-/// `text` without ANSI escape sequences (the daemon's log is colored even into a file).
-fn plain(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            if chars.next() == Some('[') {
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// Lines of the daemon's log that contain every one of `needles`.
-fn log_count(daemon: &Daemon, needles: &[&str]) -> usize {
-    plain(&daemon.stderr())
-        .lines()
-        .filter(|line| needles.iter().all(|n| line.contains(n)))
-        .count()
-}
-
 /// The command name of a process (`/proc/PID/comm`).
 fn comm(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
@@ -121,7 +93,7 @@ async fn wait_status(
         assert!(
             started.elapsed() < timeout,
             "{name} never reached the expected status; last: {status}\nlog:\n{}",
-            plain(&daemon.stderr())
+            daemon.stderr()
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -173,11 +145,7 @@ async fn wait_echo(daemon: &Daemon, client: &Client, upstream: &str) -> Duration
         answer["result"]["structuredContent"]["upstream"] == upstream
     })
     .await;
-    assert!(
-        back,
-        "{tool} never worked again:\n{}",
-        plain(&daemon.stderr())
-    );
+    assert!(back, "{tool} never worked again:\n{}", daemon.stderr());
     started.elapsed()
 }
 
@@ -236,10 +204,10 @@ async fn exit_at_start_ends_in_crash_loop_within_budget_and_mcpmux_restart_bring
         daemon.upstream_status("bad").await
     );
     assert_eq!(
-        log_count(&daemon, &["upstream=bad", "Started upstream process"]),
+        daemon.log_count(&["upstream=bad", "Started upstream process"]),
         4,
         "bad should have been started 4 times:\n{}",
-        plain(&daemon.stderr())
+        daemon.stderr()
     );
 
     // Its calls fail fast, naming it and its state.
@@ -319,11 +287,11 @@ async fn exit_mid_call_fails_that_call_at_once_and_restarts_the_upstream_once() 
         "crasher: crash → ready in {:?}: {status}",
         crashed_at.elapsed()
     );
-    let logged = log_count(&daemon, &["upstream=crasher", "exited with status 3"]);
+    let logged = daemon.log_count(&["upstream=crasher", "exited with status 3"]);
     assert!(
         logged >= 1,
         "the exit status is not logged:\n{}",
-        plain(&daemon.stderr())
+        daemon.stderr()
     );
     wait_echo(&daemon, &client, "crasher").await;
     assert_eq!(
@@ -416,9 +384,9 @@ async fn an_upstream_that_stops_answering_pings_is_restarted_and_its_calls_fail_
         failed_at.elapsed()
     );
     assert!(
-        log_count(&daemon, &["upstream=sleepy", "stopped answering"]) >= 1,
+        daemon.log_count(&["upstream=sleepy", "stopped answering"]) >= 1,
         "the reason is not logged:\n{}",
-        plain(&daemon.stderr())
+        daemon.stderr()
     );
     wait_echo(&daemon, &client, "sleepy").await;
     assert_goods(&client, "after").await;
@@ -804,7 +772,7 @@ async fn sigterm_lets_calls_in_flight_finish_and_leaves_no_process_behind() {
     assert!(
         exit.is_some_and(|s| s.success()),
         "the daemon did not exit cleanly ({exit:?}):\n{}",
-        plain(&daemon.stderr())
+        daemon.stderr()
     );
     let all_gone = poll_until(Duration::from_secs(10), || async {
         procs.iter().all(|&p| !alive(p))
@@ -868,7 +836,7 @@ async fn subscriptions_and_log_level_are_restored_after_a_restart() {
     assert!(
         restored,
         "the subscription was not re-established:\n{}",
-        plain(&daemon.stderr())
+        daemon.stderr()
     );
     assert_eq!(
         client.tool_text("up__log_level", json!({})).await,

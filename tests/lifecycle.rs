@@ -14,34 +14,6 @@ use common::{
 };
 use serde_json::{Value, json};
 
-/// `text` without ANSI escape sequences (the daemon's log is colored even into a file).
-fn plain(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // CSI: ESC [ parameters... final byte in @..~
-            if chars.next() == Some('[') {
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// Whether some line of the daemon's log contains every one of `needles`.
-fn logged(daemon: &Daemon, needles: &[&str]) -> bool {
-    plain(&daemon.stderr())
-        .lines()
-        .any(|line| needles.iter().all(|n| line.contains(n)))
-}
-
 /// The command name of a process (`/proc/PID/comm`).
 fn comm(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
@@ -118,21 +90,20 @@ async fn upstreams_that_cannot_start_are_reported_and_the_others_serve() {
 
     // The log names each failed upstream and why.
     let reported = poll_until(Duration::from_secs(10), || async {
-        logged(
-            &daemon,
-            &["upstream=missing", "/nonexistent/mcp-server", "not found"],
-        ) && logged(&daemon, &["upstream=quitter", "exited with status 1"])
+        daemon.log_count(&["upstream=missing", "/nonexistent/mcp-server", "not found"]) > 0
+            && daemon.log_count(&["upstream=quitter", "exited with status 1"]) > 0
     })
     .await;
     assert!(
         reported,
         "the log does not explain the failures:\n{}",
-        plain(&daemon.stderr())
+        daemon.stderr()
     );
 
     // Still healthy after the failed upstreams were retried at least once.
     let retried = poll_until(Duration::from_secs(10), || async {
-        plain(&daemon.stderr())
+        daemon
+            .stderr()
             .lines()
             .filter(|l| l.contains("upstream=quitter") && l.contains("exited with status 1"))
             .count()
@@ -251,13 +222,13 @@ async fn a_crash_mid_call_fails_that_call_only_and_the_upstream_comes_back() {
 
     // The crash is logged with its exit status, and `mine` is restarted.
     let logged_crash = poll_until(Duration::from_secs(10), || async {
-        logged(&daemon, &["upstream=mine", "exited with status 3"])
+        daemon.log_count(&["upstream=mine", "exited with status 3"]) > 0
     })
     .await;
     assert!(
         logged_crash,
         "the crash is not in the log:\n{}",
-        plain(&daemon.stderr())
+        daemon.stderr()
     );
     let back = poll_until(Duration::from_secs(20), || async {
         let answer = client
@@ -266,11 +237,7 @@ async fn a_crash_mid_call_fails_that_call_only_and_the_upstream_comes_back() {
         answer["result"]["structuredContent"]["upstream"] == "mine"
     })
     .await;
-    assert!(
-        back,
-        "mine__echo never worked again:\n{}",
-        plain(&daemon.stderr())
-    );
+    assert!(back, "mine__echo never worked again:\n{}", daemon.stderr());
     let other = client
         .result(
             "tools/call",

@@ -167,6 +167,14 @@ impl Daemon {
         self.child.as_ref().map_or(0, Child::id)
     }
 
+    /// Lines of the daemon's log that contain every one of `needles`.
+    pub fn log_count(&self, needles: &[&str]) -> usize {
+        self.stderr()
+            .lines()
+            .filter(|line| needles.iter().all(|n| line.contains(n)))
+            .count()
+    }
+
     /// Everything the daemon logged so far.
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
