@@ -41,6 +41,17 @@
 //! - `notifications/cancelled` aborts an in-flight `slow` or `progress` call
 //!   (no answer) and prints "cancelled <requestId>" to stderr (a string id is
 //!   printed without quotes);
+//! - `--tasks` (MCP 2025-11-25 tasks): declares the `tasks` capability (list, cancel,
+//!   `tools/call`) and lists `slow` with `execution.taskSupport` "optional"; a `tools/call` of
+//!   `slow` with a `task` param answers at once with a CreateTaskResult for task `task-<k>`
+//!   (k = 1, 2, ...; status "working", `ttl` as requested or 60000) and sleeps in the
+//!   background; a task-augmented call of another tool is refused with -32601. When the task
+//!   ends (completed, or cancelled by `tasks/cancel`) it sends `notifications/tasks/status`
+//!   with the whole task. `tasks/get` and `tasks/cancel` answer the task (cancelling a task in
+//!   a terminal status is -32602); `tasks/result` answers, once the task is terminal, the
+//!   CallToolResult ("slept <ms>ms", or an `isError` "task cancelled") with `_meta`
+//!   `io.modelcontextprotocol/related-task`; `tasks/list` answers every task (no pagination);
+//!   unknown task ids are -32602. Without `--tasks`, the `task` param is ignored;
 //! - optional self-pagination of every list (`--page-size`);
 //! - fault injection flags (`--exit-at-start`, `--garbage-at-start`,
 //!   `--ignore-pings`, `--hang-on-initialize`, `--spawn-grandchild`,
@@ -162,6 +173,10 @@ struct Args {
     /// in tools/list; they are callable either way.
     #[arg(long)]
     fault_tools: bool,
+    /// Support MCP tasks: declare the `tasks` capability and run task-augmented `slow` calls
+    /// as tasks (tasks/get, tasks/result, tasks/list, tasks/cancel, notifications/tasks/status).
+    #[arg(long)]
+    tasks: bool,
 }
 
 /// A message for the writer thread.
@@ -436,6 +451,68 @@ impl ClientLink {
     }
 }
 
+/// One task created by a task-augmented `slow` call (`--tasks`); its id is `task-<k>`,
+/// stored at index k - 1.
+struct TaskEntry {
+    /// The `Task` object as answered by `tasks/get`.
+    task: Value,
+    /// The `CallToolResult` (with the related-task `_meta`) once the task is terminal.
+    result: Option<Value>,
+    /// Ids of `tasks/result` requests waiting for the task to end.
+    waiters: Vec<Value>,
+    /// The background sleep, aborted by `tasks/cancel`.
+    work: Option<AbortHandle>,
+}
+
+type TaskTable = Arc<Mutex<Vec<TaskEntry>>>;
+
+/// The current time as an RFC 3339 timestamp.
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+fn is_terminal(task: &Value) -> bool {
+    matches!(
+        task["status"].as_str(),
+        Some("completed" | "failed" | "cancelled")
+    )
+}
+
+/// Moves task `index` to the terminal `status` with `result` (unless it already is terminal),
+/// answers the waiting `tasks/result` requests and sends `notifications/tasks/status`.
+fn end_task(
+    tasks: &TaskTable,
+    link: &ClientLink,
+    index: usize,
+    status: &str,
+    mut result: Value,
+) -> Option<Value> {
+    let (task, waiters) = {
+        let mut table = tasks.lock().expect("task table lock");
+        let entry = table.get_mut(index)?;
+        if is_terminal(&entry.task) {
+            return None;
+        }
+        entry.task["status"] = json!(status);
+        entry.task["lastUpdatedAt"] = json!(now_rfc3339());
+        if status == "cancelled" {
+            entry.task["statusMessage"] = json!("The task was cancelled by request.");
+        }
+        result["_meta"] = json!({"io.modelcontextprotocol/related-task":
+                                 {"taskId": entry.task["taskId"]}});
+        entry.result = Some(result.clone());
+        if let Some(work) = entry.work.take() {
+            work.abort();
+        }
+        (entry.task.clone(), std::mem::take(&mut entry.waiters))
+    };
+    for id in waiters {
+        link.send(ok_line(&id, &result));
+    }
+    link.notify("notifications/tasks/status", task.clone());
+    Some(task)
+}
+
 /// Tasks answering a client request later that `notifications/cancelled` can
 /// abort, by the request id as compact JSON.
 type InFlight = Arc<Mutex<HashMap<String, (tokio::task::Id, AbortHandle)>>>;
@@ -467,12 +544,21 @@ struct Server {
     log_level: Mutex<Option<usize>>,
     /// URIs from `resources/subscribe` (sorted).
     subscriptions: Mutex<BTreeSet<String>>,
+    /// `--tasks`: task-augmented `slow` calls run as tasks.
+    tasks_enabled: bool,
+    /// The tasks created so far.
+    tasks: TaskTable,
 }
 
 impl Server {
     fn new(args: &Args, out: mpsc::Sender<Out>) -> Self {
         let name = &args.name;
         let mut tools = fixed_tools();
+        if args.tasks {
+            for tool in tools.iter_mut().filter(|t| t["name"] == "slow") {
+                tool["execution"] = json!({"taskSupport": "optional"});
+            }
+        }
         if args.protocol_tools {
             tools.extend(protocol_tools());
         }
@@ -512,6 +598,8 @@ impl Server {
             inflight: Arc::new(Mutex::new(HashMap::new())),
             log_level: Mutex::new(None),
             subscriptions: Mutex::new(BTreeSet::new()),
+            tasks_enabled: args.tasks,
+            tasks: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -622,6 +710,9 @@ impl Server {
             "tools/call" => self.call_tool(id, params.unwrap_or(Value::Null)),
             "prompts/get" => reply(&self.get_prompt(params.as_ref())?),
             "resources/read" => reply(&self.read_resource(params.as_ref())?),
+            "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/list" if self.tasks_enabled => {
+                self.task_request(id, method, params.as_ref())
+            }
             _ => Err(RpcError {
                 code: METHOD_NOT_FOUND,
                 message: "Method not found".into(),
@@ -650,10 +741,99 @@ impl Server {
             },
             "serverInfo": {"name": format!("mcpmux-test-upstream-{}", self.name), "version": "0.1.0"}
         });
+        if self.tasks_enabled {
+            result["capabilities"]["tasks"] =
+                json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}});
+        }
         if let Some(text) = &self.instructions {
             result["instructions"] = json!(text);
         }
         result
+    }
+
+    /// `tasks/get`, `tasks/result`, `tasks/cancel` and `tasks/list` (`--tasks`).
+    fn task_request(
+        &self,
+        id: &Value,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Result<Outcome, RpcError> {
+        if method == "tasks/list" {
+            if let Some(cursor) = params.and_then(|p| p.get("cursor")) {
+                return Err(invalid_params(format!("Unknown cursor: {cursor}")));
+            }
+            let table = self.tasks.lock().expect("task table lock");
+            let tasks: Vec<&Value> = table.iter().map(|e| &e.task).collect();
+            return Ok(Outcome::Reply(ok_line(id, &json!({ "tasks": tasks }))));
+        }
+        let task_id = params
+            .and_then(|p| p.get("taskId"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid_params(format!("{method} requires a string `taskId`")))?;
+        let unknown = || invalid_params(format!("Unknown task: {task_id}"));
+        let index = task_id
+            .strip_prefix("task-")
+            .and_then(|k| k.parse::<usize>().ok())
+            .and_then(|k| k.checked_sub(1))
+            .ok_or_else(unknown)?;
+        let mut table = self.tasks.lock().expect("task table lock");
+        let entry = table.get_mut(index).ok_or_else(unknown)?;
+        match method {
+            "tasks/get" => Ok(Outcome::Reply(ok_line(id, &entry.task))),
+            "tasks/result" => match &entry.result {
+                Some(result) => Ok(Outcome::Reply(ok_line(id, result))),
+                None => {
+                    entry.waiters.push(id.clone());
+                    Ok(Outcome::Silent)
+                }
+            },
+            _ => {
+                if is_terminal(&entry.task) {
+                    return Err(invalid_params(format!(
+                        "Cannot cancel task: already in terminal status '{}'",
+                        entry.task["status"].as_str().unwrap_or_default()
+                    )));
+                }
+                drop(table);
+                let task = end_task(
+                    &self.tasks,
+                    &self.link,
+                    index,
+                    "cancelled",
+                    error_result("task cancelled"),
+                )
+                .ok_or_else(unknown)?;
+                Ok(Outcome::Reply(ok_line(id, &task)))
+            }
+        }
+    }
+
+    /// A task-augmented `slow` call: creates task `task-<k>`, answers its CreateTaskResult and
+    /// sleeps `ms` in the background before completing it.
+    fn create_task(&self, id: &Value, params: &Value, ms: u64) -> Outcome {
+        let ttl = params["task"]
+            .get("ttl")
+            .and_then(Value::as_u64)
+            .unwrap_or(60_000);
+        let now = now_rfc3339();
+        let mut table = self.tasks.lock().expect("task table lock");
+        let index = table.len();
+        let task = json!({"taskId": format!("task-{}", index + 1), "status": "working",
+                          "createdAt": now, "lastUpdatedAt": now, "ttl": ttl});
+        let tasks = Arc::clone(&self.tasks);
+        let link = self.link.clone();
+        let work = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            let result = text_result(&format!("slept {ms}ms"));
+            end_task(&tasks, &link, index, "completed", result);
+        });
+        table.push(TaskEntry {
+            task: task.clone(),
+            result: None,
+            waiters: Vec::new(),
+            work: Some(work.abort_handle()),
+        });
+        Outcome::Reply(ok_line(id, &json!({ "task": task })))
     }
 
     /// Answers a list request with the page selected by `params.cursor`.
@@ -682,6 +862,13 @@ impl Server {
             .get("name")
             .and_then(Value::as_str)
             .ok_or_else(|| invalid_params("tools/call requires a string `name`"))?;
+        if self.tasks_enabled && params.get("task").is_some() && name != "slow" {
+            return Err(RpcError {
+                code: METHOD_NOT_FOUND,
+                message: format!("Tool {name} does not support task-augmented calls"),
+                data: None,
+            });
+        }
         match name {
             "echo" => {
                 let text = params.to_string();
@@ -703,6 +890,9 @@ impl Server {
                         invalid_params("slow: `ms` must be a non-negative integer")
                     })?,
                 };
+                if self.tasks_enabled && params.get("task").is_some() {
+                    return Ok(self.create_task(id, &params, ms));
+                }
                 let out = self.out.clone();
                 let answer_id = id.clone();
                 let result = text_result(&format!("slept {ms}ms"));

@@ -251,25 +251,56 @@ impl Gateway {
             .collect();
         let mut tasks = Vec::new();
         for upstream in listers {
-            let Reply::Result(result) = self
-                .upstream_request(&upstream, "tasks/list", &json!({}))
-                .await?
-            else {
-                continue;
+            // A per-session upstream's tasks live in this session's own instance, if it has one.
+            let target = match upstream.config().isolation {
+                Isolation::Shared => Some(upstream.clone()),
+                Isolation::PerSession => self
+                    .hub
+                    .existing_instance(upstream.name(), &host.session.id),
             };
-            let value: Value = serde_json::from_str(result.get()).map_err(internal)?;
-            for mut task in value["tasks"].as_array().cloned().unwrap_or_default() {
-                let exposed = expose_task_id(&upstream, &mut task);
-                if exposed.is_some_and(|id| {
-                    self.hub.task_owner(&id).as_deref() == Some(host.session.id.as_str())
-                }) {
-                    tasks.push(task);
+            let Some(target) = target else { continue };
+            let mut cursor: Option<String> = None;
+            for _ in 0..MAX_TASK_PAGES {
+                let params = cursor
+                    .as_ref()
+                    .map_or(json!({}), |c| json!({ "cursor": c }));
+                let value: Value = match self.upstream_request(&target, "tasks/list", &params).await
+                {
+                    Ok(Reply::Result(result)) => {
+                        serde_json::from_str(result.get()).map_err(internal)?
+                    }
+                    Ok(Reply::Error(error)) => {
+                        tracing::warn!(upstream = %upstream.name(), error = error.get(), "tasks/list failed; its tasks are left out.");
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(upstream = %upstream.name(), error = %e, "tasks/list failed; its tasks are left out.");
+                        break;
+                    }
+                };
+                for mut task in value["tasks"].as_array().cloned().unwrap_or_default() {
+                    let exposed = expose_task_id(&upstream, &mut task);
+                    let own = exposed.is_some_and(|id| {
+                        self.hub.task_owner(&id).as_deref() == Some(host.session.id.as_str())
+                    });
+                    if own {
+                        tasks.push(task);
+                    }
+                }
+                match value["nextCursor"].as_str() {
+                    Some(next) if !next.is_empty() && cursor.as_deref() != Some(next) => {
+                        cursor = Some(next.to_owned())
+                    }
+                    _ => break,
                 }
             }
         }
         Ok(Outcome::Result(to_raw(&json!({ "tasks": tasks }))))
     }
 }
+
+/// Most pages read from one upstream's `tasks/list`.
+const MAX_TASK_PAGES: usize = 100;
 
 /// Rewrites `taskId` in a task object to the exposed form; returns it.
 fn expose_task_id(upstream: &UpstreamHandle, task: &mut Value) -> Option<String> {
