@@ -83,8 +83,9 @@ impl Filter {
     }
 }
 
-fn encode_cursor(ts_us: u64, seq: u64) -> String {
-    URL_SAFE_NO_PAD.encode(block_key(ts_us, seq))
+/// The cursor that continues after `record`.
+pub fn cursor_after(record: &Record) -> String {
+    URL_SAFE_NO_PAD.encode(block_key(record.ts_us, record.seq))
 }
 
 fn decode_cursor(cursor: &str) -> Option<(u64, u64)> {
@@ -111,9 +112,7 @@ impl Store {
         let mut next_cursor = None;
         self.scan(filter, |record| {
             if records.len() == limit {
-                next_cursor = records
-                    .last()
-                    .map(|r: &Record| encode_cursor(r.ts_us, r.seq));
+                next_cursor = records.last().map(cursor_after);
                 return false;
             }
             records.push(record);

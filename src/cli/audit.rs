@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use crate::audit::{FilterArgs, Page, Record, StatRow, Store, Verification, now_us};
+use crate::audit::{FilterArgs, Page, Record, StatRow, Store, Verification, cursor_after, now_us};
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
@@ -273,7 +273,7 @@ pub async fn run(command: AuditCommand) -> anyhow::Result<bool> {
             records.reverse();
             let mut printer = Printer::new(format);
             printer.print(&records);
-            let mut cursor = records.last().map(cursor_of);
+            let mut cursor = records.last().map(cursor_after);
             if !follow {
                 return Ok(true);
             }
@@ -287,7 +287,7 @@ pub async fn run(command: AuditCommand) -> anyhow::Result<bool> {
                 let page = source.query(&args).await?;
                 printer.print(&page.records);
                 if let Some(last) = page.records.last() {
-                    cursor = Some(cursor_of(last));
+                    cursor = Some(cursor_after(last));
                 }
             }
         }
@@ -335,15 +335,6 @@ macro_rules! emit {
     }};
 }
 use emit;
-
-/// The cursor that continues after `record` (same encoding as the store's).
-fn cursor_of(record: &Record) -> String {
-    use base64::Engine as _;
-    let mut key = [0u8; 16];
-    key[..8].copy_from_slice(&record.ts_us.to_be_bytes());
-    key[8..].copy_from_slice(&record.seq.to_be_bytes());
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key)
-}
 
 struct Printer {
     format: Format,

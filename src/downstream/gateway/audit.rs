@@ -60,7 +60,9 @@ impl Gateway {
         }
         let (ended, code) = match outcome {
             Ok(Outcome::Result(result) | Outcome::Upstream(Reply::Result(result))) => {
+                // Only a result that mentions `isError` is parsed to read it.
                 let tool_error = method == "tools/call"
+                    && result.get().contains(r#""isError""#)
                     && serde_json::from_str::<ToolResultFlag>(result.get())
                         .is_ok_and(|r| r.is_error);
                 (
