@@ -23,7 +23,10 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Client, Daemon, MCPMUX, alive, descendants, poll_until, proc_kib, test_upstream};
+use common::{
+    Client, Daemon, MCPMUX, alive, assert_upstream_error, descendants, poll_until, proc_kib,
+    test_upstream,
+};
 use serde_json::{Value, json};
 
 const GOOD: [&str; 2] = ["good1", "good2"];
@@ -110,19 +113,6 @@ async fn timed_call(client: &Client, tool: &str, arguments: Value) -> (Value, Du
         .request("tools/call", json!({"name": tool, "arguments": arguments}))
         .await;
     (answer, started.elapsed())
-}
-
-/// Asserts `answer` is a JSON-RPC error with `code` that names `upstream`; its message.
-fn assert_upstream_error(answer: &Value, code: i64, upstream: &str) -> String {
-    let error = &answer["error"];
-    assert_eq!(error["code"], code, "unexpected answer: {answer}");
-    let message = error["message"].as_str().unwrap_or_default().to_owned();
-    assert!(
-        message.contains(&format!("`{upstream}`")),
-        "the message does not name `{upstream}`: {answer}"
-    );
-    assert_eq!(error["data"]["upstream"], upstream, "{answer}");
-    message
 }
 
 /// Asserts a successful `tools/call` answer whose first text block is `text`.

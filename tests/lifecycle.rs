@@ -10,7 +10,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    Client, Daemon, MCPMUX, TEST_UPSTREAM, alive, descendants, poll_until, test_upstream, toml_str,
+    Client, Daemon, MCPMUX, TEST_UPSTREAM, alive, assert_upstream_error, descendants, poll_until,
+    test_upstream, toml_str,
 };
 use serde_json::{Value, json};
 
@@ -20,19 +21,6 @@ fn comm(pid: u32) -> String {
         .unwrap_or_default()
         .trim()
         .to_owned()
-}
-
-/// Asserts `answer` is a JSON-RPC error with `code` whose message names `upstream`.
-fn assert_upstream_error(answer: &Value, code: i64, upstream: &str) -> String {
-    let error = &answer["error"];
-    assert_eq!(error["code"], code, "unexpected answer: {answer}");
-    let message = error["message"].as_str().unwrap_or_default().to_owned();
-    assert!(
-        message.contains(&format!("`{upstream}`")),
-        "the message does not name `{upstream}`: {answer}"
-    );
-    assert_eq!(error["data"]["upstream"], upstream, "{answer}");
-    message
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

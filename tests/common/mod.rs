@@ -236,6 +236,19 @@ impl Drop for Daemon {
     }
 }
 
+/// Asserts `answer` is a JSON-RPC error with `code` that names `upstream`; returns its message.
+pub fn assert_upstream_error(answer: &Value, code: i64, upstream: &str) -> String {
+    let error = &answer["error"];
+    assert_eq!(error["code"], code, "unexpected answer: {answer}");
+    let message = error["message"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        message.contains(&format!("`{upstream}`")),
+        "the message does not name `{upstream}`: {answer}"
+    );
+    assert_eq!(error["data"]["upstream"], upstream, "{answer}");
+    message
+}
+
 /// Polls `check` every 50 ms until it is true or `timeout` passes.
 pub async fn poll_until<F, Fut>(timeout: Duration, mut check: F) -> bool
 where
