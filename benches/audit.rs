@@ -305,11 +305,11 @@ fn build_store(store: &Store, n: u64) -> Res<u64> {
         let digest = (0..4).fold(String::from("sha256:"), |d, _| {
             d + &format!("{:016x}", rng.next())
         });
-        r.args = Some(json!({ "digest": digest }));
+        r.args = RawValue::from_string(json!({ "digest": digest }).to_string()).ok();
         batch.push(r);
         if batch.len() == BUILD_BATCH || i + 1 == n {
-            store.append(std::mem::take(&mut batch), &mut head)?;
-            batch.reserve(BUILD_BATCH);
+            store.append(&mut batch, &mut head)?;
+            batch.clear();
         }
         if (i + 1) % 200_000 == 0 {
             let rate = (i + 1) as f64 / secs(started.elapsed());

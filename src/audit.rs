@@ -4,11 +4,13 @@
 //!
 //! - `record`: the record, its canonical hash, argument redaction.
 //! - `store`: the sled trees, appending, retention, `verify`.
+//! - `segment`: the append-only files holding the records' bytes.
 //! - `writer`: the writer thread and [`AuditHandle`], the never-blocking way in.
 //! - `query`: filtered pages, cursors, statistics.
 
 mod query;
 mod record;
+mod segment;
 mod store;
 mod writer;
 

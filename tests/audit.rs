@@ -977,34 +977,60 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// A copy of the state directory `state` at `root/name`, its records edited by `edit`. The store
-/// keeps records in blocks (`blocks` tree: key → JSON array of records); `edit` gets every record
-/// in order and may change, remove or reorder them; each block is written back under its key
-/// (an emptied block is removed).
+/// keeps records in blocks: the `blocks` tree maps a block's key to where its bytes are (20 bytes:
+/// segment id, offset, length, big-endian), the bytes being the records as JSON lines in
+/// `segments/<id, 20 digits>.log`. `edit` gets every record in order and may change, remove or
+/// reorder them; the blocks are written back with as many records each as before, into one new
+/// segment, and re-pointed (an emptied block is removed).
 fn tampered(state: &Path, root: &Path, name: &str, edit: impl FnOnce(&mut Vec<Value>)) -> PathBuf {
     let dir = root.join(name);
-    copy_dir(&state.join("audit"), &dir.join("audit"));
-    let db = sled::open(dir.join("audit")).unwrap();
+    let audit = dir.join("audit");
+    copy_dir(&state.join("audit"), &audit);
+    let segment = |id: u64| audit.join("segments").join(format!("{id:020}.log"));
+    let db = sled::open(&audit).unwrap();
     let blocks = db.open_tree("blocks").unwrap();
     let mut layout = Vec::new();
     let mut all = Vec::new();
     for entry in blocks.iter() {
-        let (key, value) = entry.unwrap();
-        let records: Vec<Value> = serde_json::from_slice(&value).unwrap();
+        let (key, at) = entry.unwrap();
+        let id = u64::from_be_bytes(at[..8].try_into().unwrap());
+        let offset = u64::from_be_bytes(at[8..16].try_into().unwrap()) as usize;
+        let len = u32::from_be_bytes(at[16..20].try_into().unwrap()) as usize;
+        let bytes = std::fs::read(segment(id)).unwrap();
+        let records: Vec<Value> =
+            serde_json::Deserializer::from_slice(&bytes[offset..offset + len])
+                .into_iter()
+                .map(Result::unwrap)
+                .collect();
         layout.push((key, records.len()));
         all.extend(records);
     }
     edit(&mut all);
+    std::fs::remove_dir_all(audit.join("segments")).unwrap();
+    std::fs::create_dir(audit.join("segments")).unwrap();
     let mut rest = all.into_iter();
+    let mut written = Vec::new();
     for (key, len) in layout {
         let records: Vec<Value> = rest.by_ref().take(len).collect();
         if records.is_empty() {
             blocks.remove(key).unwrap();
-        } else {
-            blocks
-                .insert(key, serde_json::to_vec(&records).unwrap())
-                .unwrap();
+            continue;
         }
+        let offset = written.len() as u64;
+        for r in &records {
+            serde_json::to_writer(&mut written, r).unwrap();
+            written.push(b'\n');
+        }
+        let len = (written.len() as u64 - offset) as u32;
+        let at = [
+            &0u64.to_be_bytes()[..],
+            &offset.to_be_bytes(),
+            &len.to_be_bytes(),
+        ]
+        .concat();
+        blocks.insert(key, at).unwrap();
     }
+    std::fs::write(segment(0), written).unwrap();
     db.flush().unwrap();
     drop(blocks);
     drop(db);

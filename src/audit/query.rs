@@ -221,7 +221,7 @@ impl Store {
                     None => continue,
                 }
             } else {
-                serde_json::from_slice(&v).map_err(StoreError::from)?
+                self.read(&v)?
             };
             let records: Box<dyn Iterator<Item = Record>> = if filter.newest_first {
                 Box::new(block.into_iter().rev())

@@ -73,7 +73,7 @@ pub struct Record {
     pub response_bytes: Option<u64>,
     pub trace_id: Option<String>,
     /// Arguments per the redaction policy: absent, `{"digest": …}`, or the arguments themselves.
-    pub args: Option<Value>,
+    pub args: Option<Box<RawValue>>,
     /// For events: what happened (a reason, an error).
     pub detail: Option<String>,
     /// Hex SHA-256 of the previous record (the chain).
@@ -136,24 +136,47 @@ impl Record {
 
     /// The hash this record must carry after `prev_hash`.
     pub fn compute_hash(&self) -> String {
-        let mut canonical = self.clone();
-        canonical.hash = String::new();
-        let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
-        let mut h = Sha256::new();
-        h.update(self.prev_hash.as_bytes());
-        h.update(&bytes);
-        hex(&h.finalize())
+        let mut canonical = serde_json::to_vec(self).unwrap_or_default();
+        // `hash` is the last field and hex, so the JSON ends with `"hash":"<hex>"}`: dropping the
+        // hex gives the canonical encoding (the record with `hash` empty) without a copy.
+        canonical.truncate(canonical.len().saturating_sub(self.hash.len() + 2));
+        canonical.extend_from_slice(b"\"}");
+        chain_hash(&self.prev_hash, &canonical)
+    }
+
+    /// Chains the record after `prev_hash` (setting `prev_hash` and `hash`) and appends its
+    /// stored form, one JSON line, to `out`. The record is serialized once.
+    pub fn seal(&mut self, prev_hash: String, out: &mut Vec<u8>) {
+        self.prev_hash = prev_hash;
+        self.hash = String::new();
+        let start = out.len();
+        if serde_json::to_writer(&mut *out, self).is_err() {
+            out.truncate(start);
+            return;
+        }
+        self.hash = chain_hash(&self.prev_hash, &out[start..]);
+        // Put the hash into the empty `"hash":""` that ends the line.
+        out.truncate(out.len() - 2);
+        out.extend_from_slice(self.hash.as_bytes());
+        out.extend_from_slice(b"\"}\n");
     }
 }
 
+fn chain_hash(prev_hash: &str, canonical: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(prev_hash.as_bytes());
+    h.update(canonical);
+    hex(&h.finalize())
+}
+
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    s
 }
 
 pub fn now_us() -> u64 {
@@ -188,8 +211,9 @@ impl Redactor {
         }
     }
 
-    /// The `args` field for arguments `raw` under `mode`.
-    pub fn apply(&self, raw: Option<&RawValue>, mode: Redaction) -> Option<Value> {
+    /// The `args` field for arguments `raw` under `mode`: kept as JSON text, so the record's
+    /// encoding is the text itself.
+    pub fn apply(&self, raw: Option<&RawValue>, mode: Redaction) -> Option<Box<RawValue>> {
         let raw = raw?;
         if mode == Redaction::None {
             return None;
@@ -199,21 +223,19 @@ impl Redactor {
             .secret_keys
             .iter()
             .any(|k| contains_ignore_case(bytes, k));
-        match (mode, needs_mask) {
-            (Redaction::Digest, false) => {
-                Some(serde_json::json!({ "digest": digest(bytes.as_bytes()) }))
-            }
+        let text = match (mode, needs_mask) {
+            (Redaction::Digest, false) => digest_object(bytes.as_bytes()),
             (mode, _) => {
                 let mut value: Value = serde_json::from_str(bytes).ok()?;
                 self.mask(&mut value);
+                let masked = value.to_string();
                 match mode {
-                    Redaction::Full => Some(value),
-                    _ => Some(
-                        serde_json::json!({ "digest": digest(&serde_json::to_vec(&value).unwrap_or_default()) }),
-                    ),
+                    Redaction::Full => masked,
+                    _ => digest_object(masked.as_bytes()),
                 }
             }
-        }
+        };
+        RawValue::from_string(text).ok()
     }
 
     fn mask(&self, value: &mut Value) {
@@ -242,8 +264,9 @@ fn contains_ignore_case(haystack: &str, needle: &str) -> bool {
             .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
-fn digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex(&Sha256::digest(bytes)))
+/// `{"digest":"sha256:<hex>"}` for `bytes`.
+fn digest_object(bytes: &[u8]) -> String {
+    format!(r#"{{"digest":"sha256:{}"}}"#, hex(&Sha256::digest(bytes)))
 }
 
 #[cfg(test)]
@@ -258,17 +281,22 @@ mod tests {
     fn redaction_modes_and_secret_masking() {
         let r = Redactor::new(&["password".into(), "token".into()]);
         let args = raw(r#"{"path":"/x","apiToken":"abc","nested":{"Password":"p"}}"#);
-        assert_eq!(r.apply(Some(&args), Redaction::None), None);
-        let full = r.apply(Some(&args), Redaction::Full).unwrap_or_default();
+        assert!(r.apply(Some(&args), Redaction::None).is_none());
+        let value = |v: Option<Box<RawValue>>| -> Value {
+            v.map_or(Value::Null, |v| {
+                serde_json::from_str(v.get()).unwrap_or_default()
+            })
+        };
+        let full = value(r.apply(Some(&args), Redaction::Full));
         assert_eq!(full["apiToken"], "***");
         assert_eq!(full["nested"]["Password"], "***");
         assert_eq!(full["path"], "/x");
-        let a = r.apply(Some(&raw(r#"{"q":1}"#)), Redaction::Digest);
-        let b = r.apply(Some(&raw(r#"{"q":1}"#)), Redaction::Digest);
-        let c = r.apply(Some(&raw(r#"{"q":2}"#)), Redaction::Digest);
+        let a = value(r.apply(Some(&raw(r#"{"q":1}"#)), Redaction::Digest));
+        let b = value(r.apply(Some(&raw(r#"{"q":1}"#)), Redaction::Digest));
+        let c = value(r.apply(Some(&raw(r#"{"q":2}"#)), Redaction::Digest));
         assert_eq!(a, b);
         assert_ne!(a, c);
-        let secret_digest = r.apply(Some(&args), Redaction::Digest).unwrap_or_default();
+        let secret_digest = value(r.apply(Some(&args), Redaction::Digest));
         assert!(
             secret_digest["digest"]
                 .as_str()
@@ -283,5 +311,26 @@ mod tests {
         let h = r.compute_hash();
         r.session = Some("s2".into());
         assert_ne!(h, r.compute_hash());
+    }
+
+    #[test]
+    fn sealed_line_is_the_record_and_its_hash_is_over_the_canonical_encoding() {
+        let mut r = Record::event("upstream.crashed", Some("fs"), None, Some("exit 1".into()));
+        r.args = Some(raw(r#"{"q": "a \"quoted\" value"}"#));
+        let mut out = b"before\n".to_vec();
+        r.seal("ab".repeat(32), &mut out);
+        let line = out.strip_prefix(b"before\n").unwrap_or_default();
+        assert_eq!(line.last(), Some(&b'\n'));
+        let stored: Record = serde_json::from_slice(line).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(stored.hash, r.hash);
+        assert_eq!(stored.prev_hash, "ab".repeat(32));
+        assert_eq!(stored.compute_hash(), r.hash);
+        let mut canonical = r.clone();
+        canonical.hash = String::new();
+        let mut h = Sha256::new();
+        h.update(r.prev_hash.as_bytes());
+        h.update(serde_json::to_vec(&canonical).unwrap_or_default());
+        assert_eq!(hex(&h.finalize()), r.hash);
+        assert_eq!(hex(&[0x00, 0x9f, 0xff]), "009fff");
     }
 }

@@ -1,23 +1,29 @@
-//! The audit store in sled. Records are written in blocks — one sled entry per batch the writer
-//! commits — so a busy gateway costs a few sled operations per batch, not per record.
+//! The audit store: sled holds the ordered directory of blocks, the indexes and the chain's head;
+//! the records' bytes are in append-only segment files beside it ([`super::segment`]). Records
+//! are written in blocks — one per batch the writer commits — so a busy gateway costs one write,
+//! one `fdatasync` and one small sled transaction per batch, not per record.
 //!
 //! Trees:
-//! - `blocks`: first_ts‖first_seq (big-endian) → the JSON array of the block's records. Record
-//!   times are kept non-decreasing by the writer, so key order is both time and sequence order:
-//!   a time range is one range scan.
+//! - `blocks`: first_ts‖first_seq (big-endian) → where the block's bytes are (a [`Location`]).
+//!   Record times are kept non-decreasing by the writer, so key order is both time and sequence
+//!   order: a time range is one range scan.
 //! - `index`: field tag‖value‖0‖block key → (), for upstream (`u`), tool (`t`) and session (`s`),
 //!   one entry per block that holds such a record.
 //! - `meta`: the head (next seq, last hash, last time), the checkpoint retention prunes to, the
 //!   byte count.
 //!
-//! Only the writer thread appends and prunes; queries read concurrently.
+//! A block's bytes are its records as JSON lines, each carrying its hash and its predecessor's;
+//! a block is durable in its segment before sled records where it is. Only the writer thread
+//! appends and prunes; queries read concurrently.
 
-use std::collections::BTreeSet;
+use std::collections::HashSet;
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
 use super::record::Record;
+use super::segment::{Location, Segments};
 
 /// What went wrong with the store.
 #[derive(Debug, thiserror::Error)]
@@ -26,10 +32,18 @@ pub enum StoreError {
         "cannot open the audit store at {path}: {source} (another mcpmux may have it open; use its admin API)"
     )]
     Open { path: String, source: sled::Error },
+    #[error(
+        "the audit store at {0} was written by an older mcpmux in another layout: move it aside (or delete it) and start again"
+    )]
+    OldLayout(String),
     #[error("audit store: {0}")]
     Sled(#[from] sled::Error),
+    #[error("audit store: segment file: {0}")]
+    Io(#[from] std::io::Error),
     #[error("audit store: a block is not readable: {0}")]
     Decode(#[from] serde_json::Error),
+    #[error("audit store: a block entry is not a location")]
+    Entry,
 }
 
 /// Where the chain continues from.
@@ -73,6 +87,9 @@ pub struct Store {
     blocks: sled::Tree,
     index: sled::Tree,
     meta: sled::Tree,
+    segments: Arc<Segments>,
+    /// The writer's encoding buffer, kept between batches.
+    encoded: Arc<Mutex<Vec<u8>>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -83,8 +100,9 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// sled's page cache (its default, 1 GiB, would let the daemon grow far beyond its budget).
-const CACHE_BYTES: u64 = 8 * 1024 * 1024;
+/// sled's page cache (its default, 1 GiB, would let the daemon grow far beyond its budget). sled
+/// holds only small entries, so this is plenty.
+const CACHE_BYTES: u64 = 2 * 1024 * 1024;
 
 const HEAD: &[u8] = b"head";
 const CHECKPOINT: &[u8] = b"checkpoint";
@@ -113,8 +131,9 @@ pub(super) fn index_prefix(field: IndexField, value: &str) -> Vec<u8> {
 }
 
 /// The index entries a block needs: one per distinct indexed value.
-fn index_entries(records: &[Record], block: &[u8; 16]) -> BTreeSet<Vec<u8>> {
-    let mut keys = BTreeSet::new();
+fn index_entries(records: &[Record], block: &[u8; 16]) -> Vec<Vec<u8>> {
+    let mut seen = HashSet::new();
+    let mut keys = Vec::new();
     for r in records {
         let fields = [
             (IndexField::Upstream, &r.upstream),
@@ -122,12 +141,22 @@ fn index_entries(records: &[Record], block: &[u8; 16]) -> BTreeSet<Vec<u8>> {
             (IndexField::Session, &r.session),
         ];
         for (field, value) in fields {
-            if let Some(value) = value {
-                keys.insert(index_key(field, value, block));
+            if let Some(value) = value.as_deref() {
+                if seen.insert((field as u8, value)) {
+                    keys.push(index_key(field, value, block));
+                }
             }
         }
     }
     keys
+}
+
+fn head_after(record: &Record) -> Head {
+    Head {
+        next_seq: record.seq + 1,
+        last_hash: record.hash.clone(),
+        last_ts: record.ts_us,
+    }
 }
 
 impl Store {
@@ -135,76 +164,176 @@ impl Store {
         let db = sled::Config::new()
             .path(dir)
             .mode(sled::Mode::HighThroughput)
-            // Recent blocks are what queries read; older ones come from disk. Keeps the daemon small.
             .cache_capacity(CACHE_BYTES)
             .open()
             .map_err(|source| StoreError::Open {
                 path: dir.display().to_string(),
                 source,
             })?;
-        Ok(Self {
-            blocks: db.open_tree("blocks")?,
+        let blocks = db.open_tree("blocks")?;
+        if let Some((_, v)) = blocks.first()? {
+            if Location::from_bytes(&v).is_none() {
+                return Err(StoreError::OldLayout(dir.display().to_string()));
+            }
+        }
+        let store = Self {
+            blocks,
             index: db.open_tree("index")?,
             meta: db.open_tree("meta")?,
+            segments: Arc::new(Segments::open(dir)?),
+            encoded: Arc::default(),
             db,
-        })
+        };
+        let recovered = store.recover()?;
+        if recovered > 0 {
+            tracing::warn!(
+                recovered,
+                "Audit: indexed records written just before an unclean stop."
+            );
+        }
+        Ok(store)
     }
 
     /// Where appending continues: after the last record (or the retention checkpoint).
     pub fn head(&self) -> Result<Head, StoreError> {
         if let Some((_, value)) = self.blocks.last()? {
-            let block: Vec<Record> = serde_json::from_slice(&value)?;
-            if let Some(last) = block.last() {
-                return Ok(Head {
-                    next_seq: last.seq + 1,
-                    last_hash: last.hash.clone(),
-                    last_ts: last.ts_us,
-                });
+            if let Some(last) = self.read(&value)?.last() {
+                return Ok(head_after(last));
             }
         }
         Ok(self.checkpoint()?.unwrap_or_default())
     }
 
-    /// Numbers, chains and writes `batch` as one block; `head` moves past it.
-    pub fn append(&self, mut batch: Vec<Record>, head: &mut Head) -> Result<(), StoreError> {
+    /// Numbers, chains and writes `batch` as one block; `head` moves past it. The block is synced
+    /// to its segment before it is indexed, so when this returns the records are durable.
+    pub fn append(&self, batch: &mut [Record], head: &mut Head) -> Result<(), StoreError> {
         let Some(first_seq) = (!batch.is_empty()).then_some(head.next_seq) else {
             return Ok(());
         };
-        for record in &mut batch {
+        let mut bytes = self.encoded.lock().unwrap_or_else(PoisonError::into_inner);
+        bytes.clear();
+        for record in batch.iter_mut() {
             record.seq = head.next_seq;
             record.ts_us = record.ts_us.max(head.last_ts);
-            record.prev_hash = std::mem::take(&mut head.last_hash);
-            record.hash = record.compute_hash();
+            record.seal(std::mem::take(&mut head.last_hash), &mut bytes);
             head.next_seq += 1;
             head.last_ts = record.ts_us;
             head.last_hash.clone_from(&record.hash);
         }
-        let key = block_key(batch[0].ts_us, first_seq);
-        let value = serde_json::to_vec(&batch)?;
-        let bytes = value.len() as u64;
+        let at = self.segments.append(first_seq, &bytes)?;
+        drop(bytes);
+        self.index_block(batch, at, head)
+    }
+
+    /// Records in sled where the block `records` is and that the chain now ends at `head`. The
+    /// block's entry goes in last: sled recovers a prefix of its log, so a block whose entry
+    /// survived a crash has its index entries and head too, and one whose entry was lost is
+    /// indexed again by [`Store::recover`].
+    fn index_block(&self, records: &[Record], at: Location, head: &Head) -> Result<(), StoreError> {
+        let Some(first) = records.first() else {
+            return Ok(());
+        };
+        let key = block_key(first.ts_us, first.seq);
         let mut index = sled::Batch::default();
-        for k in index_entries(&batch, &key) {
+        for k in index_entries(records, &key) {
             index.insert(k, &[]);
         }
-        self.blocks.insert(key, value)?;
         self.index.apply_batch(index)?;
         self.meta.insert(HEAD, serde_json::to_vec(head)?)?;
         self.meta.update_and_fetch(BYTES, |old| {
-            Some((counter(old) + bytes).to_be_bytes().to_vec())
+            Some((counter(old) + u64::from(at.len)).to_be_bytes().to_vec())
         })?;
+        self.blocks.insert(key, &at.to_bytes())?;
         Ok(())
     }
 
-    /// Makes everything written so far durable.
+    /// Indexes the records that reached a segment but not sled: sled writes its log lazily, so
+    /// after a kill the last blocks' entries may be missing while their bytes are on disk. Reads
+    /// on from the end of the last indexed block (or the start of newer segments) and takes every
+    /// whole line that continues the chain; the first that does not ends that segment's
+    /// recovery (a torn write at a crash). Returns how many records came back.
+    fn recover(&self) -> Result<u64, StoreError> {
+        let mut head = self.head()?;
+        let resume = match self.blocks.last()? {
+            Some((_, v)) => {
+                let at = Location::from_bytes(&v).ok_or(StoreError::Entry)?;
+                (at.segment, at.offset + u64::from(at.len))
+            }
+            None => (0, 0),
+        };
+        let mut recovered = 0;
+        for id in self.segments.ids()? {
+            if id < resume.0 {
+                continue;
+            }
+            let from = if id == resume.0 { resume.1 } else { 0 };
+            let bytes = self.segments.read_from(id, from)?;
+            let mut records = Vec::new();
+            let (mut start, mut end) = (from, from);
+            let mut pos = from;
+            for line in bytes.split_inclusive(|b| *b == b'\n') {
+                pos += line.len() as u64;
+                let Some(record) = line
+                    .strip_suffix(b"\n")
+                    .and_then(|l| serde_json::from_slice::<Record>(l).ok())
+                else {
+                    break;
+                };
+                if record.seq < head.next_seq && records.is_empty() {
+                    // Already indexed, or pruned: recovery starts after it.
+                    start = pos;
+                    continue;
+                }
+                if record.seq != head.next_seq
+                    || record.prev_hash != head.last_hash
+                    || record.compute_hash() != record.hash
+                {
+                    break;
+                }
+                head = head_after(&record);
+                end = pos;
+                records.push(record);
+            }
+            if !records.is_empty() {
+                let len = u32::try_from(end - start).map_err(|_| StoreError::Entry)?;
+                let at = Location {
+                    segment: id,
+                    offset: start,
+                    len,
+                };
+                self.index_block(&records, at, &head)?;
+                recovered += records.len() as u64;
+            }
+        }
+        if recovered > 0 {
+            self.db.flush()?;
+        }
+        Ok(recovered)
+    }
+
+    /// Writes sled's log (block entries, indexes, head) to disk. Records are durable without it:
+    /// each block is synced to its segment before sled hears of it, and [`Store::open`] indexes
+    /// any block whose entry was lost.
     pub fn flush(&self) -> Result<(), StoreError> {
         self.db.flush()?;
         Ok(())
     }
 
+    /// The records of the block whose directory entry is `entry`.
+    pub(super) fn read(&self, entry: &[u8]) -> Result<Vec<Record>, StoreError> {
+        let at = Location::from_bytes(entry).ok_or(StoreError::Entry)?;
+        let bytes = self.segments.read(at)?;
+        bytes
+            .split(|b| *b == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(|line| serde_json::from_slice(line).map_err(StoreError::from))
+            .collect()
+    }
+
     /// The records of the block at `key`, if it exists.
     pub(super) fn block(&self, key: &[u8]) -> Result<Option<Vec<Record>>, StoreError> {
         match self.blocks.get(key)? {
-            Some(v) => Ok(Some(serde_json::from_slice(&v)?)),
+            Some(v) => Ok(Some(self.read(&v)?)),
             None => Ok(None),
         }
     }
@@ -229,7 +358,7 @@ impl Store {
         self.len() == 0
     }
 
-    /// Bytes of record JSON stored.
+    /// Bytes of records stored.
     pub fn bytes(&self) -> u64 {
         self.meta
             .get(BYTES)
@@ -246,14 +375,16 @@ impl Store {
     }
 
     /// Removes blocks from the old end while their records are older than `min_ts_us` or while
-    /// the store holds more than `max_bytes`; the chain stays verifiable from the checkpoint.
+    /// the store holds more than `max_bytes`, then the segments nothing points into any more;
+    /// the chain stays verifiable from the checkpoint.
     pub fn prune(&self, min_ts_us: u64, max_bytes: u64) -> Result<usize, StoreError> {
         let mut removed = 0;
         let mut bytes = self.bytes();
         let mut checkpoint = None;
         for entry in self.blocks.iter() {
             let (key, value) = entry?;
-            let block: Vec<Record> = serde_json::from_slice(&value)?;
+            let at = Location::from_bytes(&value).ok_or(StoreError::Entry)?;
+            let block = self.read(&value)?;
             let Some(last) = block.last() else { continue };
             if last.ts_us >= min_ts_us && bytes <= max_bytes {
                 break;
@@ -263,26 +394,28 @@ impl Store {
                 self.index.remove(k)?;
             }
             self.blocks.remove(&key)?;
-            bytes = bytes.saturating_sub(value.len() as u64);
-            checkpoint = Some(Head {
-                next_seq: last.seq + 1,
-                last_hash: last.hash.clone(),
-                last_ts: last.ts_us,
-            });
+            bytes = bytes.saturating_sub(u64::from(at.len));
+            checkpoint = Some(head_after(last));
             removed += block.len();
         }
         if let Some(checkpoint) = checkpoint {
             self.meta
                 .insert(CHECKPOINT, serde_json::to_vec(&checkpoint)?)?;
             self.meta.insert(BYTES, &bytes.to_be_bytes())?;
+            self.db.flush()?;
+            let first_kept = match self.blocks.first()? {
+                Some((_, v)) => Some(Location::from_bytes(&v).ok_or(StoreError::Entry)?.segment),
+                None => None,
+            };
+            self.segments.remove_before(first_kept)?;
         }
         Ok(removed)
     }
 
     /// Walks the chain: consecutive sequence numbers from the checkpoint, each record's
     /// `prev_hash` equal to the previous hash, each hash recomputed, each block under its first
-    /// record's key, and the last record equal to the head. Reports the first break at the
-    /// position where the chain stops being whole.
+    /// record's key, and the last record equal to the head.
+    /// Reports the first break at the position where the chain stops being whole.
     pub fn verify(&self) -> Result<Verification, StoreError> {
         let start = self.checkpoint()?.unwrap_or_default();
         let first_seq = start.next_seq;
@@ -297,7 +430,7 @@ impl Store {
         for entry in self.blocks.iter() {
             let (key, value) = entry?;
             let at = expected.next_seq;
-            let block: Vec<Record> = match serde_json::from_slice(&value) {
+            let block = match self.read(&value) {
                 Ok(b) => b,
                 Err(e) => return Ok(broke(checked, at, format!("a block is not readable: {e}"))),
             };
@@ -324,11 +457,7 @@ impl Store {
                     let problem = "its content does not match its hash (edited)";
                     return Ok(broke(checked, at, problem.into()));
                 }
-                expected = Head {
-                    next_seq: at + 1,
-                    last_hash: record.hash.clone(),
-                    last_ts: record.ts_us,
-                };
+                expected = head_after(record);
                 checked += 1;
             }
             if let Some(first) = block.first() {
@@ -364,4 +493,87 @@ impl Store {
 fn counter(v: Option<&[u8]>) -> u64 {
     v.and_then(|v| v.try_into().ok())
         .map_or(0, u64::from_be_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::record::{Kind, Outcome};
+
+    fn batch(n: usize, upstream: &str) -> Vec<Record> {
+        (0..n)
+            .map(|i| {
+                let mut r = Record::new(Kind::Request, "tools/call", Outcome::Ok);
+                r.upstream = Some(upstream.to_owned());
+                r.target = Some(format!("{upstream}__tool{i}"));
+                r
+            })
+            .collect()
+    }
+
+    fn seqs(store: &Store) -> Vec<u64> {
+        let mut seqs = Vec::new();
+        for entry in store.blocks().iter() {
+            let (_, v) = entry.unwrap_or_else(|e| panic!("{e}"));
+            let block = store.read(&v).unwrap_or_else(|e| panic!("{e}"));
+            seqs.extend(block.iter().map(|r| r.seq));
+        }
+        seqs
+    }
+
+    fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
+        r.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// sled's log lags the segments: blocks whose entries were lost (a kill before sled wrote
+    /// them) are indexed again at open; a torn line after them is left out, and appending goes
+    /// on from the last whole record.
+    #[test]
+    fn open_indexes_blocks_sled_lost_and_skips_a_torn_tail() {
+        let dir = ok(tempfile::tempdir());
+        let mut head = Head::default();
+        {
+            let store = ok(Store::open(dir.path()));
+            for upstream in ["a", "b", "c"] {
+                ok(store.append(&mut batch(4, upstream), &mut head));
+            }
+            ok(store.flush());
+            // The last two blocks' entries and index entries vanish, as if sled never wrote them.
+            let keys: Vec<_> = store.blocks().iter().keys().skip(1).map(ok).collect();
+            for key in keys {
+                ok(store.blocks().remove(key));
+            }
+            let lost: Vec<_> = store.index().iter().keys().map(ok).collect();
+            for key in lost.iter().filter(|k| !k.starts_with(b"ua\0")) {
+                ok(store.index().remove(key));
+            }
+            ok(store.flush());
+        }
+        let segment = ok(std::fs::read_dir(dir.path().join("segments")))
+            .map(|e| ok(e).path())
+            .next()
+            .unwrap_or_default();
+        let mut torn = ok(std::fs::OpenOptions::new().append(true).open(&segment));
+        ok(std::io::Write::write_all(
+            &mut torn,
+            br#"{"seq":12,"ts_us":"#,
+        ));
+        drop(torn);
+
+        let store = ok(Store::open(dir.path()));
+        assert_eq!(seqs(&store), (0..12).collect::<Vec<_>>());
+        let filter = |upstream: &str| crate::audit::Filter {
+            upstream: Some(upstream.to_owned()),
+            ..Default::default()
+        };
+        let page = ok(store.query(&filter("c")));
+        assert_eq!(page.records.len(), 4, "the recovered block is indexed");
+        let mut head = ok(store.head());
+        assert_eq!(head.next_seq, 12);
+        ok(store.append(&mut batch(2, "d"), &mut head));
+        let verified = ok(store.verify());
+        assert!(verified.ok, "{verified:?}");
+        assert_eq!(verified.checked, 14);
+        assert_eq!(seqs(&store), (0..14).collect::<Vec<_>>());
+    }
 }

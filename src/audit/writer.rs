@@ -1,8 +1,9 @@
 //! The audit writer: a thread that owns appending to the store. Records arrive over a bounded
 //! channel from [`AuditHandle::record`], which never blocks a call: when the channel is full the
-//! record is dropped and counted (reported in status and logs). The writer commits in batches and,
-//! with the default durability, flushes once per batch; it also applies retention. sled calls block,
-//! so the writer is a thread of its own rather than a task on the runtime.
+//! record is dropped and counted (reported in status and logs). The writer commits in batches —
+//! with the default durability a batch is on disk before the next one starts; with `record`, each
+//! record — and applies retention. File and sled calls block, so the writer is a thread of its own
+//! rather than a task on the runtime.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -158,7 +159,7 @@ pub(super) fn background_priority() {
         NormalThreadSchedulePolicy, ThreadSchedulePolicy, set_thread_priority_and_policy,
         thread_native_id,
     };
-    let policy = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Batch);
+    let policy = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
     if let Err(e) = set_thread_priority_and_policy(
         thread_native_id(),
         thread_priority::ThreadPriority::Min,
@@ -208,6 +209,11 @@ impl Writer {
                 next = rx.try_recv().ok();
             }
             self.commit(&mut batch);
+            if !waiting.is_empty() {
+                if let Err(e) = self.store.flush() {
+                    tracing::error!(error = %e, "Could not flush the audit store.");
+                }
+            }
             for tx in waiting.drain(..) {
                 let _ = tx.send(());
             }
@@ -217,28 +223,27 @@ impl Writer {
             }
         }
         self.commit(&mut batch);
+        let _ = self.store.flush();
     }
 
     fn commit(&mut self, batch: &mut Vec<Record>) {
         if batch.is_empty() {
             return;
         }
-        let mut records = std::mem::take(batch);
-        for r in &mut records {
+        for r in batch.iter_mut() {
             if let Some((raw, mode)) = r.raw_args.take() {
                 r.args = self.redactor.apply(Some(&raw), mode);
             }
         }
+        // Each append is on disk when it returns (see `Store::append`).
         let outcome = match self.durability {
-            Durability::Batch => self
-                .store
-                .append(records, &mut self.head)
-                .and_then(|()| self.store.flush()),
-            Durability::Record => records.into_iter().try_for_each(|r| {
-                self.store.append(vec![r], &mut self.head)?;
-                self.store.flush()
-            }),
+            Durability::Batch => self.store.append(batch, &mut self.head),
+            Durability::Record => batch
+                .chunks_mut(1)
+                .try_for_each(|r| self.store.append(r, &mut self.head)),
         };
+        // The batch's memory is kept for the next one.
+        batch.clear();
         if let Err(e) = outcome {
             tracing::error!(error = %e, "Could not write audit records.");
         }
