@@ -159,7 +159,7 @@ pub(super) fn background_priority() {
         NormalThreadSchedulePolicy, ThreadSchedulePolicy, set_thread_priority_and_policy,
         thread_native_id,
     };
-    let policy = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+    let policy = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Batch);
     if let Err(e) = set_thread_priority_and_policy(
         thread_native_id(),
         thread_priority::ThreadPriority::Min,
