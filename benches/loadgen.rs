@@ -10,9 +10,15 @@
 //!
 //! `--audit` chooses the daemon's audit log: `off` (`[audit] enabled = false`), `on` (the
 //! default settings: durability `batch`), or `both` (default): the `mcpmux` mode then runs twice,
-//! audit off and then on, each with a fresh daemon, and the p50/p99 difference is printed. For
+//! audit off and then on, each with a fresh daemon, and the p50/p99 difference is printed
+//! (`--repeat N`: N such pairs, alternating, and the difference of the medians). For
 //! each `mcpmux` run, the audit records the daemon dropped (queue full) are read from its admin
 //! API (`GET /status`, `audit.dropped`) after the measured calls.
+//!
+//! `--rate R` makes it open loop: call i starts at i/R s (or when a caller is free), which measures
+//! latency at a load the machine carries rather than at saturation. tokio's timer has 1 ms
+//! granularity, so the calls due within one millisecond start together: the load comes in small
+//! bursts. Each call is timed from when it starts.
 //!
 //! Reported per mode, for the measured calls (after a warm-up): throughput (calls/s), latency
 //! (p50/p90/p99 µs); for `mcpmux` also the gateway's own CPU per call (utime+stime of the daemon
@@ -24,7 +30,8 @@
 //!
 //! ```text
 //! cargo bench --bench loadgen -- [--calls N (20000)] [--concurrency C (16)] [--warmup N (1000)]
-//!     [--upstreams U (1)] [--mode direct|mcpmux|both] [--audit on|off|both] [--json]
+//!     [--rate R (0: closed loop)] [--upstreams U (1)] [--mode direct|mcpmux|both]
+//!     [--audit on|off|both] [--repeat N (1)] [--json]
 //!     [--mcpmux PATH] [--upstream-cmd "CMD ARGS..."]
 //! ```
 //!
@@ -63,6 +70,10 @@ struct Args {
     /// Concurrent callers, each keeping one call in flight.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// Open loop: start calls at this many per second (each taken by a free caller); 0 = closed
+    /// loop.
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
     /// Unmeasured calls before the measured ones.
     #[arg(long, default_value_t = 1_000)]
     warmup: u64,
@@ -74,6 +85,10 @@ struct Args {
     /// The daemon's audit log: off, on (default settings), or both (two mcpmux runs).
     #[arg(long, default_value = "both", value_parser = ["on", "off", "both"])]
     audit: String,
+    /// Runs of the `mcpmux` mode (audit off and on alternating with `--audit both`); the audit
+    /// difference compares the medians.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -466,9 +481,15 @@ impl Target {
     }
 }
 
-/// `total` calls by `conc` closed-loop callers; fails if more than 1% fail. Returns the sorted
-/// latencies (µs) of the successful calls, the number of failed ones and the elapsed time.
-async fn run_phase(t: &Arc<Target>, total: u64, conc: usize) -> Res<(Vec<u64>, u64, f64)> {
+/// `total` calls by `conc` callers, closed loop or (`rate` > 0) each call started at its slot of
+/// an even schedule; fails if more than 1% fail. Returns the sorted latencies (µs) of the
+/// successful calls, the number of failed ones and the elapsed time.
+async fn run_phase(
+    t: &Arc<Target>,
+    total: u64,
+    conc: usize,
+    rate: f64,
+) -> Res<(Vec<u64>, u64, f64)> {
     let (done, errors) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let first_error: Arc<Mutex<Option<String>>> = Arc::default();
     let (limit, start) = (total / 100, Instant::now());
@@ -478,7 +499,15 @@ async fn run_phase(t: &Arc<Target>, total: u64, conc: usize) -> Res<(Vec<u64>, u
         let first = first_error.clone();
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
-            while done.fetch_add(1, Relaxed) < total && errors.load(Relaxed) <= limit {
+            loop {
+                let i = done.fetch_add(1, Relaxed);
+                if i >= total || errors.load(Relaxed) > limit {
+                    break;
+                }
+                if rate > 0.0 {
+                    let due = start + Duration::from_secs_f64(i as f64 / rate);
+                    tokio::time::sleep_until(due.into()).await;
+                }
                 let begin = Instant::now();
                 if let Err(e) = t.call().await {
                     errors.fetch_add(1, Relaxed);
@@ -507,11 +536,11 @@ async fn run_phase(t: &Arc<Target>, total: u64, conc: usize) -> Res<(Vec<u64>, u
 /// Warm-up, then the measured calls, between two calls of `probe`; returns the report.
 async fn measure(mode: &str, t: Target, args: &Args, mut probe: impl FnMut()) -> Res<Value> {
     let (t, conc) = (Arc::new(t), args.concurrency);
-    let warmup = run_phase(&t, args.warmup, conc).await;
+    let warmup = run_phase(&t, args.warmup, conc, args.rate).await;
     warmup.map_err(ctx("warm-up"))?;
     eprintln!("loadgen: {mode}: {} calls, concurrency {conc}", args.calls);
     probe();
-    let measured = run_phase(&t, args.calls, conc).await;
+    let measured = run_phase(&t, args.calls, conc, args.rate).await;
     probe();
     let (lat, errors, secs) = measured.map_err(ctx("measured calls"))?;
     let n = lat.len();
@@ -519,7 +548,8 @@ async fn measure(mode: &str, t: Target, args: &Args, mut probe: impl FnMut()) ->
     let pct = |q: f64| lat.get(rank(q)).copied();
     let calls_per_s = (n as f64 / secs * 10.0).round() / 10.0;
     let (p50, p90, p99) = (pct(0.50), pct(0.90), pct(0.99));
-    let report = json!({"mode": mode, "calls": n as u64 + errors, "concurrency": conc,
+    let rate = (args.rate > 0.0).then_some(args.rate);
+    let report = json!({"mode": mode, "calls": n as u64 + errors, "concurrency": conc, "rate": rate,
         "errors": errors, "elapsed_s": secs, "calls_per_s": calls_per_s,
         "p50_us": p50, "p90_us": p90, "p99_us": p99});
     Ok(report)
@@ -603,7 +633,14 @@ async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
 
 fn print_table(args: &Args, reports: &[Value], ratios: &[(String, f64)], audit: Option<&Value>) {
     let (calls, conc, warmup) = (args.calls, args.concurrency, args.warmup);
-    println!("\nmcpmux loadgen, tools/call echo: {calls} calls, {conc} callers, warm-up {warmup}");
+    let pace = if args.rate > 0.0 {
+        format!(", open loop at {} calls/s", args.rate)
+    } else {
+        String::new()
+    };
+    println!(
+        "\nmcpmux loadgen, tools/call echo: {calls} calls, {conc} callers{pace}, warm-up {warmup}"
+    );
     let heads = "mode,calls,conc,calls/s,p50 µs,p90 µs,p99 µs,errors,gw CPU µs/call,gw RSS MiB";
     let heads = format!("{heads},audit,audit drops");
     let keys = "mode calls concurrency calls_per_s p50_us p90_us p99_us errors";
@@ -638,22 +675,26 @@ fn print_table(args: &Args, reports: &[Value], ratios: &[(String, f64)], audit: 
             let pct = d[format!("{p}_delta_pct")].as_f64().unwrap_or_default();
             format!("{p} {off} → {on} µs ({delta:+} µs, {pct:+.1}%)")
         };
-        println!("audit on vs off: {}, {}", line("p50"), line("p99"));
+        let runs = if args.repeat > 1 { " (medians)" } else { "" };
+        println!("audit on vs off{runs}: {}, {}", line("p50"), line("p99"));
     }
 }
 
 /// p50/p99 of the audit-on run against the audit-off run.
+/// p50/p99 of the audit-on runs against the audit-off runs (medians over repeats).
 fn audit_difference(reports: &[Value]) -> Option<Value> {
-    let row = |a: &str| {
-        reports
-            .iter()
-            .find(|r| r["mode"] == "mcpmux" && r["audit"] == a)
+    let median = |audit: &str, key: &str| -> Option<i64> {
+        let mut v: Vec<i64> = (reports.iter())
+            .filter(|r| r["mode"] == "mcpmux" && r["audit"] == audit)
+            .filter_map(|r| r[key].as_i64())
+            .collect();
+        v.sort_unstable();
+        v.get(v.len().checked_sub(1)? / 2).copied()
     };
-    let (off, on) = (row("off")?, row("on")?);
     let mut d = json!({});
     for p in ["p50", "p99"] {
         let key = format!("{p}_us");
-        let (a, b) = (off[&key].as_i64()?, on[&key].as_i64()?);
+        let (a, b) = (median("off", &key)?, median("on", &key)?);
         let pct = (b - a) as f64 / a.max(1) as f64 * 100.0;
         d[format!("{p}_us_off")] = json!(a);
         d[format!("{p}_us_on")] = json!(b);
@@ -679,7 +720,10 @@ async fn run(args: Args) -> Res<()> {
     if args.mode != "mcpmux" {
         reports.push(run_direct(&args, &cmd).await?);
     }
-    if args.mode != "direct" {
+    for _ in 0..args.repeat.max(1) {
+        if args.mode == "direct" {
+            break;
+        }
         if args.audit != "on" {
             reports.push(run_mcpmux(&args, &cmd, false).await?);
         }
@@ -698,6 +742,7 @@ async fn run(args: Args) -> Res<()> {
     if args.json {
         let out = json!({"calls": args.calls, "concurrency": args.concurrency,
             "warmup": args.warmup, "upstreams": args.upstreams.max(1), "audit": args.audit,
+            "rate": (args.rate > 0.0).then_some(args.rate), "repeat": args.repeat,
             "results": reports, "p50_ratio_mcpmux_over_direct": ratio("on").or(ratio("off")),
             "p50_ratio_mcpmux_audit_off_over_direct": ratio("off"),
             "audit_on_vs_off": audit});

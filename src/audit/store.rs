@@ -234,11 +234,10 @@ impl Store {
             return Ok(());
         };
         let key = block_key(first.ts_us, first.seq);
-        let mut index = sled::Batch::default();
+        // One insert each: a sled `Batch` would make sled write and sync its log right away.
         for k in index_entries(records, &key) {
-            index.insert(k, &[]);
+            self.index.insert(k, &[])?;
         }
-        self.index.apply_batch(index)?;
         self.meta.insert(HEAD, serde_json::to_vec(head)?)?;
         self.meta.update_and_fetch(BYTES, |old| {
             Some((counter(old) + u64::from(at.len)).to_be_bytes().to_vec())
