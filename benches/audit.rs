@@ -308,8 +308,8 @@ fn build_store(store: &Store, n: u64) -> Res<u64> {
         r.args = RawValue::from_string(json!({ "digest": digest }).to_string()).ok();
         batch.push(r);
         if batch.len() == BUILD_BATCH || i + 1 == n {
-            store.append(&mut batch, &mut head)?;
-            batch.clear();
+            store.append(std::mem::take(&mut batch), &mut head)?;
+            batch.reserve(BUILD_BATCH);
         }
         if (i + 1) % 200_000 == 0 {
             let rate = (i + 1) as f64 / secs(started.elapsed());

@@ -22,7 +22,7 @@ use serde::Deserialize;
 pub use query::{
     Filter, FilterArgs, MAX_PAGE, Page, QueryError, StatRow, cursor_after, parse_time,
 };
-pub use record::{Direction, Kind, Outcome, Record, Redaction, Redactor, now_us};
+pub use record::{Direction, Kind, Outcome, Record, Redaction, Redactor, hex, now_us};
 pub use store::{Break, Store, StoreError, Verification};
 pub use writer::AuditHandle;
 

@@ -1,5 +1,6 @@
 //! One audit record, its canonical encoding and hash, and the redaction of arguments.
 
+use aho_corasick::AhoCorasick;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -47,7 +48,8 @@ impl Outcome {
     }
 }
 
-/// One audit record. Field order is the canonical encoding's order: do not reorder.
+/// One audit record. Field order is the canonical encoding's order: do not reorder. Absent
+/// fields are left out of it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
     /// Position in the log, assigned by the writer; consecutive.
@@ -55,32 +57,44 @@ pub struct Record {
     /// When it happened (a request: when it ended), microseconds since the Unix epoch.
     pub ts_us: u64,
     pub kind: Kind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<Direction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
     /// Who the host is, once hosts are identified (tokens/profiles); `None` until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream: Option<String>,
     /// The JSON-RPC method, or the event name (`session.opened`, `upstream.crashed`, …).
     pub method: String,
     /// The tool, prompt or URI the request named (as the host saw it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_code: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<u64>,
     /// Size of the request's params, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_bytes: Option<u64>,
     /// Size of the whole answer the host received, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
     /// Arguments per the redaction policy: absent, `{"digest": …}`, or the arguments themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Box<RawValue>>,
     /// For events: what happened (a reason, an error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     /// Hex SHA-256 of the previous record (the chain).
     pub prev_hash: String,
     /// Hex SHA-256 over `prev_hash` and this record's canonical encoding (with `hash` empty).
     pub hash: String,
-    /// Arguments not redacted yet: the writer applies the policy, off the hot path.
+    /// Arguments not redacted yet: [`super::AuditHandle::record`] applies the policy.
     #[serde(skip)]
     pub raw_args: Option<(Box<RawValue>, Redaction)>,
 }
@@ -143,22 +157,96 @@ impl Record {
         canonical.extend_from_slice(b"\"}");
         chain_hash(&self.prev_hash, &canonical)
     }
+}
 
-    /// Chains the record after `prev_hash` (setting `prev_hash` and `hash`) and appends its
-    /// stored form, one JSON line, to `out`. The record is serialized once.
-    pub fn seal(&mut self, prev_hash: String, out: &mut Vec<u8>) {
-        self.prev_hash = prev_hash;
-        self.hash = String::new();
-        let start = out.len();
-        if serde_json::to_writer(&mut *out, self).is_err() {
-            out.truncate(start);
-            return;
+/// The start and end of a record's JSON while it has no place in the chain yet (`seq`, `ts_us`,
+/// `prev_hash` and `hash` zero or empty): what lies between is its body.
+const UNCHAINED_START: &[u8] = br#"{"seq":0,"ts_us":0,"#;
+const UNCHAINED_END: &[u8] = br#","prev_hash":"","hash":""}"#;
+
+/// A record encoded but for its place in the chain, by the thread that made it: sealing it then
+/// only writes the chain fields around the body and hashes the line.
+#[derive(Debug)]
+pub struct Body {
+    ts_us: u64,
+    /// The record's JSON with the chain fields zeroed; the body is between the two ends.
+    json: Vec<u8>,
+    upstream: Option<String>,
+    target: Option<String>,
+    session: Option<String>,
+}
+
+impl Body {
+    /// Encodes `record` (its arguments already redacted).
+    pub fn of(mut record: Record) -> Self {
+        let ts_us = record.ts_us;
+        record.seq = 0;
+        record.ts_us = 0;
+        record.prev_hash.clear();
+        record.hash.clear();
+        // Strings, numbers and JSON text: serializing cannot fail.
+        let json = serde_json::to_vec(&record).unwrap_or_default();
+        debug_assert!(json.starts_with(UNCHAINED_START) && json.ends_with(UNCHAINED_END));
+        Self {
+            ts_us,
+            json,
+            upstream: record.upstream,
+            target: record.target,
+            session: record.session,
         }
-        self.hash = chain_hash(&self.prev_hash, &out[start..]);
-        // Put the hash into the empty `"hash":""` that ends the line.
-        out.truncate(out.len() - 2);
-        out.extend_from_slice(self.hash.as_bytes());
-        out.extend_from_slice(b"\"}\n");
+    }
+
+    fn body(&self) -> &[u8] {
+        let end = self.json.len().saturating_sub(UNCHAINED_END.len());
+        self.json
+            .get(UNCHAINED_START.len()..end)
+            .unwrap_or_default()
+    }
+}
+
+/// A record with its place in the chain: its stored form and what the store indexes.
+#[derive(Debug)]
+pub struct Sealed {
+    pub seq: u64,
+    pub ts_us: u64,
+    pub hash: String,
+    /// The stored form: the record's JSON and a newline.
+    pub line: Vec<u8>,
+    pub upstream: Option<String>,
+    pub target: Option<String>,
+    pub session: Option<String>,
+}
+
+impl Sealed {
+    /// Chains `body` after the record with sequence `seq - 1`, hash `prev_hash` and time
+    /// `prev_ts`: the record gets `seq`, a time no earlier than `prev_ts` (so time order is
+    /// sequence order), and the hash of `prev_hash` followed by its canonical encoding (its JSON
+    /// with `hash` empty), as [`Record::compute_hash`] recomputes it.
+    pub fn chain(body: Body, seq: u64, prev_hash: &str, prev_ts: u64) -> Self {
+        use std::io::Write;
+        let ts_us = body.ts_us.max(prev_ts);
+        let mut line = Vec::with_capacity(body.json.len() + 2 * 64 + 32);
+        let _ = write!(line, r#"{{"seq":{seq},"ts_us":{ts_us},"#);
+        line.extend_from_slice(body.body());
+        line.extend_from_slice(br#","prev_hash":""#);
+        line.extend_from_slice(prev_hash.as_bytes());
+        line.extend_from_slice(br#"","hash":""#);
+        let mut h = Sha256::new();
+        h.update(prev_hash.as_bytes());
+        h.update(&line);
+        h.update(b"\"}");
+        let hash = hex(&h.finalize());
+        line.extend_from_slice(hash.as_bytes());
+        line.extend_from_slice(b"\"}\n");
+        Self {
+            seq,
+            ts_us,
+            hash,
+            line,
+            upstream: body.upstream,
+            target: body.target,
+            session: body.session,
+        }
     }
 }
 
@@ -169,7 +257,8 @@ fn chain_hash(prev_hash: &str, canonical: &[u8]) -> String {
     hex(&h.finalize())
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex digits of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
@@ -201,14 +290,16 @@ pub enum Redaction {
 /// Applies the redaction policy; secret-looking keys are masked in every mode.
 #[derive(Debug, Clone)]
 pub struct Redactor {
-    secret_keys: Vec<String>,
+    /// The secret keys, matched as substrings, ASCII case-insensitively, in one pass.
+    secret_keys: AhoCorasick,
 }
 
 impl Redactor {
-    pub fn new(secret_keys: &[String]) -> Self {
-        Self {
-            secret_keys: secret_keys.iter().map(|k| k.to_ascii_lowercase()).collect(),
-        }
+    pub fn new(secret_keys: &[String]) -> Result<Self, aho_corasick::BuildError> {
+        let secret_keys = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(secret_keys)?;
+        Ok(Self { secret_keys })
     }
 
     /// The `args` field for arguments `raw` under `mode`: kept as JSON text, so the record's
@@ -219,10 +310,9 @@ impl Redactor {
             return None;
         }
         let bytes = raw.get();
-        let needs_mask = self
-            .secret_keys
-            .iter()
-            .any(|k| contains_ignore_case(bytes, k));
+        // A key can only match if the text holds it, unless the text escapes characters (a key
+        // may be spelled with `\u` escapes): then the parsed keys decide.
+        let needs_mask = self.secret_keys.is_match(bytes) || bytes.contains("\\u");
         let text = match (mode, needs_mask) {
             (Redaction::Digest, false) => digest_object(bytes.as_bytes()),
             (mode, _) => {
@@ -242,8 +332,7 @@ impl Redactor {
         match value {
             Value::Object(map) => {
                 for (key, v) in map.iter_mut() {
-                    let lower = key.to_ascii_lowercase();
-                    if self.secret_keys.iter().any(|s| lower.contains(s.as_str())) {
+                    if self.secret_keys.is_match(key) {
                         *v = Value::String("***".into());
                     } else {
                         self.mask(v);
@@ -254,14 +343,6 @@ impl Redactor {
             _ => {}
         }
     }
-}
-
-fn contains_ignore_case(haystack: &str, needle: &str) -> bool {
-    haystack.len() >= needle.len()
-        && haystack
-            .as_bytes()
-            .windows(needle.len())
-            .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
 /// `{"digest":"sha256:<hex>"}` for `bytes`.
@@ -279,7 +360,8 @@ mod tests {
 
     #[test]
     fn redaction_modes_and_secret_masking() {
-        let r = Redactor::new(&["password".into(), "token".into()]);
+        let r =
+            Redactor::new(&["password".into(), "token".into()]).unwrap_or_else(|e| panic!("{e}"));
         let args = raw(r#"{"path":"/x","apiToken":"abc","nested":{"Password":"p"}}"#);
         assert!(r.apply(Some(&args), Redaction::None).is_none());
         let value = |v: Option<Box<RawValue>>| -> Value {
@@ -302,6 +384,16 @@ mod tests {
                 .as_str()
                 .is_some_and(|d| d.starts_with("sha256:"))
         );
+        // A key spelled with escapes is still a secret key.
+        let escaped = raw(r#"{"pass\u0077ord":"p","note":"x"}"#);
+        let full = value(r.apply(Some(&escaped), Redaction::Full));
+        assert_eq!(full, serde_json::json!({"password": "***", "note": "x"}));
+        let digest = value(r.apply(Some(&escaped), Redaction::Digest));
+        let masked = value(r.apply(
+            Some(&raw(r#"{"password":"other","note":"x"}"#)),
+            Redaction::Digest,
+        ));
+        assert_eq!(digest, masked, "digests are over the masked arguments");
     }
 
     #[test]
@@ -317,20 +409,28 @@ mod tests {
     fn sealed_line_is_the_record_and_its_hash_is_over_the_canonical_encoding() {
         let mut r = Record::event("upstream.crashed", Some("fs"), None, Some("exit 1".into()));
         r.args = Some(raw(r#"{"q": "a \"quoted\" value"}"#));
-        let mut out = b"before\n".to_vec();
-        r.seal("ab".repeat(32), &mut out);
-        let line = out.strip_prefix(b"before\n").unwrap_or_default();
-        assert_eq!(line.last(), Some(&b'\n'));
+        r.ts_us = 1_000;
+        let prev = "ab".repeat(32);
+        let sealed = Sealed::chain(Body::of(r.clone()), 7, &prev, 2_000);
+        assert_eq!(
+            (sealed.seq, sealed.ts_us),
+            (7, 2_000),
+            "time never goes back"
+        );
+        assert_eq!(sealed.upstream.as_deref(), Some("fs"));
+        let line = sealed.line.strip_suffix(b"\n").unwrap_or_default();
         let stored: Record = serde_json::from_slice(line).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(stored.hash, r.hash);
-        assert_eq!(stored.prev_hash, "ab".repeat(32));
-        assert_eq!(stored.compute_hash(), r.hash);
-        let mut canonical = r.clone();
-        canonical.hash = String::new();
+        assert_eq!(stored.hash, sealed.hash);
+        assert_eq!(stored.prev_hash, prev);
+        assert_eq!(stored.compute_hash(), sealed.hash);
+        // The canonical encoding, spelled out: the record with its chain fields and `hash` empty.
+        r.seq = 7;
+        r.ts_us = 2_000;
+        r.prev_hash.clone_from(&prev);
         let mut h = Sha256::new();
-        h.update(r.prev_hash.as_bytes());
-        h.update(serde_json::to_vec(&canonical).unwrap_or_default());
-        assert_eq!(hex(&h.finalize()), r.hash);
+        h.update(prev.as_bytes());
+        h.update(serde_json::to_vec(&r).unwrap_or_default());
+        assert_eq!(hex(&h.finalize()), sealed.hash);
         assert_eq!(hex(&[0x00, 0x9f, 0xff]), "009fff");
     }
 }

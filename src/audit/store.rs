@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use super::record::Record;
+use super::record::{Body, Record, Sealed};
 use super::segment::{Location, Segments};
 
 /// What went wrong with the store.
@@ -44,6 +44,8 @@ pub enum StoreError {
     Decode(#[from] serde_json::Error),
     #[error("audit store: a block entry is not a location")]
     Entry,
+    #[error("audit.secret_keys cannot be matched: {0}")]
+    SecretKeys(#[from] aho_corasick::BuildError),
 }
 
 /// Where the chain continues from.
@@ -130,25 +132,43 @@ pub(super) fn index_prefix(field: IndexField, value: &str) -> Vec<u8> {
     k
 }
 
-/// The index entries a block needs: one per distinct indexed value.
-fn index_entries(records: &[Record], block: &[u8; 16]) -> Vec<Vec<u8>> {
+/// The index entries a block needs: one per distinct indexed value. `fields` gives each
+/// record's upstream, tool and session.
+fn index_entries<'a>(
+    fields: impl Iterator<Item = [Option<&'a str>; 3]>,
+    block: &[u8; 16],
+) -> Vec<Vec<u8>> {
+    const FIELDS: [IndexField; 3] = [IndexField::Upstream, IndexField::Tool, IndexField::Session];
     let mut seen = HashSet::new();
     let mut keys = Vec::new();
-    for r in records {
-        let fields = [
-            (IndexField::Upstream, &r.upstream),
-            (IndexField::Tool, &r.target),
-            (IndexField::Session, &r.session),
-        ];
-        for (field, value) in fields {
-            if let Some(value) = value.as_deref() {
-                if seen.insert((field as u8, value)) {
-                    keys.push(index_key(field, value, block));
-                }
+    // Neighbours often share a value: comparing with the previous record's skips most hashing.
+    let mut previous = [None; 3];
+    for values in fields {
+        for (i, value) in values.into_iter().enumerate() {
+            let Some(value) = value else { continue };
+            if previous[i] != Some(value) && seen.insert((i, value)) {
+                keys.push(index_key(FIELDS[i], value, block));
             }
+            previous[i] = Some(value);
         }
     }
     keys
+}
+
+fn record_fields(r: &Record) -> [Option<&str>; 3] {
+    [
+        r.upstream.as_deref(),
+        r.target.as_deref(),
+        r.session.as_deref(),
+    ]
+}
+
+fn sealed_fields(r: &Sealed) -> [Option<&str>; 3] {
+    [
+        r.upstream.as_deref(),
+        r.target.as_deref(),
+        r.session.as_deref(),
+    ]
 }
 
 fn head_after(record: &Record) -> Head {
@@ -156,6 +176,17 @@ fn head_after(record: &Record) -> Head {
         next_seq: record.seq + 1,
         last_hash: record.hash.clone(),
         last_ts: record.ts_us,
+    }
+}
+
+impl Head {
+    /// The head once `sealed` is the last record.
+    pub fn after(sealed: &Sealed) -> Self {
+        Self {
+            next_seq: sealed.seq + 1,
+            last_hash: sealed.hash.clone(),
+            last_ts: sealed.ts_us,
+        }
     }
 }
 
@@ -204,38 +235,51 @@ impl Store {
         Ok(self.checkpoint()?.unwrap_or_default())
     }
 
-    /// Numbers, chains and writes `batch` as one block; `head` moves past it. The block is synced
-    /// to its segment before it is indexed, so when this returns the records are durable.
-    pub fn append(&self, batch: &mut [Record], head: &mut Head) -> Result<(), StoreError> {
-        let Some(first_seq) = (!batch.is_empty()).then_some(head.next_seq) else {
+    /// Chains `records` after `head` and writes them as one block; `head` moves past them.
+    pub fn append(&self, records: Vec<Record>, head: &mut Head) -> Result<(), StoreError> {
+        let sealed: Vec<Sealed> = records
+            .into_iter()
+            .map(|r| {
+                let s = Sealed::chain(Body::of(r), head.next_seq, &head.last_hash, head.last_ts);
+                *head = Head::after(&s);
+                s
+            })
+            .collect();
+        self.append_sealed(&sealed)
+    }
+
+    /// Writes `block`, records sealed in chain order after the last one stored, as one block.
+    /// The block is synced to its segment before it is indexed, so when this returns the records
+    /// are durable.
+    pub fn append_sealed(&self, block: &[Sealed]) -> Result<(), StoreError> {
+        let (Some(first), Some(last)) = (block.first(), block.last()) else {
             return Ok(());
         };
         let mut bytes = self.encoded.lock().unwrap_or_else(PoisonError::into_inner);
         bytes.clear();
-        for record in batch.iter_mut() {
-            record.seq = head.next_seq;
-            record.ts_us = record.ts_us.max(head.last_ts);
-            record.seal(std::mem::take(&mut head.last_hash), &mut bytes);
-            head.next_seq += 1;
-            head.last_ts = record.ts_us;
-            head.last_hash.clone_from(&record.hash);
+        for s in block {
+            bytes.extend_from_slice(&s.line);
         }
-        let at = self.segments.append(first_seq, &bytes)?;
+        let at = self.segments.append(first.seq, &bytes)?;
         drop(bytes);
-        self.index_block(batch, at, head)
+        let key = block_key(first.ts_us, first.seq);
+        let fields = block.iter().map(sealed_fields);
+        self.index_block(&key, index_entries(fields, &key), at, &Head::after(last))
     }
 
-    /// Records in sled where the block `records` is and that the chain now ends at `head`. The
-    /// block's entry goes in last: sled recovers a prefix of its log, so a block whose entry
-    /// survived a crash has its index entries and head too, and one whose entry was lost is
-    /// indexed again by [`Store::recover`].
-    fn index_block(&self, records: &[Record], at: Location, head: &Head) -> Result<(), StoreError> {
-        let Some(first) = records.first() else {
-            return Ok(());
-        };
-        let key = block_key(first.ts_us, first.seq);
+    /// Records in sled where the block under `key` is, its index entries, and that the chain
+    /// now ends at `head`. The block's entry goes in last: sled recovers a prefix of its log, so
+    /// a block whose entry survived a crash has its index entries and head too, and one whose
+    /// entry was lost is indexed again by [`Store::recover`].
+    fn index_block(
+        &self,
+        key: &[u8; 16],
+        index: Vec<Vec<u8>>,
+        at: Location,
+        head: &Head,
+    ) -> Result<(), StoreError> {
         // One insert each: a sled `Batch` would make sled write and sync its log right away.
-        for k in index_entries(records, &key) {
+        for k in index {
             self.index.insert(k, &[])?;
         }
         self.meta.insert(HEAD, serde_json::to_vec(head)?)?;
@@ -300,7 +344,9 @@ impl Store {
                     offset: start,
                     len,
                 };
-                self.index_block(&records, at, &head)?;
+                let key = block_key(records[0].ts_us, records[0].seq);
+                let index = index_entries(records.iter().map(record_fields), &key);
+                self.index_block(&key, index, at, &head)?;
                 recovered += records.len() as u64;
             }
         }
@@ -389,7 +435,7 @@ impl Store {
                 break;
             }
             let block_key: [u8; 16] = key.as_ref().try_into().unwrap_or_default();
-            for k in index_entries(&block, &block_key) {
+            for k in index_entries(block.iter().map(record_fields), &block_key) {
                 self.index.remove(k)?;
             }
             self.blocks.remove(&key)?;
@@ -534,7 +580,7 @@ mod tests {
         {
             let store = ok(Store::open(dir.path()));
             for upstream in ["a", "b", "c"] {
-                ok(store.append(&mut batch(4, upstream), &mut head));
+                ok(store.append(batch(4, upstream), &mut head));
             }
             ok(store.flush());
             // The last two blocks' entries and index entries vanish, as if sled never wrote them.
@@ -569,7 +615,7 @@ mod tests {
         assert_eq!(page.records.len(), 4, "the recovered block is indexed");
         let mut head = ok(store.head());
         assert_eq!(head.next_seq, 12);
-        ok(store.append(&mut batch(2, "d"), &mut head));
+        ok(store.append(batch(2, "d"), &mut head));
         let verified = ok(store.verify());
         assert!(verified.ok, "{verified:?}");
         assert_eq!(verified.checked, 14);

@@ -141,7 +141,7 @@ fn micros(since: Instant) -> u64 {
 
 /// A W3C-style trace id (32 hex digits) for a request that came without one.
 fn new_trace_id() -> String {
-    format!("{:032x}", rand::random::<u128>())
+    crate::audit::hex(&rand::random::<[u8; 16]>())
 }
 
 /// The trace id of the W3C `traceparent` in a request's `_meta`, if it carries one.
