@@ -1,6 +1,6 @@
 //! Append-only segment files holding the records' bytes. sled keeps the ordered directory of
-//! blocks (and the indexes); the bytes of each block live here, so committing a batch costs one
-//! `write` and one `fdatasync` plus one small sled entry — sled 0.34 rewrites a whole leaf (up to
+//! blocks (and the indexes); the bytes of each block live here, so a batch costs one `write`, a
+//! share of an `fdatasync`, and a few small sled entries — sled 0.34 rewrites a whole leaf (up to
 //! 16 entries) on changes, which for record-sized values cost the gateway more CPU than the calls.
 //!
 //! A segment is `segments/<first seq, 20 digits>.log`: blocks one after another, each the JSON
@@ -79,16 +79,20 @@ impl Segments {
         self.dir.join(format!("{id:020}.log"))
     }
 
-    /// Appends `bytes` (a block whose first record is `first_seq`) and makes them durable, so a
-    /// location sled records always points at bytes on disk.
-    pub fn append(&self, first_seq: u64, bytes: &[u8]) -> std::io::Result<Location> {
+    /// Appends `bytes` (a block whose first record is `first_seq`) to the current segment, in
+    /// the operating system's cache: they outlive the process, and are on disk after
+    /// [`Segments::sync`]. A segment that is closed for size is synced first.
+    pub fn write(&self, first_seq: u64, bytes: &[u8]) -> std::io::Result<Location> {
         let len = u32::try_from(bytes.len()).map_err(|_| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "audit block over 4 GiB")
         })?;
         let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
         if active.as_ref().is_none_or(|a| a.len >= SEGMENT_BYTES) {
+            if let Some(full) = active.as_ref() {
+                full.file.sync_data()?;
+            }
             // Named by its first record. A file of that name can only hold a block that was
-            // written but never committed (a crash in between): nothing points into it.
+            // written but never indexed (a crash in between): nothing points into it.
             let file = OpenOptions::new()
                 .create(true)
                 .write(true)
@@ -104,7 +108,6 @@ impl Segments {
             unreachable!("a segment was just opened")
         };
         a.file.write_all(bytes)?;
-        a.file.sync_data()?;
         let at = Location {
             segment: a.id,
             offset: a.len,
@@ -112,6 +115,19 @@ impl Segments {
         };
         a.len += u64::from(len);
         Ok(at)
+    }
+
+    /// Puts everything written so far on disk.
+    pub fn sync(&self) -> std::io::Result<()> {
+        match self
+            .active
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            Some(a) => a.file.sync_data(),
+            None => Ok(()),
+        }
     }
 
     /// The bytes at `at`.

@@ -75,6 +75,15 @@ pub struct Break {
     pub problem: String,
 }
 
+/// A block in its segment, not yet synced and indexed.
+#[derive(Debug)]
+pub(super) struct Written {
+    key: [u8; 16],
+    at: Location,
+    index: Vec<Vec<u8>>,
+    head: Head,
+}
+
 /// The indexed fields, by their key tag.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum IndexField {
@@ -248,23 +257,48 @@ impl Store {
         self.append_sealed(&sealed)
     }
 
-    /// Writes `block`, records sealed in chain order after the last one stored, as one block.
-    /// The block is synced to its segment before it is indexed, so when this returns the records
-    /// are durable.
+    /// Writes `block`, records sealed in chain order after the last one stored, as one block,
+    /// syncs it and indexes it: when this returns the records are durable and found by queries.
     pub fn append_sealed(&self, block: &[Sealed]) -> Result<(), StoreError> {
+        let written = self.write(block)?;
+        self.sync_and_index(written)
+    }
+
+    /// Writes `block` (records sealed in chain order after the last one written) to its segment:
+    /// the records survive the process from here on, and the next [`Store::sync_and_index`] puts
+    /// them on disk and in the indexes.
+    pub(super) fn write(&self, block: &[Sealed]) -> Result<Option<Written>, StoreError> {
         let (Some(first), Some(last)) = (block.first(), block.last()) else {
-            return Ok(());
+            return Ok(None);
         };
         let mut bytes = self.encoded.lock().unwrap_or_else(PoisonError::into_inner);
         bytes.clear();
         for s in block {
             bytes.extend_from_slice(&s.line);
         }
-        let at = self.segments.append(first.seq, &bytes)?;
+        let at = self.segments.write(first.seq, &bytes)?;
         drop(bytes);
         let key = block_key(first.ts_us, first.seq);
         let fields = block.iter().map(sealed_fields);
-        self.index_block(&key, index_entries(fields, &key), at, &Head::after(last))
+        Ok(Some(Written {
+            index: index_entries(fields, &key),
+            key,
+            at,
+            head: Head::after(last),
+        }))
+    }
+
+    /// Syncs the segment, then indexes the blocks `written` since the last sync, in order: sled
+    /// never points at bytes that are not on disk.
+    pub(super) fn sync_and_index(
+        &self,
+        written: impl IntoIterator<Item = Written>,
+    ) -> Result<(), StoreError> {
+        self.segments.sync()?;
+        for w in written {
+            self.index_block(&w.key, w.index, w.at, &w.head)?;
+        }
+        Ok(())
     }
 
     /// Records in sled where the block under `key` is, its index entries, and that the chain

@@ -1,13 +1,15 @@
-//! The audit writer: a thread that owns appending to the store. [`AuditHandle::record`] redacts
-//! and encodes a record on the calling thread, gives it its place in the hash chain (a short
-//! critical section: a sequence number, one SHA-256 over the line) and passes it over a bounded
-//! channel; it never blocks a call: when the channel is full the record is dropped and counted
-//! (reported in status and logs), and the chain goes on without it. Sealing on the caller is
-//! measured to be the cheap place for this work: the same CPU spent on a background thread delays
-//! request handling on a busy small machine far more than it costs in line. The writer commits in batches —
-//! with the default durability a batch is on disk before the next one starts; with `record`, each
-//! record — and applies retention. File and sled calls block, so the writer is a thread of its own
-//! rather than a task on the runtime.
+//! The audit writer. [`AuditHandle::record`] redacts and encodes a record on the calling thread
+//! and gives it its place in the hash chain (a short critical section: a sequence number, one
+//! SHA-256 over the line), then passes it over a bounded channel; it never blocks a call: when the
+//! channel is full the record is dropped and counted (reported in status and logs), and the chain
+//! goes on without it.
+//!
+//! The writer thread owns the store. It collects records for [`BATCH_WINDOW`] and writes them to
+//! the current segment as one block (from then on a crash of the process cannot lose them), and at
+//! most [`SYNC_EVERY`] later syncs the segment and indexes the blocks in sled (from then on a
+//! power loss cannot lose them, and queries see them). `durability = "record"` writes, syncs and
+//! indexes each record at once. It also applies retention. File and sled calls block, so the
+//! writer is a thread of its own rather than a task on the runtime.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -16,13 +18,17 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::record::{Body, Record, Redactor, Sealed, now_us};
-use super::store::{Head, Store, StoreError};
+use super::store::{Head, Store, StoreError, Written};
 use super::{AuditConfig, Durability};
 
 /// Records a batch holds at most.
 const MAX_BATCH: usize = 4096;
-/// How long the writer waits for more records before committing what it has.
+/// How long the writer waits for more records before writing what it has to its segment (from
+/// then on a crash of the process cannot lose them).
 const BATCH_WINDOW: Duration = Duration::from_millis(5);
+/// How long written records wait at most to be synced to disk and indexed (an `fdatasync` costs
+/// more CPU than writing a few hundred records, so it is shared by several batches).
+const SYNC_EVERY: Duration = Duration::from_millis(50);
 /// How often retention runs.
 const RETENTION_EVERY: Duration = Duration::from_secs(60);
 
@@ -203,14 +209,18 @@ impl Writer {
         let mut last_retention = Instant::now();
         let mut batch: Vec<Sealed> = Vec::new();
         let mut waiting: Vec<SyncSender<()>> = Vec::new();
+        let mut written: Vec<Written> = Vec::new();
+        let mut sync_due: Option<Instant> = None;
         loop {
-            let first = match rx.recv_timeout(RETENTION_EVERY) {
-                Ok(msg) => Some(msg),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => break,
+            let wait = sync_due.map_or(RETENTION_EVERY, |due| {
+                due.saturating_duration_since(Instant::now())
+            });
+            let (first, open) = match rx.recv_timeout(wait) {
+                Ok(msg) => (Some(msg), true),
+                Err(RecvTimeoutError::Timeout) => (None, true),
+                Err(RecvTimeoutError::Disconnected) => (None, false),
             };
-            let is_sync = matches!(first, Some(Msg::Sync(_)));
-            if first.is_some() && !is_sync {
+            if matches!(first, Some(Msg::Record(_))) {
                 std::thread::sleep(BATCH_WINDOW);
             }
             let mut next = first;
@@ -220,12 +230,22 @@ impl Writer {
                     Msg::Sync(tx) => waiting.push(tx),
                 }
                 if batch.len() >= MAX_BATCH {
-                    self.commit(&mut batch);
+                    self.write(&mut batch, &mut written);
                 }
                 next = rx.try_recv().ok();
             }
-            self.commit(&mut batch);
-            if !waiting.is_empty() {
+            self.write(&mut batch, &mut written);
+            if written.is_empty() {
+                sync_due = None;
+            } else if sync_due.is_none() {
+                sync_due = Some(Instant::now() + SYNC_EVERY);
+            }
+            let due = sync_due.is_some_and(|d| Instant::now() >= d);
+            if due || !waiting.is_empty() || !open {
+                self.sync(&mut written);
+                sync_due = None;
+            }
+            if !waiting.is_empty() || !open {
                 if let Err(e) = self.store.flush() {
                     tracing::error!(error = %e, "Could not flush the audit store.");
                 }
@@ -233,19 +253,21 @@ impl Writer {
             for tx in waiting.drain(..) {
                 let _ = tx.send(());
             }
+            if !open {
+                break;
+            }
             if last_retention.elapsed() >= RETENTION_EVERY {
                 last_retention = Instant::now();
                 self.retain();
             }
         }
-        self.commit(&mut batch);
-        let _ = self.store.flush();
     }
 
-    fn commit(&mut self, batch: &mut Vec<Sealed>) {
-        // Each append is on disk when it returns (see `Store::append_sealed`).
+    /// Writes the batch to its segment (`durability = "record"`: and syncs and indexes each
+    /// record at once).
+    fn write(&mut self, batch: &mut Vec<Sealed>, written: &mut Vec<Written>) {
         let outcome = match self.durability {
-            Durability::Batch => self.store.append_sealed(batch),
+            Durability::Batch => self.store.write(batch).map(|block| written.extend(block)),
             Durability::Record => batch
                 .chunks(1)
                 .try_for_each(|r| self.store.append_sealed(r)),
@@ -254,6 +276,13 @@ impl Writer {
         batch.clear();
         if let Err(e) = outcome {
             tracing::error!(error = %e, "Could not write audit records.");
+        }
+    }
+
+    /// Puts the written blocks on disk and indexes them.
+    fn sync(&mut self, written: &mut Vec<Written>) {
+        if let Err(e) = self.store.sync_and_index(written.drain(..)) {
+            tracing::error!(error = %e, "Could not sync and index audit records.");
         }
     }
 
