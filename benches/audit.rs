@@ -2,10 +2,11 @@
 //!
 //! (a) Writer throughput: an [`AuditHandle`] on a fresh temporary store; T threads (2) push
 //! N records (200 000) as fast as they can, realistic `tools/call` request records (session,
-//! upstream, target, latency, sizes, trace id, raw arguments to be digested by the writer), then
-//! `sync()`. Reported: the push time, the sustained rate (records stored / time until `sync`
-//! returned), records dropped because the queue was full, and records stored. It runs with the
-//! default queue (65 536) and durability `batch`; if that dropped records, again with a queue
+//! upstream, target, latency, sizes, trace id, raw arguments; `record` digests the arguments,
+//! encodes and chains each record on the pushing thread), then `sync()`. Reported: the push
+//! time, the sustained rate (records stored / time until `sync` returned), records dropped
+//! because the queue was full, and records stored. It runs with the default queue (65 536) and
+//! durability `batch`; if that dropped records, again with a queue
 //! holding all N (the writer's own throughput); then durability `record` (one flush per record)
 //! on a smaller count.
 //!
@@ -426,7 +427,7 @@ fn query_bench(args: &Args) -> Res<Value> {
 fn print_tables(writer: &[Value], query: Option<&Value>) {
     let cell = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
     if !writer.is_empty() {
-        println!("\naudit writer (raw args digested by the writer)");
+        println!("\naudit writer (records redacted, encoded and chained by the pushing threads)");
         println!(
             "{:>11}{:>8}{:>9}{:>10}{:>9}{:>14}{:>10}{:>16}{:>10}{:>9}",
             "durability",
