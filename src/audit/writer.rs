@@ -258,6 +258,10 @@ impl Writer {
             }
             if last_retention.elapsed() >= RETENTION_EVERY {
                 last_retention = Instant::now();
+                // Retention sees every block written: none is left unindexed in a segment it
+                // could delete.
+                self.sync(&mut written);
+                sync_due = None;
                 self.retain();
             }
         }
