@@ -1184,7 +1184,15 @@ async fn stopped_store_reads_the_same_and_tampering_is_detected() {
             last,
             "removed from the end",
         ),
+        (
+            "segments removed",
+            tampered(&state, copies.path(), "segments removed", |_| {}),
+            0,
+            "not readable",
+        ),
     ];
+    // The record bytes themselves gone: the store still opens, and verify names the first loss.
+    std::fs::remove_dir_all(copies.path().join("segments removed/audit/segments")).unwrap();
     let untouched = copies.path().join("untouched");
     copy_dir(&state.join("audit"), &untouched.join("audit"));
     let out = mcpmux_ok(&[

@@ -234,11 +234,26 @@ impl Store {
         Ok(store)
     }
 
-    /// Where appending continues: after the last record (or the retention checkpoint).
+    /// Where appending continues: after the last record (or the retention checkpoint). If the
+    /// last block cannot be read (its segment damaged or removed), the chain continues from the
+    /// head recorded with it, and `verify` reports the break.
     pub fn head(&self) -> Result<Head, StoreError> {
         if let Some((_, value)) = self.blocks.last()? {
-            if let Some(last) = self.read(&value)?.last() {
-                return Ok(head_after(last));
+            match self.read(&value) {
+                Ok(block) => {
+                    if let Some(last) = block.last() {
+                        return Ok(head_after(last));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        error = %e,
+                        "The last audit block cannot be read; the log continues from its recorded head. `mcpmux audit verify` shows the damage."
+                    );
+                    if let Some(head) = self.meta.get(HEAD)? {
+                        return Ok(serde_json::from_slice(&head)?);
+                    }
+                }
             }
         }
         Ok(self.checkpoint()?.unwrap_or_default())
