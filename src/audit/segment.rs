@@ -107,7 +107,12 @@ impl Segments {
         let Some(a) = active.as_mut() else {
             unreachable!("a segment was just opened")
         };
-        a.file.write_all(bytes)?;
+        if let Err(e) = a.file.write_all(bytes) {
+            // Part of the block may be in the file: the next block starts a new segment rather
+            // than follow bytes no location accounts for.
+            *active = None;
+            return Err(e);
+        }
         let at = Location {
             segment: a.id,
             offset: a.len,
