@@ -115,6 +115,9 @@ impl std::fmt::Debug for Store {
 /// holds only small entries, so this is plenty.
 const CACHE_BYTES: u64 = 2 * 1024 * 1024;
 
+/// Bytes of the encoding buffer kept between blocks.
+const KEPT_BUFFER: usize = 256 * 1024;
+
 const HEAD: &[u8] = b"head";
 const CHECKPOINT: &[u8] = b"checkpoint";
 const BYTES: &[u8] = b"bytes";
@@ -291,8 +294,12 @@ impl Store {
         for s in block {
             bytes.extend_from_slice(&s.line);
         }
-        let at = self.segments.write(first.seq, &bytes)?;
+        let at = self.segments.write(first.seq, &bytes);
+        // A burst's buffer is not kept: at most a quiet load's worth.
+        bytes.clear();
+        bytes.shrink_to(KEPT_BUFFER);
         drop(bytes);
+        let at = at?;
         let key = block_key(first.ts_us, first.seq);
         let fields = block.iter().map(sealed_fields);
         Ok(Some(Written {

@@ -23,6 +23,8 @@ use super::{AuditConfig, Durability};
 
 /// Records a batch holds at most.
 const MAX_BATCH: usize = 4096;
+/// Room for records kept between batches.
+const KEPT_BATCH: usize = 1024;
 /// How long the writer waits for more records before writing what it has to its segment (from
 /// then on a crash of the process cannot lose them).
 const BATCH_WINDOW: Duration = Duration::from_millis(5);
@@ -276,8 +278,9 @@ impl Writer {
                 .chunks(1)
                 .try_for_each(|r| self.store.append_sealed(r)),
         };
-        // The batch's memory is kept for the next one.
+        // The batch's memory is kept for the next one, up to a busy load's batch.
         batch.clear();
+        batch.shrink_to(KEPT_BATCH);
         if let Err(e) = outcome {
             tracing::error!(error = %e, "Could not write audit records.");
         }
