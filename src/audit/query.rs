@@ -214,15 +214,13 @@ impl Store {
         };
         for entry in keys {
             let (k, v) = entry.map_err(StoreError::from)?;
+            // A block retention removed meanwhile is skipped.
             let block = if index.is_some() {
-                // An index entry whose block retention removed meanwhile is skipped.
-                match self.block(&k[prefix.len()..])? {
-                    Some(block) => block,
-                    None => continue,
-                }
+                self.block(&k[prefix.len()..])?
             } else {
-                self.read(&v)?
+                self.read_live(&k, &v)?
             };
+            let Some(block) = block else { continue };
             let records: Box<dyn Iterator<Item = Record>> = if filter.newest_first {
                 Box::new(block.into_iter().rev())
             } else {

@@ -434,8 +434,22 @@ impl Store {
     /// The records of the block at `key`, if it exists.
     pub(super) fn block(&self, key: &[u8]) -> Result<Option<Vec<Record>>, StoreError> {
         match self.blocks.get(key)? {
-            Some(v) => Ok(Some(self.read(&v)?)),
+            Some(v) => self.read_live(key, &v),
             None => Ok(None),
+        }
+    }
+
+    /// The records of the block at `key` whose entry was `entry`; `None` if retention removed
+    /// it (and its segment) since the entry was read.
+    pub(super) fn read_live(
+        &self,
+        key: &[u8],
+        entry: &[u8],
+    ) -> Result<Option<Vec<Record>>, StoreError> {
+        match self.read(entry) {
+            Ok(records) => Ok(Some(records)),
+            Err(_) if self.blocks.get(key)?.is_none() => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -716,7 +730,10 @@ mod tests {
         assert_eq!(lens.iter().sum::<u64>(), store.bytes());
 
         // By size: keep at most the last four blocks' bytes → the first segment's two blocks go.
+        let (first_key, first_entry) = ok(store.blocks().first()).unwrap_or_default();
         assert_eq!(ok(store.prune(0, lens[2..].iter().sum())), 10);
+        // A query that read the entry before retention removed the block skips it.
+        assert!(ok(store.read_live(&first_key, &first_entry)).is_none());
         assert_eq!(seqs(&store), (10..30).collect::<Vec<_>>());
         assert_eq!(
             segment_files(dir.path()),
