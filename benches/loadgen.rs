@@ -720,10 +720,12 @@ async fn run(args: Args) -> Res<()> {
     if args.mode != "mcpmux" {
         reports.push(run_direct(&args, &cmd).await?);
     }
-    for _ in 0..args.repeat.max(1) {
-        if args.mode == "direct" {
-            break;
-        }
+    let mcpmux_runs = if args.mode == "direct" {
+        0
+    } else {
+        args.repeat.max(1)
+    };
+    for _ in 0..mcpmux_runs {
         if args.audit != "on" {
             reports.push(run_mcpmux(&args, &cmd, false).await?);
         }
