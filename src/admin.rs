@@ -2,6 +2,8 @@
 //! catalog counts, restarts, last error), `POST /upstreams/{name}/restart`, `GET /health`
 //! (the daemon answers), `GET /ready` (no upstream is still starting) and the audit log
 //! (`GET /audit/query`, `/audit/stats`, `/audit/verify`). `mcpmux status`, `restart` and `audit` use it.
+//! It reads a small state of its own ([`AdminState`]): the router's snapshots, the supervisor,
+//! the audit handle and a session count — nothing of the host side's internals.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,28 +15,43 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use crate::audit::{FilterArgs, now_us};
-use crate::downstream::Gateway;
+use crate::audit::{AuditHandle, FilterArgs, now_us};
 use crate::mcp::ListKind;
-use crate::supervisor::RestartError;
-use crate::upstream::State as UpstreamState;
+use crate::router::RouterHandle;
+use crate::supervisor::{RestartError, SupervisorHandle};
+use crate::upstream::Phase;
+
+/// What the admin API reads and acts on.
+pub struct AdminState {
+    pub router: RouterHandle,
+    pub supervisor: SupervisorHandle,
+    pub audit: AuditHandle,
+    /// How many host sessions are open now.
+    pub sessions: Box<dyn Fn() -> usize + Send + Sync>,
+}
+
+impl std::fmt::Debug for AdminState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminState").finish_non_exhaustive()
+    }
+}
 
 /// The admin application.
-pub fn app(gateway: Arc<Gateway>) -> Router {
+pub fn app(state: Arc<AdminState>) -> Router {
     Router::new()
         .route("/status", get(status))
         .route("/health", get(|| async { "ok" }))
         .route("/ready", get(ready))
         .route("/upstreams/{name}/restart", post(restart))
-        .with_state(Arc::clone(&gateway))
-        .merge(audit_routes(gateway))
+        .with_state(Arc::clone(&state))
+        .merge(audit_routes(state))
 }
 
 /// How long an audit read waits for queued records to be committed first.
 const SYNC_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
-async fn status(State(gateway): State<Arc<Gateway>>) -> Json<Value> {
-    let snapshot = gateway.router.snapshot();
+async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
+    let snapshot = admin.router.snapshot();
     let mut counts: HashMap<(&str, ListKind), usize> = HashMap::new();
     for kind in ListKind::ALL {
         for entry in snapshot.list(kind) {
@@ -49,11 +66,11 @@ async fn status(State(gateway): State<Arc<Gateway>>) -> Json<Value> {
             json!({
                 "name": h.name(),
                 "prefix": h.prefix().as_str(),
-                "state": s.state.to_string(),
+                "state": s.phase.to_string(),
                 "last_error": s.last_error,
                 "restarts": s.restarts,
                 "pid": s.pid,
-                "protocol_version": s.info.as_ref().map(|i| i.protocol_version),
+                "protocol_version": s.info.as_ref().map(|i| i.protocol_version.as_str()),
                 "server": s.info.as_ref().map(|i| i.server_info.clone()),
                 "tools": count(ListKind::Tools),
                 "prompts": count(ListKind::Prompts),
@@ -65,11 +82,11 @@ async fn status(State(gateway): State<Arc<Gateway>>) -> Json<Value> {
         })
         .collect();
     upstreams.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    let audit = gateway.audit();
+    let audit = &admin.audit;
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "catalog_generation": snapshot.generation,
-        "sessions": gateway.hub.sessions.len(),
+        "sessions": (admin.sessions)(),
         "upstreams": upstreams,
         "audit": {
             "enabled": audit.is_enabled(),
@@ -80,12 +97,12 @@ async fn status(State(gateway): State<Arc<Gateway>>) -> Json<Value> {
     }))
 }
 
-async fn ready(State(gateway): State<Arc<Gateway>>) -> Response {
-    let starting: Vec<String> = gateway
+async fn ready(State(admin): State<Arc<AdminState>>) -> Response {
+    let starting: Vec<String> = admin
         .router
         .snapshot()
         .upstreams()
-        .filter(|h| h.state() == UpstreamState::Starting)
+        .filter(|h| h.phase() == Phase::Starting)
         .map(|h| h.name().to_owned())
         .collect();
     if starting.is_empty() {
@@ -99,8 +116,8 @@ async fn ready(State(gateway): State<Arc<Gateway>>) -> Response {
     }
 }
 
-async fn restart(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>) -> Response {
-    match gateway.supervisor().restart(&name).await {
+async fn restart(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
+    match admin.supervisor.restart(&name).await {
         Ok(()) => Json(json!({ "restarted": name })).into_response(),
         Err(e @ RestartError::Unknown(_)) => (
             StatusCode::NOT_FOUND,
@@ -116,12 +133,12 @@ async fn restart(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>) 
 }
 
 /// The audit routes: `GET /audit/query`, `/audit/stats`, `/audit/verify` (same filters as the CLI).
-pub fn audit_routes(gateway: Arc<Gateway>) -> Router {
+pub fn audit_routes(state: Arc<AdminState>) -> Router {
     Router::new()
         .route("/audit/query", get(audit_query))
         .route("/audit/stats", get(audit_stats))
         .route("/audit/verify", get(audit_verify))
-        .with_state(gateway)
+        .with_state(state)
 }
 
 fn audit_error(status: StatusCode, message: String) -> Response {
@@ -131,10 +148,10 @@ fn audit_error(status: StatusCode, message: String) -> Response {
 /// Runs a read of the store off the runtime (sled calls block), after everything recorded
 /// before this request is committed, so it is visible to the read.
 async fn with_store<T: serde::Serialize + Send + 'static>(
-    gateway: &Gateway,
+    admin: &AdminState,
     read: impl FnOnce(crate::audit::Store) -> Result<T, String> + Send + 'static,
 ) -> Response {
-    let audit = gateway.audit().clone();
+    let audit = admin.audit.clone();
     let Some(store) = audit.store().cloned() else {
         return audit_error(
             StatusCode::NOT_FOUND,
@@ -153,10 +170,10 @@ async fn with_store<T: serde::Serialize + Send + 'static>(
 }
 
 async fn audit_query(
-    State(gateway): State<Arc<Gateway>>,
+    State(admin): State<Arc<AdminState>>,
     Query(args): Query<FilterArgs>,
 ) -> Response {
-    with_store(&gateway, move |store| {
+    with_store(&admin, move |store| {
         let filter = args.to_filter(now_us())?;
         store.query(&filter).map_err(|e| e.to_string())
     })
@@ -164,16 +181,16 @@ async fn audit_query(
 }
 
 async fn audit_stats(
-    State(gateway): State<Arc<Gateway>>,
+    State(admin): State<Arc<AdminState>>,
     Query(args): Query<FilterArgs>,
 ) -> Response {
-    with_store(&gateway, move |store| {
+    with_store(&admin, move |store| {
         let filter = args.to_filter(now_us())?;
         store.stats(&filter).map_err(|e| e.to_string())
     })
     .await
 }
 
-async fn audit_verify(State(gateway): State<Arc<Gateway>>) -> Response {
-    with_store(&gateway, |store| store.verify().map_err(|e| e.to_string())).await
+async fn audit_verify(State(admin): State<Arc<AdminState>>) -> Response {
+    with_store(&admin, |store| store.verify().map_err(|e| e.to_string())).await
 }

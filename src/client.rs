@@ -220,7 +220,7 @@ impl HttpSession {
     /// Initializes a session as a plain client (for `mcpmux tools`).
     pub async fn initialize(&mut self) -> Result<Value, ClientError> {
         let params = serde_json::json!({
-            "protocolVersion": crate::mcp::version::LATEST,
+            "protocolVersion": crate::mcp::version::Version::LATEST.as_str(),
             "capabilities": {},
             "clientInfo": {"name": "mcpmux-cli", "version": env!("CARGO_PKG_VERSION")},
         });

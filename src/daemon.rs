@@ -1,5 +1,5 @@
 //! `mcpmux serve`: builds every part from the config, serves hosts until SIGTERM/SIGINT, then
-//! shuts down in order — stop accepting, stop upstreams (and their process groups), stop the router.
+//! shuts down in order — stop accepting, end host sessions, stop upstreams (and their process groups).
 
 use std::future::IntoFuture;
 use std::io::Write;
@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+use crate::admin::AdminState;
 use crate::audit::{AuditHandle, Record};
 use crate::config::Config;
-use crate::downstream::{Gateway, Hub, SessionStore, app};
+use crate::downstream::{Delivery, HostService, SessionStore, app};
 use crate::router::RouterHandle;
 use crate::supervisor::SupervisorHandle;
-use crate::upstream::{HostBus, UpstreamHandle};
+use crate::upstream::{HostEvents, UpstreamHandle};
 
 /// How long shutdown waits for the audit writer to commit what is queued.
 const AUDIT_CLOSE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -61,28 +62,28 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     ));
 
     let sessions = SessionStore::new(config.server.session_idle_timeout);
-    let hub = Hub::new(sessions, audit.clone());
-    let bus: Arc<dyn HostBus> = hub.clone();
+    let delivery = Delivery::new(Arc::clone(&sessions), audit.clone());
+    let events: Arc<dyn HostEvents> = delivery.clone();
+    let router = RouterHandle::new(&config.catalog);
     let upstreams: Vec<UpstreamHandle> = config
         .upstreams
         .iter()
-        .map(|u| UpstreamHandle::new(u.clone(), Some(Arc::clone(&bus))))
+        .map(|u| UpstreamHandle::new(u.clone(), Some(Arc::clone(&events)), Some(router.link())))
         .collect();
     for u in upstreams.iter().filter(|u| !u.config().enabled) {
         tracing::info!(upstream = %u.name(), "Upstream is disabled in the config.");
     }
-    let router = RouterHandle::start(&config.catalog, upstreams.clone()).await?;
-    let supervisor = SupervisorHandle::start(upstreams, router.clone(), audit.clone()).await?;
-    let gateway = Arc::new(Gateway::new(
+    router.set_upstreams(upstreams.clone());
+    let supervisor = SupervisorHandle::start(upstreams, audit.clone()).await?;
+    let service = Arc::new(HostService::new(
         router.clone(),
-        hub,
+        delivery,
         supervisor.clone(),
         (audit.clone(), config.audit.redaction),
-        config.catalog.clone(),
         &config.server,
     ));
-    gateway.spawn_reaper();
-    gateway.spawn_change_notices();
+    service.spawn_reaper();
+    service.spawn_change_notices();
 
     tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), "mcpmux is listening.");
     // One line on stdout for scripts and tests that start the daemon on port 0.
@@ -94,7 +95,13 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
                 let admin_addr = admin.local_addr().map_err(DaemonError::Serve)?;
                 let _ = writeln!(stdout, "mcpmux: admin on http://{admin_addr}");
                 tracing::info!(url = %format!("http://{admin_addr}"), "Admin API is listening.");
-                let app = crate::admin::app(Arc::clone(&gateway));
+                let state = AdminState {
+                    router: router.clone(),
+                    supervisor: supervisor.clone(),
+                    audit: audit.clone(),
+                    sessions: Box::new(move || sessions.len()),
+                };
+                let app = crate::admin::app(Arc::new(state));
                 tokio::spawn(async move { axum::serve(admin, app).await });
             }
             Err(e) => {
@@ -105,7 +112,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let _ = stdout.flush();
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, app(Arc::clone(&gateway), &config.server))
+    let server = axum::serve(listener, app(Arc::clone(&service), &config.server))
         .with_graceful_shutdown(async {
             let _ = stop_rx.await;
         });
@@ -125,9 +132,8 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         }
     };
     tracing::info!("Shutting down: ending host sessions, stopping upstreams.");
-    gateway.close_all().await;
+    service.close_all().await;
     supervisor.shutdown().await;
-    router.stop();
     audit.record(Record::event("daemon.stopped", None, None, None));
     audit.close(AUDIT_CLOSE);
     tracing::info!("Stopped.");

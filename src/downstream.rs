@@ -1,21 +1,23 @@
 //! The host side: sessions, what each request method does, and the transports hosts reach.
 //!
-//! - `session`: one host connection's negotiated state, and the store that expires idle ones.
-//! - `gateway`: what every method does — listings from the snapshot, calls routed to upstreams.
-//! - `hub`: shared host-side state — session-bound upstream messages, subscriptions, tasks,
-//!   per-session upstream instances.
-//! - `origin`: the host side of one forwarded request, as upstream connections see it.
+//! - `session`: one host connection's negotiated state ([`HostInfo`]) and tables, and the store
+//!   that expires idle sessions.
+//! - `service`: the [`HostService`] — what every method does; listings from the snapshot, calls
+//!   routed to upstreams, each request with its own [`RequestContext`].
+//! - `delivery`: which session gets an upstream's message ([`Delivery`], the `HostEvents` impl).
+//! - `tables`: what is kept across sessions (subscription counts, task owners, log levels).
+//! - `caller`: the host side of one forwarded request, as upstream connections see it.
 //! - `http`: Streamable HTTP at `/mcp`, and the legacy HTTP+SSE transport (axum).
-//! - `stdio`: the `mcpmux stdio` bridge from a stdio-only host to the running daemon.
 
-mod gateway;
+mod caller;
+mod delivery;
 mod http;
-mod hub;
-mod origin;
+mod service;
 mod session;
 pub mod stdio;
+mod tables;
 
-pub use gateway::{Gateway, HostRequest};
+pub use delivery::Delivery;
 pub use http::app;
-pub use hub::Hub;
-pub use session::{Session, SessionStore};
+pub use service::{HostRequest, HostService, RequestContext};
+pub use session::{HostInfo, Session, SessionStore};

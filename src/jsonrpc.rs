@@ -1,15 +1,17 @@
 //! JSON-RPC 2.0 as mcpmux forwards it: envelopes parsed without copying their payloads,
-//! lines built around raw JSON, newline framing for stdio, and the error codes we emit.
+//! lines built around raw JSON, the members of a raw object, newline framing for stdio, and the error codes we emit.
 //!
 //! Payloads (`params`, `result`, `error`) stay [`RawValue`]s: mcpmux rewrites only the fields it owns
 //! and passes every other byte through (DESIGN rule 2).
 
 mod error;
 mod framing;
+mod members;
 mod message;
 
 pub use error::{RpcError, codes};
 pub use framing::{MAX_LINE_BYTES, line_codec};
+pub use members::{Members, raw, raw_string, to_raw};
 pub use message::{
     Incoming, Kind, error_line, error_line_without_id, notification_line, raw_error_line,
     request_line, request_line_raw, response_line,

@@ -13,6 +13,7 @@
 //! - [`downstream`]: host sessions, method handling, Streamable HTTP, the stdio bridge.
 //! - [`client`]: a small HTTP client for the daemon's endpoint (bridge and CLI).
 //! - [`audit`]: the hash-chained audit log in sled (the only module that knows sled).
+//! - [`sync`]: the one mutex-poison policy.
 //! - [`telemetry`]: logging setup.
 
 pub mod admin;
@@ -26,5 +27,6 @@ pub mod jsonrpc;
 pub mod mcp;
 pub mod router;
 pub mod supervisor;
+pub mod sync;
 pub mod telemetry;
 pub mod upstream;

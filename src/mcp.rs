@@ -84,3 +84,12 @@ impl ListKind {
         matches!(self, Self::Resources | Self::ResourceTemplates)
     }
 }
+
+/// The params of `notifications/cancelled` for request `id` (raw JSON), with an optional
+/// `reason` (raw JSON too).
+pub fn cancelled_params(id: &str, reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) => format!(r#"{{"requestId":{id},"reason":{reason}}}"#),
+        None => format!(r#"{{"requestId":{id}}}"#),
+    }
+}

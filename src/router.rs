@@ -1,46 +1,48 @@
 //! The router: owns the merged catalog and publishes it as immutable, generation-numbered,
-//! deterministically ordered snapshots. Request handling reads the current snapshot (or a recent
-//! one, for cursors) without ever queueing behind the router actor.
+//! deterministically ordered snapshots. Upstreams know it only as their [`CatalogSink`]: each
+//! publish or withdrawal rebuilds one snapshot on the caller, under the router's one lock, and
+//! makes it current before returning (so an upstream reported ready is already listed). Request
+//! handling reads the current snapshot (or a recent one, for cursors) lock-free.
 //!
 //! - `catalog`: a [`Snapshot`] and how one is built from the upstreams' catalogs.
-//! - `actor`: receives upstream catalogs and withdrawals, rebuilds, publishes.
 
-mod actor;
 mod catalog;
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use ractor::{Actor, ActorRef};
 use tokio::sync::watch;
 
 pub use catalog::{Entry, Snapshot};
 
 use crate::config::CatalogConfig;
-use crate::upstream::{UpstreamCatalog, UpstreamHandle};
-use actor::{RouterActor, RouterMsg};
+use crate::sync::lock;
+use crate::upstream::{CatalogLink, CatalogSink, UpstreamCatalog, UpstreamHandle};
 
-/// How long an upstream waits for the router to publish its catalog.
-const PUBLISH_DEADLINE_MS: u64 = 5_000;
 /// Old generations kept readable for cursors, at most.
 const MAX_HISTORY: usize = 16;
 
-/// Where snapshots are published: the current one, and recent ones for cursors that name them.
-struct Store {
-    current: ArcSwap<Snapshot>,
-    history: Mutex<VecDeque<(Arc<Snapshot>, Instant)>>,
-    retention: Duration,
-    generation: watch::Sender<u64>,
-    max_items_per_upstream: usize,
-}
-
-/// The router's public face: read snapshots, hand it upstream changes.
+/// The router's public face: read snapshots; upstreams reach it through [`RouterHandle::link`].
 #[derive(Clone)]
 pub struct RouterHandle {
-    store: Arc<Store>,
-    actor: ActorRef<RouterMsg>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    current: ArcSwap<Snapshot>,
+    history: Mutex<VecDeque<(Arc<Snapshot>, Instant)>>,
+    generation: watch::Sender<u64>,
+    /// What the next snapshot is built from; held while one is built, so builds never interleave.
+    sources: Mutex<Sources>,
+}
+
+struct Sources {
+    config: Arc<CatalogConfig>,
+    upstreams: Vec<UpstreamHandle>,
+    catalogs: BTreeMap<String, UpstreamCatalog>,
+    generation: u64,
 }
 
 impl std::fmt::Debug for RouterHandle {
@@ -52,32 +54,47 @@ impl std::fmt::Debug for RouterHandle {
 }
 
 impl RouterHandle {
-    /// Starts the router actor with an empty catalog over `upstreams` (every configured one).
-    pub async fn start(
-        config: &CatalogConfig,
-        upstreams: Vec<UpstreamHandle>,
-    ) -> Result<Self, ractor::SpawnErr> {
-        let first = Arc::new(Snapshot::empty(0, &upstreams));
+    /// A router with an empty catalog; [`Self::set_upstreams`] tells it which upstreams exist.
+    pub fn new(config: &CatalogConfig) -> Self {
+        let config = Arc::new(config.clone());
+        let first = Arc::new(Snapshot::empty(0, &config, &[]));
         let (generation, _) = watch::channel(0);
-        let store = Arc::new(Store {
-            current: ArcSwap::new(first),
-            history: Mutex::new(VecDeque::new()),
-            retention: config.cursor_retention,
-            generation,
-            max_items_per_upstream: config.max_items_per_upstream,
+        Self {
+            inner: Arc::new(Inner {
+                current: ArcSwap::new(first),
+                history: Mutex::new(VecDeque::new()),
+                generation,
+                sources: Mutex::new(Sources {
+                    config,
+                    upstreams: Vec::new(),
+                    catalogs: BTreeMap::new(),
+                    generation: 0,
+                }),
+            }),
+        }
+    }
+
+    /// What a shared upstream publishes through.
+    pub fn link(&self) -> CatalogLink {
+        let max_items = lock(&self.inner.sources).config.max_items_per_upstream;
+        CatalogLink {
+            sink: Arc::new(Sink(Arc::downgrade(&self.inner))),
+            max_items,
+        }
+    }
+
+    /// Every configured upstream, ready or not (they route URIs and name errors even before
+    /// they publish a catalog).
+    pub fn set_upstreams(&self, upstreams: Vec<UpstreamHandle>) {
+        self.inner.rebuild(|s| {
+            s.upstreams = upstreams;
+            true
         });
-        let (actor, _) = Actor::spawn(
-            Some("router".into()),
-            RouterActor,
-            (config.clone(), upstreams, Arc::clone(&store)),
-        )
-        .await?;
-        Ok(Self { store, actor })
     }
 
     /// The current catalog. Lock-free.
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.store.current.load_full()
+        self.inner.current.load_full()
     }
 
     /// The catalog of `generation`, if it is current or still retained.
@@ -86,60 +103,69 @@ impl RouterHandle {
         if current.generation == generation {
             return Some(current);
         }
-        let history = self.store.history.lock().ok()?;
-        history
+        lock(&self.inner.history)
             .iter()
             .find(|(s, _)| s.generation == generation)
             .map(|(s, _)| Arc::clone(s))
     }
 
-    /// Most items the catalog takes from one upstream listing.
-    pub fn max_items_per_upstream(&self) -> usize {
-        self.store.max_items_per_upstream
-    }
-
     /// Notified with the new generation number each time a snapshot is published.
     pub fn watch(&self) -> watch::Receiver<u64> {
-        self.store.generation.subscribe()
-    }
-
-    /// An upstream's catalog is (again) current. Returns once the new snapshot is published, so
-    /// an upstream marked ready afterwards is already in the catalog hosts read.
-    pub async fn publish(&self, upstream: &UpstreamHandle, catalog: UpstreamCatalog) {
-        let name = upstream.name().to_owned();
-        let published = ractor::call_t!(
-            self.actor,
-            RouterMsg::Publish,
-            PUBLISH_DEADLINE_MS,
-            name,
-            catalog
-        );
-        if let Err(e) = published {
-            tracing::error!(upstream = %upstream.name(), error = %e, "The router did not take a catalog.");
-        }
-    }
-
-    /// An upstream's catalog is gone (it stopped or failed).
-    pub fn withdraw(&self, upstream: &str) {
-        let _ = self
-            .actor
-            .send_message(RouterMsg::Withdraw(upstream.to_owned()));
-    }
-
-    pub fn stop(&self) {
-        self.actor.stop(None);
+        self.inner.generation.subscribe()
     }
 }
 
-impl Store {
-    fn publish(&self, next: Snapshot) {
+/// The router as upstreams see it. Weak, so upstream handles do not keep the router alive.
+struct Sink(Weak<Inner>);
+
+impl CatalogSink for Sink {
+    fn publish(&self, upstream: &str, catalog: UpstreamCatalog) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.rebuild(|s| {
+                s.catalogs.insert(upstream.to_owned(), catalog);
+                true
+            });
+        }
+    }
+
+    fn withdraw(&self, upstream: &str) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.rebuild(|s| s.catalogs.remove(upstream).is_some());
+        }
+    }
+}
+
+impl Inner {
+    /// Applies `change` and, when it changed something, builds and publishes the next snapshot.
+    fn rebuild(&self, change: impl FnOnce(&mut Sources) -> bool) {
+        let mut sources = lock(&self.sources);
+        if !change(&mut sources) {
+            return;
+        }
+        sources.generation += 1;
+        let next = Snapshot::build(
+            sources.generation,
+            &sources.config,
+            &sources.upstreams,
+            &sources.catalogs,
+        );
+        tracing::debug!(
+            generation = sources.generation,
+            tools = next.list(crate::mcp::ListKind::Tools).len(),
+            "Published a new catalog."
+        );
+        self.publish(next, sources.config.cursor_retention);
+    }
+
+    fn publish(&self, next: Snapshot, retention: Duration) {
         let generation = next.generation;
         let previous = self.current.swap(Arc::new(next));
-        if let Ok(mut history) = self.history.lock() {
+        {
+            let mut history = lock(&self.history);
             let now = Instant::now();
             history.push_front((previous, now));
             history.truncate(MAX_HISTORY);
-            history.retain(|(_, retired)| now.duration_since(*retired) < self.retention);
+            history.retain(|(_, retired)| now.duration_since(*retired) < retention);
         }
         self.generation.send_replace(generation);
     }

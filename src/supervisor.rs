@@ -1,26 +1,44 @@
-//! The supervisor: the one place restart policy lives. It starts every enabled upstream at once
-//! (lazy ones at the first host session), restarts one that fails after an exponential backoff
-//! with jitter, puts it in `crash-loop` (catalog withdrawn, calls fail fast) once it fails more
-//! often than its restart budget allows, starts idle-stopped upstreams again on demand, restarts
-//! one when an operator asks, and stops them all, with their process groups, on shutdown. A
-//! failing upstream never touches the others or the daemon.
+//! The supervisor: the one place restart policy lives, for shared upstreams and for the
+//! per-session instances of `isolation = "per-session"` ones alike. It starts every enabled
+//! upstream at once (lazy ones when a host session begins or a call wants them), starts a
+//! session's own instance on its first call, restarts an upstream or instance that fails after
+//! an exponential backoff with jitter, puts it in `crash-loop` (catalog withdrawn, calls fail
+//! fast) once it fails more often than its restart budget allows, restarts one when an operator
+//! asks, stops a session's instances when the session ends, and stops everything, with their
+//! process groups, on shutdown. A failing upstream never touches the others or the daemon.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{
+    Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
+};
 
 use crate::audit::{AuditHandle, Record};
-use crate::router::RouterHandle;
-use crate::upstream::{IDLE_STOP, State, UpstreamActor, UpstreamHandle, UpstreamMsg};
+use crate::sync::lock;
+use crate::upstream::{Phase, StopReason, UpstreamError, UpstreamHandle};
 
 /// Longest wait for one supervisor request (restart, shutdown).
 const CALL_DEADLINE: Duration = Duration::from_secs(30);
+/// How long stopping a session's instances may take.
+const INSTANCE_STOP: Duration = Duration::from_secs(5);
+
+/// One supervised upstream: the shared instance (`session: None`) or a session's own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    upstream: String,
+    session: Option<String>,
+}
+
+/// Per-session instances by (upstream, session), readable without asking the actor.
+type Instances = Arc<Mutex<HashMap<(String, String), UpstreamHandle>>>;
 
 /// The supervisor's public face.
 #[derive(Clone)]
 pub struct SupervisorHandle {
     actor: ActorRef<SupervisorMsg>,
+    instances: Instances,
 }
 
 impl std::fmt::Debug for SupervisorHandle {
@@ -42,24 +60,66 @@ impl SupervisorHandle {
     /// Starts the supervisor and, through it, every enabled upstream that is not lazy.
     pub async fn start(
         upstreams: Vec<UpstreamHandle>,
-        router: RouterHandle,
         audit: AuditHandle,
     ) -> Result<Self, ractor::SpawnErr> {
-        let (actor, _) = Actor::spawn(
-            Some("supervisor".into()),
-            Supervisor,
-            (upstreams, router, audit),
+        let instances = Instances::default();
+        let args = (upstreams, audit, Arc::clone(&instances));
+        let (actor, _) = Actor::spawn(Some("supervisor".into()), Supervisor, args).await?;
+        Ok(Self { actor, instances })
+    }
+
+    /// `session`'s own instance of the per-session upstream `shared`, started on first use
+    /// (waiting, at most its startup timeout, until it serves). An instance that is restarting
+    /// is returned as it is: calls to it fail with why until it is back.
+    pub async fn instance(
+        &self,
+        shared: &UpstreamHandle,
+        session: &str,
+    ) -> Result<UpstreamHandle, UpstreamError> {
+        if let Some(handle) = self.existing_instance(shared.name(), session) {
+            if handle.phase() == Phase::Starting {
+                handle.settled(shared.config().policy.startup_timeout).await;
+            }
+            return Ok(handle);
+        }
+        let deadline = u64::try_from(CALL_DEADLINE.as_millis()).unwrap_or(u64::MAX);
+        let handle = ractor::call_t!(
+            self.actor,
+            SupervisorMsg::Instance,
+            deadline,
+            shared.clone(),
+            session.to_owned()
         )
-        .await?;
-        Ok(Self { actor })
+        .map_err(|e| UpstreamError::Failed {
+            upstream: shared.name().to_owned(),
+            reason: format!("its instance for this session could not be started: {e}"),
+        })?;
+        handle.settled(shared.config().policy.startup_timeout).await;
+        Ok(handle)
     }
 
-    /// Starts the lazy upstreams that have not started yet (a host session has begun).
-    pub fn start_lazy(&self) {
-        let _ = self.actor.send_message(SupervisorMsg::StartLazy);
+    /// `session`'s running instance of `upstream`, if it has one.
+    pub fn existing_instance(&self, upstream: &str, session: &str) -> Option<UpstreamHandle> {
+        lock(&self.instances)
+            .get(&(upstream.to_owned(), session.to_owned()))
+            .cloned()
     }
 
-    /// Restarts one upstream now, whatever its state (also leaves `crash-loop`).
+    /// Stops every instance that serves `session` (the session ended).
+    pub async fn stop_instances(&self, session: &str) {
+        let any = lock(&self.instances).keys().any(|(_, s)| s == session);
+        if any {
+            let deadline = u64::try_from(CALL_DEADLINE.as_millis()).unwrap_or(u64::MAX);
+            let _ = ractor::call_t!(
+                self.actor,
+                SupervisorMsg::StopInstances,
+                deadline,
+                session.to_owned()
+            );
+        }
+    }
+
+    /// Restarts one upstream now, whatever its phase (also leaves `crash-loop`).
     pub async fn restart(&self, name: &str) -> Result<(), RestartError> {
         let deadline = u64::try_from(CALL_DEADLINE.as_millis()).unwrap_or(u64::MAX);
         match ractor::call_t!(
@@ -74,7 +134,7 @@ impl SupervisorHandle {
         }
     }
 
-    /// Stops every upstream (killing their process groups) and then the supervisor.
+    /// Stops every upstream and instance (killing their process groups) and then the supervisor.
     pub async fn shutdown(&self) {
         let deadline = u64::try_from(CALL_DEADLINE.as_millis()).unwrap_or(u64::MAX);
         let _ = ractor::call_t!(self.actor, SupervisorMsg::Shutdown, deadline);
@@ -86,27 +146,39 @@ struct Supervisor;
 
 #[derive(Debug)]
 enum SupervisorMsg {
-    Start(String),
-    /// A call wants a stopped upstream.
+    Start(Key),
+    /// A call (or a new host session) wants a stopped upstream.
     Wake(String),
-    StartLazy,
+    Instance(UpstreamHandle, String, RpcReplyPort<UpstreamHandle>),
+    StopInstances(String, RpcReplyPort<()>),
     Restart(String, RpcReplyPort<bool>),
     Shutdown(RpcReplyPort<()>),
 }
 
 struct Slot {
     handle: UpstreamHandle,
-    actor: Option<ActorRef<UpstreamMsg>>,
+    actor: Option<ActorCell>,
     /// Failures since it was last ready; drives the backoff.
     consecutive_failures: u32,
     /// When it was restarted within the budget window.
     restarts: VecDeque<Instant>,
 }
 
+impl Slot {
+    fn new(handle: UpstreamHandle) -> Self {
+        Self {
+            handle,
+            actor: None,
+            consecutive_failures: 0,
+            restarts: VecDeque::new(),
+        }
+    }
+}
+
 struct SupervisorState {
-    slots: HashMap<String, Slot>,
-    by_actor: HashMap<ActorId, String>,
-    router: RouterHandle,
+    slots: HashMap<Key, Slot>,
+    by_actor: HashMap<ActorId, Key>,
+    instances: Instances,
     audit: AuditHandle,
     shutting_down: bool,
 }
@@ -114,12 +186,12 @@ struct SupervisorState {
 impl Actor for Supervisor {
     type Msg = SupervisorMsg;
     type State = SupervisorState;
-    type Arguments = (Vec<UpstreamHandle>, RouterHandle, AuditHandle);
+    type Arguments = (Vec<UpstreamHandle>, AuditHandle, Instances);
 
     async fn pre_start(
         &self,
         myself: ActorRef<Self::Msg>,
-        (upstreams, router, audit): Self::Arguments,
+        (upstreams, audit, instances): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         let mut slots = HashMap::new();
         for handle in upstreams.into_iter().filter(|h| h.config().enabled) {
@@ -129,26 +201,24 @@ impl Actor for Supervisor {
             handle.set_waker(move || {
                 let _ = wake.send_message(SupervisorMsg::Wake(woken.clone()));
             });
+            let key = Key {
+                upstream: name,
+                session: None,
+            };
             if handle.config().policy.lazy_start {
-                handle.set_state(
-                    State::Stopped,
+                handle.set_phase(
+                    Phase::Stopped,
                     Some("not started yet: it starts with the first host session".into()),
                 );
             } else {
-                let _ = myself.send_message(SupervisorMsg::Start(name.clone()));
+                let _ = myself.send_message(SupervisorMsg::Start(key.clone()));
             }
-            let slot = Slot {
-                handle,
-                actor: None,
-                consecutive_failures: 0,
-                restarts: VecDeque::new(),
-            };
-            slots.insert(name, slot);
+            slots.insert(key, Slot::new(handle));
         }
         Ok(SupervisorState {
             slots,
             by_actor: HashMap::new(),
-            router,
+            instances,
             audit,
             shutting_down: false,
         })
@@ -161,33 +231,45 @@ impl Actor for Supervisor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SupervisorMsg::Start(name) => start(&myself, state, &name).await,
+            SupervisorMsg::Start(key) => start(&myself, state, &key).await,
             SupervisorMsg::Wake(name) => {
+                let key = Key {
+                    upstream: name,
+                    session: None,
+                };
                 if state
                     .slots
-                    .get(&name)
-                    .is_some_and(|s| s.actor.is_none() && s.handle.state() == State::Stopped)
+                    .get(&key)
+                    .is_some_and(|s| s.actor.is_none() && s.handle.phase() == Phase::Stopped)
                 {
-                    start(&myself, state, &name).await;
+                    start(&myself, state, &key).await;
                 }
             }
-            SupervisorMsg::StartLazy => {
-                let lazy: Vec<String> = state
-                    .slots
-                    .iter()
-                    .filter(|(_, s)| {
-                        s.actor.is_none()
-                            && s.handle.config().policy.lazy_start
-                            && s.handle.state() == State::Stopped
-                    })
-                    .map(|(n, _)| n.clone())
-                    .collect();
-                for name in lazy {
-                    start(&myself, state, &name).await;
+            SupervisorMsg::Instance(shared, session, reply) => {
+                let key = Key {
+                    upstream: shared.name().to_owned(),
+                    session: Some(session.clone()),
+                };
+                if let Some(slot) = state.slots.get(&key) {
+                    let _ = reply.send(slot.handle.clone());
+                    return Ok(());
                 }
+                let handle = shared.instance_for(&session);
+                lock(&state.instances).insert((key.upstream.clone(), session), handle.clone());
+                state.slots.insert(key.clone(), Slot::new(handle.clone()));
+                start(&myself, state, &key).await;
+                let _ = reply.send(handle);
+            }
+            SupervisorMsg::StopInstances(session, reply) => {
+                stop_instances(state, &session).await;
+                let _ = reply.send(());
             }
             SupervisorMsg::Restart(name, reply) => {
-                let Some(slot) = state.slots.get_mut(&name) else {
+                let key = Key {
+                    upstream: name.clone(),
+                    session: None,
+                };
+                let Some(slot) = state.slots.get_mut(&key) else {
                     let _ = reply.send(false);
                     return Ok(());
                 };
@@ -202,11 +284,10 @@ impl Actor for Supervisor {
                 slot.restarts.clear();
                 if let Some(actor) = slot.actor.take() {
                     state.by_actor.remove(&actor.get_id());
-                    let _ = actor
-                        .stop_and_wait(Some("operator restart".into()), Some(CALL_DEADLINE))
-                        .await;
+                    let reason = StopReason::Operator.as_str().to_owned();
+                    let _ = actor.stop_and_wait(Some(reason), Some(CALL_DEADLINE)).await;
                 }
-                start(&myself, state, &name).await;
+                start(&myself, state, &key).await;
                 let _ = reply.send(true);
             }
             SupervisorMsg::Shutdown(reply) => {
@@ -216,18 +297,18 @@ impl Actor for Supervisor {
                     .values_mut()
                     .filter_map(|s| s.actor.take())
                     .collect();
+                let reason = StopReason::Shutdown.as_str();
                 let stops = actors
                     .iter()
-                    .map(|a| a.stop_and_wait(Some("shutdown".into()), Some(CALL_DEADLINE)));
+                    .map(|a| a.stop_and_wait(Some(reason.to_owned()), Some(CALL_DEADLINE)));
                 futures_util::future::join_all(stops).await;
-                for slot in state.slots.values() {
-                    slot.handle.set_state(State::Stopped, None);
-                    let name = Some(slot.handle.name());
+                for (key, slot) in &state.slots {
+                    slot.handle.set_phase(Phase::Stopped, None);
                     state.audit.record(Record::event(
                         "upstream.stopped",
-                        name,
-                        None,
-                        Some("shutdown".into()),
+                        Some(&key.upstream),
+                        key.session.as_deref(),
+                        Some(reason.into()),
                     ));
                 }
                 let _ = reply.send(());
@@ -247,85 +328,117 @@ impl Actor for Supervisor {
             SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, None, reason),
             _ => return Ok(()),
         };
-        let Some(name) = state.by_actor.remove(&cell.get_id()) else {
+        let Some(key) = state.by_actor.remove(&cell.get_id()) else {
             return Ok(());
         };
-        let Some(slot) = state.slots.get_mut(&name) else {
+        let Some(slot) = state.slots.get_mut(&key) else {
             return Ok(());
         };
         slot.actor = None;
         if state.shutting_down {
             return Ok(());
         }
-        if failure.is_none() && reason.as_deref() == Some(IDLE_STOP) {
-            slot.handle.set_state(
-                State::Stopped,
+        if failure.is_none() && StopReason::parse(reason.as_deref()) == Some(StopReason::Idle) {
+            slot.handle.set_phase(
+                Phase::Stopped,
                 Some("stopped while idle; the next call starts it".into()),
             );
             state.audit.record(Record::event(
                 "upstream.stopped",
-                Some(&name),
+                Some(&key.upstream),
                 None,
                 Some("idle".into()),
             ));
             return Ok(());
         }
         let why = failure.unwrap_or_else(|| "its actor stopped unexpectedly".to_owned());
-        on_failure(&myself, slot, &state.router, &state.audit, why);
+        on_failure(&myself, &key, slot, &state.audit, why);
         Ok(())
     }
 }
 
-/// Spawns the upstream's actor; a failure to spawn counts like a crash.
-async fn start(myself: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, name: &str) {
+/// Spawns the actor of `key`'s upstream; a failure to spawn counts like a crash.
+async fn start(myself: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &Key) {
     if state.shutting_down {
         return;
     }
-    let Some(slot) = state.slots.get_mut(name) else {
+    let Some(slot) = state.slots.get_mut(key) else {
         return;
     };
     if slot.actor.is_some() {
         return;
     }
-    if !matches!(slot.handle.state(), State::Restarting) {
-        slot.handle.set_state(State::Starting, None);
+    if !matches!(slot.handle.phase(), Phase::Restarting) {
+        slot.handle.set_phase(Phase::Starting, None);
     }
-    let args = (slot.handle.clone(), state.router.clone());
-    match Actor::spawn_linked(None, UpstreamActor, args, myself.get_cell()).await {
-        Ok((actor, _)) => {
-            state.by_actor.insert(actor.get_id(), name.to_owned());
+    match crate::upstream::spawn(slot.handle.clone(), myself.get_cell()).await {
+        Ok(actor) => {
+            state.by_actor.insert(actor.get_id(), key.clone());
             slot.actor = Some(actor);
             let pid = slot.handle.status().pid.map(|p| format!("pid {p}"));
-            state
-                .audit
-                .record(Record::event("upstream.started", Some(name), None, pid));
+            state.audit.record(Record::event(
+                "upstream.started",
+                Some(&key.upstream),
+                key.session.as_deref(),
+                pid,
+            ));
         }
         Err(e) => {
             let why = match e {
                 ractor::SpawnErr::StartupFailed(inner) => inner.to_string(),
                 other => other.to_string(),
             };
-            on_failure(myself, slot, &state.router, &state.audit, why);
+            on_failure(myself, key, slot, &state.audit, why);
         }
     }
+}
+
+/// Stops and forgets every instance serving `session`; their ends are not failures.
+async fn stop_instances(state: &mut SupervisorState, session: &str) {
+    let keys: Vec<Key> = state
+        .slots
+        .keys()
+        .filter(|k| k.session.as_deref() == Some(session))
+        .cloned()
+        .collect();
+    let mut actors = Vec::new();
+    for key in keys {
+        lock(&state.instances).remove(&(key.upstream.clone(), session.to_owned()));
+        if let Some(slot) = state.slots.remove(&key) {
+            slot.handle.set_phase(Phase::Stopped, None);
+            if let Some(actor) = slot.actor {
+                state.by_actor.remove(&actor.get_id());
+                actors.push(actor);
+            }
+        }
+    }
+    let reason = StopReason::SessionEnded.as_str();
+    futures_util::future::join_all(
+        actors
+            .iter()
+            .map(|a| a.stop_and_wait(Some(reason.to_owned()), Some(INSTANCE_STOP))),
+    )
+    .await;
 }
 
 /// Records a failure: restart after the backoff, or enter `crash-loop` when over budget.
 fn on_failure(
     myself: &ActorRef<SupervisorMsg>,
+    key: &Key,
     slot: &mut Slot,
-    router: &RouterHandle,
     audit: &AuditHandle,
     why: String,
 ) {
+    let name = &key.upstream;
+    let session = key.session.as_deref();
     audit.record(Record::event(
         "upstream.crashed",
-        Some(slot.handle.name()),
-        None,
+        Some(name),
+        session,
         Some(why.clone()),
     ));
     let policy = &slot.handle.config().policy;
-    if matches!(slot.handle.state(), State::Ready | State::Degraded) {
+    if matches!(slot.handle.phase(), Phase::Ready | Phase::Degraded) {
         slot.consecutive_failures = 0;
     }
     slot.consecutive_failures += 1;
@@ -340,19 +453,19 @@ fn on_failure(
     if slot.restarts.len() >= policy.restart_budget as usize {
         let window = policy.restart_window.as_secs();
         let budget = policy.restart_budget;
-        tracing::error!(upstream = %slot.handle.name(), error = %why, budget, window_s = window, "Upstream is in a crash loop; not restarting it until an operator does (mcpmux restart NAME).");
-        slot.handle.set_state(
-            State::CrashLoop,
+        tracing::error!(upstream = %name, session, error = %why, budget, window_s = window, "Upstream is in a crash loop; not restarting it until an operator does (mcpmux restart NAME).");
+        slot.handle.set_phase(
+            Phase::CrashLoop,
             Some(format!(
                 "{why} (failed {} times within {window}s)",
                 budget + 1
             )),
         );
-        router.withdraw(slot.handle.name());
+        slot.handle.withdraw_catalog();
         audit.record(Record::event(
             "upstream.crash_loop",
-            Some(slot.handle.name()),
-            None,
+            Some(name),
+            session,
             None,
         ));
         return;
@@ -363,11 +476,11 @@ fn on_failure(
         policy.restart_initial_backoff,
         policy.restart_max_backoff,
     );
-    slot.handle.update_restarts();
-    slot.handle.set_state(State::Restarting, Some(why.clone()));
-    tracing::error!(upstream = %slot.handle.name(), error = %why, retry_in_ms = delay.as_millis() as u64, "Upstream failed; it will be restarted.");
-    let name = slot.handle.name().to_owned();
-    myself.send_after(delay, move || SupervisorMsg::Start(name));
+    slot.handle.count_restart();
+    slot.handle.set_phase(Phase::Restarting, Some(why.clone()));
+    tracing::warn!(upstream = %name, session, error = %why, retry_in_ms = delay.as_millis() as u64, "Upstream failed; it will be restarted.");
+    let key = key.clone();
+    myself.send_after(delay, move || SupervisorMsg::Start(key));
 }
 
 /// Exponential backoff from `initial` to `max`, with ±20% jitter.

@@ -1,21 +1,34 @@
-//! Upstream MCP servers: one supervised connection each.
+//! Upstream MCP servers: one supervised connection each (or one per host session, for
+//! `isolation = "per-session"`), over a transport the rest of mcpmux never sees.
 //!
 //! - [`handle`]: the public face ([`UpstreamHandle`]) — forward a request, read the status.
-//! - `actor`: the ractor actor that owns one connection's life: start, handshake, catalog, stop.
-//! - `connection`: the in-flight table and the reader/writer tasks around a child's pipes.
-//! - `process`: starting the child (cleared env, own process group) and killing its group.
+//! - `actor`: owns one connection's life: open the transport, handshake, catalog, health, stop.
+//! - `connection`: the in-flight table and the reader task over a transport's messages, and the
+//!   host side it needs (`connection/caller`: [`Caller`], [`HostEvents`]).
+//! - `transport`: the seam ([`transport::Diagnostics`], links); `transport/stdio`: a child process.
 //! - `handshake`: `initialize` and reading every listing to its last page.
-//! - `origin`: what a connection needs from the host side ([`Origin`], [`HostBus`]).
+//! - `catalog`: what an upstream offers and where it is published ([`CatalogSink`]).
+//! - `status`: the phase an upstream is in and its readable account ([`Status`]).
+//! - `error`: failures as values ([`UpstreamError`], start and close reasons, [`StopReason`]).
+//!
+//! The arrows run one way: actor → handle → connection → error → status; nothing here knows the router,
+//! the supervisor or the host side beyond the traits it declares.
 
 mod actor;
+mod catalog;
 mod connection;
+mod error;
 mod handle;
 mod handshake;
-mod origin;
-mod process;
+mod status;
+mod transport;
 
-pub use actor::{IDLE_STOP, UpstreamActor, UpstreamMsg};
-pub use connection::{CallContext, ProgressTokens};
-pub use handle::{Reply, State, Status, UpstreamError, UpstreamHandle};
-pub use handshake::{ServerInfo, UpstreamCatalog, UpstreamItem};
-pub use origin::{Canceller, HostBus, Origin, ServerRequestReply};
+pub use actor::spawn;
+pub use catalog::{CatalogLink, CatalogSink, ServerInfo, UpstreamCatalog, UpstreamItem};
+pub use connection::{
+    CallContext, Caller, Canceller, HostEvents, ProgressTokens, ServerRequestReply, UpstreamId,
+};
+pub use error::{Reply, StopReason, UpstreamError};
+pub use handle::UpstreamHandle;
+pub use status::{Phase, Status};
+pub use transport::Diagnostics;

@@ -21,7 +21,7 @@ use futures_util::Stream;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-use super::gateway::{Gateway, HostRequest};
+use super::service::{HostRequest, HostService};
 use super::session::Session;
 use crate::config::ServerConfig;
 use crate::jsonrpc::{Incoming, Kind, RpcError, codes, error_line};
@@ -33,7 +33,7 @@ const REQUEST_STREAM: usize = 64;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 struct AppState {
-    gateway: Arc<Gateway>,
+    service: Arc<HostService>,
     allowed_origins: Vec<String>,
     /// When listening on loopback, `Host` must name loopback too (DNS-rebinding protection).
     loopback_only: bool,
@@ -41,9 +41,9 @@ struct AppState {
 }
 
 /// The host-facing HTTP application.
-pub fn app(gateway: Arc<Gateway>, config: &ServerConfig) -> Router {
+pub fn app(service: Arc<HostService>, config: &ServerConfig) -> Router {
     let state = Arc::new(AppState {
-        gateway,
+        service,
         allowed_origins: config.allowed_origins.clone(),
         loopback_only: config.listen.ip().is_loopback(),
         legacy: legacy::Connections::default(),
@@ -78,7 +78,7 @@ fn session_of(state: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Ref
             "Bad Request: Mcp-Session-Id header is required",
         ));
     };
-    state.gateway.hub.sessions.get(id).ok_or_else(|| {
+    state.service.session(id).ok_or_else(|| {
         refuse(
             StatusCode::NOT_FOUND,
             codes::INVALID_REQUEST,
@@ -136,7 +136,7 @@ async fn handle_post(
     }
     match message {
         Kind::Request { id, method, params } if method == "initialize" => {
-            match state.gateway.initialize(id, params, None).await {
+            match state.service.initialize(id, params, None).await {
                 Ok((session, line)) => {
                     let mut response = json_response(line);
                     if let Ok(value) = HeaderValue::from_str(&session.id) {
@@ -144,16 +144,19 @@ async fn handle_post(
                     }
                     response
                 }
-                Err(line) => (StatusCode::BAD_REQUEST, json_response(line)).into_response(),
+                Err(error) => {
+                    let line = error_line(Some(id), &error);
+                    (StatusCode::BAD_REQUEST, json_response(line)).into_response()
+                }
             }
         }
         Kind::Request { id, method, params } => match session_of(&state, &headers) {
-            Ok(session) => answer(Arc::clone(&state.gateway), session, id, &method, params).await,
+            Ok(session) => answer(Arc::clone(&state.service), session, id, &method, params).await,
             Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
         },
         other => match session_of(&state, &headers) {
             Ok(session) => {
-                accept(&state.gateway, &session, other);
+                accept(&state.service, &session, other);
                 StatusCode::ACCEPTED.into_response()
             }
             Err(refusal) => refusal.answering(None, &headers).into_response(),
@@ -162,13 +165,13 @@ async fn handle_post(
 }
 
 /// A host notification or answer: handled at once, nothing to reply.
-fn accept(gateway: &Gateway, session: &Session, message: Kind<'_>) {
+fn accept(service: &HostService, session: &Session, message: Kind<'_>) {
     match message {
         Kind::Notification { method, params } => {
-            gateway.host_notification(session, &method, params)
+            service.host_notification(session, &method, params)
         }
-        Kind::Response { id, result } => gateway.host_answer(session, id, Some(result), None),
-        Kind::Error { id, error } => gateway.host_answer(session, id, None, Some(error)),
+        Kind::Response { id, result } => service.host_answer(session, id, Some(result), None),
+        Kind::Error { id, error } => service.host_answer(session, id, None, Some(error)),
         Kind::Request { .. } => {}
     }
 }
@@ -176,18 +179,18 @@ fn accept(gateway: &Gateway, session: &Session, message: Kind<'_>) {
 /// Answers one request: JSON when the answer comes first, otherwise an event stream carrying
 /// what the request produced (progress, server requests) and then the answer.
 async fn answer(
-    gateway: Arc<Gateway>,
+    service: Arc<HostService>,
     session: Arc<Session>,
     id: &RawValue,
     method: &str,
     params: Option<&RawValue>,
 ) -> Response {
     let (sink, mut rx) = mpsc::channel(REQUEST_STREAM);
-    let host = HostRequest::new(session, id.to_owned(), Some(sink));
+    let host = HostRequest::new(session, id.to_owned(), Some(sink), params);
     let method = method.to_owned();
     let params = params.map(ToOwned::to_owned);
     let mut answer =
-        Box::pin(async move { gateway.request(&host, &method, params.as_deref()).await });
+        Box::pin(async move { service.request(&host, &method, params.as_deref()).await });
     tokio::select! {
         biased;
         line = &mut answer => {
@@ -229,10 +232,10 @@ async fn handle_batch(state: &AppState, headers: &HeaderMap, text: &str) -> Resp
         Ok(session) => session,
         Err(refusal) => return refusal.answering(None, headers).into_response(),
     };
-    if session.version != "2025-03-26" {
+    if !session.host.version.has_batches() {
         let why = format!(
             "Invalid request: JSON-RPC batches are not part of MCP {}",
-            session.version
+            session.host.version
         );
         return refuse(StatusCode::BAD_REQUEST, codes::INVALID_REQUEST, why)
             .answering(None, headers)
@@ -269,13 +272,13 @@ async fn handle_batch(state: &AppState, headers: &HeaderMap, text: &str) -> Resp
                 lines.push(error_line(Some(id), &error));
             }
             Ok(Kind::Request { id, method, params }) => {
-                let host = HostRequest::new(Arc::clone(&session), id.to_owned(), None);
+                let host = HostRequest::new(Arc::clone(&session), id.to_owned(), None, params);
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
-                let gateway = &state.gateway;
+                let service = &state.service;
                 answers
-                    .push(async move { gateway.request(&host, &method, params.as_deref()).await });
+                    .push(async move { service.request(&host, &method, params.as_deref()).await });
             }
-            Ok(other) => accept(&state.gateway, &session, other),
+            Ok(other) => accept(&state.service, &session, other),
             Err(error) => lines.push(error_line(None, &error)),
         }
     }
@@ -337,7 +340,7 @@ async fn handle_delete(State(state): State<Arc<AppState>>, headers: HeaderMap) -
     }
     match session_of(&state, &headers) {
         Ok(session) => {
-            state.gateway.close_session(&session.id).await;
+            state.service.close_session(&session.id).await;
             StatusCode::OK.into_response()
         }
         Err(refusal) => refusal.answering(None, &headers).into_response(),

@@ -1,7 +1,7 @@
-//! Host sessions: what a host negotiated at `initialize`, the messages waiting for its event
-//! stream, and the per-session tables the router keeps (in-flight requests it may cancel, server
-//! requests it is answering, subscriptions, log level). The store finds sessions by
-//! `Mcp-Session-Id` and forgets idle ones.
+//! Host sessions: what a host declared at `initialize` ([`HostInfo`], which each of its requests
+//! carries in its context), the messages waiting for its event stream, and the per-session tables
+//! the host service keeps (in-flight requests it may cancel, server requests it is answering,
+//! subscriptions, log level). The store finds sessions by `Mcp-Session-Id` and forgets idle ones.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -13,6 +13,8 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::mcp::version::Version;
+use crate::sync::lock;
 use crate::upstream::{Canceller, ServerRequestReply};
 
 /// Messages a session's event stream may fall behind by before new ones are dropped.
@@ -35,15 +37,32 @@ pub fn log_rank(level: &str) -> Option<usize> {
     LOG_LEVELS.iter().position(|l| *l == level)
 }
 
+/// What a host declared about itself: negotiated once per session in the handshake era (and,
+/// in the stateless era, carried by each request).
+#[derive(Debug)]
+pub struct HostInfo {
+    /// The protocol version agreed with this host.
+    pub version: Version,
+    /// What the host declared in `initialize` (sampling, roots, elicitation…).
+    pub capabilities: Value,
+    pub client_info: Value,
+}
+
+impl HostInfo {
+    /// Whether the host declared a client capability.
+    pub fn supports(&self, capability: &str) -> bool {
+        self.capabilities
+            .get(capability)
+            .is_some_and(|c| !c.is_null())
+    }
+}
+
 /// One host connection.
 #[derive(Debug)]
 pub struct Session {
     pub id: String,
-    /// The protocol version agreed with this host.
-    pub version: &'static str,
-    /// What the host declared in `initialize` (sampling, roots, elicitation…).
-    pub client_capabilities: Value,
-    pub client_info: Value,
+    /// What the host declared at `initialize`.
+    pub host: Arc<HostInfo>,
     /// Milliseconds since the store's epoch when the host last used this session.
     last_seen: AtomicU64,
     /// Messages for the host that belong to no open request stream.
@@ -62,9 +81,9 @@ pub struct Session {
 
 /// One of a session's in-flight slots, given back when dropped.
 #[derive(Debug)]
-pub struct SessionSlot<'a>(&'a Session);
+pub struct SessionPermit<'a>(&'a Session);
 
-impl Drop for SessionSlot<'_> {
+impl Drop for SessionPermit<'_> {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
@@ -79,7 +98,7 @@ pub struct ForwardedRequest {
     pub sent: std::time::Instant,
 }
 
-/// What the router tracks per session.
+/// What the host service tracks per session.
 #[derive(Debug, Default)]
 pub(super) struct SessionTables {
     /// The host's request id (raw JSON) → how to cancel it upstream.
@@ -97,13 +116,6 @@ impl Session {
         self.last_seen.store(now_ms, Ordering::Relaxed);
     }
 
-    /// Whether the host declared a client capability.
-    pub fn supports(&self, capability: &str) -> bool {
-        self.client_capabilities
-            .get(capability)
-            .is_some_and(|c| !c.is_null())
-    }
-
     /// Queues a message for the host's event stream; dropped (with a warning) if it is full.
     pub fn deliver(&self, line: String) {
         if let Err(e) = self.outbox.try_send(line) {
@@ -115,7 +127,7 @@ impl Session {
 
     /// Takes the event stream's receiving end; the guard gives it back when the stream ends.
     pub fn attach_stream(self: &Arc<Self>) -> Option<StreamGuard> {
-        let rx = self.outbox_rx.lock().ok()?.take()?;
+        let rx = lock(&self.outbox_rx).take()?;
         self.streaming.store(true, Ordering::Relaxed);
         Some(StreamGuard {
             session: Arc::clone(self),
@@ -124,9 +136,9 @@ impl Session {
     }
 
     /// Takes one of at most `limit` in-flight slots; `None` when all are taken.
-    pub fn claim_slot(&self, limit: usize) -> Option<SessionSlot<'_>> {
+    pub fn claim_slot(&self, limit: usize) -> Option<SessionPermit<'_>> {
         let taken = self.in_flight.fetch_add(1, Ordering::Relaxed);
-        let slot = SessionSlot(self);
+        let slot = SessionPermit(self);
         (taken < limit).then_some(slot)
     }
 
@@ -138,12 +150,11 @@ impl Session {
     /// A fresh id for a request mcpmux forwards to this host on an upstream's behalf.
     pub fn next_server_request_id(&self) -> Box<RawValue> {
         let n = self.next_server_request.fetch_add(1, Ordering::Relaxed);
-        RawValue::from_string(format!("\"mcpmux-s-{n}\""))
-            .unwrap_or_else(|_| unreachable!("a JSON string"))
+        crate::jsonrpc::raw_string(&format!("mcpmux-s-{n}"))
     }
 
     pub(super) fn tables(&self) -> std::sync::MutexGuard<'_, SessionTables> {
-        self.tables.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.tables)
     }
 }
 
@@ -172,8 +183,8 @@ impl StreamGuard {
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
-        if let (Some(rx), Ok(mut slot)) = (self.rx.take(), self.session.outbox_rx.lock()) {
-            *slot = Some(rx);
+        if let Some(rx) = self.rx.take() {
+            *lock(&self.session.outbox_rx) = Some(rx);
         }
         self.session.streaming.store(false, Ordering::Relaxed);
     }
@@ -197,20 +208,12 @@ impl SessionStore {
     }
 
     /// Opens a session (with `id`, or a fresh unguessable one).
-    pub fn open(
-        &self,
-        id: Option<String>,
-        version: &'static str,
-        client_capabilities: Value,
-        client_info: Value,
-    ) -> Arc<Session> {
+    pub fn open(&self, id: Option<String>, host: HostInfo) -> Arc<Session> {
         let id = id.unwrap_or_else(new_id);
         let (outbox, rx) = mpsc::channel(OUTBOX);
         let session = Arc::new(Session {
             id: id.clone(),
-            version,
-            client_capabilities,
-            client_info,
+            host: Arc::new(host),
             last_seen: AtomicU64::new(self.now_ms()),
             outbox,
             outbox_rx: Mutex::new(Some(rx)),
@@ -220,31 +223,26 @@ impl SessionStore {
             closed: CancellationToken::new(),
             in_flight: AtomicUsize::new(0),
         });
-        if let Ok(mut map) = self.sessions.write() {
-            map.insert(id, Arc::clone(&session));
-        }
-        tracing::info!(session = %session.id, version, client = %session.client_info, "Host session opened.");
+        self.write().insert(id, Arc::clone(&session));
+        tracing::info!(session = %session.id, version = %session.host.version, client = %session.host.client_info, "Host session opened.");
         session
     }
 
     /// The live session with `id`, marked as used now.
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        let session = self.sessions.read().ok()?.get(id).cloned()?;
+        let session = self.read().get(id).cloned()?;
         session.touch(self.now_ms());
         Some(session)
     }
 
     /// Every live session.
     pub fn all(&self) -> Vec<Arc<Session>> {
-        self.sessions
-            .read()
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default()
+        self.read().values().cloned().collect()
     }
 
     /// Removes a session and ends its event streams; the caller releases what it held.
     pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
-        let removed = self.sessions.write().ok().and_then(|mut m| m.remove(id));
+        let removed = self.write().remove(id);
         if let Some(session) = &removed {
             session.closed.cancel();
             tracing::info!(session = %id, "Host session closed.");
@@ -253,7 +251,7 @@ impl SessionStore {
     }
 
     pub fn len(&self) -> usize {
-        self.sessions.read().map(|m| m.len()).unwrap_or(0)
+        self.read().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -264,10 +262,8 @@ impl SessionStore {
     pub fn idle(&self) -> Vec<String> {
         let limit = u64::try_from(self.idle_timeout.as_millis()).unwrap_or(u64::MAX);
         let now = self.now_ms();
-        let Ok(map) = self.sessions.read() else {
-            return Vec::new();
-        };
-        map.values()
+        self.read()
+            .values()
             .filter(|s| !s.streaming.load(Ordering::Relaxed))
             .filter(|s| now.saturating_sub(s.last_seen.load(Ordering::Relaxed)) >= limit)
             .map(|s| s.id.clone())
@@ -277,6 +273,14 @@ impl SessionStore {
     /// How often idle sessions should be looked for.
     pub fn reap_interval(&self) -> Duration {
         (self.idle_timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(60))
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Session>>> {
+        self.sessions.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Session>>> {
+        self.sessions.write().unwrap_or_else(|p| p.into_inner())
     }
 
     fn now_ms(&self) -> u64 {

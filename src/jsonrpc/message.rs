@@ -144,24 +144,25 @@ pub fn request_line(id: u64, method: &str, params: Option<&str>) -> String {
 
 /// A request under an id that is already JSON text.
 pub fn request_line_raw(id: &str, method: &str, params: Option<&str>) -> String {
-    let params_len = params.map_or(0, str::len);
-    let mut out = String::with_capacity(64 + id.len() + method.len() + params_len);
-    out.push_str(r#"{"jsonrpc":"2.0","id":"#);
-    out.push_str(id);
-    out.push_str(r#","method":"#);
-    out.push_str(&serialize(method));
-    if let Some(params) = params {
-        out.push_str(r#","params":"#);
-        out.push_str(params);
-    }
-    out.push('}');
-    out
+    envelope(Some(id), method, params)
 }
 
 /// `{"jsonrpc":"2.0","method":…,"params":…}`
 pub fn notification_line(method: &str, params: Option<&str>) -> String {
-    let mut out = String::with_capacity(48 + method.len() + params.map_or(0, str::len));
-    out.push_str(r#"{"jsonrpc":"2.0","method":"#);
+    envelope(None, method, params)
+}
+
+/// A request (with `id`) or a notification (without) around raw params.
+fn envelope(id: Option<&str>, method: &str, params: Option<&str>) -> String {
+    let len = id.map_or(0, str::len) + method.len() + params.map_or(0, str::len);
+    let mut out = String::with_capacity(64 + len);
+    out.push_str(r#"{"jsonrpc":"2.0","#);
+    if let Some(id) = id {
+        out.push_str(r#""id":"#);
+        out.push_str(id);
+        out.push(',');
+    }
+    out.push_str(r#""method":"#);
     out.push_str(&serialize(method));
     if let Some(params) = params {
         out.push_str(r#","params":"#);

@@ -131,6 +131,13 @@ pub fn expose_uri(prefix: &Prefix, uri: &str) -> String {
     format!("{prefix}+{uri}")
 }
 
+/// The prefix an exposed tool or prompt name starts with, if it has one. Only for messages about
+/// a name the catalog does not have: routing always goes through the catalog's map.
+pub fn prefix_of(exposed: &str) -> Option<&str> {
+    let (prefix, _) = exposed.split_once(SEPARATOR)?;
+    Prefix::parse(prefix).ok().map(|_| prefix)
+}
+
 /// Splits an exposed URI into the prefix text and the upstream's own URI.
 pub fn split_uri(exposed: &str) -> Option<(&str, &str)> {
     let (prefix, uri) = exposed.split_once('+')?;

@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
 use crate::config::CatalogConfig;
+use crate::jsonrpc::{Members, raw_string};
 use crate::mcp::ListKind;
 use crate::mcp::names::{self, NameBudget, Prefix};
 use crate::upstream::{ServerInfo, UpstreamCatalog, UpstreamHandle, UpstreamItem};
@@ -37,15 +37,22 @@ struct Listing {
 #[derive(Debug)]
 pub struct Snapshot {
     pub generation: u64,
+    /// The catalog settings it was built with (page sizes are read from the snapshot being paged).
+    config: Arc<CatalogConfig>,
     lists: BTreeMap<ListKind, Listing>,
     by_prefix: HashMap<String, UpstreamHandle>,
     ready: Vec<(UpstreamHandle, Arc<ServerInfo>)>,
 }
 
 impl Snapshot {
-    pub fn empty(generation: u64, upstreams: &[UpstreamHandle]) -> Self {
+    pub fn empty(
+        generation: u64,
+        config: &Arc<CatalogConfig>,
+        upstreams: &[UpstreamHandle],
+    ) -> Self {
         Self {
             generation,
+            config: Arc::clone(config),
             lists: BTreeMap::new(),
             by_prefix: prefix_map(upstreams),
             ready: Vec::new(),
@@ -54,11 +61,11 @@ impl Snapshot {
 
     pub fn build(
         generation: u64,
-        config: &CatalogConfig,
+        config: &Arc<CatalogConfig>,
         upstreams: &[UpstreamHandle],
         catalogs: &BTreeMap<String, UpstreamCatalog>,
     ) -> Self {
-        let mut snapshot = Self::empty(generation, upstreams);
+        let mut snapshot = Self::empty(generation, config, upstreams);
         for handle in upstreams {
             if let Some(catalog) = catalogs.get(handle.name()) {
                 snapshot
@@ -148,6 +155,24 @@ impl Snapshot {
     pub fn ready(&self) -> &[(UpstreamHandle, Arc<ServerInfo>)] {
         &self.ready
     }
+
+    /// Ready upstreams whose capabilities have `pointer` (e.g. `/logging`, `/tasks/list`) set to
+    /// something other than `null` or `false`.
+    pub fn offering<'a>(&'a self, pointer: &'a str) -> impl Iterator<Item = &'a UpstreamHandle> {
+        self.ready
+            .iter()
+            .filter(move |(_, info)| {
+                info.capabilities
+                    .pointer(pointer)
+                    .is_some_and(|v| !v.is_null() && v != &serde_json::Value::Bool(false))
+            })
+            .map(|(h, _)| h)
+    }
+
+    /// The catalog settings this snapshot was built with.
+    pub fn config(&self) -> &CatalogConfig {
+        &self.config
+    }
 }
 
 fn prefix_map(upstreams: &[UpstreamHandle]) -> HashMap<String, UpstreamHandle> {
@@ -174,30 +199,19 @@ fn expose(
         tracing::warn!(upstream = %handle.name(), name = %item.key, "Left out an item whose name cannot fit the name budget.");
         return None;
     };
-    let json = match rewrite_key(&item.json, kind.key(), &exposed) {
-        Ok(json) => json,
-        Err(e) => {
-            tracing::warn!(upstream = %handle.name(), name = %item.key, error = %e, "Left out an item that is not a JSON object.");
-            return None;
-        }
+    let Some(mut members) = Members::of(&item.json) else {
+        tracing::warn!(upstream = %handle.name(), name = %item.key, "Left out an item that is not a JSON object.");
+        return None;
     };
+    let exposed_raw = raw_string(&exposed);
+    members.insert(kind.key(), &exposed_raw);
+    let json = members.to_raw();
     Some(Entry {
         exposed: exposed.into(),
         upstream: handle.clone(),
         original: item.key.as_str().into(),
         json,
     })
-}
-
-/// The item with `key` set to `value`; every other member kept as the upstream wrote it.
-fn rewrite_key(
-    item: &RawValue,
-    key: &str,
-    value: &str,
-) -> Result<Box<RawValue>, serde_json::Error> {
-    let mut members: IndexMap<String, Box<RawValue>> = serde_json::from_str(item.get())?;
-    members.insert(key.to_owned(), serde_json::value::to_raw_value(value)?);
-    serde_json::value::to_raw_value(&members)
 }
 
 #[cfg(test)]
@@ -223,12 +237,13 @@ mod tests {
                 audit_redaction_tools: Default::default(),
             },
             None,
+            None,
         )
     }
 
     fn catalog(tools: &[&str]) -> UpstreamCatalog {
         let info = Arc::new(ServerInfo {
-            protocol_version: "2025-11-25",
+            protocol_version: crate::mcp::version::Version::V2025_11_25,
             capabilities: serde_json::json!({"tools": {}}),
             server_info: serde_json::Value::Null,
             instructions: None,
@@ -257,7 +272,7 @@ mod tests {
             ("a".to_owned(), catalog(&["echo", "sum"])),
             ("b".to_owned(), catalog(&["echo", &long])),
         ]);
-        let config = CatalogConfig::default();
+        let config = Arc::new(CatalogConfig::default());
         let s = Snapshot::build(1, &config, &ups, &catalogs);
         let exposed: Vec<&str> = s
             .list(ListKind::Tools)

@@ -1,37 +1,46 @@
-//! The upstream actor: owns one connection's life. It starts the child, runs the handshake and the
-//! catalog read off its message loop, publishes the catalog to the router, re-reads a listing when
-//! the server says it changed, and ends the child's whole process group when it stops. It fails
-//! (so the supervisor restarts it) when the connection becomes unusable.
+//! The upstream actor: owns one connection's life. It opens the transport, runs the handshake
+//! and the catalog read off its message loop, publishes the catalog, re-reads a listing when the
+//! server says it changed, pings for health, stops when idle, and closes the transport (for a
+//! child, its whole process group) when it stops. It fails (so the supervisor restarts it) when
+//! the connection becomes unusable. Its messages and state are private: the supervisor spawns it
+//! with [`spawn`] and knows it only as an actor cell.
+//!
+//! Some handlers await for a while on purpose (restoring session state after a start, closing
+//! the transport within its grace): this is the control plane, and calls never queue behind it.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr};
 
-use super::connection::{Connection, Event, STDOUT_CLOSED};
-use super::handle::{State as UpState, UpstreamError, UpstreamHandle};
-use super::handshake::{self, UpstreamCatalog, UpstreamItem};
-use super::process::{self, ChildGuard};
+use super::catalog::{UpstreamCatalog, UpstreamItem};
+use super::connection::{Connection, Context, Event};
+use super::error::{Closed, StartError, StopReason, UpstreamError};
+use super::handle::UpstreamHandle;
+use super::handshake;
+use super::status::Phase;
+use super::transport::{self, Teardown};
 use crate::mcp::ListKind;
-use crate::router::RouterHandle;
 
-/// The stop reason of an upstream stopped for being idle (the supervisor does not restart it).
-pub const IDLE_STOP: &str = "idle";
 /// Bounds of the health/idle timer.
 const MIN_TICK: Duration = Duration::from_millis(100);
 const MAX_TICK: Duration = Duration::from_secs(30);
-/// How long to wait for an exit status after the child closed its stdout, to report it.
-const EXIT_STATUS_WAIT: Duration = Duration::from_secs(1);
 
-pub struct UpstreamActor;
+/// Starts the actor for `handle`, linked to `supervisor` (which sees it fail or stop).
+pub async fn spawn(handle: UpstreamHandle, supervisor: ActorCell) -> Result<ActorCell, SpawnErr> {
+    let (actor, _) = Actor::spawn_linked(None, UpstreamActor, handle, supervisor).await?;
+    Ok(actor.get_cell())
+}
+
+struct UpstreamActor;
 
 #[derive(Debug)]
-pub enum UpstreamMsg {
+enum UpstreamMsg {
     /// The handshake and first catalog read finished.
-    Started(Result<UpstreamCatalog, String>),
-    /// The connection or the process reported something.
-    Connection(ConnectionEvent),
+    Started(Result<UpstreamCatalog, StartError>),
+    /// The connection reported something.
+    Connection(Event),
     /// A listing was re-read after a list_changed notification.
     Refreshed(ListKind, Result<Vec<UpstreamItem>, String>),
     /// Time to check health (ping) and idleness.
@@ -40,20 +49,10 @@ pub enum UpstreamMsg {
     Pinged(Result<(), String>),
 }
 
-/// Events from the connection's tasks and the child watcher.
-#[derive(Debug)]
-pub enum ConnectionEvent {
-    ListChanged(ListKind),
-    StdoutClosed(String),
-    Exited(String),
-}
-
-pub struct UpstreamState {
+struct UpstreamState {
     handle: UpstreamHandle,
-    router: RouterHandle,
     conn: Arc<Connection>,
-    guard: Option<ChildGuard>,
-    exit: tokio::sync::watch::Receiver<Option<String>>,
+    teardown: Option<Box<dyn Teardown>>,
     catalog: Option<UpstreamCatalog>,
     /// Listings being re-read, and those that changed again meanwhile.
     refreshing: HashSet<ListKind>,
@@ -66,44 +65,31 @@ pub struct UpstreamState {
 impl Actor for UpstreamActor {
     type Msg = UpstreamMsg;
     type State = UpstreamState;
-    type Arguments = (UpstreamHandle, RouterHandle);
+    type Arguments = UpstreamHandle;
 
     async fn pre_start(
         &self,
         myself: ActorRef<Self::Msg>,
-        (handle, router): Self::Arguments,
+        handle: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        handle.clear_stderr_tail();
-        let mut child = process::spawn(handle.config())?;
-        let pid = child.id();
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            return Err("the child's pipes were not set up".into());
+        handle.diagnostics().clear();
+        let link = transport::open(handle.config(), Arc::clone(handle.diagnostics())).await?;
+        let ctx = Context {
+            id: Arc::clone(handle.id()),
+            max_in_flight: handle.config().policy.max_in_flight,
+            events: handle.events().cloned(),
+            roots: handle.configured_roots(),
         };
         let events = myself.clone();
-        let scope = handle.scope().map(str::to_owned);
-        let conn = Connection::start(&handle, scope, stdin, stdout, stderr, move |event| {
-            let event = match event {
-                Event::ListChanged(kind) => ConnectionEvent::ListChanged(kind),
-                Event::Closed(reason) => ConnectionEvent::StdoutClosed(reason),
-            };
+        let conn = Connection::start(ctx, link.outgoing, link.incoming, move |event| {
             let _ = events.send_message(UpstreamMsg::Connection(event));
         });
-        let (exit_tx, exit) = tokio::sync::watch::channel(None);
-        let exited = myself.clone();
-        let guard = ChildGuard::watch(child, move |how| {
-            exit_tx.send_replace(Some(how.clone()));
-            let _ = exited.send_message(UpstreamMsg::Connection(ConnectionEvent::Exited(how)));
-        });
-        handle.update(|s| s.pid = pid);
-        tracing::info!(upstream = %handle.name(), pid, command = %handle.config().command, "Started upstream process.");
+        handle.update(|s| s.pid = link.pid);
+        tracing::info!(upstream = %handle.name(), session = handle.scope(), pid = link.pid, transport = %link.describe, "Started upstream process.");
         Ok(UpstreamState {
             handle,
-            router,
             conn,
-            guard: Some(guard),
-            exit,
+            teardown: Some(link.teardown),
             catalog: None,
             refreshing: HashSet::new(),
             stale: HashSet::new(),
@@ -120,36 +106,30 @@ impl Actor for UpstreamActor {
     ) -> Result<(), ActorProcessingErr> {
         let conn = Arc::clone(&state.conn);
         let config = state.handle.config().clone();
-        let max_items = state.router.max_items_per_upstream();
         // A per-session instance serves calls only; the shared instance serves the catalog.
-        let scoped = state.handle.scope().is_some();
+        let max_items = state.handle.catalog_link().map(|l| l.max_items);
         tokio::spawn(async move {
+            let timeout = config.policy.startup_timeout;
             let startup = async {
-                let info =
-                    Arc::new(handshake::initialize(&conn, config.policy.startup_timeout).await?);
-                if scoped {
+                let info = Arc::new(
+                    handshake::initialize(&conn, timeout)
+                        .await
+                        .map_err(StartError::Handshake)?,
+                );
+                let Some(max_items) = max_items else {
                     return Ok(UpstreamCatalog {
                         info,
                         lists: Default::default(),
                     });
-                }
-                handshake::read_catalog(
-                    &conn,
-                    info,
-                    config.policy.request_timeout,
-                    max_items,
-                    &config.name,
-                )
-                .await
+                };
+                let request_timeout = config.policy.request_timeout;
+                handshake::read_catalog(&conn, info, request_timeout, max_items, &config.name)
+                    .await
+                    .map_err(StartError::Handshake)
             };
-            let outcome = tokio::time::timeout(config.policy.startup_timeout, startup)
+            let outcome = tokio::time::timeout(timeout, startup)
                 .await
-                .unwrap_or_else(|_| {
-                    Err(format!(
-                        "it did not finish starting within {}s",
-                        config.policy.startup_timeout.as_secs()
-                    ))
-                });
+                .unwrap_or(Err(StartError::Timeout(timeout)));
             let _ = myself.send_message(UpstreamMsg::Started(outcome));
         });
         Ok(())
@@ -169,8 +149,8 @@ impl Actor for UpstreamActor {
             UpstreamMsg::Started(Err(why)) => {
                 Err(self.fail(state, format!("failed to start: {why}")).await)
             }
-            UpstreamMsg::Connection(ConnectionEvent::ListChanged(kind)) => {
-                if state.catalog.is_some() && state.handle.scope().is_none() {
+            UpstreamMsg::Connection(Event::ListChanged(kind)) => {
+                if state.catalog.is_some() && state.handle.catalog_link().is_some() {
                     // One re-read per listing at a time; a burst of notifications costs one more.
                     if state.refreshing.contains(&kind) {
                         state.stale.insert(kind);
@@ -182,59 +162,11 @@ impl Actor for UpstreamActor {
                 Ok(())
             }
             UpstreamMsg::Refreshed(kind, outcome) => {
-                state.refreshing.remove(&kind);
-                match outcome {
-                    Ok(items) => {
-                        if let Some(catalog) = state.catalog.as_mut() {
-                            catalog.lists.insert(kind, Arc::new(items));
-                            state.router.publish(&state.handle, catalog.clone()).await;
-                        }
-                        if state.handle.state() == UpState::Degraded {
-                            state.handle.set_state(UpState::Ready, None);
-                        }
-                    }
-                    Err(why) => {
-                        tracing::warn!(upstream = %state.handle.name(), listing = kind.method(), error = %why, "Could not re-read a changed listing.");
-                        let why = format!("could not re-read its {}: {why}", kind.field());
-                        state.handle.set_state(UpState::Degraded, Some(why));
-                    }
-                }
-                if state.stale.remove(&kind) {
-                    state.refreshing.insert(kind);
-                    self.refresh(&myself, state, kind);
-                }
+                self.refreshed(&myself, state, kind, outcome);
                 Ok(())
             }
             UpstreamMsg::Tick => {
-                let policy = &state.handle.config().policy;
-                let idle = policy
-                    .idle_stop
-                    .is_some_and(|limit| state.handle.idle_for() >= limit);
-                if idle && state.handle.scope().is_none() && state.conn.in_flight() == 0 {
-                    tracing::info!(upstream = %state.handle.name(), "Stopping an idle upstream; the next call starts it again.");
-                    myself.stop(Some(IDLE_STOP.to_owned()));
-                    return Ok(());
-                }
-                let due = policy
-                    .ping_interval
-                    .is_some_and(|every| state.last_ping.elapsed() >= every);
-                if due && !state.pinging {
-                    state.pinging = true;
-                    state.last_ping = Instant::now();
-                    let conn = Arc::clone(&state.conn);
-                    let timeout = policy.ping_timeout;
-                    tokio::spawn(async move {
-                        let answer = conn.request("ping", None, timeout, None).await;
-                        let outcome = answer.map(|_| ()).map_err(|e| match e {
-                            UpstreamError::Timeout { .. } => format!(
-                                "it stopped answering: no answer to ping within {}s",
-                                timeout.as_secs_f32()
-                            ),
-                            other => other.to_string(),
-                        });
-                        let _ = myself.send_message(UpstreamMsg::Pinged(outcome));
-                    });
-                }
+                self.tick(&myself, state);
                 Ok(())
             }
             UpstreamMsg::Pinged(Ok(())) => {
@@ -242,23 +174,8 @@ impl Actor for UpstreamActor {
                 Ok(())
             }
             UpstreamMsg::Pinged(Err(why)) => Err(self.fail(state, why).await),
-            UpstreamMsg::Connection(ConnectionEvent::StdoutClosed(reason))
-                if reason != STDOUT_CLOSED =>
-            {
-                // mcpmux stopped reading because the upstream broke the protocol: that is the cause.
-                Err(self.fail(state, reason).await)
-            }
-            UpstreamMsg::Connection(ConnectionEvent::StdoutClosed(reason)) => {
-                let mut exit = state.exit.clone();
-                let how = tokio::time::timeout(EXIT_STATUS_WAIT, exit.wait_for(Option::is_some))
-                    .await
-                    .ok()
-                    .and_then(|r| r.ok().and_then(|v| v.clone()))
-                    .unwrap_or(reason);
-                Err(self.fail(state, how).await)
-            }
-            UpstreamMsg::Connection(ConnectionEvent::Exited(how)) => {
-                Err(self.fail(state, how).await)
+            UpstreamMsg::Connection(Event::Closed(closed)) => {
+                Err(self.fail(state, closed.to_string()).await)
             }
         }
     }
@@ -268,14 +185,14 @@ impl Actor for UpstreamActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        teardown(state, "mcpmux stopped it").await;
+        teardown(state, &Closed::Stopped.to_string()).await;
         Ok(())
     }
 }
 
 impl UpstreamActor {
-    /// The handshake and catalog read succeeded: publish, serve, restore what sessions had
-    /// asked of the previous process (subscriptions, log level), start the health timer.
+    /// The handshake and catalog read succeeded: restore what sessions had asked of the previous
+    /// process (subscriptions, log level), publish, serve, start the health timer.
     async fn ready(
         &self,
         myself: &ActorRef<UpstreamMsg>,
@@ -288,11 +205,11 @@ impl UpstreamActor {
             .iter()
             .map(|(k, v)| format!("{} {}", v.len(), k.field()))
             .collect();
-        tracing::info!(upstream = %h.name(), version = catalog.info.protocol_version, offers = %counts.join(", "), "Upstream is ready.");
+        tracing::info!(upstream = %h.name(), session = h.scope(), version = %catalog.info.protocol_version, offers = %counts.join(", "), "Upstream is ready.");
         // Restore what sessions asked of the previous process before anyone else reaches it.
-        if let Some(bus) = h.bus() {
+        if let Some(events) = h.events() {
             let timeout = h.config().policy.request_timeout;
-            for (method, params) in bus.resume(h) {
+            for (method, params) in events.resume(h.id()) {
                 if let Err(e) = state
                     .conn
                     .request(&method, Some(&params), timeout, None)
@@ -304,10 +221,8 @@ impl UpstreamActor {
         }
         h.update(|s| s.info = Some(Arc::clone(&catalog.info)));
         h.set_connection(Some(Arc::clone(&state.conn)));
-        if h.scope().is_none() {
-            state.router.publish(h, catalog.clone()).await;
-        }
-        h.set_state(UpState::Ready, None);
+        h.publish_catalog(catalog.clone());
+        h.set_phase(Phase::Ready, None);
         state.catalog = Some(catalog);
         let policy = &h.config().policy;
         let checks = [policy.ping_interval, policy.idle_stop.map(|d| d / 4)];
@@ -318,46 +233,105 @@ impl UpstreamActor {
     }
 
     fn refresh(&self, myself: &ActorRef<UpstreamMsg>, state: &UpstreamState, kind: ListKind) {
+        let Some(max_items) = state.handle.catalog_link().map(|l| l.max_items) else {
+            return;
+        };
         let conn = Arc::clone(&state.conn);
         let config = state.handle.config().clone();
-        let max_items = state.router.max_items_per_upstream();
         let myself = myself.clone();
         tokio::spawn(async move {
-            let items = handshake::read_list(
-                &conn,
-                kind,
-                config.policy.request_timeout,
-                max_items,
-                &config.name,
-            )
-            .await;
+            let timeout = config.policy.request_timeout;
+            let items = handshake::read_list(&conn, kind, timeout, max_items, &config.name).await;
             let _ = myself.send_message(UpstreamMsg::Refreshed(kind, items));
         });
+    }
+
+    fn refreshed(
+        &self,
+        myself: &ActorRef<UpstreamMsg>,
+        state: &mut UpstreamState,
+        kind: ListKind,
+        outcome: Result<Vec<UpstreamItem>, String>,
+    ) {
+        state.refreshing.remove(&kind);
+        match outcome {
+            Ok(items) => {
+                if let Some(catalog) = state.catalog.as_mut() {
+                    catalog.lists.insert(kind, Arc::new(items));
+                    state.handle.publish_catalog(catalog.clone());
+                }
+                if state.handle.phase() == Phase::Degraded {
+                    state.handle.set_phase(Phase::Ready, None);
+                }
+            }
+            Err(why) => {
+                tracing::warn!(upstream = %state.handle.name(), listing = kind.method(), error = %why, "Could not re-read a changed listing.");
+                let why = format!("could not re-read its {}: {why}", kind.field());
+                state.handle.set_phase(Phase::Degraded, Some(why));
+            }
+        }
+        if state.stale.remove(&kind) {
+            state.refreshing.insert(kind);
+            self.refresh(myself, state, kind);
+        }
+    }
+
+    /// Stops a shared upstream unused for longer than `idle_stop`; pings one that is due.
+    fn tick(&self, myself: &ActorRef<UpstreamMsg>, state: &mut UpstreamState) {
+        let policy = &state.handle.config().policy;
+        let idle = policy
+            .idle_stop
+            .is_some_and(|limit| state.handle.idle_for() >= limit);
+        if idle && state.handle.scope().is_none() && state.conn.in_flight() == 0 {
+            tracing::info!(upstream = %state.handle.name(), "Stopping an idle upstream; the next call starts it again.");
+            myself.stop(Some(StopReason::Idle.as_str().to_owned()));
+            return;
+        }
+        let due = policy
+            .ping_interval
+            .is_some_and(|every| state.last_ping.elapsed() >= every);
+        if due && !state.pinging {
+            state.pinging = true;
+            state.last_ping = Instant::now();
+            let conn = Arc::clone(&state.conn);
+            let timeout = policy.ping_timeout;
+            let myself = myself.clone();
+            tokio::spawn(async move {
+                let answer = conn.request("ping", None, timeout, None).await;
+                let outcome = answer.map(|_| ()).map_err(|e| match e {
+                    UpstreamError::Timeout { .. } => format!(
+                        "it stopped answering: no answer to ping within {}s",
+                        timeout.as_secs_f32()
+                    ),
+                    other => other.to_string(),
+                });
+                let _ = myself.send_message(UpstreamMsg::Pinged(outcome));
+            });
+        }
     }
 
     /// Cleans up before the actor fails, and builds the error the supervisor will read: what
     /// happened, plus the last thing the server wrote to stderr.
     async fn fail(&self, state: &mut UpstreamState, what: String) -> ActorProcessingErr {
         teardown(state, &what).await;
-        let tail = state.handle.stderr_tail();
-        match tail.last() {
+        match state.handle.diagnostics().last() {
             Some(last) => format!("{what} (its stderr said: {last})").into(),
             None => what.into(),
         }
     }
 }
 
-/// Ends the connection (its waiting callers learn `reason` at once) and the process group. The
-/// catalog stays with the router: the supervisor decides whether it is withdrawn.
+/// Ends the connection (its waiting callers learn `reason` at once) and closes the transport. The
+/// catalog stays published: the supervisor decides whether it is withdrawn.
 async fn teardown(state: &mut UpstreamState, reason: &str) {
     if let Some(ticker) = state.ticker.take() {
         ticker.abort();
     }
     state.handle.set_connection(None);
     state.conn.close(reason);
-    if let Some(guard) = state.guard.take() {
-        guard
-            .terminate(state.handle.config().policy.shutdown_grace)
+    if let Some(teardown) = state.teardown.take() {
+        teardown
+            .close(state.handle.config().policy.shutdown_grace)
             .await;
     }
 }

@@ -1,9 +1,14 @@
-//! One live connection to an upstream: the in-flight table (our id → waiting caller and the host
-//! request it serves), the progress-token map, the table of requests the upstream sent to hosts,
-//! and the reader, writer and stderr tasks around the child's pipes. Callers never queue behind
-//! an actor: a request registers itself, hands its line to the writer task and waits for its own
-//! answer. What the upstream sends unasked is routed in `inbound`.
+//! One live connection to an upstream, over any transport: the in-flight table (our id → waiting
+//! caller and the host request it serves), the progress-token map, the table of requests the
+//! upstream sent to hosts, and the reader task that polls the transport's incoming messages.
+//! Callers never queue behind an actor: a request registers itself, hands its message to the
+//! transport and waits for its own answer. What the upstream sends unasked is routed in
+//! `inbound`; what the connection needs from the host side is declared in `caller`.
+//!
+//! Progress tokens are rewritten here on the way in (`inbound`), and by the host service on the
+//! way out: one rewrite each way, each beside the table it needs.
 
+mod caller;
 mod inbound;
 
 use std::collections::HashMap;
@@ -13,33 +18,47 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::codec::{FramedRead, LinesCodecError};
 
-use super::handle::{Reply, UpstreamError, UpstreamHandle};
-use super::origin::{Canceller, Origin};
-use crate::jsonrpc::{line_codec, notification_line};
-use crate::mcp::ListKind;
+pub use caller::{Caller, Canceller, HostEvents, ServerRequestReply};
 
-/// Lines waiting for the writer task; a full queue makes callers wait (backpressure).
-const WRITE_QUEUE: usize = 1024;
-/// Longest stderr line kept whole.
-const STDERR_LINE_BYTES: usize = 8 * 1024;
+use super::error::{Closed, Reply, UpstreamError};
+use super::transport::Incoming;
+use crate::jsonrpc::notification_line;
+use crate::mcp::names::Prefix;
+use crate::mcp::{ListKind, cancelled_params};
 
-/// The close reason when the upstream simply closed its stdout (its exit status says more).
-pub(super) const STDOUT_CLOSED: &str = "it closed its stdout";
+/// Which upstream (and which instance of it) a connection belongs to, as the host side sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamId {
+    pub name: String,
+    /// The namespace its tools, prompts and URIs are exposed under.
+    pub prefix: Prefix,
+    /// The one host session a per-session instance serves (`None`: the shared instance).
+    pub scope: Option<String>,
+}
+
+/// What a connection knows of its upstream beyond the transport.
+pub(super) struct Context {
+    pub id: Arc<UpstreamId>,
+    /// Host requests that may be in flight at once (mcpmux's own always go through).
+    pub max_in_flight: usize,
+    /// Where session-bound upstream messages go (`None` in tools that have no hosts).
+    pub events: Option<Arc<dyn HostEvents>>,
+    /// The `roots/list` result configured for this upstream, if any (then hosts are never asked).
+    pub roots: Option<Box<RawValue>>,
+}
 
 /// What the connection tells its actor.
 #[derive(Debug)]
 pub(super) enum Event {
     ListChanged(ListKind),
-    Closed(String),
+    Closed(Closed),
 }
 
 /// The host side of a forwarded request, and the progress token it was given upstream.
 pub struct CallContext {
-    pub origin: Arc<dyn Origin>,
+    pub caller: Arc<dyn Caller>,
     /// When the host asked for progress: our token (in the params sent) and the host's.
     pub progress: Option<ProgressTokens>,
 }
@@ -63,7 +82,7 @@ impl ProgressTokens {
 impl std::fmt::Debug for CallContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallContext")
-            .field("session", &self.origin.session_id())
+            .field("session", &self.caller.session_id())
             .finish()
     }
 }
@@ -72,13 +91,13 @@ type Waiter = oneshot::Sender<Result<Reply, UpstreamError>>;
 
 struct Pending {
     waiter: Waiter,
-    origin: Option<Arc<dyn Origin>>,
+    caller: Option<Arc<dyn Caller>>,
     progress: Option<ProgressTokens>,
 }
 
 /// A request the upstream sent that a host is answering.
 struct Forwarded {
-    origin: Arc<dyn Origin>,
+    caller: Arc<dyn Caller>,
     host_id: Box<RawValue>,
 }
 
@@ -91,46 +110,38 @@ struct Tables {
     progress: HashMap<String, u64>,
     /// How many of `pending` are host requests (the in-flight limit counts only these).
     host_pending: usize,
+    /// Why the connection ended, once it has.
+    closed: Option<String>,
 }
 
 pub(super) struct Connection {
-    handle: UpstreamHandle,
-    /// The one host session a per-session instance serves.
-    scope: Option<String>,
+    ctx: Context,
     writer: mpsc::Sender<String>,
     tables: Mutex<Tables>,
     next_id: AtomicU64,
-    /// Why the connection ended, once it has.
-    closed: Mutex<Option<String>>,
 }
 
 impl Connection {
-    /// Starts the reader, writer and stderr tasks. `events` is called from the reader task.
+    /// Starts the reader task over the transport's `incoming` messages; `writer` takes outgoing
+    /// ones. `events` is called from the reader task.
     pub(super) fn start(
-        handle: &UpstreamHandle,
-        scope: Option<String>,
-        stdin: impl AsyncWrite + Unpin + Send + 'static,
-        stdout: impl AsyncRead + Unpin + Send + 'static,
-        stderr: impl AsyncRead + Unpin + Send + 'static,
+        ctx: Context,
+        writer: mpsc::Sender<String>,
+        incoming: Incoming,
         events: impl Fn(Event) + Send + Sync + 'static,
     ) -> Arc<Self> {
-        let (writer, rx) = mpsc::channel(WRITE_QUEUE);
         let conn = Arc::new(Self {
-            handle: handle.clone(),
-            scope,
+            ctx,
             writer,
             tables: Mutex::new(Tables::default()),
             next_id: AtomicU64::new(1),
-            closed: Mutex::new(None),
         });
-        tokio::spawn(write_loop(rx, stdin));
-        tokio::spawn(read_loop(Arc::clone(&conn), stdout, events));
-        tokio::spawn(stderr_loop(handle.clone(), stderr));
+        tokio::spawn(read_loop(Arc::clone(&conn), incoming, events));
         conn
     }
 
     fn upstream(&self) -> &str {
-        self.handle.name()
+        &self.ctx.id.name
     }
 
     fn tables(&self) -> std::sync::MutexGuard<'_, Tables> {
@@ -139,6 +150,7 @@ impl Connection {
 
     /// Sends one request and waits for its answer, at most `timeout`. With a `call` context,
     /// the host's progress token is replaced by ours and the host can cancel the request.
+    /// A caller that stops waiting (its host went away) cancels the request upstream.
     pub(super) async fn request(
         self: &Arc<Self>,
         method: &str,
@@ -148,45 +160,45 @@ impl Connection {
     ) -> Result<Reply, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        let origin = call.as_ref().map(|c| Arc::clone(&c.origin));
+        let caller = call.as_ref().map(|c| Arc::clone(&c.caller));
         {
             let mut tables = self.tables();
-            if let Some(reason) = self.closed_reason() {
-                return Err(self.failed(reason));
+            if let Some(reason) = &tables.closed {
+                return Err(self.failed(reason.clone()));
             }
             // The limit is on host requests; mcpmux's own (pings, re-reads) always go through.
-            let limit = self.handle.config().policy.max_in_flight;
+            let limit = self.ctx.max_in_flight;
             if call.is_some() && tables.host_pending >= limit {
                 return Err(UpstreamError::Busy {
                     upstream: self.upstream().to_owned(),
                     limit,
                 });
             }
-            let (origin, progress) = match call {
-                Some(c) => (Some(c.origin), c.progress),
+            let (caller, progress) = match call {
+                Some(c) => (Some(c.caller), c.progress),
                 None => (None, None),
             };
             if let Some(tokens) = &progress {
                 tables.progress.insert(tokens.ours.clone(), id);
             }
-            if origin.is_some() {
+            if caller.is_some() {
                 tables.host_pending += 1;
             }
             tables.pending.insert(
                 id,
                 Pending {
                     waiter: tx,
-                    origin,
+                    caller,
                     progress,
                 },
             );
         }
-        let mut slot = Slot {
+        let mut guard = PendingGuard {
             conn: self,
             id: Some(id),
         };
-        if let Some(origin) = &origin {
-            origin.started(Canceller {
+        if let Some(caller) = &caller {
+            caller.started(Canceller {
                 conn: Arc::downgrade(self),
                 id,
             });
@@ -197,21 +209,16 @@ impl Connection {
             rx.await.map_err(|_| ())
         })
         .await;
+        guard.id = None;
         match outcome {
-            Ok(Ok(answer)) => {
-                slot.id = None;
-                answer
-            }
+            Ok(Ok(answer)) => answer,
             Ok(Err(())) => {
-                let reason = self.closed_reason();
+                self.tables().remove(id);
+                let reason = self.tables().closed.clone();
                 Err(self.failed(reason.unwrap_or_else(|| "connection closed".to_owned())))
             }
             Err(_) => {
-                let reason = r#""mcpmux: request timed out""#;
-                self.notify(
-                    "notifications/cancelled",
-                    Some(&cancel_params(id, Some(reason))),
-                );
+                self.abandon(id, r#""mcpmux: request timed out""#);
                 Err(UpstreamError::Timeout {
                     upstream: self.upstream().to_owned(),
                     timeout,
@@ -228,8 +235,23 @@ impl Connection {
         let _ = pending.waiter.send(Err(UpstreamError::Cancelled {
             upstream: self.upstream().to_owned(),
         }));
-        let params = cancel_params(id, reason.map(RawValue::get));
-        self.notify("notifications/cancelled", Some(&params));
+        self.notify(
+            "notifications/cancelled",
+            Some(&cancelled_params(
+                &id.to_string(),
+                reason.map(RawValue::get),
+            )),
+        );
+    }
+
+    /// Forgets request `id`, if still pending, and tells the upstream to stop working on it.
+    fn abandon(&self, id: u64, reason: &str) {
+        if self.tables().remove(id).is_some() {
+            self.notify(
+                "notifications/cancelled",
+                Some(&cancelled_params(&id.to_string(), Some(reason))),
+            );
+        }
     }
 
     /// Sends a notification without waiting; dropped if the write queue is full.
@@ -249,10 +271,6 @@ impl Connection {
         self.send_line(line);
     }
 
-    fn closed_reason(&self) -> Option<String> {
-        self.closed.lock().ok().and_then(|c| c.clone())
-    }
-
     fn failed(&self, reason: String) -> UpstreamError {
         UpstreamError::Failed {
             upstream: self.upstream().to_owned(),
@@ -263,15 +281,13 @@ impl Connection {
     /// Ends the connection: every waiting caller is told why, at once.
     pub(super) fn close(&self, reason: &str) {
         let mut tables = self.tables();
-        if let Ok(mut closed) = self.closed.lock() {
-            closed.get_or_insert_with(|| reason.to_owned());
-        }
+        tables.closed.get_or_insert_with(|| reason.to_owned());
         // Dropping the senders wakes each waiter with the closed reason.
         tables.pending.clear();
         tables.progress.clear();
         tables.host_pending = 0;
         for (_, forwarded) in tables.forwarded.drain() {
-            forwarded.origin.cancel_forwarded(&forwarded.host_id, None);
+            forwarded.caller.cancel_forwarded(&forwarded.host_id, None);
         }
     }
 
@@ -288,93 +304,40 @@ impl Tables {
         if let Some(tokens) = &pending.progress {
             self.progress.remove(&tokens.ours);
         }
-        if pending.origin.is_some() {
+        if pending.caller.is_some() {
             self.host_pending = self.host_pending.saturating_sub(1);
         }
         Some(pending)
     }
 }
 
-fn cancel_params(id: u64, reason: Option<&str>) -> String {
-    match reason {
-        Some(reason) => format!(r#"{{"requestId":{id},"reason":{reason}}}"#),
-        None => format!(r#"{{"requestId":{id}}}"#),
-    }
-}
-
-/// Removes an abandoned request from the in-flight table (timeout or caller gone).
-struct Slot<'a> {
+/// A request whose caller stopped waiting before it was answered (its host dropped the HTTP
+/// request or event stream that carried it): its slot is freed and the upstream told to stop.
+struct PendingGuard<'a> {
     conn: &'a Connection,
     id: Option<u64>,
 }
 
-impl Drop for Slot<'_> {
+impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
-            self.conn.tables().remove(id);
+            self.conn.abandon(id, r#""mcpmux: the caller went away""#);
         }
     }
 }
 
-async fn write_loop(mut rx: mpsc::Receiver<String>, stdin: impl AsyncWrite + Unpin) {
-    let mut out = BufWriter::with_capacity(64 * 1024, stdin);
-    while let Some(first) = rx.recv().await {
-        let mut next = Some(first);
-        while let Some(line) = next {
-            if write_line(&mut out, &line).await.is_err() {
-                return;
-            }
-            next = rx.try_recv().ok();
-        }
-        if out.flush().await.is_err() {
-            return;
-        }
-    }
-}
-
-/// Writes one message as one line. Raw newlines in JSON text can only be insignificant whitespace
-/// (inside strings they are escaped), so they become spaces and the framing holds.
-async fn write_line(out: &mut (impl AsyncWrite + Unpin), line: &str) -> std::io::Result<()> {
-    if line.contains(['\n', '\r']) {
-        out.write_all(line.replace(['\n', '\r'], " ").as_bytes())
-            .await?;
-    } else {
-        out.write_all(line.as_bytes()).await?;
-    }
-    out.write_all(b"\n").await
-}
-
-async fn read_loop(conn: Arc<Connection>, stdout: impl AsyncRead + Unpin, events: impl Fn(Event)) {
-    let max = conn.handle.config().policy.max_message_bytes;
-    let mut lines = FramedRead::new(stdout, line_codec(max));
-    let reason = loop {
-        match lines.next().await {
+async fn read_loop(conn: Arc<Connection>, mut incoming: Incoming, events: impl Fn(Event)) {
+    let closed = loop {
+        match incoming.next().await {
             Some(Ok(line)) => {
                 if let Err(broken) = conn.on_line(&line, &events) {
                     break broken;
                 }
             }
-            Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
-                break format!("it wrote a message longer than {max} bytes (max_message_bytes)");
-            }
-            Some(Err(LinesCodecError::Io(e))) => break format!("reading its stdout failed: {e}"),
-            None => break STDOUT_CLOSED.to_owned(),
+            Some(Err(closed)) => break closed,
+            None => break Closed::Eof,
         }
     };
-    conn.close(&reason);
-    events(Event::Closed(reason));
-}
-
-async fn stderr_loop(handle: UpstreamHandle, stderr: impl AsyncRead + Unpin) {
-    let mut lines = FramedRead::new(stderr, line_codec(STDERR_LINE_BYTES));
-    while let Some(item) = lines.next().await {
-        match item {
-            Ok(line) if !line.trim().is_empty() => {
-                tracing::info!(target: "mcpmux::upstream::stderr", upstream = %handle.name(), "{line}");
-                handle.push_stderr(line);
-            }
-            Ok(_) | Err(LinesCodecError::MaxLineLengthExceeded) => {}
-            Err(LinesCodecError::Io(_)) => break,
-        }
-    }
+    conn.close(&closed.to_string());
+    events(Event::Closed(closed));
 }

@@ -1,7 +1,7 @@
-//! [`UpstreamHandle`]: what the rest of mcpmux holds for one upstream. It outlives restarts of the
-//! actor, so callers always get either an answer or an error that says why there is none.
+//! [`UpstreamHandle`]: what the rest of mcpmux holds for one upstream (or for one session's own
+//! instance of it). It outlives restarts of the actor, so callers always get either an answer or
+//! an error that says why there is none.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -10,90 +10,25 @@ use arc_swap::ArcSwapOption;
 use serde_json::value::RawValue;
 use tokio::sync::watch;
 
-use super::connection::{CallContext, Connection};
-use super::handshake::ServerInfo;
-use super::origin::HostBus;
+use super::catalog::{CatalogLink, UpstreamCatalog};
+use super::connection::{CallContext, Connection, HostEvents, UpstreamId};
+use super::error::{Reply, UpstreamError};
+use super::status::{Phase, Status};
+use super::transport::Diagnostics;
 use crate::config::UpstreamConfig;
 use crate::mcp::names::Prefix;
 
-/// Lines of an upstream's stderr kept to explain why it failed.
-const STDERR_TAIL_LINES: usize = 8;
-
-/// Where an upstream is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
-    Starting,
-    Ready,
-    /// Serving, but something is off (a changed listing could not be re-read).
-    Degraded,
-    Restarting,
-    /// Failed more often than its restart budget allows; not retried until an operator restarts it.
-    CrashLoop,
-    /// Not running: stopped when idle, not started yet (lazy), or shut down. Calls start it.
-    Stopped,
-    Disabled,
-}
-
-impl std::fmt::Display for State {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Starting => "starting",
-            Self::Ready => "ready",
-            Self::Degraded => "degraded",
-            Self::Restarting => "restarting",
-            Self::CrashLoop => "crash-loop",
-            Self::Stopped => "stopped",
-            Self::Disabled => "disabled",
-        })
-    }
-}
-
-/// A readable account of an upstream, for errors, logs and status output.
-#[derive(Debug, Clone)]
-pub struct Status {
-    pub state: State,
-    pub last_error: Option<String>,
-    pub restarts: u32,
-    pub pid: Option<u32>,
-    pub info: Option<Arc<ServerInfo>>,
-}
-
-/// An upstream's answer to one request: its `result` or its `error` object, verbatim.
-#[derive(Debug)]
-pub enum Reply {
-    Result(Box<RawValue>),
-    Error(Box<RawValue>),
-}
-
-/// Why a request got no answer from the upstream.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum UpstreamError {
-    #[error("upstream `{upstream}` is {state}{}", reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
-    Unavailable {
-        upstream: String,
-        state: State,
-        reason: Option<String>,
-    },
-    #[error("upstream `{upstream}` did not answer within {}s", timeout.as_secs_f32())]
-    Timeout { upstream: String, timeout: Duration },
-    #[error("upstream `{upstream}` failed while handling the request: {reason}")]
-    Failed { upstream: String, reason: String },
-    #[error("the request to upstream `{upstream}` was cancelled")]
-    Cancelled { upstream: String },
-    #[error("upstream `{upstream}` is busy: {limit} requests are already in flight; retry shortly")]
-    Busy { upstream: String, limit: usize },
-}
-
 struct Shared {
     config: UpstreamConfig,
+    id: Arc<UpstreamId>,
     /// Where session-bound upstream messages go.
-    bus: Option<Arc<dyn HostBus>>,
-    /// The host session a per-session instance serves (`None`: the shared instance).
-    scope: Option<String>,
+    events: Option<Arc<dyn HostEvents>>,
+    /// Where the catalog goes (`None` for a per-session instance: it serves calls only).
+    catalog: Option<CatalogLink>,
     conn: ArcSwapOption<Connection>,
     status: Mutex<Status>,
-    state_tx: watch::Sender<State>,
-    stderr_tail: Mutex<VecDeque<String>>,
+    phase_tx: watch::Sender<Phase>,
+    diagnostics: Arc<Diagnostics>,
     /// Asks the supervisor to start a stopped upstream (set by the supervisor).
     waker: OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// When a request last went to it, in milliseconds since `EPOCH`.
@@ -117,47 +52,65 @@ impl std::fmt::Debug for UpstreamHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamHandle")
             .field("name", &self.shared.config.name)
+            .field("scope", &self.shared.id.scope)
             .finish()
     }
 }
 
 impl UpstreamHandle {
-    pub fn new(config: UpstreamConfig, bus: Option<Arc<dyn HostBus>>) -> Self {
-        Self::build(config, bus, None)
+    /// The shared instance of a configured upstream; it publishes its catalog through `catalog`.
+    pub fn new(
+        config: UpstreamConfig,
+        events: Option<Arc<dyn HostEvents>>,
+        catalog: Option<CatalogLink>,
+    ) -> Self {
+        Self::build(config, events, catalog, None)
     }
 
     /// A handle for this upstream's own instance serving one host session.
     pub fn instance_for(&self, session: &str) -> Self {
         Self::build(
             self.shared.config.clone(),
-            self.shared.bus.clone(),
+            self.shared.events.clone(),
+            None,
             Some(session.to_owned()),
         )
     }
 
-    fn build(config: UpstreamConfig, bus: Option<Arc<dyn HostBus>>, scope: Option<String>) -> Self {
-        let state = if config.enabled {
-            State::Starting
+    fn build(
+        config: UpstreamConfig,
+        events: Option<Arc<dyn HostEvents>>,
+        catalog: Option<CatalogLink>,
+        scope: Option<String>,
+    ) -> Self {
+        let phase = if config.enabled {
+            Phase::Starting
         } else {
-            State::Disabled
+            Phase::Disabled
         };
-        let (state_tx, _) = watch::channel(state);
+        let (phase_tx, _) = watch::channel(phase);
         let status = Status {
-            state,
+            phase,
             last_error: None,
             restarts: 0,
             pid: None,
             info: None,
         };
+        let id = Arc::new(UpstreamId {
+            name: config.name.clone(),
+            prefix: config.prefix.clone(),
+            scope,
+        });
         Self {
             shared: Arc::new(Shared {
+                diagnostics: Arc::new(Diagnostics::new(&config.name)),
                 config,
-                bus,
-                scope,
+                id,
+                events,
+                catalog,
                 conn: ArcSwapOption::empty(),
                 status: Mutex::new(status),
-                state_tx,
-                stderr_tail: Mutex::new(VecDeque::new()),
+                phase_tx,
                 waker: OnceLock::new(),
                 last_used: AtomicU64::new(now_ms()),
             }),
@@ -174,6 +127,16 @@ impl UpstreamHandle {
 
     pub fn config(&self) -> &UpstreamConfig {
         &self.shared.config
+    }
+
+    /// Which upstream and instance this is, as host-side events name it.
+    pub fn id(&self) -> &Arc<UpstreamId> {
+        &self.shared.id
+    }
+
+    /// The host session a per-session instance serves (`None`: the shared instance).
+    pub fn scope(&self) -> Option<&str> {
+        self.shared.id.scope.as_deref()
     }
 
     /// Forwards one request (`params` as raw JSON, already rewritten) and waits for the answer,
@@ -207,21 +170,30 @@ impl UpstreamHandle {
 
     /// Starts a stopped upstream on demand and waits until it serves (or fails to).
     async fn wake(&self) -> Result<Arc<Connection>, UpstreamError> {
-        let (Some(waker), State::Stopped) = (self.shared.waker.get(), self.state()) else {
+        let (Some(waker), Phase::Stopped) = (self.shared.waker.get(), self.phase()) else {
             return Err(self.unavailable());
         };
         waker();
-        let mut rx = self.shared.state_tx.subscribe();
+        let mut rx = self.shared.phase_tx.subscribe();
         let deadline = self.shared.config.policy.startup_timeout;
         let _ = tokio::time::timeout(
             deadline,
-            rx.wait_for(|s| !matches!(s, State::Stopped | State::Starting)),
+            rx.wait_for(|s| !matches!(s, Phase::Stopped | Phase::Starting)),
         )
         .await;
         self.shared
             .conn
             .load_full()
             .ok_or_else(|| self.unavailable())
+    }
+
+    /// Starts a lazy upstream that has not started yet (a host session has begun).
+    pub fn start_if_lazy(&self) {
+        if self.never_started() {
+            if let Some(waker) = self.shared.waker.get() {
+                waker();
+            }
+        }
     }
 
     /// Lets the supervisor start this upstream on demand.
@@ -243,12 +215,26 @@ impl UpstreamHandle {
         }
     }
 
-    pub fn scope(&self) -> Option<&str> {
-        self.shared.scope.as_deref()
+    pub(super) fn events(&self) -> Option<&Arc<dyn HostEvents>> {
+        self.shared.events.as_ref()
     }
 
-    pub(super) fn bus(&self) -> Option<&Arc<dyn HostBus>> {
-        self.shared.bus.as_ref()
+    pub(super) fn catalog_link(&self) -> Option<&CatalogLink> {
+        self.shared.catalog.as_ref()
+    }
+
+    /// Makes `catalog` this upstream's live catalog; returns once hosts read it.
+    pub(super) fn publish_catalog(&self, catalog: UpstreamCatalog) {
+        if let Some(link) = &self.shared.catalog {
+            link.sink.publish(self.name(), catalog);
+        }
+    }
+
+    /// Takes this upstream's catalog out of what hosts see (crash loop, removal).
+    pub fn withdraw_catalog(&self) {
+        if let Some(link) = &self.shared.catalog {
+            link.sink.withdraw(self.name());
+        }
     }
 
     /// The `roots/list` result configured for this upstream, if any.
@@ -278,16 +264,16 @@ impl UpstreamHandle {
             .unwrap_or_else(|p| p.into_inner().clone())
     }
 
-    pub fn state(&self) -> State {
-        *self.shared.state_tx.borrow()
+    pub fn phase(&self) -> Phase {
+        *self.shared.phase_tx.borrow()
     }
 
     /// Waits until the upstream is no longer starting (nor a lazy one about to start), or
     /// `deadline` passes.
     pub async fn settled(&self, deadline: Duration) {
-        let mut rx = self.shared.state_tx.subscribe();
+        let mut rx = self.shared.phase_tx.subscribe();
         let lazy = self.shared.config.policy.lazy_start && self.status().info.is_none();
-        let pending = |s: &State| *s == State::Starting || (*s == State::Stopped && lazy);
+        let pending = |s: &Phase| *s == Phase::Starting || (*s == Phase::Stopped && lazy);
         let _ = tokio::time::timeout(deadline, rx.wait_for(|s| !pending(s))).await;
     }
 
@@ -295,7 +281,7 @@ impl UpstreamHandle {
     pub fn never_started(&self) -> bool {
         self.shared.config.policy.lazy_start
             && self.status().info.is_none()
-            && self.state() == State::Stopped
+            && self.phase() == Phase::Stopped
     }
 
     /// The error a caller gets while there is no live connection.
@@ -303,45 +289,32 @@ impl UpstreamHandle {
         let status = self.status();
         UpstreamError::Unavailable {
             upstream: self.name().to_owned(),
-            state: status.state,
+            state: status.phase,
             reason: status.last_error,
         }
     }
 
-    /// The last lines the upstream wrote to stderr, oldest first.
-    pub fn stderr_tail(&self) -> Vec<String> {
-        self.shared
-            .stderr_tail
-            .lock()
-            .map(|t| t.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    pub(super) fn push_stderr(&self, line: String) {
-        if let Ok(mut tail) = self.shared.stderr_tail.lock() {
-            if tail.len() == STDERR_TAIL_LINES {
-                tail.pop_front();
-            }
-            tail.push_back(line);
-        }
+    /// What its transport observed besides messages (a child's last stderr lines).
+    pub fn diagnostics(&self) -> &Arc<Diagnostics> {
+        &self.shared.diagnostics
     }
 
     pub(super) fn set_connection(&self, conn: Option<Arc<Connection>>) {
         self.shared.conn.store(conn);
     }
 
-    /// Records a change of state (and the error that caused it, if any).
-    pub fn set_state(&self, state: State, error: Option<String>) {
+    /// Records a change of phase (and the error that caused it, if any).
+    pub fn set_phase(&self, phase: Phase, error: Option<String>) {
         self.update(|s| {
-            s.state = state;
+            s.phase = phase;
             if error.is_some() {
                 s.last_error = error;
             }
-            if state == State::Ready {
+            if phase == Phase::Ready {
                 s.last_error = None;
             }
         });
-        self.shared.state_tx.send_replace(state);
+        self.shared.phase_tx.send_replace(phase);
     }
 
     pub(super) fn update(&self, f: impl FnOnce(&mut Status)) {
@@ -349,16 +322,8 @@ impl UpstreamHandle {
         f(&mut guard);
     }
 
-    pub(crate) fn clear_stderr_tail(&self) {
-        if let Ok(mut tail) = self.shared.stderr_tail.lock() {
-            tail.clear();
-        }
-    }
-}
-
-impl UpstreamHandle {
     /// Counts one more restart.
-    pub fn update_restarts(&self) {
+    pub fn count_restart(&self) {
         self.update(|s| s.restarts += 1);
     }
 }

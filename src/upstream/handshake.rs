@@ -9,44 +9,14 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::catalog::{ServerInfo, UpstreamCatalog, UpstreamItem};
 use super::connection::Connection;
-use super::handle::{Reply, UpstreamError};
-use crate::mcp::{ListKind, version};
+use super::error::{Reply, UpstreamError};
+use crate::mcp::ListKind;
+use crate::mcp::version::Version;
 
 /// Most pages read from one listing before giving up on it.
 const MAX_PAGES: usize = 10_000;
-
-/// What an upstream said about itself in `initialize`.
-#[derive(Debug, Clone)]
-pub struct ServerInfo {
-    pub protocol_version: &'static str,
-    pub capabilities: Value,
-    pub server_info: Value,
-    pub instructions: Option<String>,
-}
-
-impl ServerInfo {
-    /// Whether the server declared the capability behind `kind`.
-    pub fn offers(&self, kind: ListKind) -> bool {
-        self.capabilities
-            .get(kind.capability())
-            .is_some_and(|c| !c.is_null())
-    }
-}
-
-/// One item of an upstream's listing: its own key (name or URI) and its JSON, as the upstream sent it.
-#[derive(Debug, Clone)]
-pub struct UpstreamItem {
-    pub key: String,
-    pub json: Box<RawValue>,
-}
-
-/// Everything an upstream offers, as last read.
-#[derive(Debug, Clone)]
-pub struct UpstreamCatalog {
-    pub info: Arc<ServerInfo>,
-    pub lists: BTreeMap<ListKind, Arc<Vec<UpstreamItem>>>,
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -65,7 +35,7 @@ pub(super) async fn initialize(
     timeout: Duration,
 ) -> Result<ServerInfo, String> {
     let params = serde_json::json!({
-        "protocolVersion": version::LATEST,
+        "protocolVersion": Version::LATEST.as_str(),
         // mcpmux forwards these to the host session a request comes from (or answers roots
         // itself when the upstream has configured roots).
         "capabilities": {
@@ -83,11 +53,11 @@ pub(super) async fn initialize(
     )?;
     let init: InitializeResult = serde_json::from_str(result.get())
         .map_err(|e| format!("its initialize result is not valid: {e}"))?;
-    let protocol_version = version::known(&init.protocol_version).ok_or_else(|| {
+    let protocol_version = Version::known(&init.protocol_version).ok_or_else(|| {
         format!(
             "it answered protocol version `{}`, which mcpmux does not speak (known: {})",
             init.protocol_version,
-            version::LEGACY.join(", ")
+            Version::list()
         )
     })?;
     conn.notify("notifications/initialized", None);

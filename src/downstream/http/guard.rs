@@ -5,7 +5,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::value::RawValue;
 
 use crate::jsonrpc::{RpcError, codes, error_line, error_line_without_id};
-use crate::mcp::version;
+use crate::mcp::version::Version;
 
 pub(super) const VERSION_HEADER: &str = "mcp-protocol-version";
 
@@ -45,8 +45,8 @@ impl Refusal {
         self.omit_unknown_id = headers
             .get(VERSION_HEADER)
             .and_then(|v| v.to_str().ok())
-            .and_then(version::known)
-            .is_some_and(|v| v >= "2025-11-25");
+            .and_then(Version::known)
+            .is_some_and(Version::omits_unknown_error_id);
         self
     }
 }
@@ -108,10 +108,10 @@ pub(super) fn check_version(headers: &HeaderMap) -> Result<(), Refusal> {
         return Ok(());
     };
     let v = v.to_str().unwrap_or_default();
-    if version::known(v).is_none() {
+    if Version::known(v).is_none() {
         let msg = format!(
             "Bad Request: unsupported MCP-Protocol-Version `{v}` (supported: {})",
-            version::LEGACY.join(", ")
+            Version::list()
         );
         return Err(refuse(StatusCode::BAD_REQUEST, codes::INVALID_REQUEST, msg));
     }

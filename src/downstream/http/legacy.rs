@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::guard::refuse;
 use super::{AppState, accept, sse};
-use crate::downstream::gateway::{Gateway, HostRequest};
+use crate::downstream::service::{HostRequest, HostService};
 use crate::downstream::session::new_id;
 use crate::jsonrpc::{Incoming, Kind, RpcError, codes, error_line};
 
@@ -29,7 +29,7 @@ pub(super) struct Connections(Mutex<HashMap<String, mpsc::Sender<String>>>);
 
 impl Connections {
     fn get(&self, id: &str) -> Option<mpsc::Sender<String>> {
-        self.0.lock().ok()?.get(id).cloned()
+        crate::sync::lock(&self.0).get(id).cloned()
     }
 }
 
@@ -41,12 +41,10 @@ struct Closing {
 
 impl Drop for Closing {
     fn drop(&mut self) {
-        if let Ok(mut map) = self.state.legacy.0.lock() {
-            map.remove(&self.id);
-        }
-        let gateway = Arc::clone(&self.state.gateway);
+        crate::sync::lock(&self.state.legacy.0).remove(&self.id);
+        let service = Arc::clone(&self.state.service);
         let id = std::mem::take(&mut self.id);
-        tokio::spawn(async move { gateway.close_session(&id).await });
+        tokio::spawn(async move { service.close_session(&id).await });
     }
 }
 
@@ -56,9 +54,7 @@ pub(super) async fn handle_sse(State(state): State<Arc<AppState>>, headers: Head
     }
     let id = new_id();
     let (tx, rx) = mpsc::channel::<String>(STREAM);
-    if let Ok(mut map) = state.legacy.0.lock() {
-        map.insert(id.clone(), tx);
-    }
+    crate::sync::lock(&state.legacy.0).insert(id.clone(), tx);
     let endpoint = Event::default()
         .event("endpoint")
         .data(format!("/messages?sessionId={id}"));
@@ -115,43 +111,41 @@ pub(super) async fn handle_message(
             return StatusCode::ACCEPTED.into_response();
         }
     };
-    let gateway = Arc::clone(&state.gateway);
+    let service = Arc::clone(&state.service);
     match message {
         Kind::Request { id, method, params } if method == "initialize" => {
-            let line = match gateway
+            let line = match service
                 .initialize(id, params, Some(target.session_id.clone()))
                 .await
             {
                 Ok((session, line)) => {
-                    pump_outbox(&gateway, &session.id, stream.clone());
+                    pump_outbox(&service, &session.id, stream.clone());
                     line
                 }
-                Err(line) => line,
+                Err(error) => error_line(Some(id), &error),
             };
             let _ = stream.send(line).await;
         }
-        Kind::Request { id, method, params } => {
-            match gateway.hub.sessions.get(&target.session_id) {
-                Some(session) => {
-                    let host = HostRequest::new(session, id.to_owned(), Some(stream.clone()));
-                    let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
-                    tokio::spawn(async move {
-                        let line = gateway.request(&host, &method, params.as_deref()).await;
-                        let _ = stream.send(line).await;
-                    });
-                }
-                None => {
-                    let error = RpcError::new(
-                        codes::INVALID_REQUEST,
-                        "the session is not initialized; send initialize first",
-                    );
-                    let _ = stream.send(error_line(Some(id), &error)).await;
-                }
+        Kind::Request { id, method, params } => match service.session(&target.session_id) {
+            Some(session) => {
+                let host = HostRequest::new(session, id.to_owned(), Some(stream.clone()), params);
+                let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
+                tokio::spawn(async move {
+                    let line = service.request(&host, &method, params.as_deref()).await;
+                    let _ = stream.send(line).await;
+                });
             }
-        }
+            None => {
+                let error = RpcError::new(
+                    codes::INVALID_REQUEST,
+                    "the session is not initialized; send initialize first",
+                );
+                let _ = stream.send(error_line(Some(id), &error)).await;
+            }
+        },
         other => {
-            if let Some(session) = gateway.hub.sessions.get(&target.session_id) {
-                accept(&gateway, &session, other);
+            if let Some(session) = service.session(&target.session_id) {
+                accept(&service, &session, other);
             }
         }
     }
@@ -159,13 +153,8 @@ pub(super) async fn handle_message(
 }
 
 /// Forwards the session's own messages (not tied to a request) onto the legacy stream.
-fn pump_outbox(gateway: &Gateway, session_id: &str, stream: mpsc::Sender<String>) {
-    let Some(mut guard) = gateway
-        .hub
-        .sessions
-        .get(session_id)
-        .and_then(|s| s.attach_stream())
-    else {
+fn pump_outbox(service: &HostService, session_id: &str, stream: mpsc::Sender<String>) {
+    let Some(mut guard) = service.session(session_id).and_then(|s| s.attach_stream()) else {
         return;
     };
     tokio::spawn(async move {

@@ -4,14 +4,13 @@
 
 use std::sync::Arc;
 
-use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
+use super::caller::{Caller, ServerRequestReply};
 use super::{Connection, Event, Forwarded};
-use crate::jsonrpc::{Incoming, Kind, RpcError, codes, error_line, response_line};
+use crate::jsonrpc::{Incoming, Kind, Members, RpcError, codes, error_line, raw, response_line};
 use crate::mcp::ListKind;
-use crate::upstream::handle::Reply;
-use crate::upstream::origin::{Origin, ServerRequestReply};
+use crate::upstream::error::{Closed, Reply};
 
 impl Connection {
     /// Handles one line; `Err` says why the upstream is broken (it wrote something that is not
@@ -20,7 +19,7 @@ impl Connection {
         self: &Arc<Self>,
         line: &str,
         events: &impl Fn(Event),
-    ) -> Result<(), String> {
+    ) -> Result<(), Closed> {
         let line = line.trim();
         if line.is_empty() {
             return Ok(());
@@ -36,10 +35,10 @@ impl Connection {
             }
             Err(e) => {
                 let shown: String = line.chars().take(120).collect();
-                return Err(format!(
-                    "it wrote something that is not JSON-RPC on stdout ({}): {shown}",
+                return Err(Closed::Protocol(format!(
+                    "it wrote something that is not JSON-RPC ({}): {shown}",
                     e.message
-                ));
+                )));
             }
         }
         Ok(())
@@ -63,27 +62,27 @@ impl Connection {
     /// A request from the upstream to its client.
     fn on_request(self: &Arc<Self>, id: &RawValue, method: &str, params: Option<&RawValue>) {
         if method == "ping" {
-            self.send_line(response_line(id, &raw("{}")));
+            self.send_line(response_line(id, &raw("{}".to_owned())));
             return;
         }
         if method == "roots/list" {
-            if let Some(roots) = self.handle.configured_roots() {
-                self.send_line(response_line(id, &roots));
+            if let Some(roots) = &self.ctx.roots {
+                self.send_line(response_line(id, roots));
                 return;
             }
         }
         let refuse = |why: String| {
             tracing::warn!(upstream = %self.upstream(), method, "{why}");
-            if let Some(bus) = self.handle.bus() {
-                bus.server_request_refused(&self.handle, method, &why);
+            if let Some(events) = &self.ctx.events {
+                events.server_request_refused(&self.ctx.id, method, &why);
             }
             self.send_line(error_line(
                 Some(id),
                 &RpcError::new(codes::INTERNAL_ERROR, why),
             ));
         };
-        let origin = match self.origin_of_server_request() {
-            Ok(origin) => origin,
+        let caller = match self.caller_of_server_request() {
+            Ok(caller) => caller,
             Err(why) => return refuse(format!("mcpmux refused `{method}`: {why}")),
         };
         let needed = match method {
@@ -93,7 +92,7 @@ impl Connection {
             _ => None,
         };
         if let Some(capability) = needed {
-            if !origin.supports(capability) {
+            if !caller.supports(capability) {
                 return refuse(format!(
                     "mcpmux refused `{method}`: the host session that caused it did not declare the `{capability}` capability"
                 ));
@@ -104,15 +103,15 @@ impl Connection {
             upstream_id: id.to_owned(),
             upstream: self.upstream().to_owned(),
         };
-        match origin.forward_request(method, params, reply) {
+        match caller.forward_request(method, params, reply) {
             Ok(host_id) => {
                 self.tables()
                     .forwarded
-                    .insert(id.get().to_owned(), Forwarded { origin, host_id });
+                    .insert(id.get().to_owned(), Forwarded { caller, host_id });
             }
             Err(e) => {
-                if let Some(bus) = self.handle.bus() {
-                    bus.server_request_refused(&self.handle, method, &e.message);
+                if let Some(events) = &self.ctx.events {
+                    events.server_request_refused(&self.ctx.id, method, &e.message);
                 }
                 self.send_line(error_line(Some(id), &e));
             }
@@ -121,18 +120,19 @@ impl Connection {
 
     /// The host session a server request belongs to: the only session with requests in flight
     /// here (or the one a per-session instance serves). Never a guess.
-    fn origin_of_server_request(&self) -> Result<Arc<dyn Origin>, String> {
+    fn caller_of_server_request(&self) -> Result<Arc<dyn Caller>, String> {
+        let scope = &self.ctx.id.scope;
         let (first, several, sessions_differ) = {
             let tables = self.tables();
-            let mut origins = tables.pending.values().filter_map(|p| p.origin.as_ref());
-            let first = origins.next().cloned();
-            let rest: Vec<&Arc<dyn Origin>> = origins.collect();
+            let mut callers = tables.pending.values().filter_map(|p| p.caller.as_ref());
+            let first = callers.next().cloned();
+            let rest: Vec<&Arc<dyn Caller>> = callers.collect();
             let differ = first
                 .as_ref()
                 .is_some_and(|f| rest.iter().any(|o| o.session_id() != f.session_id()));
             (first, !rest.is_empty(), differ)
         };
-        if sessions_differ && self.scope.is_none() {
+        if sessions_differ && scope.is_none() {
             return Err(format!(
                 "requests from several host sessions are in flight on upstream `{}`, so it cannot tell which host to ask; set isolation = \"per-session\" for this upstream",
                 self.upstream()
@@ -141,20 +141,21 @@ impl Connection {
         let session = first
             .as_ref()
             .map(|o| o.session_id().to_owned())
-            .or_else(|| self.scope.clone());
+            .or_else(|| scope.clone());
         match (first, several) {
             // The one request in flight caused it: it travels on that request's stream.
-            (Some(origin), false) => Ok(origin),
+            (Some(caller), false) => Ok(caller),
             // One session, several requests: which one caused it is unknown, so it goes on the
             // session's own stream rather than on an arbitrary request's.
-            _ => session.and_then(|s| self.handle.bus().and_then(|bus| bus.session_origin(&s))).ok_or_else(|| {
+            _ => session.and_then(|s| self.ctx.events.as_ref().and_then(|e| e.session_caller(&s))).ok_or_else(|| {
                 format!("no host request is in flight on upstream `{}`, so it cannot tell which host to ask", self.upstream())
             }),
         }
     }
 
     fn on_notification(&self, method: &str, params: Option<&RawValue>, events: &impl Fn(Event)) {
-        let scope = self.scope.as_deref();
+        let host = self.ctx.events.as_ref().zip(params);
+        let id = &self.ctx.id;
         match method {
             "notifications/tools/list_changed" => events(Event::ListChanged(ListKind::Tools)),
             "notifications/prompts/list_changed" => events(Event::ListChanged(ListKind::Prompts)),
@@ -165,18 +166,18 @@ impl Connection {
             "notifications/progress" => self.on_progress(params),
             "notifications/cancelled" => self.on_cancelled(params),
             "notifications/message" => {
-                if let (Some(bus), Some(params)) = (self.handle.bus(), params) {
-                    bus.log_message(&self.handle, params, scope);
+                if let Some((host, params)) = host {
+                    host.log_message(id, params);
                 }
             }
             "notifications/resources/updated" => {
-                if let (Some(bus), Some(params)) = (self.handle.bus(), params) {
-                    bus.resource_updated(&self.handle, params, scope);
+                if let Some((host, params)) = host {
+                    host.resource_updated(id, params);
                 }
             }
             "notifications/tasks/status" => {
-                if let (Some(bus), Some(params)) = (self.handle.bus(), params) {
-                    bus.task_status(&self.handle, params, scope);
+                if let Some((host, params)) = host {
+                    host.task_status(id, params);
                 }
             }
             other => {
@@ -187,9 +188,7 @@ impl Connection {
 
     /// Progress for one of our requests goes to its host only, under the host's token.
     fn on_progress(&self, params: Option<&RawValue>) {
-        let Some(mut members) =
-            params.and_then(|p| serde_json::from_str::<IndexMap<String, &RawValue>>(p.get()).ok())
-        else {
+        let Some(mut members) = params.and_then(Members::of) else {
             return;
         };
         let Some(token) = members.get("progressToken").map(|t| t.get().to_owned()) else {
@@ -202,29 +201,25 @@ impl Connection {
                 .get(&token)
                 .and_then(|id| tables.pending.get(id))
                 .and_then(|p| {
-                    let origin = Arc::clone(p.origin.as_ref()?);
+                    let caller = Arc::clone(p.caller.as_ref()?);
                     let host = p.progress.as_ref()?.host.clone();
-                    Some((origin, host))
+                    Some((caller, host))
                 })
         };
-        let Some((origin, host_token)) = target else {
+        let Some((caller, host_token)) = target else {
             tracing::debug!(upstream = %self.upstream(), token, "Progress for no request in flight; dropped.");
             return;
         };
-        members.insert("progressToken".to_owned(), &host_token);
-        if let Ok(params) = serde_json::to_string(&members) {
-            origin.send(crate::jsonrpc::notification_line(
-                "notifications/progress",
-                Some(&params),
-            ));
-        }
+        members.insert("progressToken", &host_token);
+        caller.send(crate::jsonrpc::notification_line(
+            "notifications/progress",
+            Some(&members.to_json()),
+        ));
     }
 
     /// The upstream gave up a request it had sent to a host: tell that host only.
     fn on_cancelled(&self, params: Option<&RawValue>) {
-        let Some(members) =
-            params.and_then(|p| serde_json::from_str::<IndexMap<String, &RawValue>>(p.get()).ok())
-        else {
+        let Some(members) = params.and_then(Members::of) else {
             return;
         };
         let Some(request_id) = members.get("requestId") else {
@@ -233,12 +228,8 @@ impl Connection {
         let forwarded = self.tables().forwarded.remove(request_id.get());
         if let Some(forwarded) = forwarded {
             forwarded
-                .origin
-                .cancel_forwarded(&forwarded.host_id, members.get("reason").copied());
+                .caller
+                .cancel_forwarded(&forwarded.host_id, members.get("reason"));
         }
     }
-}
-
-fn raw(json: &str) -> Box<RawValue> {
-    RawValue::from_string(json.to_owned()).unwrap_or_else(|_| unreachable!("static JSON"))
 }

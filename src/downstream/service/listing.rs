@@ -4,18 +4,18 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Gateway, Outcome, internal};
+use super::{Answer, HostService, internal};
 use crate::jsonrpc::RpcError;
 use crate::mcp::ListKind;
 use crate::mcp::cursor::Position;
 
-impl Gateway {
+impl HostService {
     /// One page of an aggregate listing.
     pub(super) fn list(
         &self,
         kind: ListKind,
         params: Option<&RawValue>,
-    ) -> Result<Outcome, RpcError> {
+    ) -> Result<Answer, RpcError> {
         #[derive(Deserialize)]
         struct Params {
             cursor: Option<String>,
@@ -42,7 +42,7 @@ impl Gateway {
             }
         };
         let entries = snapshot.list(kind);
-        let size = self.catalog.page_size(kind);
+        let size = snapshot.config().page_size(kind);
         let end = offset.saturating_add(size).min(entries.len());
         let page = entries.get(offset..end).unwrap_or(&[]);
         let mut out =
@@ -68,7 +68,7 @@ impl Gateway {
         }
         out.push('}');
         RawValue::from_string(out)
-            .map(Outcome::Result)
+            .map(Answer::Result)
             .map_err(internal)
     }
 }

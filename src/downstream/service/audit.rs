@@ -1,35 +1,33 @@
 //! Turning host requests, forwarded server requests and session events into audit records.
 //! What the routing learned (upstream, target, arguments) is noted on the [`HostRequest`] as it
-//! happens, so nothing is parsed twice; redaction happens later, on the writer thread.
+//! happens ([`RouteFacts`]), so nothing is parsed twice; the trace id and principal come from the
+//! request's context; redaction happens on the caller, sealing on the writer thread.
 
 use std::time::Instant;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Gateway, HostRequest, Outcome};
-use crate::audit::{Direction, Kind, Outcome as Ended, Record, Redaction};
+use super::{Answer, HostRequest, HostService};
+use crate::audit::{Direction, Kind, Outcome, Record, Redaction};
 use crate::jsonrpc::RpcError;
 use crate::upstream::Reply;
 
 /// What routing learned about a request, for its audit record.
 #[derive(Debug, Default)]
-pub struct Note {
+pub struct RouteFacts {
     pub upstream: Option<String>,
     /// The name or URI as the host sent it.
     pub target: Option<String>,
     pub args: Option<Box<RawValue>>,
     /// The upstream's (or tool's) redaction, when it overrides the global one.
     pub redaction: Option<Redaction>,
-    pub trace_id: Option<String>,
 }
 
 impl HostRequest {
     /// Records what routing learned.
-    pub(super) fn note(&self, f: impl FnOnce(&mut Note)) {
-        if let Ok(mut note) = self.note.lock() {
-            f(&mut note);
-        }
+    pub(super) fn note(&self, f: impl FnOnce(&mut RouteFacts)) {
+        f(&mut crate::sync::lock(&self.facts));
     }
 }
 
@@ -44,22 +42,22 @@ struct ErrorCode {
     code: i64,
 }
 
-impl Gateway {
+impl HostService {
     /// One record for a finished host request.
     pub(super) fn audit_request(
         &self,
         host: &HostRequest,
         method: &str,
         request_bytes: usize,
-        outcome: &Result<Outcome, RpcError>,
+        answer: &Result<Answer, RpcError>,
         response_bytes: usize,
         started: Instant,
     ) {
         if !self.audit.is_enabled() {
             return;
         }
-        let (ended, code) = match outcome {
-            Ok(Outcome::Result(result) | Outcome::Upstream(Reply::Result(result))) => {
+        let (ended, code) = match answer {
+            Ok(Answer::Result(result) | Answer::Upstream(Reply::Result(result))) => {
                 // Only a result that mentions `isError` is parsed to read it.
                 let tool_error = method == "tools/call"
                     && result.get().contains(r#""isError""#)
@@ -67,26 +65,22 @@ impl Gateway {
                         .is_ok_and(|r| r.is_error);
                 (
                     if tool_error {
-                        Ended::ToolError
+                        Outcome::ToolError
                     } else {
-                        Ended::Ok
+                        Outcome::Ok
                     },
                     None,
                 )
             }
-            Ok(Outcome::Upstream(Reply::Error(error))) => (
-                Ended::Error,
+            Ok(Answer::Upstream(Reply::Error(error))) => (
+                Outcome::Error,
                 serde_json::from_str::<ErrorCode>(error.get())
                     .ok()
                     .map(|e| e.code),
             ),
-            Err(error) => (Ended::Error, Some(error.code)),
+            Err(error) => (Outcome::Error, Some(error.code)),
         };
-        let note = host
-            .note
-            .lock()
-            .map(|mut n| std::mem::take(&mut *n))
-            .unwrap_or_default();
+        let facts = std::mem::take(&mut *crate::sync::lock(&host.facts));
         let mut record = Record::new(Kind::Request, method, ended);
         record.direction = Some(Direction::HostToUpstream);
         record.session = Some(host.session.id.clone());
@@ -94,12 +88,13 @@ impl Gateway {
         record.latency_us = Some(micros(started));
         record.request_bytes = Some(request_bytes as u64);
         record.response_bytes = Some(response_bytes as u64);
-        record.trace_id = Some(note.trace_id.unwrap_or_else(new_trace_id));
-        if let Some(args) = note.args {
-            record.raw_args = Some((args, note.redaction.unwrap_or(self.audit_redaction)));
+        record.trace_id = Some(host.ctx.trace_id.clone().unwrap_or_else(new_trace_id));
+        record.principal = host.ctx.principal.as_deref().map(str::to_owned);
+        if let Some(args) = facts.args {
+            record.raw_args = Some((args, facts.redaction.unwrap_or(self.audit_redaction)));
         }
-        record.upstream = note.upstream;
-        record.target = note.target;
+        record.upstream = facts.upstream;
+        record.target = facts.target;
         self.audit.record(record);
     }
 
@@ -110,7 +105,7 @@ impl Gateway {
         upstream: &str,
         method: &str,
         started: Instant,
-        ended: Ended,
+        ended: Outcome,
         code: Option<i64>,
     ) {
         if !self.audit.is_enabled() {

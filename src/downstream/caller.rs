@@ -1,33 +1,35 @@
-//! The host side of a forwarded request, as the upstream connection sees it ([`Origin`]): where
+//! The host side of a forwarded request, as the upstream connection sees it ([`Caller`]): where
 //! progress and server requests for it go (the request's own event stream while it is open, the
 //! session's stream otherwise), how the host cancels it, and which server requests the host may
-//! receive.
+//! receive (by the version and capabilities its request carries).
 
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-use super::session::{ForwardedRequest, Session};
+use super::session::{ForwardedRequest, HostInfo, Session};
 use crate::jsonrpc::{RpcError, codes, notification_line, request_line_raw};
-use crate::upstream::{Canceller, Origin, ServerRequestReply};
+use crate::upstream::{Caller, Canceller, ServerRequestReply};
 
 /// One host request being served upstream (or, with no id, the session itself).
-pub(super) struct HostOrigin {
+pub(super) struct SessionCaller {
     pub session: Arc<Session>,
+    /// What the host declared (the request's context).
+    pub host: Arc<HostInfo>,
     /// The host's request id; `None` for server requests of a per-session instance at rest.
     pub host_id: Option<Box<RawValue>>,
     /// The request's own response stream, while it is open.
     pub sink: Option<mpsc::Sender<String>>,
 }
 
-impl Origin for HostOrigin {
+impl Caller for SessionCaller {
     fn session_id(&self) -> &str {
         &self.session.id
     }
 
     fn supports(&self, capability: &str) -> bool {
-        self.session.supports(capability)
+        self.host.supports(capability)
     }
 
     fn started(&self, canceller: Canceller) {
@@ -89,34 +91,27 @@ impl Origin for HostOrigin {
             .remove(host_id.get())
             .is_some();
         if known {
-            let params = match reason {
-                Some(reason) => format!(
-                    r#"{{"requestId":{},"reason":{}}}"#,
-                    host_id.get(),
-                    reason.get()
-                ),
-                None => format!(r#"{{"requestId":{}}}"#, host_id.get()),
-            };
+            let params = crate::mcp::cancelled_params(host_id.get(), reason.map(RawValue::get));
             self.send(notification_line("notifications/cancelled", Some(&params)));
         }
     }
 }
 
-impl HostOrigin {
+impl SessionCaller {
     /// Why this host cannot take `method` (its version or capabilities lack it), if it cannot.
     fn unfit(&self, method: &str, params: Option<&RawValue>) -> Option<String> {
         if method != "elicitation/create" {
             return None;
         }
-        let version = self.session.version;
-        if version < "2025-06-18" {
+        let version = self.host.version;
+        if !version.has_elicitation() {
             return Some(format!(
                 "the host speaks MCP {version}, which has no elicitation"
             ));
         }
         let url_mode = params.is_some_and(|p| p.get().contains(r#""mode":"url""#));
-        let declared = &self.session.client_capabilities["elicitation"];
-        if url_mode && (version < "2025-11-25" || declared.get("url").is_none()) {
+        let declared = &self.host.capabilities["elicitation"];
+        if url_mode && (!version.has_url_elicitation() || declared.get("url").is_none()) {
             return Some(
                 "the host did not declare URL-mode elicitation (capabilities.elicitation.url)"
                     .into(),

@@ -7,17 +7,18 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::mcp::names;
+use crate::mcp::version::Version;
 use crate::upstream::UpstreamHandle;
 
 /// The result with resource URIs exposed and content fitted to `version`.
 pub(super) fn fit(
     upstream: &UpstreamHandle,
     result: Box<RawValue>,
-    version: &str,
+    version: Version,
 ) -> Box<RawValue> {
     let text = result.get();
     let has_resources = text.contains(r#""resource"#);
-    let has_newer = version < "2025-06-18"
+    let has_newer = !version.has_resource_links()
         && (text.contains(r#""audio""#) || text.contains(r#""resource_link""#));
     if !has_resources && !has_newer {
         return result;
@@ -40,7 +41,7 @@ pub(super) fn fit(
     serde_json::value::to_raw_value(&value).unwrap_or(result)
 }
 
-fn fit_item(upstream: &UpstreamHandle, item: &mut Value, version: &str) {
+fn fit_item(upstream: &UpstreamHandle, item: &mut Value, version: Version) {
     let expose = |uri: &mut Value| {
         if let Some(original) = uri.as_str() {
             *uri = Value::String(names::expose_uri(upstream.prefix(), original));
@@ -51,7 +52,7 @@ fn fit_item(upstream: &UpstreamHandle, item: &mut Value, version: &str) {
             if let Some(uri) = item.get_mut("uri") {
                 expose(uri);
             }
-            if version < "2025-06-18" {
+            if !version.has_resource_links() {
                 let name = item
                     .get("name")
                     .and_then(Value::as_str)
@@ -65,7 +66,7 @@ fn fit_item(upstream: &UpstreamHandle, item: &mut Value, version: &str) {
                 expose(uri);
             }
         }
-        Some("audio") if version < "2025-03-26" => {
+        Some("audio") if !version.has_audio() => {
             let mime = item
                 .get("mimeType")
                 .and_then(Value::as_str)

@@ -1,19 +1,19 @@
-//! What an upstream connection needs from the host side, as traits the downstream implements:
-//! the [`Origin`] of one forwarded request (where its progress, server requests and cancellations
-//! go) and the [`HostBus`] for messages that belong to sessions rather than to one request (log
-//! messages, resource updates, task status). Keeping these as traits keeps `upstream` free of
-//! HTTP and session details.
+//! What a connection needs from the host side, as traits the downstream implements: the
+//! [`Caller`] of one forwarded request (where its progress, server requests and cancellations go)
+//! and [`HostEvents`] for messages that belong to sessions rather than to one request (log
+//! messages, resource updates, task status). And what the connection hands out in return: a
+//! [`Canceller`] for a request in flight, a [`ServerRequestReply`] for a request it forwarded.
+//! Keeping these as traits keeps `upstream` free of HTTP and session details.
 
 use std::sync::{Arc, Weak};
 
 use serde_json::value::RawValue;
 
-use super::connection::Connection;
-use super::handle::UpstreamHandle;
+use super::{Connection, UpstreamId};
 use crate::jsonrpc::RpcError;
 
 /// The host side of one request forwarded to an upstream.
-pub trait Origin: Send + Sync {
+pub trait Caller: Send + Sync {
     /// The host session the request came from.
     fn session_id(&self) -> &str;
     /// Whether that host declared a client capability (`sampling`, `elicitation`, `roots`).
@@ -35,22 +35,22 @@ pub trait Origin: Send + Sync {
     fn cancel_forwarded(&self, host_id: &RawValue, reason: Option<&RawValue>);
 }
 
-/// Where upstream messages that are not tied to one request go.
-pub trait HostBus: Send + Sync {
-    /// `notifications/message` from `upstream`; `scope` limits delivery to one session
-    /// (a per-session upstream instance).
-    fn log_message(&self, upstream: &UpstreamHandle, params: &RawValue, scope: Option<&str>);
+/// Where upstream messages that are not tied to one request go. `upstream.scope` limits delivery
+/// to the one session a per-session instance serves.
+pub trait HostEvents: Send + Sync {
+    /// `notifications/message` from `upstream`.
+    fn log_message(&self, upstream: &UpstreamId, params: &RawValue);
     /// `notifications/resources/updated` for an upstream URI.
-    fn resource_updated(&self, upstream: &UpstreamHandle, params: &RawValue, scope: Option<&str>);
+    fn resource_updated(&self, upstream: &UpstreamId, params: &RawValue);
     /// `notifications/tasks/status` for an upstream task.
-    fn task_status(&self, upstream: &UpstreamHandle, params: &RawValue, scope: Option<&str>);
+    fn task_status(&self, upstream: &UpstreamId, params: &RawValue);
     /// A request the upstream sent was refused (its host could not be known, or lacks the capability).
-    fn server_request_refused(&self, upstream: &UpstreamHandle, method: &str, reason: &str);
-    /// An origin for server requests of a per-session instance with no request in flight.
-    fn session_origin(&self, session_id: &str) -> Option<Arc<dyn Origin>>;
+    fn server_request_refused(&self, upstream: &UpstreamId, method: &str, reason: &str);
+    /// A caller for server requests of a per-session instance with no request in flight.
+    fn session_caller(&self, session_id: &str) -> Option<Arc<dyn Caller>>;
     /// Requests (method, params) that give a freshly started `upstream` what sessions had asked
     /// of its previous process: resource subscriptions still wanted, the log level.
-    fn resume(&self, upstream: &UpstreamHandle) -> Vec<(String, String)>;
+    fn resume(&self, upstream: &UpstreamId) -> Vec<(String, String)>;
 }
 
 /// Cancels one in-flight upstream request.

@@ -1,27 +1,21 @@
 //! What hosts send besides requests — notifications (cancellation) and answers to the server
-//! requests mcpmux forwarded — plus the end of a session and the catalog-change notices.
+//! requests mcpmux forwarded — and the end of a session: its in-flight requests cancelled
+//! upstream, its server requests refused, its subscriptions released, its instances stopped.
 
-use std::sync::Arc;
-
-use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
-use super::{Gateway, to_raw};
-use crate::audit::Outcome as Ended;
-use crate::jsonrpc::{codes, notification_line};
-use crate::mcp::ListKind;
-use crate::upstream::UpstreamHandle;
+use super::HostService;
+use crate::audit::Outcome;
+use crate::config::Isolation;
+use crate::downstream::session::Session;
+use crate::jsonrpc::{Members, codes, to_raw};
 
-use super::super::session::Session;
-
-impl Gateway {
+impl HostService {
     /// A notification from a host.
     pub fn host_notification(&self, session: &Session, method: &str, params: Option<&RawValue>) {
         match method {
             "notifications/cancelled" => {
-                let Some(members) = params.and_then(|p| {
-                    serde_json::from_str::<IndexMap<String, &RawValue>>(p.get()).ok()
-                }) else {
+                let Some(members) = params.and_then(Members::of) else {
                     return;
                 };
                 let Some(id) = members.get("requestId") else {
@@ -29,7 +23,7 @@ impl Gateway {
                 };
                 let canceller = session.tables().in_flight.remove(id.get());
                 match canceller {
-                    Some(canceller) => canceller.cancel(members.get("reason").copied()),
+                    Some(canceller) => canceller.cancel(members.get("reason")),
                     None => {
                         tracing::debug!(session = %session.id, id = id.get(), "Cancellation for no request in flight.")
                     }
@@ -58,14 +52,14 @@ impl Gateway {
         let (ended, code) = match (result, error) {
             (Some(result), _) => {
                 forwarded.reply.result(result);
-                (Ended::Ok, None)
+                (Outcome::Ok, None)
             }
             (None, Some(error)) => {
                 let code = serde_json::from_str::<serde_json::Value>(error.get())
                     .ok()
                     .and_then(|e| e["code"].as_i64());
                 forwarded.reply.error(error.get());
-                (Ended::Error, code)
+                (Outcome::Error, code)
             }
             (None, None) => return,
         };
@@ -82,7 +76,7 @@ impl Gateway {
     /// Ends a session: its in-flight requests are cancelled upstream, its pending server requests
     /// refused, its subscriptions released, its per-session instances stopped.
     pub async fn close_session(&self, id: &str) -> bool {
-        let Some(session) = self.hub.sessions.remove(id) else {
+        let Some(session) = self.delivery.sessions.remove(id) else {
             return false;
         };
         let (in_flight, server_requests, subscriptions) = {
@@ -110,7 +104,7 @@ impl Gateway {
                 &upstream,
                 &forwarded.method,
                 forwarded.sent,
-                Ended::Error,
+                Outcome::Error,
                 code,
             );
         }
@@ -118,82 +112,26 @@ impl Gateway {
             let Ok((upstream, original)) = self.route_uri(&uri) else {
                 continue;
             };
-            let target: Option<UpstreamHandle> = match upstream.config().isolation {
-                crate::config::Isolation::Shared => Some(upstream),
-                crate::config::Isolation::PerSession => None,
-            };
-            if let Some(target) = target {
-                if self.hub.unsubscribe(&target, &original) {
-                    let params = serde_json::json!({ "uri": original }).to_string();
-                    let _ = target
-                        .request("resources/unsubscribe", Some(&params), None)
-                        .await;
-                }
+            // A session's own instances stop with it; a shared upstream is told when no one is left.
+            if upstream.config().isolation == Isolation::Shared
+                && self.delivery.subscriptions.remove(upstream.id(), &original)
+            {
+                let params = serde_json::json!({ "uri": original }).to_string();
+                let _ = upstream
+                    .request("resources/unsubscribe", Some(&params), None)
+                    .await;
             }
         }
-        self.hub.stop_instances(id).await;
+        self.delivery.subscriptions.forget_session(id);
+        self.supervisor.stop_instances(id).await;
         self.audit_event("session.closed", id, None);
         true
     }
 
     /// Ends every session (daemon shutdown).
     pub async fn close_all(&self) {
-        for session in self.hub.sessions.all() {
+        for session in self.delivery.sessions.all() {
             self.close_session(&session.id).await;
         }
-    }
-
-    /// Forgets idle sessions periodically, for as long as the gateway lives.
-    pub fn spawn_reaper(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
-        let every = self.hub.sessions.reap_interval();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            loop {
-                tick.tick().await;
-                let Some(gateway) = weak.upgrade() else {
-                    return;
-                };
-                for id in gateway.hub.sessions.idle() {
-                    tracing::info!(session = %id, "Forgetting an idle host session.");
-                    gateway.close_session(&id).await;
-                }
-            }
-        });
-    }
-
-    /// Tells sessions with an event stream when a listing they see changed: one notification per
-    /// listing per burst (the watch channel keeps only the newest generation).
-    pub fn spawn_change_notices(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
-        let mut rx = self.router.watch();
-        let mut seen = self.router.snapshot();
-        tokio::spawn(async move {
-            while rx.changed().await.is_ok() {
-                rx.borrow_and_update();
-                let Some(gateway) = weak.upgrade() else {
-                    return;
-                };
-                let current = gateway.router.snapshot();
-                let mut methods: Vec<&str> = ListKind::ALL
-                    .into_iter()
-                    .filter(|k| seen.fingerprint(*k) != current.fingerprint(*k))
-                    .map(|k| k.changed_notification())
-                    .collect();
-                methods.dedup();
-                seen = current;
-                for session in gateway
-                    .hub
-                    .sessions
-                    .all()
-                    .iter()
-                    .filter(|s| s.is_streaming())
-                {
-                    for method in &methods {
-                        session.deliver(notification_line(method, None));
-                    }
-                }
-            }
-        });
     }
 }

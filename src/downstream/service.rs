@@ -1,0 +1,242 @@
+//! The host service: what each host request does, for every transport. Listings are pages of
+//! the router's snapshot; calls are routed through the snapshot's exposed → (upstream, original)
+//! map with only the owned fields rewritten (names, URIs, progress tokens, task ids), and the
+//! upstream's answer goes back verbatim. One place maps internal errors to JSON-RPC errors.
+//!
+//! - `initialize`: the handshake and the merged capabilities.
+//! - `forward`: calls, reads and the one funnel to upstreams (which instance serves a request).
+//! - `listing`: aggregate pages and cursors. `content`: fitting results to the host's version.
+//! - `subscriptions`, `logging`, `completion`, `tasks`: the other request methods.
+//! - `answers`: host notifications, host answers to server requests, the end of a session.
+//! - `notices`: the idle-session reaper and catalog-change notifications.
+//! - `audit`: turning what happened into audit records.
+
+mod answers;
+mod audit;
+mod completion;
+mod content;
+mod forward;
+mod initialize;
+mod listing;
+mod logging;
+mod notices;
+mod subscriptions;
+mod tasks;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+use tracing::Instrument;
+
+use super::delivery::Delivery;
+use super::session::{HostInfo, Session};
+use crate::audit::{AuditHandle, Redaction};
+use crate::config::ServerConfig;
+use crate::jsonrpc::{RpcError, codes, error_line, raw_error_line, response_line, to_raw};
+use crate::mcp::ListKind;
+use crate::mcp::cursor::CursorCodec;
+use crate::mcp::names;
+use crate::router::{RouterHandle, Snapshot};
+use crate::supervisor::SupervisorHandle;
+use crate::upstream::{Phase, Reply, UpstreamError};
+
+/// Everything a host request needs, shared by all transports.
+#[derive(Debug)]
+pub struct HostService {
+    router: RouterHandle,
+    delivery: Arc<Delivery>,
+    supervisor: SupervisorHandle,
+    audit: AuditHandle,
+    /// How arguments are audited unless an upstream or tool says otherwise.
+    audit_redaction: Redaction,
+    cursors: CursorCodec,
+    initialize_wait: Duration,
+    max_in_flight_per_session: usize,
+}
+
+/// What one request carries, apart from the session state it belongs to: the host's declared
+/// version and capabilities, who is asking, and the trace it continues. In the handshake era the
+/// host part comes from the session; a stateless request of the next era brings its own.
+#[derive(Debug)]
+pub struct RequestContext {
+    pub host: Arc<HostInfo>,
+    /// The principal the request was authenticated as (`None` while hosts are anonymous).
+    pub principal: Option<Arc<str>>,
+    /// The trace id of the W3C `traceparent` the request carried in `_meta`, if any.
+    pub trace_id: Option<String>,
+}
+
+/// One host request: its context, its session, the id it came under, and its response stream
+/// (for messages that belong to it before its answer).
+#[derive(Debug)]
+pub struct HostRequest {
+    pub ctx: RequestContext,
+    pub session: Arc<Session>,
+    pub id: Box<RawValue>,
+    pub sink: Option<mpsc::Sender<String>>,
+    /// What routing learned, for the audit record.
+    facts: std::sync::Mutex<audit::RouteFacts>,
+}
+
+impl HostRequest {
+    pub fn new(
+        session: Arc<Session>,
+        id: Box<RawValue>,
+        sink: Option<mpsc::Sender<String>>,
+        params: Option<&RawValue>,
+    ) -> Self {
+        let trace_id = params
+            .filter(|p| p.get().contains(r#""traceparent""#))
+            .and_then(audit::traceparent_of);
+        Self {
+            ctx: RequestContext {
+                host: Arc::clone(&session.host),
+                principal: None,
+                trace_id,
+            },
+            session,
+            id,
+            sink,
+            facts: std::sync::Mutex::default(),
+        }
+    }
+}
+
+/// What a request produced: a result to wrap or an upstream's answer to pass on.
+enum Answer {
+    Result(Box<RawValue>),
+    Upstream(Reply),
+}
+
+impl HostService {
+    pub fn new(
+        router: RouterHandle,
+        delivery: Arc<Delivery>,
+        supervisor: SupervisorHandle,
+        audit: (AuditHandle, Redaction),
+        server: &ServerConfig,
+    ) -> Self {
+        Self {
+            router,
+            delivery,
+            supervisor,
+            audit: audit.0,
+            audit_redaction: audit.1,
+            cursors: CursorCodec::random(),
+            initialize_wait: server.initialize_wait,
+            max_in_flight_per_session: server.max_in_flight_per_session,
+        }
+    }
+
+    /// The session a host names, marked as used now.
+    pub fn session(&self, id: &str) -> Option<Arc<Session>> {
+        self.delivery.sessions.get(id)
+    }
+
+    /// Handles one request of an initialized session; returns the response line.
+    pub async fn request(
+        &self,
+        host: &HostRequest,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> String {
+        let span = tracing::info_span!(
+            "host_request",
+            session = %host.session.id,
+            method,
+            target = tracing::field::Empty,
+        );
+        self.dispatch(host, method, params).instrument(span).await
+    }
+
+    async fn dispatch(
+        &self,
+        host: &HostRequest,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> String {
+        let started = std::time::Instant::now();
+        let answer = match method {
+            "ping" => Ok(Answer::Result(to_raw(&json!({})))),
+            "tools/list" => self.list(ListKind::Tools, params),
+            "prompts/list" => self.list(ListKind::Prompts, params),
+            "resources/list" => self.list(ListKind::Resources, params),
+            "resources/templates/list" => self.list(ListKind::ResourceTemplates, params),
+            "tools/call" => self.call_named(host, ListKind::Tools, method, params).await,
+            "prompts/get" => {
+                self.call_named(host, ListKind::Prompts, method, params)
+                    .await
+            }
+            "resources/read" => self.read_resource(host, params).await,
+            "resources/subscribe" => self.subscribe(host, params, true).await,
+            "resources/unsubscribe" => self.subscribe(host, params, false).await,
+            "logging/setLevel" => self.set_log_level(host, params).await,
+            "completion/complete" => self.complete(host, params).await,
+            "tasks/get" | "tasks/result" | "tasks/cancel" => {
+                self.task_request(host, method, params).await
+            }
+            "tasks/list" => self.list_tasks(host).await,
+            "initialize" => Err(RpcError::new(
+                codes::INVALID_REQUEST,
+                "this session is already initialized",
+            )),
+            other => Err(RpcError::method_not_found(other)),
+        };
+        let id = &host.id;
+        let line = match &answer {
+            Ok(Answer::Result(result) | Answer::Upstream(Reply::Result(result))) => {
+                response_line(id, result)
+            }
+            Ok(Answer::Upstream(Reply::Error(error))) => raw_error_line(Some(id), error.get()),
+            Err(error) => {
+                tracing::debug!(code = error.code, error = %error.message, "Refused a host request.");
+                error_line(Some(id), error)
+            }
+        };
+        let request_bytes = params.map_or(0, |p| p.get().len());
+        self.audit_request(host, method, request_bytes, &answer, line.len(), started);
+        line
+    }
+}
+
+/// The error for a name that is not in the catalog: the upstream's state when the name's prefix
+/// names one that is not ready, else the spec's "unknown" error.
+fn unknown(snapshot: &Snapshot, kind: ListKind, name: &str) -> RpcError {
+    if let Some(upstream) = names::prefix_of(name).and_then(|p| snapshot.upstream(p)) {
+        if upstream.phase() != Phase::Ready {
+            return upstream_error(upstream.unavailable());
+        }
+    }
+    let what = if kind == ListKind::Tools {
+        "tool"
+    } else {
+        "prompt"
+    };
+    RpcError::invalid_params(format!("Unknown {what}: {name}"))
+}
+
+/// The one mapping from upstream failures to JSON-RPC errors.
+fn upstream_error(e: UpstreamError) -> RpcError {
+    let (code, upstream) = match &e {
+        UpstreamError::Timeout { upstream, .. } => (codes::UPSTREAM_TIMEOUT, upstream),
+        UpstreamError::Cancelled { upstream } => (codes::INTERNAL_ERROR, upstream),
+        UpstreamError::Busy { upstream, .. } => (codes::BUSY, upstream),
+        UpstreamError::Unavailable { upstream, .. } | UpstreamError::Failed { upstream, .. } => {
+            (codes::UPSTREAM_UNAVAILABLE, upstream)
+        }
+    };
+    RpcError::new(code, e.to_string()).with_data(json!({ "upstream": upstream }))
+}
+
+/// An internal failure: logged with its detail, shown to the host as a short id to quote.
+fn internal(e: impl std::fmt::Display) -> RpcError {
+    let id = crate::audit::hex(&rand::random::<[u8; 4]>());
+    tracing::warn!(error_id = %id, error = %e, "Internal error while handling a host request.");
+    RpcError::new(
+        codes::INTERNAL_ERROR,
+        format!("internal error (id {id}; the daemon's log has the details)"),
+    )
+}

@@ -1,0 +1,264 @@
+//! The funnel to upstreams: `tools/call` and `prompts/get` route by exposed name,
+//! `resources/read` by the URI's prefix; every forwarded request goes through [`HostService::forward`],
+//! which picks the instance that serves it, swaps the host's progress token for ours, makes it
+//! cancellable by the host and ties server requests it causes to this host only.
+
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use super::{Answer, HostRequest, HostService, content, unknown, upstream_error};
+use crate::config::Isolation;
+use crate::downstream::caller::{InFlightGuard, SessionCaller};
+use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, to_raw};
+use crate::mcp::{ListKind, names};
+use crate::upstream::{CallContext, ProgressTokens, Reply, UpstreamHandle};
+
+/// Whether [`HostService::instance`] may start a session's own instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Start {
+    /// Start it on first use (a call needs it).
+    IfNeeded,
+    /// Only one already running (mcpmux's own bookkeeping: log levels, task listings).
+    No,
+}
+
+impl HostService {
+    /// `tools/call` and `prompts/get`: route by exposed name, rewrite `name`, forward.
+    pub(super) async fn call_named(
+        &self,
+        host: &HostRequest,
+        kind: ListKind,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<Answer, RpcError> {
+        let params = params.ok_or_else(|| {
+            RpcError::invalid_params(format!("{method} needs params with a `name`"))
+        })?;
+        let mut members = Members::parse(params)?;
+        let name: String = members
+            .string("name")
+            .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string `name`")))?;
+        host.note(|n| n.target = Some(name.clone()));
+        let snapshot = self.router.snapshot();
+        let Some(entry) = snapshot.lookup(kind, &name) else {
+            return Err(unknown(&snapshot, kind, &name));
+        };
+        let upstream = entry.upstream.clone();
+        let original_name = entry.original.clone();
+        drop(snapshot);
+        let tool = (kind == ListKind::Tools).then_some(&*original_name);
+        let audited = self.audit.is_enabled();
+        tracing::Span::current().record("target", name.as_str());
+        host.note(|n| {
+            n.upstream = Some(upstream.name().to_owned());
+            n.redaction = upstream.config().redaction_for(tool);
+            // The arguments are copied only when they will be audited.
+            n.args = audited
+                .then(|| members.get("arguments").map(ToOwned::to_owned))
+                .flatten();
+        });
+        let original = raw_string(&original_name);
+        members.insert("name", &original);
+        let task_augmented = kind == ListKind::Tools && members.contains("task");
+        let reply = self
+            .forward_within(host, &upstream, method, members, tool)
+            .await?;
+        match reply {
+            Reply::Result(result) if task_augmented => Ok(Answer::Result(
+                self.expose_created_task(host, &upstream, result),
+            )),
+            Reply::Result(result) => Ok(Answer::Result(content::fit(
+                &upstream,
+                result,
+                host.ctx.host.version,
+            ))),
+            reply => Ok(Answer::Upstream(reply)),
+        }
+    }
+
+    /// `resources/read`: route by the URI's prefix, rewrite `uri` both ways.
+    pub(super) async fn read_resource(
+        &self,
+        host: &HostRequest,
+        params: Option<&RawValue>,
+    ) -> Result<Answer, RpcError> {
+        let params = params
+            .ok_or_else(|| RpcError::invalid_params("resources/read needs params with a `uri`"))?;
+        let mut members = Members::parse(params)?;
+        let uri: String = members
+            .string("uri")
+            .ok_or_else(|| RpcError::invalid_params("resources/read needs a string `uri`"))?;
+        host.note(|n| n.target = Some(uri.clone()));
+        let (upstream, original) = self.route_uri(&uri)?;
+        host.routed(&upstream, &uri);
+        let original = raw_string(&original);
+        members.insert("uri", &original);
+        match self
+            .forward(host, &upstream, "resources/read", members)
+            .await?
+        {
+            Reply::Result(result) => Ok(Answer::Result(expose_contents(&upstream, result))),
+            error => Ok(Answer::Upstream(error)),
+        }
+    }
+
+    /// The upstream an exposed URI belongs to, and the upstream's own URI.
+    pub(super) fn route_uri(&self, uri: &str) -> Result<(UpstreamHandle, String), RpcError> {
+        let snapshot = self.router.snapshot();
+        let (upstream, original) = snapshot.route_uri(uri).ok_or_else(|| {
+            RpcError::new(
+                codes::RESOURCE_NOT_FOUND,
+                format!("Resource not found: {uri}"),
+            )
+            .with_data(json!({ "uri": uri }))
+        })?;
+        Ok((upstream.clone(), original.to_owned()))
+    }
+
+    /// The one place that decides which connection serves `session`'s request to `upstream`:
+    /// the shared instance, or the session's own instance of a per-session upstream (started on
+    /// first use with [`Start::IfNeeded`]; `None` when there is none and it may not be started).
+    pub(super) async fn instance(
+        &self,
+        session: &str,
+        upstream: &UpstreamHandle,
+        start: Start,
+    ) -> Result<Option<UpstreamHandle>, RpcError> {
+        match (upstream.config().isolation, start) {
+            (Isolation::Shared, _) => Ok(Some(upstream.clone())),
+            (Isolation::PerSession, Start::IfNeeded) => self
+                .supervisor
+                .instance(upstream, session)
+                .await
+                .map(Some)
+                .map_err(upstream_error),
+            (Isolation::PerSession, Start::No) => {
+                Ok(self.supervisor.existing_instance(upstream.name(), session))
+            }
+        }
+    }
+
+    /// Forwards a request whose params are already rewritten, with the upstream's request timeout.
+    pub(super) async fn forward(
+        &self,
+        host: &HostRequest,
+        upstream: &UpstreamHandle,
+        method: &str,
+        members: Members<'_>,
+    ) -> Result<Reply, RpcError> {
+        self.forward_within(host, upstream, method, members, None)
+            .await
+    }
+
+    /// [`Self::forward`] for a tool call, whose deadline may be set per tool.
+    async fn forward_within(
+        &self,
+        host: &HostRequest,
+        upstream: &UpstreamHandle,
+        method: &str,
+        mut members: Members<'_>,
+        tool: Option<&str>,
+    ) -> Result<Reply, RpcError> {
+        let Some(target) = self
+            .instance(&host.session.id, upstream, Start::IfNeeded)
+            .await?
+        else {
+            return Err(upstream_error(upstream.unavailable()));
+        };
+        let meta = members.get("_meta").map(Members::parse).transpose()?;
+        let mut meta_holder = None;
+        let progress = match meta {
+            Some(mut meta) => match meta.get("progressToken").map(ToOwned::to_owned) {
+                Some(host_token) => {
+                    let tokens = ProgressTokens::new(host_token);
+                    let ours = raw(tokens.ours.clone());
+                    meta.insert("progressToken", &ours);
+                    meta_holder = Some(meta.to_raw());
+                    Some(tokens)
+                }
+                None => None,
+            },
+            None => None,
+        };
+        if let Some(meta) = &meta_holder {
+            members.insert("_meta", meta);
+        }
+        let params = members.to_json();
+        let caller = Arc::new(SessionCaller {
+            session: Arc::clone(&host.session),
+            host: Arc::clone(&host.ctx.host),
+            host_id: Some(host.id.clone()),
+            sink: host.sink.clone(),
+        });
+        let _permit = host
+            .session
+            .claim_slot(self.max_in_flight_per_session)
+            .ok_or_else(|| {
+                RpcError::new(
+                    codes::BUSY,
+                    format!(
+                        "this session already has {} requests in flight; retry shortly",
+                        self.max_in_flight_per_session
+                    ),
+                )
+            })?;
+        let _in_flight = InFlightGuard {
+            session: Arc::clone(&host.session),
+            host_id: host.id.get().to_owned(),
+        };
+        let timeout = upstream.config().policy.timeout_for(tool);
+        let call = Some(CallContext { caller, progress });
+        let span = tracing::debug_span!("upstream_request", upstream = %upstream.name(), method);
+        target
+            .request_within(method, Some(&params), call, timeout)
+            .instrument(span)
+            .await
+            .map_err(upstream_error)
+    }
+
+    /// Sends a request of mcpmux's own (not a host's) to an upstream.
+    pub(super) async fn upstream_request(
+        &self,
+        upstream: &UpstreamHandle,
+        method: &str,
+        params: &Value,
+    ) -> Result<Reply, RpcError> {
+        upstream
+            .request(method, Some(&params.to_string()), None)
+            .await
+            .map_err(upstream_error)
+    }
+}
+
+impl HostRequest {
+    /// Notes the upstream and target a request was routed to (for its audit record and span).
+    pub(super) fn routed(&self, upstream: &UpstreamHandle, target: &str) {
+        tracing::Span::current().record("target", target);
+        self.note(|n| {
+            n.upstream = Some(upstream.name().to_owned());
+            n.target = Some(target.to_owned());
+        });
+    }
+}
+
+/// Rewrites `contents[].uri` of a resources/read result to the exposed form.
+fn expose_contents(upstream: &UpstreamHandle, result: Box<RawValue>) -> Box<RawValue> {
+    let rewrite = || -> Option<Box<RawValue>> {
+        let mut top = Members::of(&result)?;
+        let contents: Vec<&RawValue> = serde_json::from_str(top.get("contents")?.get()).ok()?;
+        let mut exposed = Vec::with_capacity(contents.len());
+        for item in contents {
+            let mut item = Members::of(item)?;
+            let uri = raw_string(&names::expose_uri(upstream.prefix(), &item.string("uri")?));
+            item.insert("uri", &uri);
+            exposed.push(item.to_raw());
+        }
+        let contents = to_raw(&exposed);
+        top.insert("contents", &contents);
+        Some(top.to_raw())
+    };
+    rewrite().unwrap_or(result)
+}

@@ -1,0 +1,139 @@
+//! `initialize`: negotiates a version, opens a session, and answers with what the ready
+//! upstreams offer (the union of their capabilities, limited to what the negotiated version
+//! knows) and their instructions.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::HostService;
+use crate::downstream::session::{HostInfo, Session};
+use crate::jsonrpc::{RpcError, response_line, to_raw};
+use crate::mcp::ListKind;
+use crate::mcp::names::SEPARATOR;
+use crate::mcp::version::Version;
+use crate::router::Snapshot;
+use crate::upstream::{Phase, UpstreamHandle};
+
+impl HostService {
+    /// Handles `initialize`: opens a session (with `session_id`, or a new id) and returns it with
+    /// the response line. Lazy upstreams start now; it waits (bounded) for upstreams still
+    /// starting, so the first listing is whole.
+    pub async fn initialize(
+        &self,
+        id: &RawValue,
+        params: Option<&RawValue>,
+        session_id: Option<String>,
+    ) -> Result<(Arc<Session>, String), RpcError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Params {
+            protocol_version: String,
+            #[serde(default)]
+            capabilities: Value,
+            #[serde(default)]
+            client_info: Value,
+        }
+        let params: Params = match params.map(|p| serde_json::from_str(p.get())) {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => {
+                return Err(RpcError::invalid_params(format!(
+                    "invalid initialize params: {e}"
+                )));
+            }
+            None => return Err(RpcError::invalid_params("initialize needs params")),
+        };
+        let version = Version::negotiate(&params.protocol_version);
+        let starting: Vec<UpstreamHandle> = self.router.snapshot().upstreams().cloned().collect();
+        for upstream in &starting {
+            upstream.start_if_lazy();
+        }
+        let starting = starting
+            .iter()
+            .filter(|h| h.phase() == Phase::Starting || h.never_started());
+        futures_util::future::join_all(starting.map(|h| h.settled(self.initialize_wait))).await;
+        let snapshot = self.router.snapshot();
+        let host = HostInfo {
+            version,
+            capabilities: params.capabilities,
+            client_info: params.client_info,
+        };
+        let session = self.delivery.sessions.open(session_id, host);
+        self.audit_event(
+            "session.opened",
+            &session.id,
+            Some(format!("{version} {}", session.host.client_info)),
+        );
+        let result = initialize_result(&snapshot, version);
+        Ok((session, response_line(id, &to_raw(&result))))
+    }
+}
+
+/// The initialize result: capabilities are the union of what the ready upstreams offer, limited
+/// to what the negotiated version knows.
+fn initialize_result(snapshot: &Snapshot, version: Version) -> Value {
+    let offered = |pointer: &str| snapshot.offering(pointer).next().is_some();
+    let mut capabilities = serde_json::Map::new();
+    for kind in ListKind::ALL {
+        if offered(&format!("/{}", kind.capability())) {
+            capabilities.insert(kind.capability().to_owned(), json!({ "listChanged": true }));
+        }
+    }
+    if offered("/resources/subscribe") {
+        capabilities["resources"]["subscribe"] = Value::Bool(true);
+    }
+    if offered("/logging") {
+        capabilities.insert("logging".to_owned(), json!({}));
+    }
+    if offered("/completions") && version.has_completions() {
+        capabilities.insert("completions".to_owned(), json!({}));
+    }
+    if version.has_tasks() {
+        let mut tasks = Value::Null;
+        for (_, info) in snapshot.ready() {
+            if let Some(t) = info.capabilities.get("tasks") {
+                merge(&mut tasks, t);
+            }
+        }
+        if !tasks.is_null() {
+            capabilities.insert("tasks".to_owned(), tasks);
+        }
+    }
+    let instructions: Vec<String> = snapshot
+        .ready()
+        .iter()
+        .filter_map(|(h, info)| {
+            info.instructions.as_ref().map(|i| {
+                format!(
+                    "## {} (tools prefixed `{}{SEPARATOR}`)\n{i}",
+                    h.name(),
+                    h.prefix()
+                )
+            })
+        })
+        .collect();
+    let mut result = json!({
+        "protocolVersion": version.as_str(),
+        "capabilities": capabilities,
+        "serverInfo": { "name": "mcpmux", "version": env!("CARGO_PKG_VERSION") },
+    });
+    if !instructions.is_empty() {
+        result["instructions"] = Value::String(instructions.join("\n\n"));
+    }
+    result
+}
+
+/// Deep union of two capability objects.
+fn merge(into: &mut Value, from: &Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (slot, value) if slot.is_null() => *slot = value.clone(),
+        _ => {}
+    }
+}

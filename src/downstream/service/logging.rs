@@ -1,0 +1,64 @@
+//! `logging/setLevel`: remembered per session (each session gets only the messages it asked
+//! for); a shared upstream that logs is set to the most verbose level any session wants, and a
+//! session's own instance to that session's level.
+
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use super::forward::Start;
+use super::{Answer, HostRequest, HostService};
+use crate::downstream::session::{LOG_LEVELS, log_rank};
+use crate::jsonrpc::{Members, RpcError, to_raw};
+use crate::upstream::UpstreamHandle;
+
+impl HostService {
+    pub(super) async fn set_log_level(
+        &self,
+        host: &HostRequest,
+        params: Option<&RawValue>,
+    ) -> Result<Answer, RpcError> {
+        let members = Members::parse(
+            params.ok_or_else(|| RpcError::invalid_params("needs params with a `level`"))?,
+        )?;
+        let level = members
+            .string("level")
+            .ok_or_else(|| RpcError::invalid_params("needs a string `level`"))?;
+        let rank = log_rank(&level).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "unknown level `{level}`; use one of {}",
+                LOG_LEVELS.join(", ")
+            ))
+        })?;
+        host.session.tables().log_level = Some(rank);
+        let loggers: Vec<UpstreamHandle> = self
+            .router
+            .snapshot()
+            .offering("/logging")
+            .cloned()
+            .collect();
+        for upstream in loggers {
+            // This session's own instance of a per-session upstream logs at this session's level.
+            let own = self
+                .instance(&host.session.id, &upstream, Start::No)
+                .await?
+                .filter(|i| i.scope().is_some());
+            if let Some(instance) = own {
+                self.tell_level(&instance, rank).await;
+            }
+            if let Some(wanted) = self.delivery.wanted_log_level(upstream.name()) {
+                self.tell_level(&upstream, wanted).await;
+            }
+        }
+        Ok(Answer::Result(to_raw(&json!({}))))
+    }
+
+    async fn tell_level(&self, upstream: &UpstreamHandle, rank: usize) {
+        let params = json!({ "level": LOG_LEVELS[rank] });
+        if let Err(e) = self
+            .upstream_request(upstream, "logging/setLevel", &params)
+            .await
+        {
+            tracing::warn!(upstream = %upstream.name(), error = %e, "Could not set the log level.");
+        }
+    }
+}

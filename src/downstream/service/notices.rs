@@ -1,0 +1,64 @@
+//! Background work of the host side: forgetting idle sessions, and telling sessions with an
+//! event stream when a listing they see changed.
+
+use std::sync::Arc;
+
+use super::HostService;
+use crate::jsonrpc::notification_line;
+use crate::mcp::ListKind;
+
+impl HostService {
+    /// Forgets idle sessions periodically, for as long as the service lives.
+    pub fn spawn_reaper(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let every = self.delivery.sessions.reap_interval();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let Some(service) = weak.upgrade() else {
+                    return;
+                };
+                for id in service.delivery.sessions.idle() {
+                    tracing::info!(session = %id, "Forgetting an idle host session.");
+                    service.close_session(&id).await;
+                }
+            }
+        });
+    }
+
+    /// Tells sessions with an event stream when a listing they see changed: one notification per
+    /// listing per burst (the watch channel keeps only the newest generation).
+    pub fn spawn_change_notices(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let mut rx = self.router.watch();
+        let mut seen = self.router.snapshot();
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                rx.borrow_and_update();
+                let Some(service) = weak.upgrade() else {
+                    return;
+                };
+                let current = service.router.snapshot();
+                let mut methods: Vec<&str> = ListKind::ALL
+                    .into_iter()
+                    .filter(|k| seen.fingerprint(*k) != current.fingerprint(*k))
+                    .map(|k| k.changed_notification())
+                    .collect();
+                methods.dedup();
+                seen = current;
+                for session in service
+                    .delivery
+                    .sessions
+                    .all()
+                    .iter()
+                    .filter(|s| s.is_streaming())
+                {
+                    for method in &methods {
+                        session.deliver(notification_line(method, None));
+                    }
+                }
+            }
+        });
+    }
+}

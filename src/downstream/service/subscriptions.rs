@@ -1,0 +1,61 @@
+//! `resources/subscribe` and `resources/unsubscribe`: each session keeps the exposed URIs it
+//! subscribed to, and subscriptions are counted across sessions per upstream instance, so an
+//! upstream is subscribed while anyone wants it and unsubscribed when the last one leaves.
+
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use super::forward::Start;
+use super::{Answer, HostRequest, HostService, upstream_error};
+use crate::jsonrpc::{Members, RpcError, to_raw};
+use crate::upstream::Reply;
+
+impl HostService {
+    /// `resources/subscribe` (`on`) and `resources/unsubscribe`.
+    pub(super) async fn subscribe(
+        &self,
+        host: &HostRequest,
+        params: Option<&RawValue>,
+        on: bool,
+    ) -> Result<Answer, RpcError> {
+        let members = Members::parse(
+            params.ok_or_else(|| RpcError::invalid_params("needs params with a `uri`"))?,
+        )?;
+        let uri = members
+            .string("uri")
+            .ok_or_else(|| RpcError::invalid_params("needs a string `uri`"))?;
+        let (upstream, original) = self.route_uri(&uri)?;
+        host.routed(&upstream, &uri);
+        let target = self
+            .instance(&host.session.id, &upstream, Start::IfNeeded)
+            .await?
+            .ok_or_else(|| upstream_error(upstream.unavailable()))?;
+        let session = &host.session;
+        let counts = &self.delivery.subscriptions;
+        if on {
+            if !session.tables().subscriptions.insert(uri.clone()) {
+                return Ok(Answer::Result(to_raw(&json!({}))));
+            }
+            if counts.add(target.id(), &original) {
+                let outcome = self
+                    .upstream_request(&target, "resources/subscribe", &json!({ "uri": original }))
+                    .await;
+                if !matches!(outcome, Ok(Reply::Result(_))) {
+                    session.tables().subscriptions.remove(&uri);
+                    counts.remove(target.id(), &original);
+                    return outcome.map(Answer::Upstream);
+                }
+            }
+        } else if session.tables().subscriptions.remove(&uri)
+            && counts.remove(target.id(), &original)
+        {
+            self.upstream_request(
+                &target,
+                "resources/unsubscribe",
+                &json!({ "uri": original }),
+            )
+            .await?;
+        }
+        Ok(Answer::Result(to_raw(&json!({}))))
+    }
+}

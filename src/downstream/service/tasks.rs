@@ -1,0 +1,143 @@
+//! Tasks: a task id is exposed like a URI (`{prefix}+{id}`) and owned by the session that
+//! created it; `tasks/get`, `tasks/result` and `tasks/cancel` route by its prefix and only for
+//! its owner; `tasks/list` gathers the session's own tasks from every upstream that lists them.
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::forward::Start;
+use super::{Answer, HostRequest, HostService, internal};
+use crate::jsonrpc::{Members, RpcError, raw_string, to_raw};
+use crate::mcp::names;
+use crate::upstream::{Reply, UpstreamHandle};
+
+impl HostService {
+    /// A `CreateTaskResult`: its task id is exposed as `{prefix}+{id}` and owned by this session.
+    pub(super) fn expose_created_task(
+        &self,
+        host: &HostRequest,
+        upstream: &UpstreamHandle,
+        result: Box<RawValue>,
+    ) -> Box<RawValue> {
+        let Ok(mut value) = serde_json::from_str::<Value>(result.get()) else {
+            return result;
+        };
+        let Some(task) = value.get_mut("task") else {
+            return result;
+        };
+        if let Some(exposed) = expose_task_id(upstream, task) {
+            self.delivery.tasks.own(&exposed, &host.session.id);
+        }
+        to_raw(&value)
+    }
+
+    /// `tasks/get`, `tasks/result`, `tasks/cancel`: the task id's prefix names the upstream; only
+    /// the session that created a task may use it.
+    pub(super) async fn task_request(
+        &self,
+        host: &HostRequest,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<Answer, RpcError> {
+        let mut members = Members::parse(
+            params.ok_or_else(|| RpcError::invalid_params("needs params with a `taskId`"))?,
+        )?;
+        let task = members
+            .string("taskId")
+            .ok_or_else(|| RpcError::invalid_params("needs a string `taskId`"))?;
+        let not_found = || RpcError::invalid_params(format!("Unknown task: {task}"));
+        if self.delivery.tasks.owner(&task).as_deref() != Some(host.session.id.as_str()) {
+            return Err(not_found());
+        }
+        let (prefix, original) = names::split_uri(&task).ok_or_else(not_found)?;
+        let upstream = self
+            .router
+            .snapshot()
+            .upstream(prefix)
+            .cloned()
+            .ok_or_else(not_found)?;
+        host.routed(&upstream, &task);
+        let original = raw_string(original);
+        members.insert("taskId", &original);
+        match self.forward(host, &upstream, method, members).await? {
+            Reply::Result(result) => {
+                let Ok(mut value) = serde_json::from_str::<Value>(result.get()) else {
+                    return Ok(Answer::Result(result));
+                };
+                expose_task_id(&upstream, &mut value);
+                if let Some(related) =
+                    value.pointer_mut("/_meta/io.modelcontextprotocol~1related-task")
+                {
+                    expose_task_id(&upstream, related);
+                }
+                Ok(Answer::Result(to_raw(&value)))
+            }
+            error => Ok(Answer::Upstream(error)),
+        }
+    }
+
+    /// `tasks/list`: this session's tasks, from every upstream that lists tasks.
+    pub(super) async fn list_tasks(&self, host: &HostRequest) -> Result<Answer, RpcError> {
+        let listers: Vec<UpstreamHandle> = self
+            .router
+            .snapshot()
+            .offering("/tasks/list")
+            .cloned()
+            .collect();
+        let mut tasks = Vec::new();
+        for upstream in listers {
+            // A per-session upstream's tasks live in this session's own instance, if it has one.
+            let target = self
+                .instance(&host.session.id, &upstream, Start::No)
+                .await?;
+            let Some(target) = target else { continue };
+            let mut cursor: Option<String> = None;
+            for _ in 0..MAX_TASK_PAGES {
+                let params = cursor
+                    .as_ref()
+                    .map_or(json!({}), |c| json!({ "cursor": c }));
+                let value: Value = match self.upstream_request(&target, "tasks/list", &params).await
+                {
+                    Ok(Reply::Result(result)) => {
+                        serde_json::from_str(result.get()).map_err(internal)?
+                    }
+                    Ok(Reply::Error(error)) => {
+                        tracing::warn!(upstream = %upstream.name(), error = error.get(), "tasks/list failed; its tasks are left out.");
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(upstream = %upstream.name(), error = %e, "tasks/list failed; its tasks are left out.");
+                        break;
+                    }
+                };
+                for mut task in value["tasks"].as_array().cloned().unwrap_or_default() {
+                    let exposed = expose_task_id(&upstream, &mut task);
+                    let own = exposed.is_some_and(|id| {
+                        self.delivery.tasks.owner(&id).as_deref() == Some(host.session.id.as_str())
+                    });
+                    if own {
+                        tasks.push(task);
+                    }
+                }
+                match value["nextCursor"].as_str() {
+                    Some(next) if !next.is_empty() && cursor.as_deref() != Some(next) => {
+                        cursor = Some(next.to_owned())
+                    }
+                    _ => break,
+                }
+            }
+        }
+        Ok(Answer::Result(to_raw(&json!({ "tasks": tasks }))))
+    }
+}
+
+/// Most pages read from one upstream's `tasks/list`.
+const MAX_TASK_PAGES: usize = 100;
+
+/// Rewrites `taskId` in a task object to the exposed form; returns it.
+fn expose_task_id(upstream: &UpstreamHandle, task: &mut Value) -> Option<String> {
+    let id = task.get("taskId")?.as_str()?;
+    let exposed = names::expose_uri(upstream.prefix(), id);
+    task["taskId"] = Value::String(exposed.clone());
+    Some(exposed)
+}

@@ -1,0 +1,95 @@
+//! What the host side keeps across sessions: how many sessions want each upstream resource
+//! subscription (an upstream stays subscribed while anyone wants it), which session owns each
+//! task, and the log level each upstream was last told.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::sync::lock;
+use crate::upstream::UpstreamId;
+
+/// Subscriptions counted per upstream instance (a per-session instance is its own) and URI.
+#[derive(Debug, Default)]
+pub struct Subscriptions(Mutex<HashMap<(String, String), usize>>);
+
+impl Subscriptions {
+    /// Counts one more subscription to `uri` on `upstream`; true when it is the first.
+    pub fn add(&self, upstream: &UpstreamId, uri: &str) -> bool {
+        let mut subs = lock(&self.0);
+        let count = subs
+            .entry((instance_key(upstream), uri.to_owned()))
+            .or_insert(0);
+        *count += 1;
+        *count == 1
+    }
+
+    /// Counts one subscription less; true when it was the last.
+    pub fn remove(&self, upstream: &UpstreamId, uri: &str) -> bool {
+        let mut subs = lock(&self.0);
+        let key = (instance_key(upstream), uri.to_owned());
+        match subs.get_mut(&key) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                false
+            }
+            Some(_) => {
+                subs.remove(&key);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The URIs `upstream` is subscribed to now (to restore them after it restarts).
+    pub fn of(&self, upstream: &UpstreamId) -> Vec<String> {
+        let instance = instance_key(upstream);
+        lock(&self.0)
+            .keys()
+            .filter(|(key, _)| *key == instance)
+            .map(|(_, uri)| uri.clone())
+            .collect()
+    }
+
+    /// Forgets the subscriptions of every instance serving `session` (it ended).
+    pub fn forget_session(&self, session: &str) {
+        let suffix = format!("@{session}");
+        lock(&self.0).retain(|(instance, _), _| !instance.ends_with(&suffix));
+    }
+}
+
+/// `name` for a shared instance, `name@session` for a session's own.
+fn instance_key(upstream: &UpstreamId) -> String {
+    match &upstream.scope {
+        Some(session) => format!("{}@{session}", upstream.name),
+        None => upstream.name.clone(),
+    }
+}
+
+/// Exposed task id → the session that created it.
+#[derive(Debug, Default)]
+pub struct TaskOwners(Mutex<HashMap<String, String>>);
+
+impl TaskOwners {
+    pub fn own(&self, exposed_task: &str, session: &str) {
+        lock(&self.0).insert(exposed_task.to_owned(), session.to_owned());
+    }
+
+    pub fn owner(&self, exposed_task: &str) -> Option<String> {
+        lock(&self.0).get(exposed_task).cloned()
+    }
+}
+
+/// Upstream → the log level (a rank of `session::LOG_LEVELS`) last set there.
+#[derive(Debug, Default)]
+pub struct LogLevels(Mutex<HashMap<String, usize>>);
+
+impl LogLevels {
+    /// Records `wanted` for `upstream`; true when it differs from what it was last told.
+    pub fn set(&self, upstream: &str, wanted: usize) -> bool {
+        lock(&self.0).insert(upstream.to_owned(), wanted) != Some(wanted)
+    }
+
+    pub fn get(&self, upstream: &str) -> Option<usize> {
+        lock(&self.0).get(upstream).copied()
+    }
+}

@@ -1,0 +1,92 @@
+//! The top-level members of a raw JSON object, values left raw: the one primitive behind "rewrite
+//! only what mcpmux owns" (DESIGN rule 2). A member is read or replaced; every other member, and
+//! the order of all of them, is written back as it came.
+
+use indexmap::IndexMap;
+use serde_json::value::RawValue;
+
+use super::RpcError;
+
+/// An object's members, borrowed from its text.
+#[derive(Debug, Default)]
+pub struct Members<'a>(IndexMap<String, &'a RawValue>);
+
+impl<'a> Members<'a> {
+    /// Parses `value` as an object; anything else is an invalid-params error for the host.
+    pub fn parse(value: &'a RawValue) -> Result<Self, RpcError> {
+        serde_json::from_str(value.get())
+            .map(Self)
+            .map_err(|e| RpcError::invalid_params(format!("expected an object: {e}")))
+    }
+
+    /// [`Self::parse`] for values mcpmux only inspects (an upstream's notification): `None`
+    /// when it is not an object.
+    pub fn of(value: &'a RawValue) -> Option<Self> {
+        serde_json::from_str(value.get()).ok().map(Self)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.0.get(key).copied()
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+
+    /// A member that is a JSON string, decoded.
+    pub fn string(&self, key: &str) -> Option<String> {
+        self.get(key)
+            .and_then(|v| serde_json::from_str(v.get()).ok())
+    }
+
+    /// Replaces (or adds, at the end) one member.
+    pub fn insert(&mut self, key: &str, value: &'a RawValue) {
+        self.0.insert(key.to_owned(), value);
+    }
+
+    /// The object as JSON text, members in their original order.
+    pub fn to_json(&self) -> String {
+        super::message::serialize(&self.0)
+    }
+
+    /// The object as a raw value.
+    pub fn to_raw(&self) -> Box<RawValue> {
+        raw(self.to_json())
+    }
+}
+
+/// A raw JSON string value for `s`.
+pub fn raw_string(s: &str) -> Box<RawValue> {
+    raw(super::message::serialize(s))
+}
+
+/// Wraps JSON text mcpmux built itself (always valid) as a raw value.
+pub fn raw(json: String) -> Box<RawValue> {
+    RawValue::from_string(json).unwrap_or_else(|_| RawValue::NULL.to_owned())
+}
+
+/// Serializes a value mcpmux built as a raw value.
+pub fn to_raw<T: serde::Serialize + ?Sized>(value: &T) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_one_member_and_keeps_the_rest_verbatim() {
+        let text = r#"{"name":"a__b","arguments":{"z":1,"a":[true]},"_meta":{"x":"y"}}"#;
+        let value = raw(text.to_owned());
+        let mut members = Members::parse(&value).expect("an object");
+        assert_eq!(members.string("name").as_deref(), Some("a__b"));
+        let name = raw_string("b");
+        members.insert("name", &name);
+        assert_eq!(
+            members.to_json(),
+            r#"{"name":"b","arguments":{"z":1,"a":[true]},"_meta":{"x":"y"}}"#
+        );
+        assert!(Members::parse(&raw("[1]".into())).is_err());
+        assert!(Members::of(&raw("3".into())).is_none());
+    }
+}

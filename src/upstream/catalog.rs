@@ -1,0 +1,68 @@
+//! What an upstream offers, as last read ([`UpstreamCatalog`]), and where a shared upstream
+//! publishes it ([`CatalogSink`], which the router implements): the upstream knows only this
+//! trait, never the router, and the router subscribes by being the sink.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::mcp::ListKind;
+use crate::mcp::version::Version;
+
+/// What an upstream said about itself in `initialize`.
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    pub protocol_version: Version,
+    pub capabilities: Value,
+    pub server_info: Value,
+    pub instructions: Option<String>,
+}
+
+impl ServerInfo {
+    /// Whether the server declared the capability behind `kind`.
+    pub fn offers(&self, kind: ListKind) -> bool {
+        self.capabilities
+            .get(kind.capability())
+            .is_some_and(|c| !c.is_null())
+    }
+}
+
+/// One item of an upstream's listing: its own key (name or URI) and its JSON, as the upstream sent it.
+#[derive(Debug, Clone)]
+pub struct UpstreamItem {
+    pub key: String,
+    pub json: Box<RawValue>,
+}
+
+/// Everything an upstream offers, as last read.
+#[derive(Debug, Clone)]
+pub struct UpstreamCatalog {
+    pub info: Arc<ServerInfo>,
+    pub lists: BTreeMap<ListKind, Arc<Vec<UpstreamItem>>>,
+}
+
+/// Where a shared upstream's catalog goes. `publish` returns once the catalog is live, so an
+/// upstream reported ready afterwards is already in the catalog hosts read.
+pub trait CatalogSink: Send + Sync {
+    fn publish(&self, upstream: &str, catalog: UpstreamCatalog);
+    /// The upstream's catalog is gone (it is in a crash loop, or was removed).
+    fn withdraw(&self, upstream: &str);
+}
+
+/// A shared upstream's tie to the catalog: where it publishes and how much of a listing is taken.
+#[derive(Clone)]
+pub struct CatalogLink {
+    pub sink: Arc<dyn CatalogSink>,
+    /// Largest number of items read from one listing (guards against runaway servers).
+    pub max_items: usize,
+}
+
+impl std::fmt::Debug for CatalogLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogLink")
+            .field("max_items", &self.max_items)
+            .finish()
+    }
+}

@@ -1,0 +1,105 @@
+//! What can go wrong with an upstream, as values: a request's failure ([`UpstreamError`], what
+//! callers see), a start's failure ([`StartError`]), why a connection ended ([`Closed`]) and why
+//! mcpmux stopped an upstream on purpose ([`StopReason`]). Nothing here is compared as text.
+
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+
+use super::status::Phase;
+
+/// An upstream's answer to one request: its `result` or its `error` object, verbatim.
+#[derive(Debug)]
+pub enum Reply {
+    Result(Box<RawValue>),
+    Error(Box<RawValue>),
+}
+
+/// Why a request got no answer from the upstream.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("upstream `{upstream}` is {state}{}", reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
+    Unavailable {
+        upstream: String,
+        state: Phase,
+        reason: Option<String>,
+    },
+    #[error("upstream `{upstream}` did not answer within {}s", timeout.as_secs_f32())]
+    Timeout { upstream: String, timeout: Duration },
+    #[error("upstream `{upstream}` failed while handling the request: {reason}")]
+    Failed { upstream: String, reason: String },
+    #[error("the request to upstream `{upstream}` was cancelled")]
+    Cancelled { upstream: String },
+    #[error("upstream `{upstream}` is busy: {limit} requests are already in flight; retry shortly")]
+    Busy { upstream: String, limit: usize },
+}
+
+/// Why an upstream could not start serving.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StartError {
+    /// The transport could not be opened (the program is missing, the directory does not exist…).
+    #[error("{0}")]
+    Open(String),
+    /// The connection opened but `initialize` or a first listing failed.
+    #[error("{0}")]
+    Handshake(String),
+    #[error("it did not finish starting within {}s", .0.as_secs())]
+    Timeout(Duration),
+}
+
+/// Why a connection ended, as its transport saw it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Closed {
+    /// The upstream closed its side without saying more (its exit status may).
+    #[error("it closed its stdout")]
+    Eof,
+    /// The upstream's process ended; the sentence says how.
+    #[error("{0}")]
+    Exited(String),
+    /// It wrote something that is not JSON-RPC, so its stream can no longer be trusted.
+    #[error("{0}")]
+    Protocol(String),
+    #[error("it wrote a message longer than {0} bytes (max_message_bytes)")]
+    TooLong(usize),
+    #[error("{0}")]
+    Io(String),
+    /// mcpmux ended it (stop, restart, shutdown).
+    #[error("mcpmux stopped it")]
+    Stopped,
+}
+
+/// Why mcpmux stopped an upstream on purpose, as carried in the actor's stop reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// Unused for longer than `idle_stop`: not restarted; the next call starts it.
+    Idle,
+    /// An operator asked for a restart.
+    Operator,
+    /// The daemon is shutting down.
+    Shutdown,
+    /// The host session a per-session instance served has ended.
+    SessionEnded,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::Operator => "operator restart",
+            Self::Shutdown => "shutdown",
+            Self::SessionEnded => "session ended",
+        }
+    }
+
+    /// The reason an actor was stopped with, if it was one of ours.
+    pub fn parse(reason: Option<&str>) -> Option<Self> {
+        [
+            Self::Idle,
+            Self::Operator,
+            Self::Shutdown,
+            Self::SessionEnded,
+        ]
+        .into_iter()
+        .find(|r| Some(r.as_str()) == reason)
+    }
+}

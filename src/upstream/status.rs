@@ -1,0 +1,45 @@
+//! Where an upstream is in its life ([`Phase`]) and a readable account of it ([`Status`]), for
+//! errors, logs and status output. Plain data: the handle keeps it, everyone reads it.
+
+use std::sync::Arc;
+
+use super::catalog::ServerInfo;
+
+/// Where an upstream is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Starting,
+    Ready,
+    /// Serving, but something is off (a changed listing could not be re-read).
+    Degraded,
+    Restarting,
+    /// Failed more often than its restart budget allows; not retried until an operator restarts it.
+    CrashLoop,
+    /// Not running: stopped when idle, not started yet (lazy), or shut down. Calls start it.
+    Stopped,
+    Disabled,
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Starting => "starting",
+            Self::Ready => "ready",
+            Self::Degraded => "degraded",
+            Self::Restarting => "restarting",
+            Self::CrashLoop => "crash-loop",
+            Self::Stopped => "stopped",
+            Self::Disabled => "disabled",
+        })
+    }
+}
+
+/// A readable account of an upstream, for errors, logs and status output.
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub phase: Phase,
+    pub last_error: Option<String>,
+    pub restarts: u32,
+    pub pid: Option<u32>,
+    pub info: Option<Arc<ServerInfo>>,
+}
