@@ -1,0 +1,212 @@
+//! The arrows the architecture allows (README "Architecture"), checked on the source itself so
+//! they stay true: which top-level modules may use which, no import cycles between top-level
+//! modules nor between the sibling files of one module, and sled only inside `src/audit/`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Top-level modules that must not use the listed ones.
+const FORBIDDEN: &[(&str, &[&str])] = &[
+    ("jsonrpc", RUNTIME),
+    ("mcp", RUNTIME),
+    ("config", RUNTIME),
+    ("upstream", &["router", "downstream", "supervisor", "audit", "admin", "daemon", "cli", "bridge"]),
+    ("router", &["downstream", "supervisor", "audit", "admin", "daemon", "cli", "bridge"]),
+    ("supervisor", &["router", "downstream", "admin", "daemon", "cli", "bridge"]),
+    ("audit", &["upstream", "router", "downstream", "supervisor", "admin", "daemon", "cli", "bridge"]),
+    ("admin", &["downstream", "daemon", "cli", "bridge"]),
+    ("downstream", &["admin", "daemon", "cli", "bridge"]),
+];
+
+/// Everything that runs: what protocol knowledge and config must not depend on.
+const RUNTIME: &[&str] = &[
+    "audit", "upstream", "router", "downstream", "supervisor", "daemon", "admin", "cli", "bridge",
+    "client", "telemetry",
+];
+
+struct Source {
+    /// Path below `src/`, e.g. `upstream/connection/inbound.rs`.
+    rel: PathBuf,
+    text: String,
+}
+
+fn sources() -> Vec<Source> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = Vec::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let rel = path.strip_prefix(&root).unwrap().to_path_buf();
+                out.push(Source { rel, text });
+            }
+        }
+    }
+    out
+}
+
+/// The code of a file without comments and without its `#[cfg(test)]` module.
+fn code(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first component of a path below `src/` without `.rs` (`upstream/handle.rs` → `upstream`).
+fn component(rel: &Path, depth: usize) -> Option<String> {
+    let part = rel.components().nth(depth)?.as_os_str().to_string_lossy();
+    Some(part.trim_end_matches(".rs").to_owned())
+}
+
+/// Every `crate::a::b…` path a file names, as its segments.
+fn crate_paths(code: &str) -> Vec<Vec<String>> {
+    let re = regex::Regex::new(r"crate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)").unwrap();
+    let mut paths: Vec<Vec<String>> = re
+        .captures_iter(code)
+        .map(|c| c[1].split("::").map(str::to_owned).collect())
+        .collect();
+    // `use crate::{a, b::c}` groups.
+    let group = regex::Regex::new(r"crate::\{([^}]*)\}").unwrap();
+    for c in group.captures_iter(code) {
+        for item in c[1].split(',') {
+            let item = item.trim();
+            if !item.is_empty() {
+                paths.push(item.split("::").map(|s| s.trim().to_owned()).collect());
+            }
+        }
+    }
+    paths
+}
+
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        stack: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = stack.iter().position(|n| n == node) {
+            let mut cycle = stack[i..].to_vec();
+            cycle.push(node.to_owned());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        stack.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, stack, done) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for node in graph.keys() {
+        if let Some(cycle) = visit(node, graph, &mut Vec::new(), &mut done) {
+            return Some(cycle);
+        }
+    }
+    None
+}
+
+#[test]
+fn modules_use_only_what_the_architecture_allows_and_form_no_cycles() {
+    let sources = sources();
+    assert!(sources.len() > 20, "src/ not found");
+    let modules: BTreeSet<String> = sources
+        .iter()
+        .filter_map(|s| component(&s.rel, 0))
+        .filter(|m| m != "lib" && m != "main")
+        .collect();
+    let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut siblings: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let mut broken = Vec::new();
+    for source in &sources {
+        let Some(module) = component(&source.rel, 0) else {
+            continue;
+        };
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let code = code(&source.text);
+        let file = source.rel.display().to_string();
+        if code.contains("sled::") && module != "audit" {
+            broken.push(format!("{file} uses sled outside src/audit/"));
+        }
+        let node = component(&source.rel, 1);
+        let nested = source.rel.components().count() > 2;
+        for path in crate_paths(&code) {
+            let target = &path[0];
+            if !modules.contains(target) || *target == module {
+                // A file's own module: an arrow between its sibling files, if it names one.
+                if *target == module {
+                    if let (Some(node), Some(other)) = (&node, path.get(1)) {
+                        let other = other.to_owned();
+                        if *node != other && modules_file_exists(&sources, &module, &other) {
+                            siblings
+                                .entry(module.clone())
+                                .or_default()
+                                .entry(node.clone())
+                                .or_default()
+                                .insert(other);
+                        }
+                    }
+                }
+                continue;
+            }
+            top.entry(module.clone()).or_default().insert(target.clone());
+            if let Some((_, banned)) = FORBIDDEN.iter().find(|(m, _)| *m == module) {
+                if banned.contains(&target.as_str()) {
+                    broken.push(format!("{file}: `{module}` must not use `{target}`"));
+                }
+            }
+        }
+        // `super::x` in a direct child file names a sibling.
+        if let (Some(node), false) = (&node, nested) {
+            let re = regex::Regex::new(r"super::([a-z_][a-z0-9_]*)").unwrap();
+            for c in re.captures_iter(&code) {
+                let other = c[1].to_owned();
+                if other != *node && modules_file_exists(&sources, &module, &other) {
+                    siblings
+                        .entry(module.clone())
+                        .or_default()
+                        .entry(node.clone())
+                        .or_default()
+                        .insert(other);
+                }
+            }
+        }
+    }
+    if let Some(cycle) = find_cycle(&top) {
+        broken.push(format!("top-level modules form a cycle: {}", cycle.join(" → ")));
+    }
+    for (module, graph) in &siblings {
+        if let Some(cycle) = find_cycle(graph) {
+            broken.push(format!("files of `{module}` form a cycle: {}", cycle.join(" → ")));
+        }
+    }
+    assert!(broken.is_empty(), "architecture rules broken:\n{}", broken.join("\n"));
+}
+
+/// Whether `src/{module}/{name}.rs` exists (so `name` is a sibling file, not an item).
+fn modules_file_exists(sources: &[Source], module: &str, name: &str) -> bool {
+    let want = PathBuf::from(module).join(format!("{name}.rs"));
+    sources.iter().any(|s| s.rel == want)
+}
