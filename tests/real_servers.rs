@@ -1,8 +1,9 @@
 //! The gateway in front of real third-party MCP servers from npm (`server-everything`,
-//! `server-memory`, started through `npx -y`) next to our own test upstream: merged namespaced
-//! listings, routing of calls, prompts and resources, and the `mcpmux stdio` bridge.
+//! `server-memory`, pinned in `tests/peers/` and installed under the target dir) next to our own
+//! test upstream: merged namespaced listings, routing of calls, prompts and resources, and the
+//! `mcpmux stdio` bridge.
 //!
-//! One test, so the `npx` start-up cost is paid once.
+//! One test, so the servers' start-up cost is paid once.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,7 +13,7 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Client, Daemon, MCPMUX, Schemas, npx_upstream, test_upstream, toml_str};
+use common::{Client, Daemon, MCPMUX, Schemas, npm_upstream, test_upstream, toml_str};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -55,8 +56,8 @@ async fn real_npm_servers_behind_one_endpoint() {
     let memory_file = memory_dir.path().join("memory.jsonl");
     let config = format!(
         "{}\n{}env = {{ MEMORY_FILE_PATH = {} }}\n\n{}",
-        npx_upstream("everything", &["@modelcontextprotocol/server-everything"]),
-        npx_upstream("memory", &["@modelcontextprotocol/server-memory"]),
+        npm_upstream("everything", "mcp-server-everything", &[]),
+        npm_upstream("memory", "mcp-server-memory", &[]),
         toml_str(memory_file.to_str().unwrap()),
         test_upstream("mine", &[])
     );

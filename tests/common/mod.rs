@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod peers;
 pub mod python;
 
 pub const MCPMUX: &str = env!("CARGO_BIN_EXE_mcpmux");
@@ -30,12 +31,14 @@ pub fn test_upstream(name: &str, extra_args: &[&str]) -> String {
     )
 }
 
-/// A TOML `[upstreams.NAME]` table running an npm server through `npx -y`.
-pub fn npx_upstream(name: &str, package_and_args: &[&str]) -> String {
-    let mut args = vec!["-y".to_owned()];
-    args.extend(package_and_args.iter().map(|a| (*a).to_owned()));
+/// A TOML `[upstreams.NAME]` table running `bin` of the npm servers in `tests/peers/` (installed
+/// under the target dir by `peers`), with `args`.
+pub fn npm_upstream(name: &str, bin: &str, args: &[&str]) -> String {
+    let command = peers::npm_bin(bin);
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     format!(
-        "[upstreams.{name}]\ncommand = \"npx\"\nargs = {}\nstartup_timeout = \"300s\"\n",
+        "[upstreams.{name}]\ncommand = {}\nargs = {}\nstartup_timeout = \"300s\"\n",
+        toml_str(command.to_str().unwrap()),
         toml_list(&args)
     )
 }
