@@ -24,22 +24,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    Client, Daemon, MCPMUX, alive, assert_upstream_error, descendants, poll_until, proc_kib,
-    test_upstream,
+    Client, Daemon, MCPMUX, alive, assert_all_gone, assert_upstream_error, comm, descendants,
+    poll_until, proc_kib, test_upstream,
 };
 use serde_json::{Value, json};
 
 const GOOD: [&str; 2] = ["good1", "good2"];
 /// Daemon memory allowed after a memory-heavy fault.
 const RSS_LIMIT_KIB: u64 = 100 * 1024;
-
-/// The command name of a process (`/proc/PID/comm`).
-fn comm(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
-}
 
 /// The two healthy upstreams' tables.
 fn goods() -> String {
@@ -764,16 +756,7 @@ async fn sigterm_lets_calls_in_flight_finish_and_leaves_no_process_behind() {
         "the daemon did not exit cleanly ({exit:?}):\n{}",
         daemon.stderr()
     );
-    let all_gone = poll_until(Duration::from_secs(10), || async {
-        procs.iter().all(|&p| !alive(p))
-    })
-    .await;
-    let left: Vec<(u32, String)> = procs
-        .iter()
-        .filter(|&&p| alive(p))
-        .map(|&p| (p, comm(p)))
-        .collect();
-    assert!(all_gone, "processes left behind: {left:?}");
+    assert_all_gone(&procs, "after SIGTERM").await;
 }
 
 // ---------------------------------------------------------------------------------------------

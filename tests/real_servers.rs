@@ -10,12 +10,13 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Client, Daemon, MCPMUX, Schemas, npm_upstream, test_upstream, toml_str};
+use common::{
+    Bridge, Client, Daemon, Schemas, npm_upstream, spawn_bridge, test_upstream, toml_str,
+};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 
 fn strings(items: &[Value], key: &str) -> Vec<String> {
     items
@@ -265,19 +266,11 @@ async fn real_npm_servers_behind_one_endpoint() {
     );
 
     // ---- The stdio bridge: a stdio-only host talking to the same daemon.
-    let mut bridge = tokio::process::Command::new(MCPMUX)
-        .arg("stdio")
-        .arg("--url")
-        .arg(&daemon.url)
-        .env_remove("MCPMUX_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = bridge.stdin.take().unwrap();
-    let mut stdout = BufReader::new(bridge.stdout.take().unwrap()).lines();
+    let Bridge {
+        child: mut bridge,
+        mut stdin,
+        mut stdout,
+    } = spawn_bridge(&daemon.url);
     let version = "2025-06-18";
     let lines = [
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
