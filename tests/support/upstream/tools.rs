@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 use crate::server::Server;
 use crate::wire::{METHOD_NOT_FOUND, Outcome, RpcError, invalid_params, ok_line};
 
+/// What a family's runner gives: `Ok(None)` when `name` is not one of its tools.
+pub(crate) type Family = Result<Option<Outcome>, RpcError>;
+
 impl Server {
     /// `tools/call`: the basic, protocol-routing and fault injection families in turn, then the
     /// tools added by `add_tool` (which echo); any other name is invalid params.

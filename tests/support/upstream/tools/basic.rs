@@ -6,20 +6,15 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::server::Server;
-use crate::tools::text_result;
+use crate::tools::{Family, text_result};
 use crate::wire::{Out, Outcome, RpcError, invalid_params, ok_line};
 
 /// Text size of the `huge` tool answer when `--huge-line-bytes` is not given.
 pub(crate) const DEFAULT_HUGE_TEXT: usize = 1024 * 1024;
 
 impl Server {
-    /// Runs the tool `name` if it is one of this family: `Ok(None)` if it is not.
-    pub(crate) fn basic_tool(
-        &self,
-        id: &Value,
-        name: &str,
-        params: &Value,
-    ) -> Result<Option<Outcome>, RpcError> {
+    /// Runs the tool `name` if it is one of this family.
+    pub(crate) fn basic_tool(&self, id: &Value, name: &str, params: &Value) -> Family {
         let reply = |result: &Value| Ok(Outcome::Reply(ok_line(id, result)));
         let outcome: Result<Outcome, RpcError> = match name {
             "echo" => {

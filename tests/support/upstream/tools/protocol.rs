@@ -8,17 +8,12 @@ use serde_json::{Value, json};
 
 use crate::client_link::sampling_params;
 use crate::server::{LOG_LEVELS, Server, level_rank};
-use crate::tools::{text_result, uint_arg};
+use crate::tools::{Family, text_result, uint_arg};
 use crate::wire::{Outcome, RpcError, invalid_params, ok_line};
 
 impl Server {
-    /// Runs the tool `name` if it is one of this family: `Ok(None)` if it is not.
-    pub(crate) fn protocol_tool(
-        &self,
-        id: &Value,
-        name: &str,
-        params: &Value,
-    ) -> Result<Option<Outcome>, RpcError> {
+    /// Runs the tool `name` if it is one of this family.
+    pub(crate) fn protocol_tool(&self, id: &Value, name: &str, params: &Value) -> Family {
         let reply = |result: &Value| Ok(Outcome::Reply(ok_line(id, result)));
         let outcome: Result<Outcome, RpcError> = match name {
             "progress" => {
