@@ -59,6 +59,8 @@ pub async fn run_script(
     let python = peers::python();
     let child = tokio::process::Command::new(&python)
         .arg(&path)
+        // The scripts import tests/interop/sdk_host.py: leave no __pycache__ in the source tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
