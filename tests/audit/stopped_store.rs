@@ -92,6 +92,21 @@ fn position(records: &[Value], seq: u64) -> usize {
     records.iter().position(|r| r["seq"] == seq).unwrap()
 }
 
+/// `mcpmux audit query --state-dir STATE --format json --all EXTRA…`: records of the stopped store.
+async fn query_store(state_arg: &str, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec![
+        "audit",
+        "query",
+        "--state-dir",
+        state_arg,
+        "--format",
+        "json",
+        "--all",
+    ];
+    args.extend_from_slice(extra);
+    json_lines(&mcpmux_ok(&args).await)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_store_reads_the_same_and_tampering_is_detected() {
     let mut daemon = Daemon::start(&three_upstreams());
@@ -125,18 +140,7 @@ async fn stopped_store_reads_the_same_and_tampering_is_detected() {
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
 
     // 6. The stopped store lists what the admin API served, then the shutdown's records.
-    let direct = json_lines(
-        &mcpmux_ok(&[
-            "audit",
-            "query",
-            "--state-dir",
-            &state_arg,
-            "--format",
-            "json",
-            "--all",
-        ])
-        .await,
-    );
+    let direct = query_store(&state_arg, &[]).await;
     assert_whole_log(&direct);
     assert!(direct.len() > served.len());
     assert_eq!(direct[..served.len()], served[..], "direct ≠ admin API");
@@ -160,22 +164,7 @@ async fn stopped_store_reads_the_same_and_tampering_is_detected() {
         "every session is closed at shutdown: {after:?}"
     );
     // A filter on the store directly.
-    let direct_alpha = json_lines(
-        &mcpmux_ok(&[
-            "audit",
-            "query",
-            "--state-dir",
-            &state_arg,
-            "--format",
-            "json",
-            "--all",
-            "--limit",
-            "5",
-            "--upstream",
-            "alpha",
-        ])
-        .await,
-    );
+    let direct_alpha = query_store(&state_arg, &["--limit", "5", "--upstream", "alpha"]).await;
     let want: Vec<Value> = direct
         .iter()
         .filter(|r| r["upstream"] == "alpha")
