@@ -11,11 +11,10 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::python::{require_python_sdk, run_script, shell_quote};
-use common::{Client, Daemon, MCPMUX, alive, poll_until, test_upstream};
+use common::{Bridge, Client, Daemon, MCPMUX, alive, poll_until, spawn_bridge, test_upstream};
 use rmcp::model::{
     CallToolRequestParams, ClientInfo, ClientRequest, GetPromptRequestParams, Implementation,
     PromptMessageContent, ProtocolVersion, ReadResourceRequestParams, ResourceContents,
@@ -25,7 +24,7 @@ use rmcp::service::{QuitReason, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 
 const PYTHON_DEADLINE: Duration = Duration::from_secs(180);
 
@@ -457,18 +456,11 @@ async fn rmcp_through_mcpmux_stdio() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_bridge_exits_when_its_host_closes_stdin() {
     let mut daemon = start_daemon().await;
-    let mut bridge = tokio::process::Command::new(MCPMUX)
-        .arg("stdio")
-        .arg("--url")
-        .arg(&daemon.url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = bridge.stdin.take().unwrap();
-    let mut lines = BufReader::new(bridge.stdout.take().unwrap()).lines();
+    let Bridge {
+        child: mut bridge,
+        mut stdin,
+        stdout: mut lines,
+    } = spawn_bridge(&daemon.url);
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "interop", "version": "0"}}});

@@ -10,18 +10,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    Client, Daemon, MCPMUX, TEST_UPSTREAM, alive, assert_upstream_error, descendants, poll_until,
-    test_upstream, toml_str,
+    Client, Daemon, MCPMUX, TEST_UPSTREAM, assert_all_gone, assert_upstream_error, comm,
+    descendants, poll_until, test_upstream, toml_str,
 };
 use serde_json::{Value, json};
-
-/// The command name of a process (`/proc/PID/comm`).
-fn comm(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstreams_that_cannot_start_are_reported_and_the_others_serve() {
@@ -31,22 +23,9 @@ async fn upstreams_that_cannot_start_are_reported_and_the_others_serve() {
         test_upstream("ok", &[])
     );
     let mut daemon = Daemon::start(&config);
-    let client = Client::connect(&daemon.url).await;
-    let tools = daemon
-        .wait_for_tools(&client, |n| n.iter().any(|t| t == "ok__echo"))
-        .await;
-    assert!(
-        tools.iter().all(|t| t.starts_with("ok__")),
-        "only the healthy upstream has tools: {tools:?}"
-    );
-
-    let echoed = client
-        .result(
-            "tools/call",
-            json!({"name": "ok__echo", "arguments": {"x": 1}}),
-        )
-        .await;
-    assert_eq!(echoed["structuredContent"]["upstream"], "ok");
+    // Only the healthy upstream has tools.
+    let (client, echoed) = daemon.ready_client("ok", json!({"x": 1})).await;
+    assert_eq!(echoed["upstream"], "ok");
 
     // Calls to the failed upstreams get an error that names the upstream and says why.
     let quitter = client
@@ -148,19 +127,7 @@ async fn stopping_the_daemon_leaves_no_process_behind() {
         daemon.stderr()
     );
     let stopped_in = started.elapsed();
-    let all_gone = poll_until(Duration::from_secs(10), || async {
-        procs.iter().all(|&p| !alive(p))
-    })
-    .await;
-    let left: Vec<(u32, String)> = procs
-        .iter()
-        .filter(|&&p| alive(p))
-        .map(|&p| (p, comm(p)))
-        .collect();
-    assert!(
-        all_gone,
-        "processes left behind after the daemon stopped: {left:?}"
-    );
+    assert_all_gone(&procs, "after the daemon stopped").await;
     assert!(
         stopped_in < Duration::from_secs(10),
         "stopping took {stopped_in:?}"
@@ -406,20 +373,7 @@ async fn serves_an_mcp_servers_json_file() {
     });
     std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
     let daemon = Daemon::start_file(dir, &path, &["--listen", "127.0.0.1:0"]);
-    let client = Client::connect(&daemon.url).await;
-    let tools = daemon
-        .wait_for_tools(&client, |n| n.iter().any(|t| t == "my-server__echo"))
-        .await;
-    assert!(
-        tools.iter().all(|t| t.starts_with("my-server__")),
-        "{tools:?}"
-    );
-    let echoed = client
-        .result(
-            "tools/call",
-            json!({"name": "my-server__echo", "arguments": {"k": "v"}}),
-        )
-        .await;
-    assert_eq!(echoed["structuredContent"]["upstream"], "x");
-    assert_eq!(echoed["structuredContent"]["params"]["name"], "echo");
+    let (_client, echoed) = daemon.ready_client("my-server", json!({"k": "v"})).await;
+    assert_eq!(echoed["upstream"], "x");
+    assert_eq!(echoed["params"]["name"], "echo");
 }

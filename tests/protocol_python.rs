@@ -27,7 +27,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::python::{require_python_sdk, run_script, shell_quote};
-use common::{Client, Daemon, MCPMUX, npx_upstream, test_upstream};
+use common::{Client, Daemon, MCPMUX, npm_upstream, test_upstream};
 use serde_json::{Value, json};
 
 const PYTHON_DEADLINE: Duration = Duration::from_secs(240);
@@ -52,7 +52,7 @@ const PROGRESS_LEAD: f64 = 0.5;
 async fn start_daemon() -> Daemon {
     let daemon = Daemon::start(&format!(
         "{}{}",
-        npx_upstream("everything", &["@modelcontextprotocol/server-everything"]),
+        npm_upstream("everything", "mcp-server-everything", &[]),
         test_upstream("mine", &[])
     ));
     let started = Instant::now();

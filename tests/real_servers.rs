@@ -1,20 +1,22 @@
 //! The gateway in front of real third-party MCP servers from npm (`server-everything`,
-//! `server-memory`, started through `npx -y`) next to our own test upstream: merged namespaced
-//! listings, routing of calls, prompts and resources, and the `mcpmux stdio` bridge.
+//! `server-memory`, pinned in `tests/peers/` and installed under the target dir) next to our own
+//! test upstream: merged namespaced listings, routing of calls, prompts and resources, and the
+//! `mcpmux stdio` bridge.
 //!
-//! One test, so the `npx` start-up cost is paid once.
+//! One test, so the servers' start-up cost is paid once.
 
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Client, Daemon, MCPMUX, Schemas, npx_upstream, test_upstream, toml_str};
+use common::{
+    Bridge, Client, Daemon, Schemas, npm_upstream, spawn_bridge, test_upstream, toml_str,
+};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 
 fn strings(items: &[Value], key: &str) -> Vec<String> {
     items
@@ -55,8 +57,8 @@ async fn real_npm_servers_behind_one_endpoint() {
     let memory_file = memory_dir.path().join("memory.jsonl");
     let config = format!(
         "{}\n{}env = {{ MEMORY_FILE_PATH = {} }}\n\n{}",
-        npx_upstream("everything", &["@modelcontextprotocol/server-everything"]),
-        npx_upstream("memory", &["@modelcontextprotocol/server-memory"]),
+        npm_upstream("everything", "mcp-server-everything", &[]),
+        npm_upstream("memory", "mcp-server-memory", &[]),
         toml_str(memory_file.to_str().unwrap()),
         test_upstream("mine", &[])
     );
@@ -264,19 +266,11 @@ async fn real_npm_servers_behind_one_endpoint() {
     );
 
     // ---- The stdio bridge: a stdio-only host talking to the same daemon.
-    let mut bridge = tokio::process::Command::new(MCPMUX)
-        .arg("stdio")
-        .arg("--url")
-        .arg(&daemon.url)
-        .env_remove("MCPMUX_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = bridge.stdin.take().unwrap();
-    let mut stdout = BufReader::new(bridge.stdout.take().unwrap()).lines();
+    let Bridge {
+        child: mut bridge,
+        mut stdin,
+        mut stdout,
+    } = spawn_bridge(&daemon.url);
     let version = "2025-06-18";
     let lines = [
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -1,5 +1,5 @@
 //! Running the official Python SDK as a test peer: the scripts in tests/interop/ print one JSON
-//! summary line. The SDK is required, never skipped (CI installs it).
+//! summary line. The SDK is required, never skipped: `peers` installs it into a venv of its own.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -7,13 +7,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::Daemon;
+use super::{Daemon, peers};
 
-pub const PYTHON: &str = "python3";
-
-/// Fails (never skips) when `python3` or the MCP Python SDK is missing.
+/// Provisions the peers' venv; fails (never skips) when it lacks the MCP Python SDK.
 pub fn require_python_sdk() {
-    let probe = std::process::Command::new(PYTHON)
+    let python = peers::python();
+    let probe = std::process::Command::new(&python)
         .args([
             "-c",
             "import mcp, importlib.metadata as m; print(m.version('mcp'))",
@@ -25,13 +24,17 @@ pub fn require_python_sdk() {
             eprintln!("MCP Python SDK {}", version.trim());
         }
         Ok(out) => panic!(
-            "the MCP Python SDK is not installed for `{PYTHON}`: run `pip install mcp==2.3.0` \
-             (CI installs it; these tests do not skip).\n{}",
+            "the MCP Python SDK does not import in the peers' venv (`{}`): delete {} to have it \
+             provisioned again (these tests do not skip).\n{}",
+            python.display(),
+            peers::dir().display(),
             String::from_utf8_lossy(&out.stderr)
         ),
         Err(e) => panic!(
-            "`{PYTHON}` could not be run ({e}): install Python 3 and `pip install mcp==2.3.0` \
-             (CI installs it; these tests do not skip)."
+            "`{}` could not be run ({e}): delete {} to have the venv provisioned again \
+             (these tests do not skip).",
+            python.display(),
+            peers::dir().display()
         ),
     }
 }
@@ -53,15 +56,18 @@ pub async fn run_script(
         .join("tests/interop")
         .join(script);
     let started = Instant::now();
-    let child = tokio::process::Command::new(PYTHON)
+    let python = peers::python();
+    let child = tokio::process::Command::new(&python)
         .arg(&path)
+        // The scripts import tests/interop/sdk_host.py: leave no __pycache__ in the source tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .unwrap_or_else(|e| panic!("could not run {PYTHON} {}: {e}", path.display()));
+        .unwrap_or_else(|e| panic!("could not run {} {}: {e}", python.display(), path.display()));
     let Ok(output) = tokio::time::timeout(deadline, child.wait_with_output()).await else {
         panic!(
             "{script} {args:?} did not finish in {deadline:?}\ndaemon stderr:\n{}",

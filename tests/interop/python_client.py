@@ -19,28 +19,24 @@ On success it prints one JSON summary line on stdout and exits 0. On any failure
 
 from __future__ import annotations
 
-import argparse
 import json
-import shlex
 import sys
 import time
 import traceback
 import warnings
 from typing import Any
 
+from sdk_host import describe, import_failed, parse_args, sdk_version, stdio_server
+
 try:
     import anyio
     import httpx2
     import mcp
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 except ImportError as exc:  # pragma: no cover - environment problem, not a test result
-    print(
-        f"python_client: FAILED: the MCP Python SDK is not importable ({exc}); run `pip install mcp`",
-        file=sys.stderr,
-    )
-    sys.exit(2)
+    import_failed("python_client", exc)
 
 
 class CheckFailed(Exception):
@@ -50,15 +46,6 @@ class CheckFailed(Exception):
 def check(condition: bool, message: str) -> None:
     if not condition:
         raise CheckFailed(message)
-
-
-def sdk_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("mcp")
-    except Exception:  # noqa: BLE001 - informational only
-        return getattr(mcp, "__version__", "unknown")
 
 
 class HttpLog:
@@ -247,9 +234,7 @@ async def run_http(url: str, mode: str) -> dict[str, Any]:
 
 
 async def run_stdio(command: str, mode: str) -> dict[str, Any]:
-    argv = shlex.split(command)
-    check(len(argv) >= 1, "--stdio needs a command")
-    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    params = stdio_server(command)
     started = time.monotonic()
     client = Client(params, mode=mode)
     async with client:
@@ -260,22 +245,8 @@ async def run_stdio(command: str, mode: str) -> dict[str, Any]:
     return summary
 
 
-def leaf_exceptions(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups, which anyio task groups raise."""
-    inner = getattr(exc, "exceptions", None)
-    if isinstance(inner, (list, tuple)) and inner:
-        return [leaf for e in inner for leaf in leaf_exceptions(e)]
-    return [exc]
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--http", metavar="URL", help="the daemon's Streamable HTTP endpoint")
-    target.add_argument("--stdio", metavar="COMMAND", help='e.g. "mcpmux stdio --url URL" (shell-quoted)')
-    parser.add_argument("--mode", default="auto", choices=["auto", "legacy"], help="SDK connect mode")
-    parser.add_argument("--timeout", type=float, default=120.0, help="overall deadline in seconds")
-    args = parser.parse_args()
+    args = parse_args(__doc__, timeout=120.0)
 
     async def body() -> dict[str, Any]:
         with anyio.fail_after(args.timeout):
@@ -296,8 +267,7 @@ def main() -> int:
         return 1
     except BaseException as exc:  # noqa: BLE001 - report every failure, including exception groups
         traceback.print_exc()
-        reasons = "; ".join(f"{type(e).__name__}: {e}" for e in leaf_exceptions(exc))
-        print(f"python_client: FAILED: {reasons}", file=sys.stderr)
+        print(f"python_client: FAILED: {describe(exc)}", file=sys.stderr)
         return 1
     print(json.dumps(summary, sort_keys=True))
     return 0

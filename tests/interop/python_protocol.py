@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import time
 import traceback
@@ -45,16 +44,13 @@ import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from sdk_host import describe, import_failed, parse_args, sdk_version, stdio_server
+
 try:
     import anyio
-    import mcp
-    from mcp import Client, StdioServerParameters, types
+    from mcp import Client, types
 except ImportError as exc:  # pragma: no cover - environment problem, not a test result
-    print(
-        f"python_protocol: FAILED: the MCP Python SDK is not importable ({exc}); run `pip install mcp`",
-        file=sys.stderr,
-    )
-    sys.exit(2)
+    import_failed("python_protocol", exc)
 
 SAMPLED_TEXT = "sampled by the python host"
 SAMPLED_MODEL = "python-sdk-test-model"
@@ -71,15 +67,6 @@ PROGRESS_SECONDS = 2
 PROGRESS_STEPS = 5
 #: How long one item may take (the long-running operation takes 2 s; the rest well under 1 s).
 ITEM_TIMEOUT = 20.0
-
-
-def sdk_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("mcp")
-    except Exception:  # noqa: BLE001 - informational only
-        return getattr(mcp, "__version__", "unknown")
 
 
 def dump(value: Any) -> Any:
@@ -323,18 +310,6 @@ ITEMS: list[tuple[str, Callable[[Client, Host], Awaitable[dict[str, Any]]]]] = [
 ]
 
 
-def leaf_exceptions(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups, which anyio task groups raise."""
-    inner = getattr(exc, "exceptions", None)
-    if isinstance(inner, (list, tuple)) and inner:
-        return [leaf for e in inner for leaf in leaf_exceptions(e)]
-    return [exc]
-
-
-def describe(exc: BaseException) -> str:
-    return "; ".join(f"{type(e).__name__}: {e}" for e in leaf_exceptions(exc))
-
-
 async def exercise(client: Client, host: Host) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "protocol_version": client.protocol_version,
@@ -389,8 +364,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.http:
         server: Any = args.http
     else:
-        argv = shlex.split(args.stdio)
-        server = StdioServerParameters(command=argv[0], args=argv[1:])
+        server = stdio_server(args.stdio)
     started = time.monotonic()
     async with make_client(server, host, args.mode) as client:
         summary = await exercise(client, host)
@@ -402,13 +376,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--http", metavar="URL", help="the daemon's Streamable HTTP endpoint")
-    target.add_argument("--stdio", metavar="COMMAND", help='e.g. "mcpmux stdio --url URL" (shell-quoted)')
-    parser.add_argument("--mode", default="auto", choices=["auto", "legacy"], help="SDK connect mode")
-    parser.add_argument("--timeout", type=float, default=240.0, help="overall deadline in seconds")
-    args = parser.parse_args()
+    args = parse_args(__doc__, timeout=240.0)
 
     async def body() -> dict[str, Any]:
         with anyio.fail_after(args.timeout):

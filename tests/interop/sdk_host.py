@@ -1,0 +1,69 @@
+"""What the interop scripts share as hosts built on the official MCP Python SDK.
+
+`python_client.py` and `python_protocol.py` import it from their own folder: the SDK import guard,
+the command line (`--http URL` or `--stdio COMMAND`, `--mode`, `--timeout`), the stdio server
+parameters of a shell-quoted command, the SDK's version, and the leaf exceptions of the (nested)
+exception groups anyio raises, for the failure line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import Any, NoReturn
+
+
+def import_failed(script: str, exc: ImportError) -> NoReturn:
+    """Exits 2 (an environment problem, not a test result) when the SDK does not import."""
+    print(
+        f"{script}: FAILED: the MCP Python SDK is not importable ({exc}); the tests install it "
+        "into their venv from tests/peers/requirements.txt",
+        file=sys.stderr,
+    )
+    sys.exit(2)
+
+
+def parse_args(doc: str | None, timeout: float) -> argparse.Namespace:
+    """`--http URL` or `--stdio COMMAND`, the SDK connect `--mode`, the overall `--timeout`."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--http", metavar="URL", help="the daemon's Streamable HTTP endpoint")
+    target.add_argument("--stdio", metavar="COMMAND", help='e.g. "mcpmux stdio --url URL" (shell-quoted)')
+    parser.add_argument("--mode", default="auto", choices=["auto", "legacy"], help="SDK connect mode")
+    parser.add_argument("--timeout", type=float, default=timeout, help="overall deadline in seconds")
+    return parser.parse_args()
+
+
+def stdio_server(command: str) -> Any:
+    """The SDK's `StdioServerParameters` that start the shell-quoted `command`."""
+    from mcp import StdioServerParameters
+
+    argv = shlex.split(command)
+    if not argv:
+        raise ValueError("--stdio needs a command")
+    return StdioServerParameters(command=argv[0], args=argv[1:])
+
+
+def sdk_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("mcp")
+    except Exception:  # noqa: BLE001 - informational only
+        import mcp
+
+        return getattr(mcp, "__version__", "unknown")
+
+
+def leaf_exceptions(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, which anyio task groups raise."""
+    inner = getattr(exc, "exceptions", None)
+    if isinstance(inner, (list, tuple)) and inner:
+        return [leaf for e in inner for leaf in leaf_exceptions(e)]
+    return [exc]
+
+
+def describe(exc: BaseException) -> str:
+    """`Type: message` of every leaf exception, joined by `; `."""
+    return "; ".join(f"{type(e).__name__}: {e}" for e in leaf_exceptions(exc))

@@ -1,0 +1,178 @@
+//! Section 4, cancellation: a host's reaches the upstream under the upstream-side id and frees the
+//! request, an upstream's reaches the host under the host's id, and an ending session refuses its
+//! pending server requests and cancels its calls.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{QUIET, Setup, all_client_capabilities, is_call_of, text};
+use crate::common;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_cancellation_reaches_the_upstream_under_its_id_and_frees_the_request() {
+    let setup = Setup::start(&[], "").await;
+    let a = setup.host(json!({})).await;
+    let b = setup.host(json!({})).await;
+    let host_id = json!(4242);
+
+    // Another session cannot cancel A's request by naming A's id.
+    let other = a.start_with_id(
+        json!(900),
+        "tools/call",
+        json!({"name": "up__slow", "arguments": {"ms": 1500}}),
+    );
+    let line = setup
+        .wait_recorded("the 1500 ms call", |l| {
+            is_call_of(l, "slow") && l["params"]["arguments"]["ms"] == 1500
+        })
+        .await;
+    b.notify("notifications/cancelled", json!({"requestId": 900}))
+        .await;
+    let (_, answer) = other.finish().await;
+    assert_eq!(text(&answer), "slept 1500ms", "B cancelled A's request");
+    assert!(
+        !setup.recorded().iter().any(|l| {
+            l["method"] == "notifications/cancelled" && l["params"]["requestId"] == line["id"]
+        }),
+        "B's cancellation reached the upstream"
+    );
+
+    // A cancels its own request: the upstream hears it under the upstream's id, the POST ends.
+    let slow = a.start_with_id(
+        host_id.clone(),
+        "tools/call",
+        json!({"name": "up__slow", "arguments": {"ms": 10000}}),
+    );
+    let line = setup
+        .wait_recorded("the 10 s call", |l| {
+            is_call_of(l, "slow") && l["params"]["arguments"]["ms"] == 10000
+        })
+        .await;
+    let upstream_id = line["id"].clone();
+    let cancelled_at = Instant::now();
+    a.notify(
+        "notifications/cancelled",
+        json!({"requestId": host_id, "reason": "changed my mind"}),
+    )
+    .await;
+    let (before, answer) = tokio::time::timeout(Duration::from_secs(3), slow.finish())
+        .await
+        .expect("a cancelled request's POST must end promptly");
+    let took = cancelled_at.elapsed();
+    assert!(before.is_empty(), "{before:?}");
+    assert!(answer.get("error").is_some(), "{answer}");
+    let cancel = setup
+        .wait_recorded("notifications/cancelled", |l| {
+            l["method"] == "notifications/cancelled"
+        })
+        .await;
+    assert_eq!(
+        cancel["params"]["requestId"], upstream_id,
+        "cancelled under the upstream's id of the call ({line})"
+    );
+    assert_eq!(cancel["params"]["reason"], "changed my mind");
+    let cancellations = setup
+        .recorded()
+        .into_iter()
+        .filter(|l| l["method"] == "notifications/cancelled")
+        .count();
+    assert_eq!(cancellations, 1);
+
+    // The id and the slot are free again at once.
+    let (before, answer) = a
+        .start_with_id(
+            host_id,
+            "tools/call",
+            json!({"name": "up__slow", "arguments": {"ms": 10}}),
+        )
+        .finish()
+        .await;
+    assert!(before.is_empty());
+    assert_eq!(text(&answer), "slept 10ms");
+    assert!(
+        a.tool_text("up__echo", json!({"x": 1}))
+            .await
+            .contains(r#""x":1"#)
+    );
+    eprintln!("cancellation answered after {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_cancellation_of_its_request_reaches_the_host_under_the_host_id() {
+    let setup = Setup::start(&[], "").await;
+    let (a, _b, mut a_events, mut b_events) = setup.two_hosts(all_client_capabilities()).await;
+
+    let mut call = a.start_tool("up__notify_cancel", json!({"prompt": "never mind"}));
+    let request = call.next().await;
+    assert_eq!(request["method"], "sampling/createMessage", "{request}");
+    let cancelled = call.next().await;
+    assert_eq!(
+        cancelled["method"], "notifications/cancelled",
+        "{cancelled}"
+    );
+    assert_eq!(cancelled["params"]["requestId"], request["id"]);
+    assert_eq!(cancelled["params"]["reason"], "changed my mind");
+    // A late answer is harmless.
+    a.respond(
+        &request["id"],
+        json!({"role": "assistant", "content": {"type": "text", "text": "late"}, "model": "m"}),
+    )
+    .await;
+    let (before, answer) = call.finish().await;
+    assert!(before.is_empty(), "{before:?}");
+    assert_eq!(text(&answer), "cancelled own request");
+    assert!(!a.tool_text("up__echo", json!({})).await.is_empty());
+    a_events.assert_silent(QUIET, "A's GET stream").await;
+    b_events.assert_silent(QUIET, "B").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ending_session_refuses_its_pending_server_requests_and_cancels_its_calls() {
+    let setup = Setup::start(&[], "").await;
+    let a = setup.host(all_client_capabilities()).await;
+    let b = setup.host(all_client_capabilities()).await;
+    let mut b_events = b.events().await;
+    // (The sampling request is caused first: with two of A's requests in flight, which of A's
+    // streams would carry it is not defined.)
+    let mut sample = a.start_tool("up__sample", json!({}));
+    let request = sample.next().await;
+    assert_eq!(request["method"], "sampling/createMessage");
+    let sent = setup
+        .wait_recorded("the sample call", |l| is_call_of(l, "sample"))
+        .await;
+    let slow = a.start_tool("up__slow", json!({"ms": 10000}));
+    let slow_line = setup
+        .wait_recorded("the slow call", |l| is_call_of(l, "slow"))
+        .await;
+
+    assert_eq!(a.delete().await, 200);
+    // The upstream hears a refusal of its request and the cancellation of A's calls.
+    setup
+        .wait_recorded("a refusal of the sampling request", |l| {
+            l.get("method").is_none()
+                && l["id"].as_str().is_some_and(|id| id.starts_with("srv-"))
+                && l["error"]["message"] == "the host session ended"
+        })
+        .await;
+    for call in [&slow_line, &sent] {
+        setup
+            .wait_recorded("the cancellation of A's call", |l| {
+                l["method"] == "notifications/cancelled" && l["params"]["requestId"] == call["id"]
+            })
+            .await;
+    }
+    // A's answer streams end promptly, whatever they say.
+    for call in [slow, sample] {
+        tokio::time::timeout(Duration::from_secs(5), async move {
+            let mut messages = call.messages;
+            while let common::Next::Message(_) = messages.next_within(Duration::from_secs(5)).await
+            {
+            }
+        })
+        .await
+        .expect("an ended session's request streams end");
+    }
+    b_events.assert_silent(QUIET, "B").await;
+    assert_eq!(b.tool_text("up__slow", json!({"ms": 1})).await, "slept 1ms");
+}

@@ -1,0 +1,277 @@
+//! `mcpmux-test-upstream`: a small, controllable MCP server used by the
+//! integration tests and the load generator. It is not installed for users.
+//!
+//! It speaks the MCP stdio transport: newline-delimited JSON-RPC 2.0 on
+//! stdin/stdout, one message per line. Everything it answers is deterministic
+//! and carries the instance `--name`, so tests can tell which upstream answered.
+//!
+//! What it offers:
+//! - tools `echo` (returns the params it received, unchanged), `fancy` (a
+//!   listing full of fields a gateway might drop), `slow` (answers after `ms`
+//!   milliseconds without blocking other requests), `fail` (tool error result),
+//!   `crash` (exits with status 3 mid-call), `huge` (one very long line),
+//!   `add_tool` (adds an echo tool named `name` and sends
+//!   `notifications/tools/list_changed`), plus
+//!   `--tools N` generated tools `tool_00000`, `tool_00001`, ...;
+//! - protocol-routing tools, always callable but listed in `tools/list` only
+//!   with `--protocol-tools` (so the default listing stays the 7 tools above):
+//!   - `progress` {`steps` = 3, `delay_ms` = 20}: with `_meta.progressToken`,
+//!     sends `steps` `notifications/progress` `delay_ms` apart, then answers
+//!     "done <steps> steps";
+//!   - `sample` {`prompt` = "hello"} (`sampling/createMessage`), `elicit`
+//!     (`elicitation/create`), `roots` (`roots/list`), `ping_client` (`ping`):
+//!     send that request to the client with our own string id `srv-<n>`, wait
+//!     for the matching response, and answer "sampled: <content.text>",
+//!     "elicited: <action> <content JSON>", "roots: <roots JSON>" or "pong";
+//!     a client error gives an `isError` result "<what> failed: <message>
+//!     (<code>)", <what> being sampling, elicitation, roots or ping;
+//!   - `notify_cancel`: sends a `sampling/createMessage`, cancels it with
+//!     `notifications/cancelled` 100 ms later and answers "cancelled own
+//!     request" (a late answer is ignored);
+//!   - `log` {`level` = "info", `text`}: sends `notifications/message` (logger
+//!     `testlog`) if `logging/setLevel` was received and `level` is at or above
+//!     it, answers "logged"; `log_level` answers "level: <level or none>";
+//!   - `touch` {`uri`}: sends `notifications/resources/updated` if `uri` is
+//!     subscribed, answers "touched <uri> (subscribed: <bool>)";
+//!     `subscriptions` answers the sorted JSON array of subscribed URIs;
+//! - prompt `greet`, resource `test://<name>/hello`, template
+//!   `test://<name>/item/{id}`; `resources/subscribe`/`unsubscribe` on those
+//!   URIs; `completion/complete` for the `greet` argument `name` (Ada, Alan,
+//!   Grace) and the template argument `id` (1, 2, 42);
+//! - `notifications/cancelled` aborts an in-flight `slow` or `progress` call
+//!   (no answer) and prints "cancelled <requestId>" to stderr (a string id is
+//!   printed without quotes);
+//! - `--tasks` (MCP 2025-11-25 tasks): declares the `tasks` capability (list, cancel,
+//!   `tools/call`) and lists `slow` with `execution.taskSupport` "optional"; a `tools/call` of
+//!   `slow` with a `task` param answers at once with a CreateTaskResult for task `task-<k>`
+//!   (k = 1, 2, ...; status "working", `ttl` as requested or 60000) and sleeps in the
+//!   background; a task-augmented call of another tool is refused with -32601. When the task
+//!   ends (completed, or cancelled by `tasks/cancel`) it sends `notifications/tasks/status`
+//!   with the whole task. `tasks/get` and `tasks/cancel` answer the task (cancelling a task in
+//!   a terminal status is -32602); `tasks/result` answers, once the task is terminal, the
+//!   CallToolResult ("slept <ms>ms", or an `isError` "task cancelled") with `_meta`
+//!   `io.modelcontextprotocol/related-task`; `tasks/list` answers every task (no pagination);
+//!   unknown task ids are -32602. Without `--tasks`, the `task` param is ignored;
+//! - optional self-pagination of every list (`--page-size`);
+//! - fault injection flags (`--exit-at-start`, `--garbage-at-start`,
+//!   `--ignore-pings`, `--hang-on-initialize`, `--spawn-grandchild`,
+//!   `--huge-line-bytes`, `--crash-file PATH`) and `--record FILE` to log
+//!   every received line; `--crash-file PATH` makes it print a line to stderr
+//!   and exit with status 4 at start while PATH exists (delete the file to let
+//!   the fault clear);
+//! - fault injection tools, always callable but listed in `tools/list` only
+//!   with `--fault-tools` (after the protocol-routing ones, before the
+//!   generated ones): `hang` (never answers, keeps serving other requests),
+//!   `garbage` (prints a non-JSON line on
+//!   stdout, then answers "garbage sent"), `flood` {`count` = 1000} (sends
+//!   `count` `notifications/message` and `count`
+//!   `notifications/tools/list_changed`, interleaved, as fast as it can, then
+//!   answers "flooded <count>"), `stop_pings` (from then on ignores `ping`, as
+//!   `--ignore-pings` does; answers "pings stopped").
+//!
+//! Design: the main task reads stdin and handles each line synchronously;
+//! `slow`, `progress` and the tools that wait for the client spawn tokio
+//! tasks. Responses from the client are routed by id to the task waiting for
+//! them (unknown ids are ignored). Replies go through a channel to a writer
+//! thread that writes into a `BufWriter` and flushes only when the channel is
+//! momentarily empty, so a burst of requests costs one flush.
+//!
+//! Files: `main.rs` (flags, the stdin loop, the writer thread), `server.rs` (state and request
+//! handling), `catalog.rs` (listings, prompt, resources, completions), `tools.rs` + `tools/`
+//! (`tools/call` by family), `client_link.rs` (server → client requests), `tasks.rs` (MCP tasks),
+//! `wire.rs` (JSON-RPC lines and codes).
+
+mod catalog;
+mod client_link;
+mod server;
+mod tasks;
+mod tools;
+mod wire;
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::mpsc;
+
+use clap::Parser;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use server::Server;
+use wire::{Out, Outcome};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mcpmux-test-upstream",
+    about = "Controllable MCP stdio server for mcpmux tests and load generation"
+)]
+struct Args {
+    /// Identifies this instance; included in answers.
+    #[arg(long, default_value = "test")]
+    name: String,
+    /// Additionally generate N tools named tool_00000, tool_00001, ...
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    tools: usize,
+    /// Paginate every list by K items (0 = no pagination).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    page_size: usize,
+    /// Force the protocol version answered in initialize.
+    #[arg(long, value_name = "V")]
+    protocol_version: Option<String>,
+    /// Print a line to stderr and exit with CODE before reading anything.
+    #[arg(long, value_name = "CODE", allow_negative_numbers = true)]
+    exit_at_start: Option<i32>,
+    /// Append every line received on stdin to FILE.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// Include `instructions` in the initialize result.
+    #[arg(long, value_name = "TEXT")]
+    instructions: Option<String>,
+    /// Print a non-JSON line on stdout before anything else.
+    #[arg(long)]
+    garbage_at_start: bool,
+    /// Never answer `ping`.
+    #[arg(long)]
+    ignore_pings: bool,
+    /// Never answer `initialize`.
+    #[arg(long)]
+    hang_on_initialize: bool,
+    /// Print a line to stderr and exit with status 4 at start while PATH exists.
+    #[arg(long, value_name = "PATH")]
+    crash_file: Option<PathBuf>,
+    /// Spawn `sleep 3600` at start (inheriting stdio) and print its pid to stderr.
+    #[arg(long)]
+    spawn_grandchild: bool,
+    /// Size in bytes of the single line answered by the `huge` tool.
+    #[arg(long, value_name = "N")]
+    huge_line_bytes: Option<usize>,
+    /// Also list the protocol-routing tools (progress, sample, elicit, roots,
+    /// ping_client, notify_cancel, log, log_level, touch, subscriptions) in
+    /// tools/list; they are callable either way.
+    #[arg(long)]
+    protocol_tools: bool,
+    /// Also list the fault injection tools (hang, garbage, flood, stop_pings)
+    /// in tools/list; they are callable either way.
+    #[arg(long)]
+    fault_tools: bool,
+    /// Support MCP tasks: declare the `tasks` capability and run task-augmented `slow` calls
+    /// as tasks (tasks/get, tasks/result, tasks/list, tasks/cancel, notifications/tasks/status).
+    #[arg(long)]
+    tasks: bool,
+}
+
+/// Writer thread: writes queued lines, flushing only when the queue is empty.
+/// Returns the exit code requested by `Out::Exit` (or 0 when all senders are
+/// gone); exits the process with status 1 if stdout is closed.
+fn writer_loop(rx: mpsc::Receiver<Out>) -> i32 {
+    let mut w = BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let run = |w: &mut BufWriter<_>| -> std::io::Result<i32> {
+        while let Ok(mut msg) = rx.recv() {
+            loop {
+                match msg {
+                    Out::Line(line) => {
+                        w.write_all(line.as_bytes())?;
+                        w.write_all(b"\n")?;
+                    }
+                    Out::Exit(code) => {
+                        w.flush()?;
+                        return Ok(code);
+                    }
+                }
+                match rx.try_recv() {
+                    Ok(next) => msg = next,
+                    Err(_) => break,
+                }
+            }
+            w.flush()?;
+        }
+        Ok(0)
+    };
+    run(&mut w).unwrap_or_else(|e| {
+        eprintln!("test upstream: cannot write to stdout: {e}");
+        std::process::exit(1);
+    })
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args = Args::parse();
+    if let Some(code) = args.exit_at_start {
+        eprintln!("test upstream exiting at start");
+        std::process::exit(code);
+    }
+    if let Some(path) = args.crash_file.as_ref().filter(|p| p.exists()) {
+        eprintln!("test upstream crashing at start: {} exists", path.display());
+        std::process::exit(4);
+    }
+    if args.garbage_at_start {
+        let mut stdout = std::io::stdout().lock();
+        let _ =
+            writeln!(stdout, "this is not JSON-RPC, just garbage").and_then(|()| stdout.flush());
+    }
+    if args.spawn_grandchild {
+        match std::process::Command::new("sleep").arg("3600").spawn() {
+            Ok(mut child) => {
+                eprintln!("grandchild pid {}", child.id());
+                // Reap it if it ever dies while we are alive; never kill it ourselves.
+                std::thread::spawn(move || child.wait());
+            }
+            Err(e) => eprintln!("test upstream: cannot spawn grandchild: {e}"),
+        }
+    }
+    let mut record = args.record.as_ref().map(|path| {
+        let file = File::options().create(true).append(true).open(path);
+        file.unwrap_or_else(|e| {
+            eprintln!(
+                "test upstream: cannot open record file {}: {e}",
+                path.display()
+            );
+            std::process::exit(2);
+        })
+    });
+
+    let (tx, rx) = mpsc::channel();
+    let writer = std::thread::spawn(move || writer_loop(rx));
+    let server = Server::new(&args, tx.clone());
+    eprintln!("test upstream {} started", args.name);
+
+    let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+    let mut buf = Vec::with_capacity(4096);
+    let code = loop {
+        buf.clear();
+        match stdin.read_until(b'\n', &mut buf).await {
+            Ok(0) => break 0, // EOF: exit cleanly.
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("test upstream: cannot read stdin: {e}");
+                break 1;
+            }
+        }
+        let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if let Some(file) = &mut record {
+            // One write per line (File is unbuffered), so it is visible at once.
+            let mut entry = Vec::with_capacity(line.len() + 1);
+            entry.extend_from_slice(line);
+            entry.push(b'\n');
+            if let Err(e) = file.write_all(&entry) {
+                eprintln!("test upstream: cannot write record file: {e}");
+            }
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match server.handle_line(line) {
+            Outcome::Reply(text) => {
+                // Fails only if the writer thread already exited the process.
+                let _ = tx.send(Out::Line(text));
+            }
+            Outcome::Silent => {}
+            Outcome::Exit(code) => break code,
+        }
+    };
+    // Everything queued before this point is written and flushed first;
+    // pending `slow` answers are abandoned.
+    let _ = tx.send(Out::Exit(code));
+    let code = writer.join().unwrap_or(1);
+    std::process::exit(code);
+}
