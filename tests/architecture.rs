@@ -12,18 +12,65 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("jsonrpc", RUNTIME),
     ("mcp", RUNTIME),
     ("config", RUNTIME),
-    ("upstream", &["router", "downstream", "supervisor", "audit", "admin", "daemon", "cli", "bridge"]),
-    ("router", &["downstream", "supervisor", "audit", "admin", "daemon", "cli", "bridge"]),
-    ("supervisor", &["router", "downstream", "admin", "daemon", "cli", "bridge"]),
-    ("audit", &["upstream", "router", "downstream", "supervisor", "admin", "daemon", "cli", "bridge"]),
+    (
+        "upstream",
+        &[
+            "router",
+            "downstream",
+            "supervisor",
+            "audit",
+            "admin",
+            "daemon",
+            "cli",
+            "bridge",
+        ],
+    ),
+    (
+        "router",
+        &[
+            "downstream",
+            "supervisor",
+            "audit",
+            "admin",
+            "daemon",
+            "cli",
+            "bridge",
+        ],
+    ),
+    (
+        "supervisor",
+        &["router", "downstream", "admin", "daemon", "cli", "bridge"],
+    ),
+    (
+        "audit",
+        &[
+            "upstream",
+            "router",
+            "downstream",
+            "supervisor",
+            "admin",
+            "daemon",
+            "cli",
+            "bridge",
+        ],
+    ),
     ("admin", &["downstream", "daemon", "cli", "bridge"]),
     ("downstream", &["admin", "daemon", "cli", "bridge"]),
 ];
 
 /// Everything that runs: what protocol knowledge and config must not depend on.
 const RUNTIME: &[&str] = &[
-    "audit", "upstream", "router", "downstream", "supervisor", "daemon", "admin", "cli", "bridge",
-    "client", "telemetry",
+    "audit",
+    "upstream",
+    "router",
+    "downstream",
+    "supervisor",
+    "daemon",
+    "admin",
+    "cli",
+    "bridge",
+    "client",
+    "telemetry",
 ];
 
 struct Source {
@@ -171,7 +218,9 @@ fn modules_use_only_what_the_architecture_allows_and_form_no_cycles() {
                 }
                 continue;
             }
-            top.entry(module.clone()).or_default().insert(target.clone());
+            top.entry(module.clone())
+                .or_default()
+                .insert(target.clone());
             if let Some((_, banned)) = FORBIDDEN.iter().find(|(m, _)| *m == module) {
                 if banned.contains(&target.as_str()) {
                     broken.push(format!("{file}: `{module}` must not use `{target}`"));
@@ -195,14 +244,24 @@ fn modules_use_only_what_the_architecture_allows_and_form_no_cycles() {
         }
     }
     if let Some(cycle) = find_cycle(&top) {
-        broken.push(format!("top-level modules form a cycle: {}", cycle.join(" → ")));
+        broken.push(format!(
+            "top-level modules form a cycle: {}",
+            cycle.join(" → ")
+        ));
     }
     for (module, graph) in &siblings {
         if let Some(cycle) = find_cycle(graph) {
-            broken.push(format!("files of `{module}` form a cycle: {}", cycle.join(" → ")));
+            broken.push(format!(
+                "files of `{module}` form a cycle: {}",
+                cycle.join(" → ")
+            ));
         }
     }
-    assert!(broken.is_empty(), "architecture rules broken:\n{}", broken.join("\n"));
+    assert!(
+        broken.is_empty(),
+        "architecture rules broken:\n{}",
+        broken.join("\n")
+    );
 }
 
 /// Whether `src/{module}/{name}.rs` exists (so `name` is a sibling file, not an item).

@@ -143,7 +143,8 @@ impl HostService {
         method: &str,
         params: Option<&RawValue>,
     ) -> String {
-        let span = tracing::info_span!(
+        // Debug level: at the default level the span costs nothing; exporters enable it.
+        let span = tracing::debug_span!(
             "host_request",
             session = %host.session.id,
             method,

@@ -1,10 +1,12 @@
 //! Section 4, cancellation: a host's reaches the upstream under the upstream-side id and frees the
-//! request, an upstream's reaches the host under the host's id, and an ending session refuses its
-//! pending server requests and cancels its calls.
+//! request, an upstream's reaches the host under the host's id, an ending session refuses its
+//! pending server requests and cancels its calls, and a host that drops the HTTP request or event
+//! stream carrying a call cancels it.
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{QUIET, Setup, all_client_capabilities, is_call_of, text};
 use crate::common;
@@ -175,4 +177,93 @@ async fn an_ending_session_refuses_its_pending_server_requests_and_cancels_its_c
     }
     b_events.assert_silent(QUIET, "B").await;
     assert_eq!(b.tool_text("up__slow", json!({"ms": 1})).await, "slept 1ms");
+}
+
+/// A POST of `body` for `client`'s session on a raw socket, so the test can drop the connection
+/// the way a host that goes away does.
+async fn raw_post(client: &common::Client, body: &Value) -> tokio::net::TcpStream {
+    let url = reqwest::Url::parse(&client.url).unwrap();
+    let addr = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let body = body.to_string();
+    let request = format!(
+        "POST {} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Session-Id: {}\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{body}",
+        url.path(),
+        client.session.as_deref().unwrap(),
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    stream
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_goes_away_cancels_its_call_upstream_and_frees_its_slot() {
+    let setup = Setup::start(&[], "max_in_flight = 1\n").await;
+    let host = setup.host(json!({})).await;
+    let cancelled = |call: &Value| {
+        let id = call["id"].clone();
+        move |l: &Value| l["method"] == "notifications/cancelled" && l["params"]["requestId"] == id
+    };
+    let slot_is_free = || async {
+        // With max_in_flight = 1, a call that still held its slot would make this one "busy".
+        let answer = host
+            .request(
+                "tools/call",
+                json!({"name": "up__slow", "arguments": {"ms": 10}}),
+            )
+            .await;
+        assert_eq!(text(&answer), "slept 10ms", "{answer}");
+    };
+
+    // 1. The host drops a POST still waiting for its JSON answer.
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "up__slow", "arguments": {"ms": 30000}}});
+    let socket = raw_post(&host, &body).await;
+    let call = setup
+        .wait_recorded("the 30 s call", |l| {
+            is_call_of(l, "slow") && l["params"]["arguments"]["ms"] == 30000
+        })
+        .await;
+    drop(socket);
+    let cancel = setup
+        .wait_recorded("its cancellation", cancelled(&call))
+        .await;
+    assert_eq!(
+        cancel["params"]["reason"], "mcpmux: the caller went away",
+        "{cancel}"
+    );
+    slot_is_free().await;
+
+    // 2. The host drops the event stream its call's answer was streaming on.
+    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                      "params": {"name": "up__progress", "_meta": {"progressToken": "p1"},
+                                 "arguments": {"steps": 2, "delay_ms": 30000}}});
+    let mut socket = raw_post(&host, &body).await;
+    let call = setup
+        .wait_recorded("the progress call", |l| is_call_of(l, "progress"))
+        .await;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("notifications/progress") {
+        let n = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut buf))
+            .await
+            .expect("the first progress event in time")
+            .unwrap();
+        assert!(
+            n > 0,
+            "the stream ended early: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&seen).to_lowercase();
+    assert!(head.contains("text/event-stream"), "{head}");
+    drop(socket);
+    let cancel = setup
+        .wait_recorded("its cancellation", cancelled(&call))
+        .await;
+    assert_eq!(cancel["params"]["reason"], "mcpmux: the caller went away");
+    slot_is_free().await;
 }

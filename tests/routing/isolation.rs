@@ -1,12 +1,16 @@
 //! Section 3, per-session isolation: `isolation = "per-session"` instances take server requests,
-//! keep their state, get their session's log level, log to it alone and stop with the session.
+//! keep their state, get their session's log level, log to it alone, stop with the session, and
+//! are restarted by the supervisor for their session alone when one is killed.
 
-use serde_json::json;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
 
 use super::{
     QUIET, RESOURCE, Setup, UPSTREAM_URI, all_client_capabilities, is_call_of, text, touch,
     wait_process_count,
 };
+use crate::common::{Client, assert_upstream_error};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_session_instances_take_server_requests_keep_their_state_and_stop_with_the_session() {
@@ -95,4 +99,77 @@ async fn per_session_instances_get_their_sessions_log_level_and_log_to_it_alone(
     b_events
         .assert_silent(QUIET, "A's instance logs to A only")
         .await;
+}
+
+async fn echo(client: &Client, who: &str) -> Value {
+    client
+        .request(
+            "tools/call",
+            json!({"name": "up__echo", "arguments": {"who": who}}),
+        )
+        .await
+}
+
+fn echoed(answer: &Value) -> bool {
+    answer["result"]["isError"] != true && answer["result"]["content"].is_array()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_per_session_instance_is_restarted_for_its_session_alone() {
+    let table = "isolation = \"per-session\"\nrestart_initial_backoff = \"1500ms\"\n";
+    let setup = Setup::start(&[], table).await;
+    let daemon = &setup.daemon;
+    let shared = wait_process_count(daemon, 1).await;
+    let a = setup.host(json!({})).await;
+    let b = setup.host(json!({})).await;
+    assert!(echoed(&echo(&b, "B").await));
+    let with_b = wait_process_count(daemon, 2).await;
+    assert!(echoed(&echo(&a, "A").await));
+    let all = wait_process_count(daemon, 3).await;
+    let a_instance = *all.iter().find(|p| !with_b.contains(p)).unwrap();
+    let b_instance = *with_b.iter().find(|p| !shared.contains(p)).unwrap();
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(a_instance).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+
+    // A's calls say why they fail (never "ready" without a connection), then work again.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut errors = Vec::new();
+    loop {
+        let answer = echo(&a, "A after the kill").await;
+        if echoed(&answer) {
+            break;
+        }
+        let message = assert_upstream_error(&answer, -32010, "up");
+        assert!(
+            !message.contains("is ready"),
+            "a dead instance claimed to be ready: {message}"
+        );
+        errors.push(message);
+        assert!(
+            Instant::now() < deadline,
+            "A's instance never came back: {errors:#?}\n{}",
+            daemon.stderr()
+        );
+        // B is untouched meanwhile.
+        assert!(echoed(&echo(&b, "B meanwhile").await), "B was disturbed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        errors
+            .iter()
+            .any(|m| m.contains("restarting") && m.contains("killed by signal 9")),
+        "no call said the instance is restarting and why: {errors:#?}"
+    );
+    let after = wait_process_count(daemon, 3).await;
+    assert!(after.contains(&b_instance), "B's instance was replaced");
+    assert!(
+        after.contains(&shared[0]),
+        "the shared instance was replaced"
+    );
+    assert!(!after.contains(&a_instance));
+    assert!(echoed(&echo(&b, "B after").await));
 }
