@@ -31,10 +31,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use mcpmux::audit::{
-    self, AuditConfig, AuditHandle, Direction, Durability, Filter, Kind, Outcome, Record,
-    Redaction, Store,
-};
+use mcpmux::audit::{self, AuditHandle, Direction, Filter, Kind, Outcome, Record, Store};
+use mcpmux::config::{AuditConfig, Durability, Redaction};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 

@@ -6,6 +6,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
+use crate::config::Redaction;
+
 /// Whether a record is a request that crossed the gateway or a lifecycle event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -272,19 +274,6 @@ pub fn now_us() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-}
-
-/// How arguments are kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Redaction {
-    /// Not kept at all.
-    None,
-    /// A SHA-256 of the (secret-masked) arguments: equal arguments can be matched, none is stored.
-    #[default]
-    Digest,
-    /// Kept, with secret-looking keys masked.
-    Full,
 }
 
 /// Applies the redaction policy; secret-looking keys are masked in every mode.

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::record::{Body, Record, Redactor, Sealed, now_us};
 use super::store::{Head, Store, StoreError, Written};
-use super::{AuditConfig, Durability};
+use crate::config::{AuditConfig, Durability};
 
 /// Records a batch holds at most.
 const MAX_BATCH: usize = 4096;

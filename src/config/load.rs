@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::audit::{AuditConfig, Durability, Redaction};
 use super::model::{
     CatalogConfig, Config, DEFAULT_INHERITED_ENV, Isolation, ServerConfig, UpstreamConfig,
 };
 use super::policy::{POLICY_KEYS, Policy, RawPolicy};
-use crate::audit::{AuditConfig, Durability, Redaction};
 use crate::mcp::ListKind;
 use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
 
@@ -88,7 +88,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
-    /// Where mcpmux keeps state (the audit store); see `audit::state_dir`.
+    /// Where mcpmux keeps state (the audit store); see `config::state_dir`.
     state_dir: Option<PathBuf>,
     #[serde(default)]
     audit: RawAudit,
@@ -464,7 +464,7 @@ fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
         .state_dir
         .map(|d| if d.is_relative() { base_dir.join(d) } else { d });
     let mut audit =
-        AuditConfig::default_for(crate::audit::state_dir(state_dir.as_deref()).join("audit"));
+        AuditConfig::default_for(super::audit::state_dir(state_dir.as_deref()).join("audit"));
     let a = raw.audit;
     audit.enabled = a.enabled.unwrap_or(audit.enabled);
     audit.redaction = a.redaction.unwrap_or(audit.redaction);

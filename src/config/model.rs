@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::audit::{AuditConfig, Redaction};
 use super::policy::Policy;
-use crate::audit::{AuditConfig, Redaction};
 use crate::mcp::ListKind;
 use crate::mcp::names::{NameBudget, Prefix};
 
