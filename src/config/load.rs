@@ -10,15 +10,12 @@ use serde::Deserialize;
 
 use super::audit::{AuditConfig, Durability, Redaction};
 use super::model::{
-    CatalogConfig, Config, DEFAULT_INHERITED_ENV, Isolation, ServerConfig, UpstreamConfig,
+    CatalogConfig, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_INHERITED_ENV, DEFAULT_NAME_MAX_LENGTH,
+    DEFAULT_PAGE_SIZE, Isolation, ServerConfig, UpstreamConfig,
 };
 use super::policy::{POLICY_KEYS, Policy, RawPolicy};
 use crate::mcp::ListKind;
 use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
-
-pub(super) const DEFAULT_PAGE_SIZE: usize = 1000;
-const DEFAULT_LISTEN: &str = "127.0.0.1:7332";
-const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:7333";
 
 /// A config that cannot be used, and why.
 #[derive(Debug, thiserror::Error)]
@@ -271,28 +268,28 @@ fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
     };
     let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
 
-    let listen_text = raw.server.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
-    let listen: SocketAddr = listen_text.parse().map_err(|e| {
-        invalid(
-            "server.listen",
-            format!("`{listen_text}` is not an address: {e}"),
-            "write it as IP:PORT, e.g. \"127.0.0.1:7332\"",
-        )
-    })?;
+    let d = ServerConfig::default();
+    let listen = match raw.server.listen.as_deref() {
+        None => d.listen,
+        Some(text) => text.parse().map_err(|e| {
+            invalid(
+                "server.listen",
+                format!("`{text}` is not an address: {e}"),
+                "write it as IP:PORT, e.g. \"127.0.0.1:7332\"",
+            )
+        })?,
+    };
+    let s = raw.server;
     let server = ServerConfig {
         listen,
-        max_body_bytes: raw.server.max_body_bytes.unwrap_or(4 * 1024 * 1024),
-        session_idle_timeout: raw
-            .server
-            .session_idle_timeout
-            .unwrap_or(Duration::from_secs(3600)),
-        allowed_origins: raw.server.allowed_origins,
-        initialize_wait: raw
-            .server
-            .initialize_wait
-            .unwrap_or(Duration::from_secs(10)),
-        max_in_flight_per_session: raw.server.max_in_flight_per_session.unwrap_or(32),
-        drain_timeout: raw.server.drain_timeout.unwrap_or(Duration::from_secs(10)),
+        max_body_bytes: s.max_body_bytes.unwrap_or(d.max_body_bytes),
+        session_idle_timeout: s.session_idle_timeout.unwrap_or(d.session_idle_timeout),
+        allowed_origins: s.allowed_origins,
+        initialize_wait: s.initialize_wait.unwrap_or(d.initialize_wait),
+        max_in_flight_per_session: s
+            .max_in_flight_per_session
+            .unwrap_or(d.max_in_flight_per_session),
+        drain_timeout: s.drain_timeout.unwrap_or(d.drain_timeout),
     };
     if server.max_in_flight_per_session == 0 {
         return Err(invalid(
@@ -301,9 +298,10 @@ fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
             "use a positive number, e.g. 32",
         ));
     }
-    let admin = match raw.admin.listen.as_deref().unwrap_or(DEFAULT_ADMIN_LISTEN) {
-        "off" => None,
-        text => Some(text.parse::<SocketAddr>().map_err(|e| {
+    let admin = match raw.admin.listen.as_deref() {
+        None => Some(DEFAULT_ADMIN_LISTEN),
+        Some("off") => None,
+        Some(text) => Some(text.parse::<SocketAddr>().map_err(|e| {
             invalid(
                 "admin.listen",
                 format!("`{text}` is not an address: {e}"),
@@ -348,7 +346,7 @@ fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
     }
     let name_budget = NameBudget::new(
         c.name_pattern.as_deref().unwrap_or(DEFAULT_NAME_PATTERN),
-        c.name_max_length.unwrap_or(64),
+        c.name_max_length.unwrap_or(DEFAULT_NAME_MAX_LENGTH),
     )
     .map_err(|e| {
         invalid(
@@ -521,7 +519,7 @@ mod tests {
         )
         .map_err(|e| e.to_string());
         let c = c.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(c.server.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(c.server.listen, super::super::model::DEFAULT_LISTEN);
         assert_eq!(c.upstreams[0].prefix.as_str(), "mem");
         assert_eq!(c.catalog.page_size(ListKind::Tools), DEFAULT_PAGE_SIZE);
     }
