@@ -1,10 +1,20 @@
 //! Configuration: the model (what mcpmux runs with, validated) and loading it from a TOML file or
-//! from the `mcpServers` JSON that Claude Desktop, Cursor and VS Code already use.
+//! from the `mcpServers` JSON that Claude Desktop, Cursor and VS Code already use. Config imports
+//! nothing of the runtime.
+//!
+//! - `model`: the validated config and its defaults; `policy`: per-upstream policy;
+//!   `audit`: the audit settings.
+//! - `load`: finding and reading the file, [`ConfigError`].
+//! - `raw`: the TOML as written (serde); `mcp_servers`: the `mcpServers` JSON, into the same shape.
+//! - `validate`: raw → model, one function per section.
 
 mod audit;
 mod load;
+mod mcp_servers;
 mod model;
 mod policy;
+mod raw;
+mod validate;
 
 pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, state_dir};
 pub use load::{ConfigError, default_path, load};
