@@ -142,6 +142,10 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.contains("c.toml") && e.contains("comand"), "{e}");
+        assert!(
+            e.contains("audit_redaction, audit_redaction_tools"),
+            "the hint names every upstream key: {e}"
+        );
         let e = load_text(
             "d.toml",
             "[upstreams.my_server]\ncommand = \"x\"\n[upstreams.My-Server]\ncommand = \"y\"\n",

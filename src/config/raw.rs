@@ -124,7 +124,7 @@ pub(super) struct RawUpstream {
 pub(super) struct HumanDuration(#[serde(with = "humantime_serde")] pub Duration);
 
 /// The keys of [`RawUpstream`] besides the policy's, for unknown-key messages.
-pub(super) const UPSTREAM_KEYS: [&str; 10] = [
+pub(super) const UPSTREAM_KEYS: [&str; 12] = [
     "command",
     "args",
     "env",
@@ -135,6 +135,8 @@ pub(super) const UPSTREAM_KEYS: [&str; 10] = [
     "isolation",
     "roots",
     "tool_timeouts",
+    "audit_redaction",
+    "audit_redaction_tools",
 ];
 
 /// `[defaults]`: policy for every upstream.
