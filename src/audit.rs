@@ -31,17 +31,16 @@ pub use crate::config::{AuditConfig, Durability, Redaction};
 /// started from a background-priority thread so they inherit its priority and never compete with
 /// request handling for the CPU.
 pub fn open(dir: &Path) -> Result<Store, StoreError> {
-    std::fs::create_dir_all(dir).map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
+    std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+        context: "cannot create its directory",
+        source,
+    })?;
     std::thread::scope(|s| {
         s.spawn(|| {
             writer::background_priority();
             Store::open(dir)
         })
         .join()
-        .unwrap_or_else(|_| {
-            Err(StoreError::Sled(sled::Error::Unsupported(
-                "the store could not be opened".into(),
-            )))
-        })
+        .unwrap_or(Err(StoreError::Panicked))
     })
 }

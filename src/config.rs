@@ -16,7 +16,7 @@ mod policy;
 mod raw;
 mod validate;
 
-pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, state_dir};
+pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir};
 pub use load::{ConfigError, default_path, load};
 pub use model::{
     CatalogConfig, Config, DEFAULT_INHERITED_ENV, Isolation, ServerConfig, UpstreamConfig,

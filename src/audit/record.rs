@@ -6,7 +6,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::config::Redaction;
+use crate::config::{Redaction, SecretKeys};
 
 /// Whether a record is a request that crossed the gateway or a lifecycle event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -284,11 +284,10 @@ pub struct Redactor {
 }
 
 impl Redactor {
-    pub fn new(secret_keys: &[String]) -> Result<Self, aho_corasick::BuildError> {
-        let secret_keys = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .build(secret_keys)?;
-        Ok(Self { secret_keys })
+    pub fn new(secret_keys: &SecretKeys) -> Self {
+        Self {
+            secret_keys: secret_keys.matcher().clone(),
+        }
     }
 
     /// The `args` field for arguments `raw` under `mode`: kept as JSON text, so the record's
@@ -349,8 +348,10 @@ mod tests {
 
     #[test]
     fn redaction_modes_and_secret_masking() {
-        let r =
-            Redactor::new(&["password".into(), "token".into()]).unwrap_or_else(|e| panic!("{e}"));
+        let r = Redactor::new(
+            &SecretKeys::new(vec!["password".into(), "token".into()])
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
         let args = raw(r#"{"path":"/x","apiToken":"abc","nested":{"Password":"p"}}"#);
         assert!(r.apply(Some(&args), Redaction::None).is_none());
         let value = |v: Option<Box<RawValue>>| -> Value {

@@ -40,14 +40,27 @@ pub enum StoreError {
     OldLayout(String),
     #[error("audit store: {0}")]
     Sled(#[from] sled::Error),
-    #[error("audit store: segment file: {0}")]
-    Io(#[from] std::io::Error),
+    /// A file operation outside sled failed (segment files mostly: `context` says which).
+    #[error("audit store: {context}: {source}")]
+    Io {
+        context: &'static str,
+        source: std::io::Error,
+    },
     #[error("audit store: a block is not readable: {0}")]
     Decode(#[from] serde_json::Error),
     #[error("audit store: a block entry is not a location")]
     Entry,
-    #[error("audit.secret_keys cannot be matched: {0}")]
-    SecretKeys(#[from] aho_corasick::BuildError),
+    #[error("audit store: the store could not be opened (its opening thread panicked)")]
+    Panicked,
+}
+
+impl From<std::io::Error> for StoreError {
+    fn from(source: std::io::Error) -> Self {
+        Self::Io {
+            context: "segment file",
+            source,
+        }
+    }
 }
 
 /// Where the chain continues from.

@@ -1,10 +1,11 @@
 //! The audit settings as configured: whether the log is on, where it lives, how arguments are
-//! kept, how durable each record is and how long records stay. Plain data; the `audit` module
-//! receives it and opens the store.
+//! kept, how durable each record is and how long records stay. Data validated here (the secret
+//! keys compiled once); the `audit` module receives it and opens the store.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use aho_corasick::AhoCorasick;
 use serde::{Deserialize, Serialize};
 
 /// How arguments are kept.
@@ -40,7 +41,7 @@ pub struct AuditConfig {
     pub dir: PathBuf,
     pub redaction: Redaction,
     /// Keys whose values are always masked, matched case-insensitively as substrings.
-    pub secret_keys: Vec<String>,
+    pub secret_keys: SecretKeys,
     pub durability: Durability,
     /// Records older than this are removed (`None`: kept).
     pub max_age: Option<Duration>,
@@ -64,20 +65,61 @@ pub const DEFAULT_SECRET_KEYS: [&str; 9] = [
 ];
 
 impl AuditConfig {
-    pub fn default_for(dir: PathBuf) -> Self {
+    /// The default settings, the store in `dir` and these `secret_keys`.
+    pub fn new(dir: PathBuf, secret_keys: SecretKeys) -> Self {
         Self {
             enabled: true,
             dir,
             redaction: Redaction::Digest,
-            secret_keys: DEFAULT_SECRET_KEYS
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect(),
+            secret_keys,
             durability: Durability::Batch,
             max_age: Some(Duration::from_secs(30 * 24 * 3600)),
             max_bytes: 1024 * 1024 * 1024,
             queue: 65_536,
         }
+    }
+}
+
+/// The keys whose values are always masked, compiled for matching when the config is validated
+/// (as substrings, ASCII case-insensitively, all in one pass), so a config that loaded cannot
+/// fail later in the audit writer.
+#[derive(Clone)]
+pub struct SecretKeys {
+    names: Vec<String>,
+    matcher: AhoCorasick,
+}
+
+impl SecretKeys {
+    pub fn new(names: Vec<String>) -> Result<Self, aho_corasick::BuildError> {
+        let matcher = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(&names)?;
+        Ok(Self { names, matcher })
+    }
+
+    /// [`DEFAULT_SECRET_KEYS`].
+    pub fn defaults() -> Result<Self, aho_corasick::BuildError> {
+        Self::new(
+            DEFAULT_SECRET_KEYS
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+        )
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Finds any of the keys in a text.
+    pub fn matcher(&self) -> &AhoCorasick {
+        &self.matcher
+    }
+}
+
+impl std::fmt::Debug for SecretKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SecretKeys").field(&self.names).finish()
     }
 }
 

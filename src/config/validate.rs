@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use super::audit::{AuditConfig, state_dir};
+use super::audit::{AuditConfig, SecretKeys, state_dir};
 use super::load::ConfigError;
 use super::model::{
     CatalogConfig, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_INHERITED_ENV, DEFAULT_NAME_MAX_LENGTH,
@@ -278,11 +278,24 @@ fn program(base_dir: &Path, command: String) -> String {
 
 /// `[audit]` over the defaults; the store lives in `<state dir>/audit`.
 fn audit(file: &Path, a: RawAudit, state: Option<&Path>) -> Result<AuditConfig, ConfigError> {
-    let d = AuditConfig::default_for(state_dir(state).join("audit"));
+    let secret_keys = match a.secret_keys {
+        Some(names) => SecretKeys::new(names),
+        None => SecretKeys::defaults(),
+    }
+    .map_err(|e| {
+        let problem = format!("cannot be matched: {e}");
+        ConfigError::invalid(
+            file,
+            "audit.secret_keys",
+            problem,
+            "use fewer or shorter keys",
+        )
+    })?;
+    let d = AuditConfig::new(state_dir(state).join("audit"), secret_keys);
     let audit = AuditConfig {
         enabled: a.enabled.unwrap_or(d.enabled),
         redaction: a.redaction.unwrap_or(d.redaction),
-        secret_keys: a.secret_keys.unwrap_or(d.secret_keys),
+        secret_keys: d.secret_keys,
         durability: a.durability.unwrap_or(d.durability),
         max_age: match a.max_age {
             Some(age) if age.is_zero() => None,
