@@ -139,7 +139,7 @@ impl Cli {
                     Some(url) => url,
                     None => load(config)?.endpoint_url(),
                 };
-                runtime.block_on(crate::downstream::stdio::run(url))?;
+                runtime.block_on(crate::bridge::run(url))?;
                 Ok(ExitCode::SUCCESS)
             }
             Command::Check { config } => {
@@ -207,7 +207,7 @@ fn load(path: Option<PathBuf>) -> anyhow::Result<Config> {
 }
 
 async fn list_tools(url: String) -> anyhow::Result<Vec<Vec<String>>> {
-    let mut session = crate::client::HttpSession::new(url);
+    let mut session = crate::bridge::daemon_client::HttpSession::new(url);
     session.initialize().await?;
     let mut rows = Vec::new();
     let mut cursor: Option<String> = None;

@@ -6,14 +6,12 @@
 //!   per-session upstream instances.
 //! - `origin`: the host side of one forwarded request, as upstream connections see it.
 //! - `http`: Streamable HTTP at `/mcp`, and the legacy HTTP+SSE transport (axum).
-//! - `stdio`: the `mcpmux stdio` bridge from a stdio-only host to the running daemon.
 
 mod gateway;
 mod http;
 mod hub;
 mod origin;
 mod session;
-pub mod stdio;
 
 pub use gateway::{Gateway, HostRequest};
 pub use http::app;

@@ -3,6 +3,10 @@
 //! written to stdout as one line. Requests run concurrently so a slow call blocks nothing else.
 //! If the daemon restarts, the bridge replays the host's `initialize` and retries, so the host
 //! never sees its session vanish.
+//!
+//! - `daemon_client`: the HTTP client of the daemon's own endpoint, also used by `mcpmux tools`.
+
+pub mod daemon_client;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,8 +16,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{RwLock, mpsc};
 use tokio::task::JoinSet;
 
-use crate::client::{ClientError, HttpSession};
 use crate::jsonrpc::{Incoming, Kind, RpcError, codes, error_line};
+use daemon_client::{ClientError, HttpSession};
 
 struct Bridge {
     session: RwLock<HttpSession>,
