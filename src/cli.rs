@@ -12,7 +12,7 @@ mod audit;
 mod render;
 
 use admin::Admin;
-use render::{status_table, table, upstream_table};
+use render::{status_table, tools_table, upstream_table};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -190,8 +190,8 @@ impl Cli {
                     Some(url) => url,
                     None => load(config)?.endpoint_url(),
                 };
-                let rows = runtime.block_on(list_tools(url))?;
-                print!("{}", table(&["TOOL", "DESCRIPTION"], &rows));
+                let tools = runtime.block_on(list_tools(url))?;
+                print!("{}", tools_table(&tools));
                 Ok(ExitCode::SUCCESS)
             }
         }
@@ -206,29 +206,20 @@ fn load(path: Option<PathBuf>) -> anyhow::Result<Config> {
     Ok(config::load(&path)?)
 }
 
-async fn list_tools(url: String) -> anyhow::Result<Vec<Vec<String>>> {
+/// Every tool of the daemon's merged catalog, following `nextCursor` to the last page.
+async fn list_tools(url: String) -> anyhow::Result<Vec<serde_json::Value>> {
     let mut session = crate::bridge::daemon_client::HttpSession::new(url);
     session.initialize().await?;
-    let mut rows = Vec::new();
+    let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
         let params = match &cursor {
             Some(c) => serde_json::json!({ "cursor": c }),
             None => serde_json::json!({}),
         };
-        let page = session.request("tools/list", params).await?;
-        for tool in page["tools"].as_array().into_iter().flatten() {
-            let description = tool["description"]
-                .as_str()
-                .unwrap_or_default()
-                .lines()
-                .next()
-                .unwrap_or_default();
-            let description: String = description.chars().take(80).collect();
-            rows.push(vec![
-                tool["name"].as_str().unwrap_or_default().to_owned(),
-                description,
-            ]);
+        let mut page = session.request("tools/list", params).await?;
+        if let Some(listed) = page["tools"].as_array_mut() {
+            tools.append(listed);
         }
         match page["nextCursor"].as_str() {
             Some(next) => cursor = Some(next.to_owned()),
@@ -236,5 +227,5 @@ async fn list_tools(url: String) -> anyhow::Result<Vec<Vec<String>>> {
         }
     }
     session.end().await;
-    Ok(rows)
+    Ok(tools)
 }

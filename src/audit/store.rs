@@ -27,7 +27,6 @@ pub(super) use keys::{IndexField, block_key, index_prefix};
 pub use verify::{Break, Verification};
 
 /// What went wrong with the store.
-/// What went wrong with the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
@@ -50,7 +49,7 @@ pub enum StoreError {
     Decode(#[from] serde_json::Error),
     #[error("audit store: a block entry is not a location")]
     Entry,
-    #[error("audit store: the store could not be opened (its opening thread panicked)")]
+    #[error("audit store: it could not be opened (the thread opening it panicked)")]
     Panicked,
 }
 
@@ -108,6 +107,7 @@ const CACHE_BYTES: u64 = 2 * 1024 * 1024;
 /// Bytes of the encoding buffer kept between blocks.
 const KEPT_BUFFER: usize = 256 * 1024;
 
+/// The head once `record` is the last record (as read back from a segment).
 fn head_after(record: &Record) -> Head {
     Head {
         next_seq: record.seq + 1,

@@ -4,7 +4,7 @@
 use crate::config::Config;
 
 /// A plain left-aligned text table.
-pub(super) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -24,6 +24,26 @@ pub(super) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
         out.push_str(&line(row.iter().map(String::as_str).collect()));
     }
     out
+}
+
+/// `mcpmux tools`: each tool's name and the first line of its description.
+pub(super) fn tools_table(tools: &[serde_json::Value]) -> String {
+    let rows: Vec<Vec<String>> = tools
+        .iter()
+        .map(|tool| {
+            let description = tool["description"]
+                .as_str()
+                .unwrap_or_default()
+                .lines()
+                .next()
+                .unwrap_or_default();
+            vec![
+                tool["name"].as_str().unwrap_or_default().to_owned(),
+                description.chars().take(80).collect(),
+            ]
+        })
+        .collect();
+    table(&["TOOL", "DESCRIPTION"], &rows)
 }
 
 /// `mcpmux status`: the daemon, then one row per upstream.
