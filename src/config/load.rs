@@ -1,55 +1,14 @@
-//! Reading a config file (TOML, or an `mcpServers` JSON file) into a validated [`Config`], and
-//! [`ConfigError`]: every refusal names the file, the key and the fix.
-//!
-//! - `raw`: the file as written (serde); `mcp_servers`: the `mcpServers` JSON into the same shape;
-//! - `validate`: raw → model, one function per section.
+//! Finding the config file and reading it (TOML, or an `mcpServers` JSON file) into a validated
+//! [`Config`]: [`super::raw`] or [`super::mcp_servers`] reads it as written, [`super::validate`]
+//! checks it.
 
 use std::path::{Path, PathBuf};
 
+use super::error::ConfigError;
 use super::mcp_servers::from_mcp_servers_json;
 use super::model::Config;
 use super::raw::RawConfig;
 use super::validate::validate;
-
-/// A config that cannot be used, and why.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {file}: {source}")]
-    Read {
-        file: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{file}: {detail}")]
-    Syntax { file: PathBuf, detail: String },
-    #[error("{file}: `{key}`: {problem}. Fix: {fix}")]
-    Invalid {
-        file: PathBuf,
-        key: String,
-        problem: String,
-        fix: String,
-    },
-    #[error(
-        "no config file found (looked at {tried}). Fix: pass --config PATH or set MCPMUX_CONFIG"
-    )]
-    NotFound { tried: String },
-}
-
-impl ConfigError {
-    /// The value at `key` in `file` cannot be used: `problem`, and how to `fix` it.
-    pub(super) fn invalid(
-        file: &Path,
-        key: impl Into<String>,
-        problem: impl Into<String>,
-        fix: impl Into<String>,
-    ) -> Self {
-        Self::Invalid {
-            file: file.into(),
-            key: key.into(),
-            problem: problem.into(),
-            fix: fix.into(),
-        }
-    }
-}
 
 /// The config used when no `--config` is given: `$MCPMUX_CONFIG`, `./config/mcpmux.toml`,
 /// `$XDG_CONFIG_HOME/mcpmux/mcpmux.toml` (or `~/.config/…`), `/etc/mcpmux/mcpmux.toml`.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::load::ConfigError;
+use super::error::ConfigError;
 use super::raw::{RawConfig, RawUpstream};
 
 /// The file: its servers under `mcpServers` (or VS Code's `servers`).

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::audit::{Durability, Redaction};
-use super::load::ConfigError;
+use super::error::ConfigError;
 use super::model::Isolation;
 use super::policy::RawPolicy;
 

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use super::audit::{AuditConfig, SecretKeys, state_dir};
-use super::load::ConfigError;
+use super::error::ConfigError;
 use super::model::{
     CatalogConfig, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_INHERITED_ENV, DEFAULT_NAME_MAX_LENGTH,
     DEFAULT_PAGE_SIZE, ServerConfig, UpstreamConfig,
