@@ -124,6 +124,23 @@ mod tests {
     }
 
     #[test]
+    fn audit_settings_override_the_defaults() {
+        let c = load_text(
+            "f.toml",
+            "state_dir = \"st\"\n[audit]\nsecret_keys = [\"pin\"]\nmax_age = \"0s\"\nqueue = 8\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.audit.secret_keys.names(), ["pin"]);
+        assert_eq!((c.audit.max_age, c.audit.queue), (None, 8));
+        assert_eq!(c.audit.dir, c.source.with_file_name("st").join("audit"));
+        let e = load_text("g.toml", "[audit]\nqueue = 0\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("audit.queue") && e.contains("Fix:"), "{e}");
+    }
+
+    #[test]
     fn shipped_configs_load() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
         for name in ["mcpmux.toml", "example.toml"] {
