@@ -100,10 +100,7 @@ impl Bridge {
         let outcome = self.session.read().await.post(line.to_owned()).await;
         match outcome {
             Ok((messages, issued)) => {
-                let version = messages.iter().find_map(|m| {
-                    let v: serde_json::Value = serde_json::from_str(m).ok()?;
-                    v["result"]["protocolVersion"].as_str().map(str::to_owned)
-                });
+                let version = negotiated_version(&messages);
                 self.session.write().await.set_session(issued, version);
                 for m in messages {
                     self.emit(m).await;
@@ -147,10 +144,7 @@ impl Bridge {
         let mut session = self.session.write().await;
         session.set_session(None, None);
         let (messages, issued) = session.post(init).await?;
-        let version = messages.iter().find_map(|m| {
-            let v: serde_json::Value = serde_json::from_str(m).ok()?;
-            v["result"]["protocolVersion"].as_str().map(str::to_owned)
-        });
+        let version = negotiated_version(&messages);
         session.set_session(issued, version);
         session
             .post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned())
@@ -192,4 +186,12 @@ impl Bridge {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
+}
+
+/// The protocol version the daemon's `initialize` answer (among `messages`) settled on.
+fn negotiated_version(messages: &[String]) -> Option<String> {
+    messages.iter().find_map(|m| {
+        let v: serde_json::Value = serde_json::from_str(m).ok()?;
+        v["result"]["protocolVersion"].as_str().map(str::to_owned)
+    })
 }
