@@ -3,7 +3,8 @@
 //! and queryable later. sled is used only inside this module.
 //!
 //! - `record`: the record, its canonical hash, argument redaction.
-//! - `store`: the sled trees, appending, retention, `verify`.
+//! - `store`: appending, syncing and indexing blocks; its sled layout, crash recovery, retention
+//!   and `verify` in `store/`.
 //! - `segment`: the append-only files holding the records' bytes.
 //! - `writer`: the writer thread and [`AuditHandle`], the never-blocking way in.
 //! - `query`: filtered pages, cursors, statistics.
@@ -23,8 +24,8 @@ pub use record::{Direction, Kind, Outcome, Record, Redactor, hex, now_us};
 pub use store::{Break, Store, StoreError, Verification};
 pub use writer::AuditHandle;
 
-/// The audit settings are config's (`crate::config::audit`); re-exported here for the code that
-/// still names them by their old path.
+/// The audit settings are config's (`config/audit.rs`): audit receives them. Re-exported at their
+/// old path for the code that still names them here (`Redaction` is also part of [`Record`]).
 pub use crate::config::{AuditConfig, Durability, Redaction};
 
 /// Opens the store in `dir` (creating the directory). sled starts its I/O threads here; they are
