@@ -31,10 +31,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use mcpmux::audit::{
-    self, AuditConfig, AuditHandle, Direction, Durability, Filter, Kind, Outcome, Record,
-    Redaction, Store,
-};
+use mcpmux::audit::{self, AuditHandle, Direction, Filter, Kind, Outcome, Record, Store};
+use mcpmux::config::{AuditConfig, Durability, Redaction, SecretKeys};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -186,7 +184,7 @@ fn disk_bytes(dir: &Path) -> u64 {
 fn writer_run(n: u64, threads: u64, durability: Durability, queue: usize) -> Res<Value> {
     let dir = tempfile::tempdir()?;
     let store = audit::open(&dir.path().join("audit"))?;
-    let mut config = AuditConfig::default_for(dir.path().join("audit"));
+    let mut config = AuditConfig::new(dir.path().join("audit"), SecretKeys::defaults()?);
     config.durability = durability;
     config.queue = queue;
     let handle = AuditHandle::start(store, &config)?;
@@ -263,7 +261,7 @@ fn reopen(dir: &Path) -> Res<Store> {
 }
 
 fn writer_bench(args: &Args) -> Res<Vec<Value>> {
-    let default_queue = AuditConfig::default_for("x".into()).queue;
+    let default_queue = AuditConfig::new("x".into(), SecretKeys::defaults()?).queue;
     let mut reports = vec![writer_run(
         args.records,
         args.threads,

@@ -3,7 +3,8 @@
 //! and queryable later. sled is used only inside this module.
 //!
 //! - `record`: the record, its canonical hash, argument redaction.
-//! - `store`: the sled trees, appending, retention, `verify`.
+//! - `store`: appending, syncing and indexing blocks; its sled layout, crash recovery, retention
+//!   and `verify` in `store/`.
 //! - `segment`: the append-only files holding the records' bytes.
 //! - `writer`: the writer thread and [`AuditHandle`], the never-blocking way in.
 //! - `query`: filtered pages, cursors, statistics.
@@ -14,127 +15,29 @@ mod segment;
 mod store;
 mod writer;
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-use serde::Deserialize;
+use std::path::Path;
 
 pub use query::{
     Filter, FilterArgs, MAX_PAGE, Page, QueryError, StatRow, cursor_after, parse_time,
 };
-pub use record::{Direction, Kind, Outcome, Record, Redaction, Redactor, hex, now_us};
+pub use record::{Direction, Kind, Outcome, Record, Redactor, hex, now_us};
 pub use store::{Break, Store, StoreError, Verification};
 pub use writer::AuditHandle;
-
-/// How durable each record is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Durability {
-    /// Flush once per batch: a crash loses at most the records of the batch being written
-    /// (those that arrived in the last few milliseconds).
-    #[default]
-    Batch,
-    /// Flush after every record: nothing acknowledged is lost, at a throughput cost.
-    Record,
-}
-
-/// The audit settings, validated.
-#[derive(Debug, Clone)]
-pub struct AuditConfig {
-    pub enabled: bool,
-    /// Where the store lives (`<state dir>/audit`).
-    pub dir: PathBuf,
-    pub redaction: Redaction,
-    /// Keys whose values are always masked, matched case-insensitively as substrings.
-    pub secret_keys: Vec<String>,
-    pub durability: Durability,
-    /// Records older than this are removed (`None`: kept).
-    pub max_age: Option<Duration>,
-    /// The store is pruned from the old end beyond this many bytes of records.
-    pub max_bytes: u64,
-    /// Records waiting for the writer at most; beyond, records are dropped and counted.
-    pub queue: usize,
-}
-
-/// Keys masked in every redaction mode unless configured otherwise.
-pub const DEFAULT_SECRET_KEYS: [&str; 9] = [
-    "password",
-    "passwd",
-    "secret",
-    "token",
-    "api_key",
-    "apikey",
-    "authorization",
-    "cookie",
-    "private_key",
-];
-
-impl AuditConfig {
-    pub fn default_for(dir: PathBuf) -> Self {
-        Self {
-            enabled: true,
-            dir,
-            redaction: Redaction::Digest,
-            secret_keys: DEFAULT_SECRET_KEYS
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect(),
-            durability: Durability::Batch,
-            max_age: Some(Duration::from_secs(30 * 24 * 3600)),
-            max_bytes: 1024 * 1024 * 1024,
-            queue: 65_536,
-        }
-    }
-}
-
-/// The state directory: `explicit` (config `state_dir` or `--state-dir`), else `MCPMUX_STATE_DIR`,
-/// `$STATE_DIRECTORY` (systemd), `$XDG_STATE_HOME/mcpmux`, `~/.local/state/mcpmux`.
-pub fn state_dir(explicit: Option<&Path>) -> PathBuf {
-    let env = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    if let Some(dir) = explicit {
-        return dir.to_path_buf();
-    }
-    if let Some(dir) = env("MCPMUX_STATE_DIR") {
-        return dir;
-    }
-    if let Some(dir) = env("STATE_DIRECTORY") {
-        // systemd may list several, separated by ':'; the first is ours.
-        let first = dir
-            .to_string_lossy()
-            .split(':')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        return PathBuf::from(first);
-    }
-    if let Some(dir) = env("XDG_STATE_HOME") {
-        return dir.join("mcpmux");
-    }
-    env("HOME").map_or_else(
-        || PathBuf::from(".mcpmux-state"),
-        |h| h.join(".local/state/mcpmux"),
-    )
-}
 
 /// Opens the store in `dir` (creating the directory). sled starts its I/O threads here; they are
 /// started from a background-priority thread so they inherit its priority and never compete with
 /// request handling for the CPU.
 pub fn open(dir: &Path) -> Result<Store, StoreError> {
-    std::fs::create_dir_all(dir).map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
+    std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+        context: "cannot create its directory",
+        source,
+    })?;
     std::thread::scope(|s| {
         s.spawn(|| {
             writer::background_priority();
             Store::open(dir)
         })
         .join()
-        .unwrap_or_else(|_| {
-            Err(StoreError::Sled(sled::Error::Unsupported(
-                "the store could not be opened".into(),
-            )))
-        })
+        .unwrap_or(Err(StoreError::Panicked))
     })
 }

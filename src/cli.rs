@@ -7,7 +7,12 @@ use clap::{Parser, Subcommand};
 
 use crate::config::{self, Config};
 
+mod admin;
 mod audit;
+mod render;
+
+use admin::Admin;
+use render::{status_table, tools_table, upstream_table};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -134,7 +139,7 @@ impl Cli {
                     Some(url) => url,
                     None => load(config)?.endpoint_url(),
                 };
-                runtime.block_on(crate::downstream::stdio::run(url))?;
+                runtime.block_on(crate::bridge::run(url))?;
                 Ok(ExitCode::SUCCESS)
             }
             Command::Check { config } => {
@@ -147,9 +152,9 @@ impl Cli {
                 admin,
                 json,
             } => {
-                let admin = admin_url(admin, config)?;
-                let status = runtime
-                    .block_on(admin_call(reqwest::Method::GET, format!("{admin}/status")))?;
+                let admin = Admin::required(admin.as_deref(), config)?;
+                let status: serde_json::Value =
+                    runtime.block_on(admin.request(reqwest::Method::GET, "/status", &[]))?;
                 if json {
                     println!("{status}");
                 } else {
@@ -162,10 +167,12 @@ impl Cli {
                 config,
                 admin,
             } => {
-                let admin = admin_url(admin, config)?;
-                runtime.block_on(admin_call(
+                let admin = Admin::required(admin.as_deref(), config)?;
+                let path = format!("/upstreams/{name}/restart");
+                runtime.block_on(admin.request::<serde_json::Value>(
                     reqwest::Method::POST,
-                    format!("{admin}/upstreams/{name}/restart"),
+                    &path,
+                    &[],
                 ))?;
                 println!("restarted {name}");
                 Ok(ExitCode::SUCCESS)
@@ -183,8 +190,8 @@ impl Cli {
                     Some(url) => url,
                     None => load(config)?.endpoint_url(),
                 };
-                let rows = runtime.block_on(list_tools(url))?;
-                print!("{}", table(&["TOOL", "DESCRIPTION"], &rows));
+                let tools = runtime.block_on(list_tools(url))?;
+                print!("{}", tools_table(&tools));
                 Ok(ExitCode::SUCCESS)
             }
         }
@@ -199,159 +206,20 @@ fn load(path: Option<PathBuf>) -> anyhow::Result<Config> {
     Ok(config::load(&path)?)
 }
 
-/// The admin API's base URL: `--admin`, else the config's `admin.listen`.
-fn admin_url(admin: Option<String>, config: Option<PathBuf>) -> anyhow::Result<String> {
-    if let Some(admin) = admin {
-        return Ok(if admin.contains("://") {
-            admin
-        } else {
-            format!("http://{admin}")
-        });
-    }
-    match load(config)?.admin {
-        Some(addr) => Ok(format!("http://{addr}")),
-        None => anyhow::bail!(
-            "the admin API is turned off in the config (admin.listen = \"off\"); pass --admin ADDR"
-        ),
-    }
-}
-
-async fn admin_call(method: reqwest::Method, url: String) -> anyhow::Result<serde_json::Value> {
-    let response = reqwest::Client::new()
-        .request(method, &url)
-        .send()
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "the mcpmux admin API is not reachable at {url}: {e} (is `mcpmux serve` running?)"
-            )
-        })?;
-    let status = response.status();
-    let body: serde_json::Value =
-        serde_json::from_str(&response.text().await.unwrap_or_default()).unwrap_or_default();
-    if !status.is_success() {
-        anyhow::bail!("{}", body["error"].as_str().unwrap_or(status.as_str()));
-    }
-    Ok(body)
-}
-
-fn status_table(status: &serde_json::Value) -> String {
-    let rows: Vec<Vec<String>> = status["upstreams"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|u| {
-            let text = |k: &str| {
-                u[k].as_str()
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| u[k].to_string())
-            };
-            vec![
-                text("name"),
-                text("state"),
-                u["protocol_version"].as_str().unwrap_or("-").to_owned(),
-                text("tools"),
-                text("restarts"),
-                text("in_flight"),
-                u["last_error"]
-                    .as_str()
-                    .unwrap_or("")
-                    .chars()
-                    .take(90)
-                    .collect(),
-            ]
-        })
-        .collect();
-    let mut out = format!(
-        "mcpmux {} — {} host sessions, catalog generation {}\n",
-        status["version"].as_str().unwrap_or("?"),
-        status["sessions"],
-        status["catalog_generation"]
-    );
-    out.push_str(&table(
-        &[
-            "UPSTREAM",
-            "STATE",
-            "VERSION",
-            "TOOLS",
-            "RESTARTS",
-            "IN-FLIGHT",
-            "LAST ERROR",
-        ],
-        &rows,
-    ));
-    out
-}
-
-fn upstream_table(config: &Config) -> String {
-    let rows: Vec<Vec<String>> = config
-        .upstreams
-        .iter()
-        .map(|u| {
-            let command = std::iter::once(u.command.as_str())
-                .chain(u.args.iter().map(String::as_str))
-                .collect::<Vec<_>>()
-                .join(" ");
-            vec![
-                u.name.clone(),
-                u.prefix.to_string(),
-                if u.enabled { "yes".into() } else { "no".into() },
-                if program_exists(&u.command) {
-                    "found".into()
-                } else {
-                    "NOT FOUND".into()
-                },
-                format!("{}s", u.policy.request_timeout.as_secs()),
-                command,
-            ]
-        })
-        .collect();
-    let mut out = format!(
-        "config {} is valid; listening on {}\n",
-        config.source.display(),
-        config.server.listen
-    );
-    out.push_str(&table(
-        &[
-            "UPSTREAM", "PREFIX", "ENABLED", "PROGRAM", "TIMEOUT", "COMMAND",
-        ],
-        &rows,
-    ));
-    out
-}
-
-/// Whether `command` names an existing file, directly or on PATH.
-fn program_exists(command: &str) -> bool {
-    if command.contains('/') {
-        return std::path::Path::new(command).is_file();
-    }
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(command).is_file()))
-}
-
-async fn list_tools(url: String) -> anyhow::Result<Vec<Vec<String>>> {
-    let mut session = crate::client::HttpSession::new(url);
+/// Every tool of the daemon's merged catalog, following `nextCursor` to the last page.
+async fn list_tools(url: String) -> anyhow::Result<Vec<serde_json::Value>> {
+    let mut session = crate::bridge::daemon_client::HttpSession::new(url);
     session.initialize().await?;
-    let mut rows = Vec::new();
+    let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
         let params = match &cursor {
             Some(c) => serde_json::json!({ "cursor": c }),
             None => serde_json::json!({}),
         };
-        let page = session.request("tools/list", params).await?;
-        for tool in page["tools"].as_array().into_iter().flatten() {
-            let description = tool["description"]
-                .as_str()
-                .unwrap_or_default()
-                .lines()
-                .next()
-                .unwrap_or_default();
-            let description: String = description.chars().take(80).collect();
-            rows.push(vec![
-                tool["name"].as_str().unwrap_or_default().to_owned(),
-                description,
-            ]);
+        let mut page = session.request("tools/list", params).await?;
+        if let Some(listed) = page["tools"].as_array_mut() {
+            tools.append(listed);
         }
         match page["nextCursor"].as_str() {
             Some(next) => cursor = Some(next.to_owned()),
@@ -359,28 +227,5 @@ async fn list_tools(url: String) -> anyhow::Result<Vec<Vec<String>>> {
         }
     }
     session.end().await;
-    Ok(rows)
-}
-
-/// A plain left-aligned text table.
-fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        padded.join("  ").trim_end().to_owned() + "\n"
-    };
-    let mut out = line(headers.to_vec());
-    for row in rows {
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
-    }
-    out
+    Ok(tools)
 }

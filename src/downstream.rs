@@ -14,7 +14,6 @@ mod delivery;
 mod http;
 mod service;
 mod session;
-pub mod stdio;
 mod tables;
 
 pub use delivery::Delivery;

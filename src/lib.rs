@@ -10,16 +10,17 @@
 //! - [`upstream`]: one actor and one connection per upstream server (stdio child process).
 //! - [`supervisor`]: starts upstreams concurrently, restarts failed ones with backoff.
 //! - [`router`]: the merged catalog, published as immutable snapshots.
-//! - [`downstream`]: host sessions, method handling, Streamable HTTP, the stdio bridge.
-//! - [`client`]: a small HTTP client for the daemon's endpoint (bridge and CLI).
+//! - [`downstream`]: host sessions, method handling, Streamable HTTP and legacy SSE.
+//! - [`bridge`]: `mcpmux stdio`, a stdio host's bridge to the daemon, and the daemon's HTTP client
+//!   (bridge and CLI).
 //! - [`audit`]: the hash-chained audit log in sled (the only module that knows sled).
 //! - [`sync`]: the one mutex-poison policy.
 //! - [`telemetry`]: logging setup.
 
 pub mod admin;
 pub mod audit;
+pub mod bridge;
 pub mod cli;
-pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod downstream;

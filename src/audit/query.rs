@@ -251,25 +251,44 @@ pub fn parse_time(text: &str, now_us: u64) -> Result<u64, String> {
 }
 
 /// A filter as people write it (CLI flags, admin query strings): times as spans or RFC 3339.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// The CLI flattens it into `audit query`, `tail` and `stats`; the doc comments are its help.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct FilterArgs {
-    /// Records newer than this span ("1h", "30m").
+    /// Only records newer than this span, e.g. 1h, 30m, 2d.
+    #[arg(long)]
     pub since: Option<String>,
-    /// From this time (RFC 3339 or a span ago).
+    /// From this time (RFC 3339, e.g. 2026-11-29T10:00:00Z, or a span ago).
+    #[arg(long)]
     pub from: Option<String>,
-    /// Until this time (RFC 3339 or a span ago), exclusive.
+    /// Until this time (exclusive).
+    #[arg(long)]
     pub to: Option<String>,
+    #[arg(long)]
     pub upstream: Option<String>,
+    /// The tool, prompt or URI as hosts see it (e.g. memory__read_graph).
+    #[arg(long)]
     pub tool: Option<String>,
+    #[arg(long)]
     pub method: Option<String>,
+    #[arg(long)]
     pub session: Option<String>,
+    #[arg(long)]
     pub principal: Option<String>,
+    /// ok, error, tool_error or info.
+    #[arg(long)]
     pub outcome: Option<String>,
+    /// Only requests that took at least this long.
+    #[arg(long)]
     pub min_latency_ms: Option<u64>,
+    /// Continue after this position (the CLI has its own `--cursor`).
+    #[arg(skip)]
     pub cursor: Option<String>,
+    /// Records per page (the CLI has its own `--limit`).
+    #[arg(skip)]
     pub limit: Option<usize>,
     /// Newest first (the first page of `tail`).
+    #[arg(skip)]
     pub newest_first: Option<bool>,
 }
 

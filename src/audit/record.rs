@@ -6,6 +6,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
+use crate::config::{Redaction, SecretKeys};
+
 /// Whether a record is a request that crossed the gateway or a lifecycle event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -274,19 +276,6 @@ pub fn now_us() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
-/// How arguments are kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Redaction {
-    /// Not kept at all.
-    None,
-    /// A SHA-256 of the (secret-masked) arguments: equal arguments can be matched, none is stored.
-    #[default]
-    Digest,
-    /// Kept, with secret-looking keys masked.
-    Full,
-}
-
 /// Applies the redaction policy; secret-looking keys are masked in every mode.
 #[derive(Debug, Clone)]
 pub struct Redactor {
@@ -295,11 +284,10 @@ pub struct Redactor {
 }
 
 impl Redactor {
-    pub fn new(secret_keys: &[String]) -> Result<Self, aho_corasick::BuildError> {
-        let secret_keys = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .build(secret_keys)?;
-        Ok(Self { secret_keys })
+    pub fn new(secret_keys: &SecretKeys) -> Self {
+        Self {
+            secret_keys: secret_keys.matcher().clone(),
+        }
     }
 
     /// The `args` field for arguments `raw` under `mode`: kept as JSON text, so the record's
@@ -360,8 +348,10 @@ mod tests {
 
     #[test]
     fn redaction_modes_and_secret_masking() {
-        let r =
-            Redactor::new(&["password".into(), "token".into()]).unwrap_or_else(|e| panic!("{e}"));
+        let r = Redactor::new(
+            &SecretKeys::new(vec!["password".into(), "token".into()])
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
         let args = raw(r#"{"path":"/x","apiToken":"abc","nested":{"Password":"p"}}"#);
         assert!(r.apply(Some(&args), Redaction::None).is_none());
         let value = |v: Option<Box<RawValue>>| -> Value {

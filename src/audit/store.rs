@@ -1,22 +1,20 @@
 //! The audit store: sled holds the ordered directory of blocks, the indexes and the chain's head;
 //! the records' bytes are in append-only segment files beside it ([`super::segment`]). Records
 //! are written in blocks — one per batch the writer commits — so a busy gateway costs one write,
-//! one `fdatasync` and one small sled transaction per batch, not per record.
+//! one `fdatasync` and one small sled transaction per batch, not per record. A block is durable in
+//! its segment before sled records where it is. Only the writer thread appends and prunes;
+//! queries read concurrently.
 //!
-//! Trees:
-//! - `blocks`: first_ts‖first_seq (big-endian) → where the block's bytes are (a [`Location`]).
-//!   Record times are kept non-decreasing by the writer, so key order is both time and sequence
-//!   order: a time range is one range scan.
-//! - `index`: field tag‖value‖0‖block key → (), for upstream (`u`), tool (`t`) and session (`s`),
-//!   one entry per block that holds such a record.
-//! - `meta`: the head (next seq, last hash, last time), the checkpoint retention prunes to, the
-//!   byte count.
-//!
-//! A block's bytes are its records as JSON lines, each carrying its hash and its predecessor's;
-//! a block is durable in its segment before sled records where it is. Only the writer thread
-//! appends and prunes; queries read concurrently.
+//! - `keys`: the trees and their keys (the layout).
+//! - `recover`: indexing at open what reached a segment but not sled.
+//! - `retention`: pruning by age and size, the checkpoint the chain then starts from.
+//! - `verify`: walking the chain.
 
-use std::collections::HashSet;
+mod keys;
+mod recover;
+mod retention;
+mod verify;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -24,6 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use super::record::{Body, Record, Sealed};
 use super::segment::{Location, Segments};
+use keys::{BYTES, HEAD, index_entries, sealed_fields};
+pub(super) use keys::{IndexField, block_key, index_prefix};
+pub use verify::{Break, Verification};
 
 /// What went wrong with the store.
 #[derive(Debug, thiserror::Error)]
@@ -38,14 +39,27 @@ pub enum StoreError {
     OldLayout(String),
     #[error("audit store: {0}")]
     Sled(#[from] sled::Error),
-    #[error("audit store: segment file: {0}")]
-    Io(#[from] std::io::Error),
+    /// A file operation outside sled failed (segment files mostly: `context` says which).
+    #[error("audit store: {context}: {source}")]
+    Io {
+        context: &'static str,
+        source: std::io::Error,
+    },
     #[error("audit store: a block is not readable: {0}")]
     Decode(#[from] serde_json::Error),
     #[error("audit store: a block entry is not a location")]
     Entry,
-    #[error("audit.secret_keys cannot be matched: {0}")]
-    SecretKeys(#[from] aho_corasick::BuildError),
+    #[error("audit store: it could not be opened (the thread opening it panicked)")]
+    Panicked,
+}
+
+impl From<std::io::Error> for StoreError {
+    fn from(source: std::io::Error) -> Self {
+        Self::Io {
+            context: "segment file",
+            source,
+        }
+    }
 }
 
 /// Where the chain continues from.
@@ -58,23 +72,6 @@ pub struct Head {
     pub last_ts: u64,
 }
 
-/// What `verify` found.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Verification {
-    pub ok: bool,
-    pub checked: u64,
-    /// The first sequence number the chain starts from (after retention).
-    pub first_seq: u64,
-    /// The first problem: the record where the chain breaks, and how.
-    pub first_break: Option<Break>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Break {
-    pub seq: u64,
-    pub problem: String,
-}
-
 /// A block in its segment, not yet synced and indexed.
 #[derive(Debug)]
 pub(super) struct Written {
@@ -82,14 +79,6 @@ pub(super) struct Written {
     at: Location,
     index: Vec<Vec<u8>>,
     head: Head,
-}
-
-/// The indexed fields, by their key tag.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum IndexField {
-    Upstream = b'u' as isize,
-    Tool = b't' as isize,
-    Session = b's' as isize,
 }
 
 #[derive(Clone)]
@@ -118,71 +107,7 @@ const CACHE_BYTES: u64 = 2 * 1024 * 1024;
 /// Bytes of the encoding buffer kept between blocks.
 const KEPT_BUFFER: usize = 256 * 1024;
 
-const HEAD: &[u8] = b"head";
-const CHECKPOINT: &[u8] = b"checkpoint";
-const BYTES: &[u8] = b"bytes";
-
-/// A block's key: its first record's time and sequence number.
-pub(super) fn block_key(ts_us: u64, seq: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&ts_us.to_be_bytes());
-    k[8..].copy_from_slice(&seq.to_be_bytes());
-    k
-}
-
-fn index_key(field: IndexField, value: &str, block: &[u8; 16]) -> Vec<u8> {
-    let mut k = index_prefix(field, value);
-    k.extend_from_slice(block);
-    k
-}
-
-pub(super) fn index_prefix(field: IndexField, value: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(value.len() + 18);
-    k.push(field as u8);
-    k.extend_from_slice(value.as_bytes());
-    k.push(0);
-    k
-}
-
-/// The index entries a block needs: one per distinct indexed value. `fields` gives each
-/// record's upstream, tool and session.
-fn index_entries<'a>(
-    fields: impl Iterator<Item = [Option<&'a str>; 3]>,
-    block: &[u8; 16],
-) -> Vec<Vec<u8>> {
-    const FIELDS: [IndexField; 3] = [IndexField::Upstream, IndexField::Tool, IndexField::Session];
-    let mut seen = HashSet::new();
-    let mut keys = Vec::new();
-    // Neighbours often share a value: comparing with the previous record's skips most hashing.
-    let mut previous = [None; 3];
-    for values in fields {
-        for (i, value) in values.into_iter().enumerate() {
-            let Some(value) = value else { continue };
-            if previous[i] != Some(value) && seen.insert((i, value)) {
-                keys.push(index_key(FIELDS[i], value, block));
-            }
-            previous[i] = Some(value);
-        }
-    }
-    keys
-}
-
-fn record_fields(r: &Record) -> [Option<&str>; 3] {
-    [
-        r.upstream.as_deref(),
-        r.target.as_deref(),
-        r.session.as_deref(),
-    ]
-}
-
-fn sealed_fields(r: &Sealed) -> [Option<&str>; 3] {
-    [
-        r.upstream.as_deref(),
-        r.target.as_deref(),
-        r.session.as_deref(),
-    ]
-}
-
+/// The head once `record` is the last record (as read back from a segment).
 fn head_after(record: &Record) -> Head {
     Head {
         next_seq: record.seq + 1,
@@ -346,72 +271,6 @@ impl Store {
         Ok(())
     }
 
-    /// Indexes the records that reached a segment but not sled: sled writes its log lazily, so
-    /// after a kill the last blocks' entries may be missing while their bytes are on disk. Reads
-    /// on from the end of the last indexed block (or the start of newer segments) and takes every
-    /// whole line that continues the chain; the first that does not ends that segment's
-    /// recovery (a torn write at a crash). Returns how many records came back.
-    fn recover(&self) -> Result<u64, StoreError> {
-        let mut head = self.head()?;
-        let resume = match self.blocks.last()? {
-            Some((_, v)) => {
-                let at = Location::from_bytes(&v).ok_or(StoreError::Entry)?;
-                (at.segment, at.offset + u64::from(at.len))
-            }
-            None => (0, 0),
-        };
-        let mut recovered = 0;
-        for id in self.segments.ids()? {
-            if id < resume.0 {
-                continue;
-            }
-            let from = if id == resume.0 { resume.1 } else { 0 };
-            let bytes = self.segments.read_from(id, from)?;
-            let mut records = Vec::new();
-            let (mut start, mut end) = (from, from);
-            let mut pos = from;
-            for line in bytes.split_inclusive(|b| *b == b'\n') {
-                pos += line.len() as u64;
-                let Some(record) = line
-                    .strip_suffix(b"\n")
-                    .and_then(|l| serde_json::from_slice::<Record>(l).ok())
-                else {
-                    break;
-                };
-                if record.seq < head.next_seq && records.is_empty() {
-                    // Already indexed, or pruned: recovery starts after it.
-                    start = pos;
-                    continue;
-                }
-                if record.seq != head.next_seq
-                    || record.prev_hash != head.last_hash
-                    || record.compute_hash() != record.hash
-                {
-                    break;
-                }
-                head = head_after(&record);
-                end = pos;
-                records.push(record);
-            }
-            if !records.is_empty() {
-                let len = u32::try_from(end - start).map_err(|_| StoreError::Entry)?;
-                let at = Location {
-                    segment: id,
-                    offset: start,
-                    len,
-                };
-                let key = block_key(records[0].ts_us, records[0].seq);
-                let index = index_entries(records.iter().map(record_fields), &key);
-                self.index_block(&key, index, at, &head)?;
-                recovered += records.len() as u64;
-            }
-        }
-        if recovered > 0 {
-            self.db.flush()?;
-        }
-        Ok(recovered)
-    }
-
     /// Writes sled's log (block entries, indexes, head) to disk. Records are durable without it:
     /// each block is synced to its segment before sled hears of it, and [`Store::open`] indexes
     /// any block whose entry was lost.
@@ -481,128 +340,6 @@ impl Store {
             .flatten()
             .map_or(0, |v| counter(Some(&v)))
     }
-
-    fn checkpoint(&self) -> Result<Option<Head>, StoreError> {
-        match self.meta.get(CHECKPOINT)? {
-            Some(v) => Ok(Some(serde_json::from_slice(&v)?)),
-            None => Ok(None),
-        }
-    }
-
-    /// Removes blocks from the old end while their records are older than `min_ts_us` or while
-    /// the store holds more than `max_bytes`, then the segments nothing points into any more;
-    /// the chain stays verifiable from the checkpoint.
-    pub fn prune(&self, min_ts_us: u64, max_bytes: u64) -> Result<usize, StoreError> {
-        let mut removed = 0;
-        let mut bytes = self.bytes();
-        let mut checkpoint = None;
-        for entry in self.blocks.iter() {
-            let (key, value) = entry?;
-            let at = Location::from_bytes(&value).ok_or(StoreError::Entry)?;
-            let block = self.read(&value)?;
-            let Some(last) = block.last() else { continue };
-            if last.ts_us >= min_ts_us && bytes <= max_bytes {
-                break;
-            }
-            let block_key: [u8; 16] = key.as_ref().try_into().unwrap_or_default();
-            for k in index_entries(block.iter().map(record_fields), &block_key) {
-                self.index.remove(k)?;
-            }
-            self.blocks.remove(&key)?;
-            bytes = bytes.saturating_sub(u64::from(at.len));
-            checkpoint = Some(head_after(last));
-            removed += block.len();
-        }
-        if let Some(checkpoint) = checkpoint {
-            self.meta
-                .insert(CHECKPOINT, serde_json::to_vec(&checkpoint)?)?;
-            self.meta.insert(BYTES, &bytes.to_be_bytes())?;
-            self.db.flush()?;
-            let first_kept = match self.blocks.first()? {
-                Some((_, v)) => Some(Location::from_bytes(&v).ok_or(StoreError::Entry)?.segment),
-                None => None,
-            };
-            self.segments.remove_before(first_kept)?;
-        }
-        Ok(removed)
-    }
-
-    /// Walks the chain: consecutive sequence numbers from the checkpoint, each record's
-    /// `prev_hash` equal to the previous hash, each hash recomputed, each block under its first
-    /// record's key, and the last record equal to the head.
-    /// Reports the first break at the position where the chain stops being whole.
-    pub fn verify(&self) -> Result<Verification, StoreError> {
-        let start = self.checkpoint()?.unwrap_or_default();
-        let first_seq = start.next_seq;
-        let mut expected = start;
-        let mut checked = 0;
-        let broke = |checked, seq, problem: String| Verification {
-            ok: false,
-            checked,
-            first_seq,
-            first_break: Some(Break { seq, problem }),
-        };
-        for entry in self.blocks.iter() {
-            let (key, value) = entry?;
-            let at = expected.next_seq;
-            let block = match self.read(&value) {
-                Ok(b) => b,
-                Err(e) => return Ok(broke(checked, at, format!("a block is not readable: {e}"))),
-            };
-            for record in &block {
-                let at = expected.next_seq;
-                if record.seq > at {
-                    let problem = format!(
-                        "record #{} appears where #{at} belongs: records are missing or moved",
-                        record.seq
-                    );
-                    return Ok(broke(checked, at, problem));
-                }
-                if record.seq < at {
-                    let problem =
-                        format!("record #{} appears after #{} (moved)", record.seq, at - 1);
-                    return Ok(broke(checked, record.seq, problem));
-                }
-                if record.prev_hash != expected.last_hash {
-                    let problem =
-                        "its prev_hash does not match the previous record (reordered or replaced)";
-                    return Ok(broke(checked, at, problem.into()));
-                }
-                if record.compute_hash() != record.hash {
-                    let problem = "its content does not match its hash (edited)";
-                    return Ok(broke(checked, at, problem.into()));
-                }
-                expected = head_after(record);
-                checked += 1;
-            }
-            if let Some(first) = block.first() {
-                if key.as_ref() != block_key(first.ts_us, first.seq) {
-                    let problem = format!(
-                        "the block holding #{} is not under its own key (moved)",
-                        first.seq
-                    );
-                    return Ok(broke(checked, first.seq, problem));
-                }
-            }
-        }
-        if let Some(head) = self.meta.get(HEAD)? {
-            let head: Head = serde_json::from_slice(&head)?;
-            if head.next_seq != expected.next_seq || head.last_hash != expected.last_hash {
-                let problem = format!(
-                    "the log ends at #{} but #{} was written (records removed from the end)",
-                    expected.next_seq.saturating_sub(1),
-                    head.next_seq.saturating_sub(1)
-                );
-                return Ok(broke(checked, expected.next_seq, problem));
-            }
-        }
-        Ok(Verification {
-            ok: true,
-            checked,
-            first_seq,
-            first_break: None,
-        })
-    }
 }
 
 fn counter(v: Option<&[u8]>) -> u64 {
@@ -611,11 +348,11 @@ fn counter(v: Option<&[u8]>) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+mod test_support {
     use super::*;
     use crate::audit::record::{Kind, Outcome};
 
-    fn batch(n: usize, upstream: &str) -> Vec<Record> {
+    pub(super) fn batch(n: usize, upstream: &str) -> Vec<Record> {
         (0..n)
             .map(|i| {
                 let mut r = Record::new(Kind::Request, "tools/call", Outcome::Ok);
@@ -626,7 +363,7 @@ mod tests {
             .collect()
     }
 
-    fn seqs(store: &Store) -> Vec<u64> {
+    pub(super) fn seqs(store: &Store) -> Vec<u64> {
         let mut seqs = Vec::new();
         for entry in store.blocks().iter() {
             let (_, v) = entry.unwrap_or_else(|e| panic!("{e}"));
@@ -636,140 +373,14 @@ mod tests {
         seqs
     }
 
-    fn upstream_is(upstream: &str) -> crate::audit::Filter {
+    pub(super) fn upstream_is(upstream: &str) -> crate::audit::Filter {
         crate::audit::Filter {
             upstream: Some(upstream.to_owned()),
             ..Default::default()
         }
     }
 
-    fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
+    pub(super) fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
         r.unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// sled's log lags the segments: blocks whose entries were lost (a kill before sled wrote
-    /// them) are indexed again at open; a torn line after them is left out, and appending goes
-    /// on from the last whole record.
-    #[test]
-    fn open_indexes_blocks_sled_lost_and_skips_a_torn_tail() {
-        let dir = ok(tempfile::tempdir());
-        let mut head = Head::default();
-        {
-            let store = ok(Store::open(dir.path()));
-            for upstream in ["a", "b", "c"] {
-                ok(store.append(batch(4, upstream), &mut head));
-            }
-            ok(store.flush());
-            // The last two blocks' entries and index entries vanish, as if sled never wrote them.
-            let keys: Vec<_> = store.blocks().iter().keys().skip(1).map(ok).collect();
-            for key in keys {
-                ok(store.blocks().remove(key));
-            }
-            let lost: Vec<_> = store.index().iter().keys().map(ok).collect();
-            for key in lost.iter().filter(|k| !k.starts_with(b"ua\0")) {
-                ok(store.index().remove(key));
-            }
-            ok(store.flush());
-        }
-        let segment = ok(std::fs::read_dir(dir.path().join("segments")))
-            .map(|e| ok(e).path())
-            .next()
-            .unwrap_or_default();
-        let mut torn = ok(std::fs::OpenOptions::new().append(true).open(&segment));
-        ok(std::io::Write::write_all(
-            &mut torn,
-            br#"{"seq":12,"ts_us":"#,
-        ));
-        drop(torn);
-
-        let store = ok(Store::open(dir.path()));
-        assert_eq!(seqs(&store), (0..12).collect::<Vec<_>>());
-        let page = ok(store.query(&upstream_is("c")));
-        assert_eq!(page.records.len(), 4, "the recovered block is indexed");
-        let mut head = ok(store.head());
-        assert_eq!(head.next_seq, 12);
-        ok(store.append(batch(2, "d"), &mut head));
-        let verified = ok(store.verify());
-        assert!(verified.ok, "{verified:?}");
-        assert_eq!(verified.checked, 14);
-        assert_eq!(seqs(&store), (0..14).collect::<Vec<_>>());
-    }
-
-    fn segment_files(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = ok(std::fs::read_dir(dir.join("segments")))
-            .map(|e| ok(e).file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
-
-    /// Retention removes whole blocks from the old end — by size, then by age — and the segments
-    /// no block points into; the chain verifies from the checkpoint, before and after new records.
-    #[test]
-    fn retention_prunes_old_blocks_and_segments_and_the_chain_still_verifies() {
-        let dir = ok(tempfile::tempdir());
-        let mut head = Head::default();
-        // Three opens: three segments, with two blocks of 5 records each.
-        for (i, upstream) in ["a", "b", "c"].into_iter().enumerate() {
-            let store = ok(Store::open(dir.path()));
-            for _ in 0..2 {
-                let mut block = batch(5, upstream);
-                for r in &mut block {
-                    r.ts_us = 1_000_000 * (i as u64 + 1);
-                }
-                ok(store.append(block, &mut head));
-            }
-            ok(store.flush());
-        }
-        let store = ok(Store::open(dir.path()));
-        assert_eq!(segment_files(dir.path()).len(), 3);
-        let lens: Vec<u64> = (store.blocks().iter().values().map(ok))
-            .filter_map(|v| Location::from_bytes(&v))
-            .map(|at| u64::from(at.len))
-            .collect();
-        assert_eq!(lens.iter().sum::<u64>(), store.bytes());
-
-        // By size: keep at most the last four blocks' bytes → the first segment's two blocks go.
-        let (first_key, first_entry) = ok(store.blocks().first()).unwrap_or_default();
-        assert_eq!(ok(store.prune(0, lens[2..].iter().sum())), 10);
-        // A query that read the entry before retention removed the block skips it.
-        assert!(ok(store.read_live(&first_key, &first_entry)).is_none());
-        assert_eq!(seqs(&store), (10..30).collect::<Vec<_>>());
-        assert_eq!(
-            segment_files(dir.path()),
-            vec![format!("{:020}.log", 10), format!("{:020}.log", 20)]
-        );
-        let verified = ok(store.verify());
-        assert!(
-            verified.ok && verified.first_seq == 10 && verified.checked == 20,
-            "{verified:?}"
-        );
-        assert!(ok(store.query(&upstream_is("a"))).records.is_empty());
-        assert!(
-            !store
-                .index()
-                .iter()
-                .keys()
-                .map(ok)
-                .any(|k| k.starts_with(b"ua\0"))
-        );
-
-        // By age: records before t = 3 s go.
-        assert_eq!(ok(store.prune(3_000_000, u64::MAX)), 10);
-        assert_eq!(seqs(&store), (20..30).collect::<Vec<_>>());
-        assert_eq!(store.len(), 10);
-        let mut head = ok(store.head());
-        ok(store.append(batch(3, "d"), &mut head));
-        let verified = ok(store.verify());
-        assert!(
-            verified.ok && verified.first_seq == 20 && verified.checked == 13,
-            "{verified:?}"
-        );
-
-        // Reopened, the store continues from the same place.
-        drop(store);
-        let store = ok(Store::open(dir.path()));
-        assert_eq!(ok(store.head()).next_seq, 33);
-        assert!(ok(store.verify()).ok);
     }
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::record::{Body, Record, Redactor, Sealed, now_us};
 use super::store::{Head, Store, StoreError, Written};
-use super::{AuditConfig, Durability};
+use crate::config::{AuditConfig, Durability};
 
 /// Records a batch holds at most.
 const MAX_BATCH: usize = 4096;
@@ -84,11 +84,14 @@ impl AuditHandle {
         let thread = std::thread::Builder::new()
             .name("mcpmux-audit".into())
             .spawn(move || writer.run(rx))
-            .map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
+            .map_err(|source| StoreError::Io {
+                context: "cannot start the writer thread",
+                source,
+            })?;
         let shared = Shared {
             tx,
             chain: Mutex::new(head),
-            redactor: Redactor::new(&config.secret_keys)?,
+            redactor: Redactor::new(&config.secret_keys),
             dropped: AtomicU64::new(0),
             written: AtomicU64::new(0),
             thread: Mutex::new(Some(thread)),

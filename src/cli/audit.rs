@@ -1,11 +1,13 @@
 //! `mcpmux audit …`: query, tail, stats and verify the audit log — through the running daemon's
-//! admin API, or directly on the store when the daemon is stopped (sled lets one process in).
+//! admin API, or directly on the store when the daemon is stopped (the store lets one process in).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
+use reqwest::Method;
 
+use super::admin::Admin;
 use crate::audit::{FilterArgs, Page, Record, StatRow, Store, Verification, cursor_after, now_us};
 
 #[derive(Debug, Subcommand)]
@@ -13,7 +15,7 @@ pub enum AuditCommand {
     /// Records matching the filters, oldest first, one page at a time.
     Query {
         #[command(flatten)]
-        filter: FilterFlags,
+        filter: FilterArgs,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
         /// Records per page.
@@ -31,7 +33,7 @@ pub enum AuditCommand {
     /// The newest records; with -f, keep printing new ones.
     Tail {
         #[command(flatten)]
-        filter: FilterFlags,
+        filter: FilterArgs,
         /// How many of the newest records to start with.
         #[arg(short = 'n', long, default_value_t = 20)]
         lines: usize,
@@ -46,7 +48,7 @@ pub enum AuditCommand {
     /// Calls, errors and p50/p99 latency per upstream and tool.
     Stats {
         #[command(flatten)]
-        filter: FilterFlags,
+        filter: FilterArgs,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
         #[command(flatten)]
@@ -67,54 +69,6 @@ pub enum Format {
     Csv,
 }
 
-#[derive(Debug, Args)]
-pub struct FilterFlags {
-    /// Only records newer than this span, e.g. 1h, 30m, 2d.
-    #[arg(long)]
-    since: Option<String>,
-    /// From this time (RFC 3339, e.g. 2026-11-29T10:00:00Z, or a span ago).
-    #[arg(long)]
-    from: Option<String>,
-    /// Until this time (exclusive).
-    #[arg(long)]
-    to: Option<String>,
-    #[arg(long)]
-    upstream: Option<String>,
-    /// The tool, prompt or URI as hosts see it (e.g. memory__read_graph).
-    #[arg(long)]
-    tool: Option<String>,
-    #[arg(long)]
-    method: Option<String>,
-    #[arg(long)]
-    session: Option<String>,
-    #[arg(long)]
-    principal: Option<String>,
-    /// ok, error, tool_error or info.
-    #[arg(long)]
-    outcome: Option<String>,
-    /// Only requests that took at least this long.
-    #[arg(long)]
-    min_latency_ms: Option<u64>,
-}
-
-impl FilterFlags {
-    fn args(&self) -> FilterArgs {
-        FilterArgs {
-            since: self.since.clone(),
-            from: self.from.clone(),
-            to: self.to.clone(),
-            upstream: self.upstream.clone(),
-            tool: self.tool.clone(),
-            method: self.method.clone(),
-            session: self.session.clone(),
-            principal: self.principal.clone(),
-            outcome: self.outcome.clone(),
-            min_latency_ms: self.min_latency_ms,
-            ..FilterArgs::default()
-        }
-    }
-}
-
 /// How to reach the log.
 #[derive(Debug, Args)]
 pub struct Access {
@@ -130,34 +84,16 @@ pub struct Access {
 
 /// The running daemon, or the store itself.
 enum Source {
-    Admin(String),
+    Admin(Admin),
     Store(Store),
 }
 
 impl Source {
     async fn open(access: &Access) -> anyhow::Result<Self> {
         if access.state_dir.is_none() {
-            let admin = match &access.admin {
-                Some(a) => Some(if a.contains("://") {
-                    a.clone()
-                } else {
-                    format!("http://{a}")
-                }),
-                None => super::load(access.config.clone())
-                    .ok()
-                    .and_then(|c| c.admin)
-                    .map(|a| format!("http://{a}")),
-            };
-            if let Some(admin) = admin {
-                let probe = reqwest::Client::builder()
-                    .timeout(Duration::from_secs(2))
-                    .build()?;
-                if probe
-                    .get(format!("{admin}/health"))
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.status().is_success())
-                {
+            let admin = Admin::configured(access.admin.as_deref(), access.config.clone());
+            if let Some(admin) = admin.ok().flatten() {
+                if admin.is_up().await {
                     return Ok(Self::Admin(admin));
                 }
             }
@@ -175,31 +111,13 @@ impl Source {
         Ok(Self::Store(crate::audit::open(&dir)?))
     }
 
-    async fn get<T: serde::de::DeserializeOwned>(
-        &self,
-        path: &str,
-        args: &FilterArgs,
-    ) -> anyhow::Result<T> {
-        let Self::Admin(base) = self else {
-            unreachable!("only called for the admin API")
-        };
-        let response = reqwest::Client::new()
-            .get(format!("{base}{path}"))
-            .query(&args.to_query())
-            .send()
-            .await?;
-        let status = response.status();
-        let text = response.text().await?;
-        if !status.is_success() {
-            let error: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-            anyhow::bail!("{}", error["error"].as_str().unwrap_or(&text));
-        }
-        Ok(serde_json::from_str(&text)?)
-    }
-
     async fn query(&self, args: &FilterArgs) -> anyhow::Result<Page> {
         match self {
-            Self::Admin(_) => self.get("/audit/query", args).await,
+            Self::Admin(admin) => {
+                admin
+                    .request(Method::GET, "/audit/query", &args.to_query())
+                    .await
+            }
             Self::Store(store) => {
                 Ok(store.query(&args.to_filter(now_us()).map_err(anyhow::Error::msg)?)?)
             }
@@ -208,7 +126,11 @@ impl Source {
 
     async fn stats(&self, args: &FilterArgs) -> anyhow::Result<Vec<StatRow>> {
         match self {
-            Self::Admin(_) => self.get("/audit/stats", args).await,
+            Self::Admin(admin) => {
+                admin
+                    .request(Method::GET, "/audit/stats", &args.to_query())
+                    .await
+            }
             Self::Store(store) => {
                 Ok(store.stats(&args.to_filter(now_us()).map_err(anyhow::Error::msg)?)?)
             }
@@ -217,7 +139,7 @@ impl Source {
 
     async fn verify(&self) -> anyhow::Result<Verification> {
         match self {
-            Self::Admin(_) => self.get("/audit/verify", &FilterArgs::default()).await,
+            Self::Admin(admin) => admin.request(Method::GET, "/audit/verify", &[]).await,
             Self::Store(store) => Ok(store.verify()?),
         }
     }
@@ -238,7 +160,7 @@ pub async fn run(command: AuditCommand) -> anyhow::Result<bool> {
             let mut args = FilterArgs {
                 limit: Some(limit),
                 cursor,
-                ..filter.args()
+                ..filter
             };
             let mut printer = Printer::new(format);
             loop {
@@ -267,7 +189,7 @@ pub async fn run(command: AuditCommand) -> anyhow::Result<bool> {
             let newest = FilterArgs {
                 limit: Some(lines.max(1)),
                 newest_first: Some(true),
-                ..filter.args()
+                ..filter.clone()
             };
             let mut records = source.query(&newest).await?.records;
             records.reverse();
@@ -282,7 +204,7 @@ pub async fn run(command: AuditCommand) -> anyhow::Result<bool> {
                 let args = FilterArgs {
                     limit: Some(1000),
                     cursor: cursor.clone(),
-                    ..filter.args()
+                    ..filter.clone()
                 };
                 let page = source.query(&args).await?;
                 printer.print(&page.records);
@@ -296,7 +218,7 @@ pub async fn run(command: AuditCommand) -> anyhow::Result<bool> {
             format,
             access,
         } => {
-            let rows = Source::open(&access).await?.stats(&filter.args()).await?;
+            let rows = Source::open(&access).await?.stats(&filter).await?;
             print_stats(&rows, format);
         }
         AuditCommand::Verify { access } => {

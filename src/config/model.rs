@@ -1,12 +1,13 @@
-//! The validated configuration mcpmux runs with. Every value here has passed `load`'s checks.
+//! The validated configuration mcpmux runs with, and its defaults. Every value here has passed
+//! `load`'s checks.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::audit::{AuditConfig, Redaction};
 use super::policy::Policy;
-use crate::audit::{AuditConfig, Redaction};
 use crate::mcp::ListKind;
 use crate::mcp::names::{NameBudget, Prefix};
 
@@ -15,6 +16,16 @@ use crate::mcp::names::{NameBudget, Prefix};
 pub const DEFAULT_INHERITED_ENV: [&str; 8] = [
     "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "TMPDIR",
 ];
+
+/// Items per listing page unless configured: large enough that hosts which ignore `nextCursor`
+/// still see a normal-sized catalog whole.
+pub const DEFAULT_PAGE_SIZE: usize = 1000;
+/// Longest exposed tool or prompt name unless configured (what Claude and OpenAI accept).
+pub const DEFAULT_NAME_MAX_LENGTH: usize = 64;
+/// Where the host-facing endpoint listens unless configured.
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7332);
+/// Where the admin API listens unless configured.
+pub const DEFAULT_ADMIN_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7333);
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -49,6 +60,20 @@ pub struct ServerConfig {
     pub drain_timeout: Duration,
 }
 
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN,
+            max_body_bytes: 4 * 1024 * 1024,
+            session_idle_timeout: Duration::from_secs(3600),
+            allowed_origins: Vec::new(),
+            initialize_wait: Duration::from_secs(10),
+            max_in_flight_per_session: 32,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct CatalogConfig {
     /// Items per page, per listing.
@@ -77,7 +102,7 @@ impl CatalogConfig {
         self.page_sizes
             .get(&kind)
             .copied()
-            .unwrap_or(super::load::DEFAULT_PAGE_SIZE)
+            .unwrap_or(DEFAULT_PAGE_SIZE)
     }
 }
 

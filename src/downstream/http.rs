@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use super::service::{HostRequest, HostService};
 use super::session::Session;
 use crate::config::ServerConfig;
-use crate::jsonrpc::{Incoming, Kind, RpcError, codes, error_line};
+use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
 use guard::{Refusal, check_origin, check_version, refuse};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -128,14 +128,14 @@ async fn handle_post(
         }
     };
     let request_id = match &message {
-        Kind::Request { id, .. } => Some(*id),
+        Message::Request { id, .. } => Some(*id),
         _ => None,
     };
     if let Err(refusal) = check_version(&headers) {
         return refusal.answering(request_id, &headers).into_response();
     }
     match message {
-        Kind::Request { id, method, params } if method == "initialize" => {
+        Message::Request { id, method, params } if method == "initialize" => {
             match state.service.initialize(id, params, None).await {
                 Ok((session, line)) => {
                     let mut response = json_response(line);
@@ -150,7 +150,7 @@ async fn handle_post(
                 }
             }
         }
-        Kind::Request { id, method, params } => match session_of(&state, &headers) {
+        Message::Request { id, method, params } => match session_of(&state, &headers) {
             Ok(session) => answer(Arc::clone(&state.service), session, id, &method, params).await,
             Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
         },
@@ -165,14 +165,14 @@ async fn handle_post(
 }
 
 /// A host notification or answer: handled at once, nothing to reply.
-fn accept(service: &HostService, session: &Session, message: Kind<'_>) {
+fn accept(service: &HostService, session: &Session, message: Message<'_>) {
     match message {
-        Kind::Notification { method, params } => {
+        Message::Notification { method, params } => {
             service.host_notification(session, &method, params)
         }
-        Kind::Response { id, result } => service.host_answer(session, id, Some(result), None),
-        Kind::Error { id, error } => service.host_answer(session, id, None, Some(error)),
-        Kind::Request { .. } => {}
+        Message::Response { id, result } => service.host_answer(session, id, Some(result), None),
+        Message::Error { id, error } => service.host_answer(session, id, None, Some(error)),
+        Message::Request { .. } => {}
     }
 }
 
@@ -264,14 +264,14 @@ async fn handle_batch(state: &AppState, headers: &HeaderMap, text: &str) -> Resp
     let mut lines: Vec<String> = Vec::new();
     for item in items {
         match Incoming::parse(item.get()) {
-            Ok(Kind::Request { id, method, .. }) if method == "initialize" => {
+            Ok(Message::Request { id, method, .. }) if method == "initialize" => {
                 let error = RpcError::new(
                     codes::INVALID_REQUEST,
                     "initialize cannot be part of a batch",
                 );
                 lines.push(error_line(Some(id), &error));
             }
-            Ok(Kind::Request { id, method, params }) => {
+            Ok(Message::Request { id, method, params }) => {
                 let host = HostRequest::new(Arc::clone(&session), id.to_owned(), None, params);
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
                 let service = &state.service;

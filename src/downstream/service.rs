@@ -33,8 +33,8 @@ use tracing::Instrument;
 
 use super::delivery::Delivery;
 use super::session::{HostInfo, Session};
-use crate::audit::{AuditHandle, Redaction};
-use crate::config::ServerConfig;
+use crate::audit::AuditHandle;
+use crate::config::{Redaction, ServerConfig};
 use crate::jsonrpc::{RpcError, codes, error_line, raw_error_line, response_line, to_raw};
 use crate::mcp::ListKind;
 use crate::mcp::cursor::CursorCodec;

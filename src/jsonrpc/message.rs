@@ -31,7 +31,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValu
 
 /// What a message is, once checked against JSON-RPC 2.0.
 #[derive(Debug)]
-pub enum Kind<'a> {
+pub enum Message<'a> {
     Request {
         id: &'a RawValue,
         method: Cow<'a, str>,
@@ -53,7 +53,7 @@ pub enum Kind<'a> {
 
 impl<'a> Incoming<'a> {
     /// Parses one message. The error is what to answer the sender (-32700 / -32600).
-    pub fn parse(text: &'a str) -> Result<Kind<'a>, RpcError> {
+    pub fn parse(text: &'a str) -> Result<Message<'a>, RpcError> {
         let msg: Incoming<'a> = serde_json::from_str(text).map_err(|e| {
             if e.is_data() {
                 RpcError::new(
@@ -67,7 +67,7 @@ impl<'a> Incoming<'a> {
         msg.classify()
     }
 
-    fn classify(self) -> Result<Kind<'a>, RpcError> {
+    fn classify(self) -> Result<Message<'a>, RpcError> {
         let invalid = |why: &str| {
             RpcError::new(
                 super::codes::INVALID_REQUEST,
@@ -83,17 +83,17 @@ impl<'a> Incoming<'a> {
             }
         }
         match (self.id, self.method, self.result, self.error) {
-            (Some(id), Some(method), None, None) => Ok(Kind::Request {
+            (Some(id), Some(method), None, None) => Ok(Message::Request {
                 id,
                 method,
                 params: self.params,
             }),
-            (None, Some(method), None, None) => Ok(Kind::Notification {
+            (None, Some(method), None, None) => Ok(Message::Notification {
                 method,
                 params: self.params,
             }),
-            (Some(id), None, Some(result), None) => Ok(Kind::Response { id, result }),
-            (Some(id), None, None, Some(error)) => Ok(Kind::Error { id, error }),
+            (Some(id), None, Some(result), None) => Ok(Message::Response { id, result }),
+            (Some(id), None, None, Some(error)) => Ok(Message::Error { id, error }),
             _ => Err(invalid("not a request, notification or response")),
         }
     }
@@ -184,13 +184,15 @@ mod tests {
     #[test]
     fn classifies_each_kind() {
         let k = Incoming::parse(r#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#);
-        assert!(matches!(k, Ok(Kind::Request { ref method, .. }) if method == "ping"));
+        assert!(matches!(k, Ok(Message::Request { ref method, .. }) if method == "ping"));
         let k = Incoming::parse(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        assert!(matches!(k, Ok(Kind::Notification { .. })));
+        assert!(matches!(k, Ok(Message::Notification { .. })));
         let k = Incoming::parse(r#"{"jsonrpc":"2.0","id":7,"result":{"x":[1]}}"#);
-        assert!(matches!(k, Ok(Kind::Response { result, .. }) if result.get() == r#"{"x":[1]}"#));
+        assert!(
+            matches!(k, Ok(Message::Response { result, .. }) if result.get() == r#"{"x":[1]}"#)
+        );
         let k = Incoming::parse(r#"{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":"m"}}"#);
-        assert!(matches!(k, Ok(Kind::Error { .. })));
+        assert!(matches!(k, Ok(Message::Error { .. })));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use super::guard::refuse;
 use super::{AppState, accept, sse};
 use crate::downstream::service::{HostRequest, HostService};
 use crate::downstream::session::new_id;
-use crate::jsonrpc::{Incoming, Kind, RpcError, codes, error_line};
+use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
 
 /// Messages a legacy stream may fall behind by.
 const STREAM: usize = 1024;
@@ -113,7 +113,7 @@ pub(super) async fn handle_message(
     };
     let service = Arc::clone(&state.service);
     match message {
-        Kind::Request { id, method, params } if method == "initialize" => {
+        Message::Request { id, method, params } if method == "initialize" => {
             let line = match service
                 .initialize(id, params, Some(target.session_id.clone()))
                 .await
@@ -126,7 +126,7 @@ pub(super) async fn handle_message(
             };
             let _ = stream.send(line).await;
         }
-        Kind::Request { id, method, params } => match service.session(&target.session_id) {
+        Message::Request { id, method, params } => match service.session(&target.session_id) {
             Some(session) => {
                 let host = HostRequest::new(session, id.to_owned(), Some(stream.clone()), params);
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));

@@ -9,7 +9,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{Answer, HostRequest, HostService};
-use crate::audit::{Direction, Kind, Outcome, Record, Redaction};
+use crate::audit::{Direction, Kind, Outcome, Record};
+use crate::config::Redaction;
 use crate::jsonrpc::RpcError;
 use crate::upstream::Reply;
 

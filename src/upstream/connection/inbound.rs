@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 
 use super::caller::{Caller, ServerRequestReply};
 use super::{Connection, Event, Forwarded};
-use crate::jsonrpc::{Incoming, Kind, Members, RpcError, codes, error_line, raw, response_line};
+use crate::jsonrpc::{Incoming, Members, Message, RpcError, codes, error_line, raw, response_line};
 use crate::mcp::ListKind;
 use crate::upstream::error::{Closed, Reply};
 
@@ -25,12 +25,14 @@ impl Connection {
             return Ok(());
         }
         match Incoming::parse(line) {
-            Ok(Kind::Response { id, result }) => {
+            Ok(Message::Response { id, result }) => {
                 self.resolve(id.get(), Reply::Result(result.to_owned()))
             }
-            Ok(Kind::Error { id, error }) => self.resolve(id.get(), Reply::Error(error.to_owned())),
-            Ok(Kind::Request { id, method, params }) => self.on_request(id, &method, params),
-            Ok(Kind::Notification { method, params }) => {
+            Ok(Message::Error { id, error }) => {
+                self.resolve(id.get(), Reply::Error(error.to_owned()))
+            }
+            Ok(Message::Request { id, method, params }) => self.on_request(id, &method, params),
+            Ok(Message::Notification { method, params }) => {
                 self.on_notification(&method, params, events)
             }
             Err(e) => {

@@ -3,6 +3,10 @@
 //! written to stdout as one line. Requests run concurrently so a slow call blocks nothing else.
 //! If the daemon restarts, the bridge replays the host's `initialize` and retries, so the host
 //! never sees its session vanish.
+//!
+//! - `daemon_client`: the HTTP client of the daemon's own endpoint, also used by `mcpmux tools`.
+
+pub mod daemon_client;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,8 +16,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{RwLock, mpsc};
 use tokio::task::JoinSet;
 
-use crate::client::{ClientError, HttpSession};
-use crate::jsonrpc::{Incoming, Kind, RpcError, codes, error_line};
+use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
+use daemon_client::{ClientError, HttpSession};
 
 struct Bridge {
     session: RwLock<HttpSession>,
@@ -52,7 +56,7 @@ pub async fn run(url: String) -> std::io::Result<()> {
             continue;
         }
         let (is_request, is_initialize, id) = match Incoming::parse(&line) {
-            Ok(Kind::Request { id, method, .. }) => {
+            Ok(Message::Request { id, method, .. }) => {
                 (true, method == "initialize", Some(id.get().to_owned()))
             }
             Ok(_) => (false, false, None),
@@ -96,10 +100,7 @@ impl Bridge {
         let outcome = self.session.read().await.post(line.to_owned()).await;
         match outcome {
             Ok((messages, issued)) => {
-                let version = messages.iter().find_map(|m| {
-                    let v: serde_json::Value = serde_json::from_str(m).ok()?;
-                    v["result"]["protocolVersion"].as_str().map(str::to_owned)
-                });
+                let version = negotiated_version(&messages);
                 self.session.write().await.set_session(issued, version);
                 for m in messages {
                     self.emit(m).await;
@@ -143,10 +144,7 @@ impl Bridge {
         let mut session = self.session.write().await;
         session.set_session(None, None);
         let (messages, issued) = session.post(init).await?;
-        let version = messages.iter().find_map(|m| {
-            let v: serde_json::Value = serde_json::from_str(m).ok()?;
-            v["result"]["protocolVersion"].as_str().map(str::to_owned)
-        });
+        let version = negotiated_version(&messages);
         session.set_session(issued, version);
         session
             .post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned())
@@ -188,4 +186,12 @@ impl Bridge {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
+}
+
+/// The protocol version the daemon's `initialize` answer (among `messages`) settled on.
+fn negotiated_version(messages: &[String]) -> Option<String> {
+    messages.iter().find_map(|m| {
+        let v: serde_json::Value = serde_json::from_str(m).ok()?;
+        v["result"]["protocolVersion"].as_str().map(str::to_owned)
+    })
 }

@@ -1,0 +1,143 @@
+//! What the CLI prints for people: plain left-aligned tables of the config's upstreams, of the
+//! daemon's status and of its tools.
+
+use crate::config::Config;
+
+/// A plain left-aligned text table.
+fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        padded.join("  ").trim_end().to_owned() + "\n"
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// `mcpmux tools`: each tool's name and the first line of its description.
+pub(super) fn tools_table(tools: &[serde_json::Value]) -> String {
+    let rows: Vec<Vec<String>> = tools
+        .iter()
+        .map(|tool| {
+            let description = tool["description"]
+                .as_str()
+                .unwrap_or_default()
+                .lines()
+                .next()
+                .unwrap_or_default();
+            vec![
+                tool["name"].as_str().unwrap_or_default().to_owned(),
+                description.chars().take(80).collect(),
+            ]
+        })
+        .collect();
+    table(&["TOOL", "DESCRIPTION"], &rows)
+}
+
+/// `mcpmux status`: the daemon, then one row per upstream.
+pub(super) fn status_table(status: &serde_json::Value) -> String {
+    let rows: Vec<Vec<String>> = status["upstreams"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|u| {
+            let text = |k: &str| {
+                u[k].as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| u[k].to_string())
+            };
+            vec![
+                text("name"),
+                text("state"),
+                u["protocol_version"].as_str().unwrap_or("-").to_owned(),
+                text("tools"),
+                text("restarts"),
+                text("in_flight"),
+                u["last_error"]
+                    .as_str()
+                    .unwrap_or("")
+                    .chars()
+                    .take(90)
+                    .collect(),
+            ]
+        })
+        .collect();
+    let mut out = format!(
+        "mcpmux {} — {} host sessions, catalog generation {}\n",
+        status["version"].as_str().unwrap_or("?"),
+        status["sessions"],
+        status["catalog_generation"]
+    );
+    out.push_str(&table(
+        &[
+            "UPSTREAM",
+            "STATE",
+            "VERSION",
+            "TOOLS",
+            "RESTARTS",
+            "IN-FLIGHT",
+            "LAST ERROR",
+        ],
+        &rows,
+    ));
+    out
+}
+
+/// `mcpmux check`: the config is valid, then one row per upstream.
+pub(super) fn upstream_table(config: &Config) -> String {
+    let rows: Vec<Vec<String>> = config
+        .upstreams
+        .iter()
+        .map(|u| {
+            let command = std::iter::once(u.command.as_str())
+                .chain(u.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ");
+            vec![
+                u.name.clone(),
+                u.prefix.to_string(),
+                if u.enabled { "yes".into() } else { "no".into() },
+                if program_exists(&u.command) {
+                    "found".into()
+                } else {
+                    "NOT FOUND".into()
+                },
+                format!("{}s", u.policy.request_timeout.as_secs()),
+                command,
+            ]
+        })
+        .collect();
+    let mut out = format!(
+        "config {} is valid; listening on {}\n",
+        config.source.display(),
+        config.server.listen
+    );
+    out.push_str(&table(
+        &[
+            "UPSTREAM", "PREFIX", "ENABLED", "PROGRAM", "TIMEOUT", "COMMAND",
+        ],
+        &rows,
+    ));
+    out
+}
+
+/// Whether `command` names an existing file, directly or on PATH.
+fn program_exists(command: &str) -> bool {
+    if command.contains('/') {
+        return std::path::Path::new(command).is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(command).is_file()))
+}

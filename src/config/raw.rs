@@ -1,0 +1,149 @@
+//! The config file as written: a serde mirror of the TOML with every key optional, refusing
+//! unknown keys. [`super::validate`] turns it into the model; `mcpServers` JSON files are read into
+//! the same shape ([`super::mcp_servers`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::audit::{Durability, Redaction};
+use super::error::ConfigError;
+use super::model::Isolation;
+use super::policy::RawPolicy;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    /// Where mcpmux keeps state (the audit store); see `config::state_dir`.
+    pub state_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub audit: RawAudit,
+    #[serde(default)]
+    pub server: RawServer,
+    #[serde(default)]
+    pub catalog: RawCatalog,
+    #[serde(default)]
+    pub defaults: RawDefaults,
+    #[serde(default)]
+    pub admin: RawAdmin,
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, RawUpstream>,
+}
+
+impl RawConfig {
+    pub fn from_toml(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            file: path.into(),
+            detail: e.to_string().trim_end().to_owned(),
+        })
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServer {
+    pub listen: Option<String>,
+    pub max_body_bytes: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    pub session_idle_timeout: Option<Duration>,
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    #[serde(default, with = "humantime_serde")]
+    pub initialize_wait: Option<Duration>,
+    pub max_in_flight_per_session: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    pub drain_timeout: Option<Duration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAudit {
+    pub enabled: Option<bool>,
+    pub redaction: Option<Redaction>,
+    pub secret_keys: Option<Vec<String>>,
+    pub durability: Option<Durability>,
+    #[serde(default, with = "humantime_serde")]
+    pub max_age: Option<Duration>,
+    pub max_bytes: Option<u64>,
+    pub queue: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAdmin {
+    /// `"off"` disables the admin listener.
+    pub listen: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCatalog {
+    pub page_size: Option<usize>,
+    pub tools_page_size: Option<usize>,
+    pub prompts_page_size: Option<usize>,
+    pub resources_page_size: Option<usize>,
+    pub resource_templates_page_size: Option<usize>,
+    pub name_pattern: Option<String>,
+    pub name_max_length: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    pub cursor_retention: Option<Duration>,
+    pub max_items_per_upstream: Option<usize>,
+}
+
+/// `[upstreams.NAME]`: the process, its namespace, and policy overrides. Unknown keys are caught
+/// by `unknown` (serde cannot refuse them itself next to a flattened table).
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawUpstream {
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub inherit_env: Option<Vec<String>>,
+    pub cwd: Option<PathBuf>,
+    pub enabled: Option<bool>,
+    pub prefix: Option<String>,
+    #[serde(default)]
+    pub isolation: Isolation,
+    pub roots: Option<Vec<String>>,
+    #[serde(default)]
+    pub tool_timeouts: BTreeMap<String, HumanDuration>,
+    pub audit_redaction: Option<Redaction>,
+    #[serde(default)]
+    pub audit_redaction_tools: BTreeMap<String, Redaction>,
+    #[serde(flatten)]
+    pub policy: RawPolicy,
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, toml::Value>,
+}
+
+/// A duration written like "30s" or "5m".
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub(super) struct HumanDuration(#[serde(with = "humantime_serde")] pub Duration);
+
+/// The keys of [`RawUpstream`] besides the policy's, for unknown-key messages.
+pub(super) const UPSTREAM_KEYS: [&str; 12] = [
+    "command",
+    "args",
+    "env",
+    "inherit_env",
+    "cwd",
+    "enabled",
+    "prefix",
+    "isolation",
+    "roots",
+    "tool_timeouts",
+    "audit_redaction",
+    "audit_redaction_tools",
+];
+
+/// `[defaults]`: policy for every upstream.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawDefaults {
+    #[serde(flatten)]
+    pub policy: RawPolicy,
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, toml::Value>,
+}

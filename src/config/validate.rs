@@ -1,0 +1,318 @@
+//! Turning a [`RawConfig`] into the [`Config`] mcpmux runs with: defaults filled in, relative
+//! paths resolved against the file's directory, and every refusal a [`ConfigError::Invalid`] that
+//! names the key and the fix. One function per section, checked in file order.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use super::audit::{AuditConfig, SecretKeys, state_dir};
+use super::error::ConfigError;
+use super::model::{
+    CatalogConfig, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_INHERITED_ENV, DEFAULT_NAME_MAX_LENGTH,
+    DEFAULT_PAGE_SIZE, ServerConfig, UpstreamConfig,
+};
+use super::policy::{POLICY_KEYS, Policy};
+use super::raw::{
+    RawAdmin, RawAudit, RawCatalog, RawConfig, RawDefaults, RawServer, RawUpstream, UPSTREAM_KEYS,
+};
+use crate::mcp::ListKind;
+use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
+
+/// Validates `raw`, read from the file at `path`.
+pub(super) fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
+    let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let server = server(path, raw.server)?;
+    let admin = admin(path, raw.admin)?;
+    let catalog = catalog(path, raw.catalog)?;
+    let upstreams = upstreams(path, &base_dir, raw.defaults, raw.upstreams)?;
+    let state_dir = raw.state_dir.map(|d| resolve(&base_dir, d));
+    let audit = audit(path, raw.audit, state_dir.as_deref())?;
+    Ok(Config {
+        source: path.into(),
+        audit,
+        server,
+        catalog,
+        admin,
+        upstreams,
+    })
+}
+
+/// `path` relative to the config file's directory, unless absolute.
+fn resolve(base_dir: &Path, path: PathBuf) -> PathBuf {
+    if path.is_relative() {
+        base_dir.join(path)
+    } else {
+        path
+    }
+}
+
+fn server(file: &Path, s: RawServer) -> Result<ServerConfig, ConfigError> {
+    let d = ServerConfig::default();
+    let listen = match s.listen.as_deref() {
+        None => d.listen,
+        Some(text) => text.parse().map_err(|e| {
+            ConfigError::invalid(
+                file,
+                "server.listen",
+                format!("`{text}` is not an address: {e}"),
+                "write it as IP:PORT, e.g. \"127.0.0.1:7332\"",
+            )
+        })?,
+    };
+    let server = ServerConfig {
+        listen,
+        max_body_bytes: s.max_body_bytes.unwrap_or(d.max_body_bytes),
+        session_idle_timeout: s.session_idle_timeout.unwrap_or(d.session_idle_timeout),
+        allowed_origins: s.allowed_origins,
+        initialize_wait: s.initialize_wait.unwrap_or(d.initialize_wait),
+        max_in_flight_per_session: s
+            .max_in_flight_per_session
+            .unwrap_or(d.max_in_flight_per_session),
+        drain_timeout: s.drain_timeout.unwrap_or(d.drain_timeout),
+    };
+    if server.max_in_flight_per_session == 0 {
+        return Err(ConfigError::invalid(
+            file,
+            "server.max_in_flight_per_session",
+            "0 would refuse every request",
+            "use a positive number, e.g. 32",
+        ));
+    }
+    Ok(server)
+}
+
+/// The admin listener's address; `None` when turned off.
+fn admin(file: &Path, a: RawAdmin) -> Result<Option<SocketAddr>, ConfigError> {
+    match a.listen.as_deref() {
+        None => Ok(Some(DEFAULT_ADMIN_LISTEN)),
+        Some("off") => Ok(None),
+        Some(text) => text.parse().map(Some).map_err(|e| {
+            ConfigError::invalid(
+                file,
+                "admin.listen",
+                format!("`{text}` is not an address: {e}"),
+                "write it as IP:PORT, e.g. \"127.0.0.1:7333\", or \"off\"",
+            )
+        }),
+    }
+}
+
+fn catalog(file: &Path, c: RawCatalog) -> Result<CatalogConfig, ConfigError> {
+    let mut page_sizes = BTreeMap::new();
+    for (kind, key, value) in [
+        (ListKind::Tools, "tools_page_size", c.tools_page_size),
+        (ListKind::Prompts, "prompts_page_size", c.prompts_page_size),
+        (
+            ListKind::Resources,
+            "resources_page_size",
+            c.resources_page_size,
+        ),
+        (
+            ListKind::ResourceTemplates,
+            "resource_templates_page_size",
+            c.resource_templates_page_size,
+        ),
+    ] {
+        let size = value.or(c.page_size).unwrap_or(DEFAULT_PAGE_SIZE);
+        if size == 0 {
+            return Err(ConfigError::invalid(
+                file,
+                format!("catalog.{key}"),
+                "a page size of 0 would never list anything",
+                "use a positive number",
+            ));
+        }
+        page_sizes.insert(kind, size);
+    }
+    let name_budget = NameBudget::new(
+        c.name_pattern.as_deref().unwrap_or(DEFAULT_NAME_PATTERN),
+        c.name_max_length.unwrap_or(DEFAULT_NAME_MAX_LENGTH),
+    )
+    .map_err(|e| {
+        ConfigError::invalid(
+            file,
+            "catalog.name_pattern",
+            e,
+            "use a regular expression and a name_max_length of at least 52",
+        )
+    })?;
+    let d = CatalogConfig::default();
+    Ok(CatalogConfig {
+        page_sizes,
+        name_budget,
+        cursor_retention: c.cursor_retention.unwrap_or(d.cursor_retention),
+        max_items_per_upstream: c.max_items_per_upstream.unwrap_or(d.max_items_per_upstream),
+    })
+}
+
+/// `[defaults]` and every `[upstreams.NAME]`, in name order; no two may share a prefix.
+fn upstreams(
+    file: &Path,
+    base_dir: &Path,
+    defaults: RawDefaults,
+    raw: BTreeMap<String, RawUpstream>,
+) -> Result<Vec<UpstreamConfig>, ConfigError> {
+    if let Some(unknown) = defaults.unknown.keys().next() {
+        return Err(ConfigError::invalid(
+            file,
+            format!("defaults.{unknown}"),
+            "unknown key",
+            format!("use one of {}", POLICY_KEYS.join(", ")),
+        ));
+    }
+    let defaults = defaults.policy.over(&Policy::default());
+    if let Some((k, problem, fix)) = defaults.problem() {
+        return Err(ConfigError::invalid(
+            file,
+            format!("defaults.{k}"),
+            problem,
+            fix,
+        ));
+    }
+    let mut upstreams = Vec::new();
+    let mut prefixes: HashMap<Prefix, String> = HashMap::new();
+    for (name, u) in raw {
+        let upstream = upstream(file, base_dir, name, u, &defaults)?;
+        let (name, prefix) = (&upstream.name, &upstream.prefix);
+        if let Some(other) = prefixes.insert(prefix.clone(), name.clone()) {
+            return Err(ConfigError::invalid(
+                file,
+                format!("upstreams.{name}"),
+                format!("upstreams `{other}` and `{name}` both get the prefix `{prefix}`"),
+                "give one of them its own prefix = \"…\"",
+            ));
+        }
+        upstreams.push(upstream);
+    }
+    Ok(upstreams)
+}
+
+/// One `[upstreams.NAME]` table, its policy over `defaults`.
+fn upstream(
+    file: &Path,
+    base_dir: &Path,
+    name: String,
+    u: RawUpstream,
+    defaults: &Policy,
+) -> Result<UpstreamConfig, ConfigError> {
+    let key = |field: &str| format!("upstreams.{name}.{field}");
+    if let Some(unknown) = u.unknown.keys().next() {
+        let keys = format!("{}, {}", UPSTREAM_KEYS.join(", "), POLICY_KEYS.join(", "));
+        return Err(ConfigError::invalid(
+            file,
+            key(unknown),
+            "unknown key",
+            format!("use one of {keys}"),
+        ));
+    }
+    let command = u.command.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
+        ConfigError::invalid(
+            file,
+            key("command"),
+            "missing",
+            "set the program to start, e.g. command = \"npx\"",
+        )
+    })?;
+    let prefix = prefix(file, &name, u.prefix.as_deref())?;
+    let mut policy = u.policy.over(defaults);
+    policy.tool_timeouts = (u.tool_timeouts.iter())
+        .map(|(t, d)| (t.clone(), d.0))
+        .collect();
+    if let Some((k, problem, fix)) = policy.problem() {
+        return Err(ConfigError::invalid(file, key(k), problem, fix));
+    }
+    if let Some(bad) = u.roots.iter().flatten().find(|r| !r.contains(':')) {
+        return Err(ConfigError::invalid(
+            file,
+            key("roots"),
+            format!("`{bad}` is not a URI"),
+            "write roots as URIs, e.g. \"file:///home/me/project\"",
+        ));
+    }
+    let inherit_env = u.inherit_env.unwrap_or_else(|| {
+        (DEFAULT_INHERITED_ENV.iter())
+            .map(|s| (*s).to_owned())
+            .collect()
+    });
+    Ok(UpstreamConfig {
+        name,
+        prefix,
+        command: program(base_dir, command),
+        args: u.args,
+        env: u.env,
+        inherit_env,
+        cwd: u.cwd.map(|d| resolve(base_dir, d)),
+        enabled: u.enabled.unwrap_or(true),
+        policy,
+        isolation: u.isolation,
+        roots: u.roots,
+        audit_redaction: u.audit_redaction,
+        audit_redaction_tools: u.audit_redaction_tools,
+    })
+}
+
+/// The upstream's namespace: the one `given`, else derived from its `name`.
+fn prefix(file: &Path, name: &str, given: Option<&str>) -> Result<Prefix, ConfigError> {
+    match given {
+        Some(p) => Prefix::parse(p).map_err(|e| {
+            let key = format!("upstreams.{name}.prefix");
+            ConfigError::invalid(file, key, e, "e.g. prefix = \"fs\"")
+        }),
+        None => Prefix::derive(name).map_err(|e| {
+            let fix = "set prefix = \"…\" for it";
+            ConfigError::invalid(file, format!("upstreams.{name}"), e, fix)
+        }),
+    }
+}
+
+/// A command with a `/` in it is a path, relative to the config file's directory; a bare name
+/// is looked up on PATH when started.
+fn program(base_dir: &Path, command: String) -> String {
+    if command.contains('/') && Path::new(&command).is_relative() {
+        base_dir.join(&command).to_string_lossy().into_owned()
+    } else {
+        command
+    }
+}
+
+/// `[audit]` over the defaults; the store lives in `<state dir>/audit`.
+fn audit(file: &Path, a: RawAudit, state: Option<&Path>) -> Result<AuditConfig, ConfigError> {
+    let secret_keys = match a.secret_keys {
+        Some(names) => SecretKeys::new(names),
+        None => SecretKeys::defaults(),
+    }
+    .map_err(|e| {
+        let problem = format!("cannot be matched: {e}");
+        ConfigError::invalid(
+            file,
+            "audit.secret_keys",
+            problem,
+            "use fewer or shorter keys",
+        )
+    })?;
+    let d = AuditConfig::new(state_dir(state).join("audit"), secret_keys);
+    let audit = AuditConfig {
+        enabled: a.enabled.unwrap_or(d.enabled),
+        redaction: a.redaction.unwrap_or(d.redaction),
+        secret_keys: d.secret_keys,
+        durability: a.durability.unwrap_or(d.durability),
+        max_age: match a.max_age {
+            Some(age) if age.is_zero() => None,
+            Some(age) => Some(age),
+            None => d.max_age,
+        },
+        max_bytes: a.max_bytes.unwrap_or(d.max_bytes),
+        queue: a.queue.unwrap_or(d.queue),
+        dir: d.dir,
+    };
+    if audit.queue == 0 {
+        return Err(ConfigError::invalid(
+            file,
+            "audit.queue",
+            "0 would drop every record",
+            "use e.g. 65536",
+        ));
+    }
+    Ok(audit)
+}
