@@ -6,6 +6,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// `crate::a::b…` paths, `use crate::{a, b::c}` groups, and `super::x` in a file.
+static CRATE_PATH: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"crate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)").unwrap());
+static CRATE_GROUP: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"crate::\{([^}]*)\}").unwrap());
+static SUPER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"super::([a-z_][a-z0-9_]*)").unwrap());
 
 /// Top-level modules that must not use the listed ones.
 const FORBIDDEN: &[(&str, &[&str])] = &[
@@ -121,14 +130,12 @@ fn component(rel: &Path, depth: usize) -> Option<String> {
 
 /// Every `crate::a::b…` path a file names, as its segments.
 fn crate_paths(code: &str) -> Vec<Vec<String>> {
-    let re = regex::Regex::new(r"crate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)").unwrap();
-    let mut paths: Vec<Vec<String>> = re
+    let mut paths: Vec<Vec<String>> = CRATE_PATH
         .captures_iter(code)
         .map(|c| c[1].split("::").map(str::to_owned).collect())
         .collect();
     // `use crate::{a, b::c}` groups.
-    let group = regex::Regex::new(r"crate::\{([^}]*)\}").unwrap();
-    for c in group.captures_iter(code) {
+    for c in CRATE_GROUP.captures_iter(code) {
         for item in c[1].split(',') {
             let item = item.trim();
             if !item.is_empty() {
@@ -229,8 +236,7 @@ fn modules_use_only_what_the_architecture_allows_and_form_no_cycles() {
         }
         // `super::x` in a direct child file names a sibling.
         if let (Some(node), false) = (&node, nested) {
-            let re = regex::Regex::new(r"super::([a-z_][a-z0-9_]*)").unwrap();
-            for c in re.captures_iter(&code) {
+            for c in SUPER.captures_iter(&code) {
                 let other = c[1].to_owned();
                 if other != *node && modules_file_exists(&sources, &module, &other) {
                     siblings
