@@ -1,16 +1,19 @@
 //! mcpmux: one daemon that merges many MCP servers into one namespaced, paginated MCP endpoint.
 //!
 //! Module map (see README "Architecture"):
-//! - [`cli`]: the command line (`serve`, `stdio`, `check`, `tools`, `status`, `restart`).
-//! - [`admin`]: the admin API (status, restart, health, readiness) on its own listener.
+//! - [`cli`]: the command line (`serve`, `stdio`, `check`, `tools`, `status`, `restart`, `audit`).
+//! - [`admin`]: the admin API (status, restart, health, readiness, audit) on its own listener.
 //! - [`daemon`]: wires config → upstreams → router → supervisor → HTTP, and shuts down in order.
-//! - [`config`]: the validated model; loading TOML or an `mcpServers` JSON file.
-//! - [`jsonrpc`]: envelopes parsed without copying payloads, line framing, error codes.
+//! - [`config`]: the validated model and its defaults; loading TOML or an `mcpServers` JSON file.
+//! - [`jsonrpc`]: envelopes parsed without copying payloads, the members of a raw object, line
+//!   framing, error codes.
 //! - [`mcp`]: protocol knowledge — versions, listings, the namespacing codec, cursors.
-//! - [`upstream`]: one actor and one connection per upstream server (stdio child process).
-//! - [`supervisor`]: starts upstreams concurrently, restarts failed ones with backoff.
-//! - [`router`]: the merged catalog, published as immutable snapshots.
-//! - [`downstream`]: host sessions, method handling, Streamable HTTP and legacy SSE.
+//! - [`upstream`]: one actor and one connection per upstream server (or per host session), over a
+//!   transport behind one seam (a stdio child process today).
+//! - [`supervisor`]: starts upstreams and per-session instances, restarts failed ones with backoff.
+//! - [`router`]: the merged catalog upstreams publish to, as immutable snapshots.
+//! - [`downstream`]: host sessions, the host service (what each method does, per-request context),
+//!   Streamable HTTP and legacy SSE.
 //! - [`bridge`]: `mcpmux stdio`, a stdio host's bridge to the daemon, and the daemon's HTTP client
 //!   (bridge and CLI).
 //! - [`audit`]: the hash-chained audit log in sled (the only module that knows sled).
