@@ -16,6 +16,7 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use crate::audit::{AuditHandle, FilterArgs, now_us};
+use crate::config::Transport;
 use crate::mcp::ListKind;
 use crate::router::RouterHandle;
 use crate::supervisor::{RestartError, SupervisorHandle};
@@ -63,10 +64,20 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
         .map(|h| {
             let s = h.status();
             let count = |kind| counts.get(&(h.name(), kind)).copied().unwrap_or(0);
+            let (transport, url) = match &h.config().transport {
+                Transport::Stdio(_) => ("stdio", None),
+                Transport::Remote(r) => {
+                    let kind = h.diagnostics().remembered().unwrap_or(r.kind);
+                    (kind.as_str(), Some(r.url.as_str()))
+                }
+            };
             json!({
                 "name": h.name(),
                 "prefix": h.prefix().as_str(),
                 "state": s.phase.to_string(),
+                "transport": transport,
+                "url": url,
+                "last_http_error": h.diagnostics().last_http_error(),
                 "last_error": s.last_error,
                 "restarts": s.restarts,
                 "pid": s.pid,

@@ -3,7 +3,7 @@
 //! nothing of the runtime.
 //!
 //! - `model`: the validated config and its defaults; `policy`: per-upstream policy;
-//!   `audit`: the audit settings.
+//!   `transport`: how an upstream is reached (stdio or remote); `audit`: the audit settings.
 //! - `load`: finding and reading the file; `error`: [`ConfigError`].
 //! - `raw`: the TOML as written (serde); `mcp_servers`: the `mcpServers` JSON, into the same shape.
 //! - `validate`: raw → model, one function per section.
@@ -15,6 +15,7 @@ mod mcp_servers;
 mod model;
 mod policy;
 mod raw;
+mod transport;
 mod validate;
 
 pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir};
@@ -24,3 +25,6 @@ pub use model::{
     CatalogConfig, Config, DEFAULT_INHERITED_ENV, Isolation, ServerConfig, UpstreamConfig,
 };
 pub use policy::Policy;
+pub use transport::{
+    DEFAULT_CONNECT_TIMEOUT, RemoteConfig, RemoteKind, StdioConfig, TokenSource, Transport,
+};

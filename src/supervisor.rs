@@ -162,6 +162,8 @@ struct Slot {
     consecutive_failures: u32,
     /// When it was restarted within the budget window.
     restarts: VecDeque<Instant>,
+    /// How many times it had become ready at its last failure.
+    ready_seen: u64,
 }
 
 impl Slot {
@@ -171,6 +173,7 @@ impl Slot {
             actor: None,
             consecutive_failures: 0,
             restarts: VecDeque::new(),
+            ready_seen: 0,
         }
     }
 }
@@ -338,7 +341,41 @@ impl Actor for Supervisor {
         if state.shutting_down {
             return Ok(());
         }
-        if failure.is_none() && StopReason::parse(reason.as_deref()) == Some(StopReason::Idle) {
+        let stopped = failure
+            .is_none()
+            .then(|| StopReason::parse(reason.as_deref()))
+            .flatten();
+        if stopped == Some(StopReason::Unauthorized) {
+            state.audit.record(Record::event(
+                "upstream.unauthorized",
+                Some(&key.upstream),
+                key.session.as_deref(),
+                slot.handle.status().last_error,
+            ));
+            return Ok(());
+        }
+        if stopped == Some(StopReason::SessionExpired) {
+            let policy = &slot.handle.config().policy;
+            let now = Instant::now();
+            let window = policy.restart_window;
+            slot.restarts.retain(|t| now.duration_since(*t) <= window);
+            // At once, but within the budget: a server that forgets every session is a crash loop.
+            if slot.restarts.len() < policy.restart_budget as usize {
+                slot.restarts.push_back(now);
+                state.audit.record(Record::event(
+                    "upstream.reconnected",
+                    Some(&key.upstream),
+                    key.session.as_deref(),
+                    Some("http session expired".into()),
+                ));
+                let _ = myself.send_message(SupervisorMsg::Start(key));
+                return Ok(());
+            }
+            let why = "its HTTP session expired again and again".to_owned();
+            on_failure(&myself, &key, slot, &state.audit, why);
+            return Ok(());
+        }
+        if stopped == Some(StopReason::Idle) {
             slot.handle.set_phase(
                 Phase::Stopped,
                 Some("stopped while idle; the next call starts it".into()),
@@ -438,9 +475,12 @@ fn on_failure(
         Some(why.clone()),
     ));
     let policy = &slot.handle.config().policy;
-    if matches!(slot.handle.phase(), Phase::Ready | Phase::Degraded) {
+    // A failure after serving starts the backoff over; one while starting continues it.
+    let times_ready = slot.handle.status().times_ready;
+    if times_ready > slot.ready_seen {
         slot.consecutive_failures = 0;
     }
+    slot.ready_seen = times_ready;
     slot.consecutive_failures += 1;
     let now = Instant::now();
     while slot

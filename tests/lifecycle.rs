@@ -311,7 +311,14 @@ async fn check_prints_the_upstreams_of_a_valid_config_and_names_file_and_key_of_
         .iter()
         .find(|l| l.starts_with("UPSTREAM"))
         .unwrap_or_else(|| panic!("no table header:\n{stdout}"));
-    for column in ["PREFIX", "ENABLED", "PROGRAM", "TIMEOUT", "COMMAND"] {
+    for column in [
+        "PREFIX",
+        "ENABLED",
+        "TRANSPORT",
+        "PROGRAM",
+        "TIMEOUT",
+        "TARGET",
+    ] {
         assert!(header.contains(column), "{header}");
     }
     let row = |name: &str| -> String {

@@ -27,7 +27,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::python::{require_python_sdk, run_script, shell_quote};
-use common::{Client, Daemon, MCPMUX, npm_upstream, test_upstream};
+use common::{Client, Daemon, MCPMUX, RemoteServer, npm_upstream, test_upstream};
 use serde_json::{Value, json};
 
 const PYTHON_DEADLINE: Duration = Duration::from_secs(240);
@@ -50,11 +50,12 @@ const PROGRESS_LEAD: f64 = 0.5;
 /// including server-everything's tools that it registers only for clients declaring sampling,
 /// elicitation and roots (mcpmux declares them upstream).
 async fn start_daemon() -> Daemon {
-    let daemon = Daemon::start(&format!(
-        "{}{}",
-        npm_upstream("everything", "mcp-server-everything", &[]),
-        test_upstream("mine", &[])
-    ));
+    start_daemon_with(&npm_upstream("everything", "mcp-server-everything", &[])).await
+}
+
+/// [`start_daemon`] with `everything` as written in `table` (a remote server, say).
+async fn start_daemon_with(table: &str) -> Daemon {
+    let daemon = Daemon::start(&format!("{table}{}", test_upstream("mine", &[])));
     let started = Instant::now();
     let client = Client::connect(&daemon.url).await;
     daemon
@@ -443,4 +444,34 @@ async fn python_sdk_protocol_through_mcpmux_stdio() {
         "daemon exited uncleanly:\n{}",
         daemon.stderr()
     );
+}
+
+/// The same eight items with server-everything as a remote upstream, over `transport` (the
+/// URL path of that mode's endpoint).
+async fn remote_protocol(mode: &str, path: &str, transport: &str) {
+    require_python_sdk();
+    let server = RemoteServer::everything(mode);
+    let table = format!(
+        "[upstreams.everything]\nurl = \"{}\"\ntransport = \"{transport}\"\n",
+        server.url(path)
+    );
+    let mut daemon = start_daemon_with(&table).await;
+    let url = daemon.url.clone();
+    let summary = run_python(&daemon, &["--http", url.as_str()]).await;
+    assert_protocol_summary(&summary, "http", &daemon);
+    assert!(
+        daemon.stop(),
+        "daemon exited uncleanly:\n{}",
+        daemon.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_protocol_with_everything_remote_over_streamable_http() {
+    remote_protocol("streamableHttp", "/mcp", "streamable-http").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_protocol_with_everything_remote_over_legacy_sse() {
+    remote_protocol("sse", "/sse", "sse").await;
 }

@@ -1,7 +1,7 @@
 //! What the CLI prints for people: plain left-aligned tables of the config's upstreams, of the
 //! daemon's status and of its tools.
 
-use crate::config::Config;
+use crate::config::{Config, Transport};
 
 /// A plain left-aligned text table.
 fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -61,12 +61,14 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
             vec![
                 text("name"),
                 text("state"),
+                text("transport"),
                 u["protocol_version"].as_str().unwrap_or("-").to_owned(),
                 text("tools"),
                 text("restarts"),
                 text("in_flight"),
                 u["last_error"]
                     .as_str()
+                    .or(u["last_http_error"].as_str())
                     .unwrap_or("")
                     .chars()
                     .take(90)
@@ -84,6 +86,7 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
         &[
             "UPSTREAM",
             "STATE",
+            "TRANSPORT",
             "VERSION",
             "TOOLS",
             "RESTARTS",
@@ -101,21 +104,29 @@ pub(super) fn upstream_table(config: &Config) -> String {
         .upstreams
         .iter()
         .map(|u| {
-            let command = std::iter::once(u.command.as_str())
-                .chain(u.args.iter().map(String::as_str))
-                .collect::<Vec<_>>()
-                .join(" ");
+            let (transport, program, target) = match &u.transport {
+                Transport::Stdio(stdio) => {
+                    let command = std::iter::once(stdio.command.as_str())
+                        .chain(stdio.args.iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    let found = if program_exists(&stdio.command) {
+                        "found"
+                    } else {
+                        "NOT FOUND"
+                    };
+                    ("stdio", found, command)
+                }
+                Transport::Remote(remote) => (remote.kind.as_str(), "-", remote.url.to_string()),
+            };
             vec![
                 u.name.clone(),
                 u.prefix.to_string(),
                 if u.enabled { "yes".into() } else { "no".into() },
-                if program_exists(&u.command) {
-                    "found".into()
-                } else {
-                    "NOT FOUND".into()
-                },
+                transport.to_owned(),
+                program.to_owned(),
                 format!("{}s", u.policy.request_timeout.as_secs()),
-                command,
+                target,
             ]
         })
         .collect();
@@ -126,7 +137,13 @@ pub(super) fn upstream_table(config: &Config) -> String {
     );
     out.push_str(&table(
         &[
-            "UPSTREAM", "PREFIX", "ENABLED", "PROGRAM", "TIMEOUT", "COMMAND",
+            "UPSTREAM",
+            "PREFIX",
+            "ENABLED",
+            "TRANSPORT",
+            "PROGRAM",
+            "TIMEOUT",
+            "TARGET",
         ],
         &rows,
     ));

@@ -56,6 +56,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 mod tests {
     use super::*;
     use crate::config::model::{DEFAULT_LISTEN, DEFAULT_PAGE_SIZE};
+    use crate::config::{RemoteKind, TokenSource, Transport};
     use crate::mcp::ListKind;
 
     fn load_text(name: &str, text: &str) -> Result<Config, ConfigError> {
@@ -157,7 +158,10 @@ mod tests {
     #[test]
     fn mcp_servers_json_is_accepted_as_written() {
         let json = r#"{"mcpServers": {"My Server": {"command": "node", "args": ["s.js"], "env": {"K": "v"}},
-            "remote": {"url": "https://example.com/mcp"}, "off": {"command": "x", "disabled": true}},
+            "remote": {"url": "https://example.com/mcp", "headers": {"X-Api-Key": "k"}},
+            "legacy": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
+            "vscode": {"type": "http", "url": "https://example.com/v/mcp"},
+            "off": {"command": "x", "disabled": true}},
             "globalShortcut": "x"}"#;
         let c = load_text("claude_desktop_config.json", json).unwrap_or_else(|e| panic!("{e}"));
         let names: Vec<_> = c
@@ -167,7 +171,102 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            [("My Server", "my-server", true), ("off", "off", false)]
+            [
+                ("My Server", "my-server", true),
+                ("legacy", "legacy", true),
+                ("off", "off", false),
+                ("remote", "remote", true),
+                ("vscode", "vscode", true)
+            ]
         );
+        let kinds: Vec<_> = c
+            .upstreams
+            .iter()
+            .filter_map(|u| match &u.transport {
+                Transport::Remote(r) => Some((u.name.as_str(), r.kind, r.url.as_str())),
+                Transport::Stdio(_) => None,
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("legacy", RemoteKind::Sse, "http://127.0.0.1:9/sse"),
+                ("remote", RemoteKind::Auto, "https://example.com/mcp"),
+                (
+                    "vscode",
+                    RemoteKind::StreamableHttp,
+                    "https://example.com/v/mcp"
+                )
+            ]
+        );
+        let e = load_text(
+            "h.json",
+            r#"{"mcpServers": {"w": {"type": "ws", "url": "x"}}}"#,
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(e.contains("mcpServers.w.type") && e.contains("Fix:"), "{e}");
+    }
+
+    #[test]
+    fn remote_upstreams_take_their_keys_and_refuse_the_others() {
+        let c = load_text(
+            "r.toml",
+            "[upstreams.gh]\nurl = \"https://api.example.com/mcp\"\ntransport = \"streamable-http\"\n\
+             headers = { X-Team = \"a\" }\nbearer_token_env = \"GH_TOKEN\"\nconnect_timeout = \"3s\"\n\
+             request_timeout = \"20s\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Transport::Remote(r) = &c.upstreams[0].transport else {
+            panic!("not remote: {:?}", c.upstreams[0]);
+        };
+        assert_eq!(r.kind, RemoteKind::StreamableHttp);
+        assert_eq!(r.bearer_token, Some(TokenSource::Env("GH_TOKEN".into())));
+        assert_eq!(r.connect_timeout, std::time::Duration::from_secs(3));
+        assert_eq!(r.headers.get("X-Team").map(String::as_str), Some("a"));
+        assert_eq!(c.upstreams[0].policy.request_timeout.as_secs(), 20);
+        for (text, key) in [
+            (
+                "command = \"x\"\nurl = \"https://e.com/mcp\"",
+                "upstreams.u.url",
+            ),
+            ("url = \"ftp://e.com/mcp\"", "upstreams.u.url"),
+            ("url = \"not a url\"", "upstreams.u.url"),
+            (
+                "url = \"https://e.com/mcp\"\nargs = [\"x\"]",
+                "upstreams.u.args",
+            ),
+            (
+                "command = \"x\"\nheaders = { A = \"b\" }",
+                "upstreams.u.headers",
+            ),
+            (
+                "url = \"https://e.com/mcp\"\nbearer_token_env = \"A\"\nbearer_token_file = \"t\"",
+                "upstreams.u.bearer_token_file",
+            ),
+            (
+                "url = \"https://e.com/mcp\"\nheaders = { \"Mcp-Session-Id\" = \"x\" }",
+                "upstreams.u.headers.Mcp-Session-Id",
+            ),
+            (
+                "url = \"https://e.com/mcp\"\nclient_cert_file = \"c.pem\"",
+                "upstreams.u.client_cert_file",
+            ),
+            (
+                "url = \"https://e.com/mcp\"\nca_file = \"missing.pem\"",
+                "upstreams.u.ca_file",
+            ),
+            (
+                "url = \"https://e.com/mcp\"\ntransport = \"ws\"",
+                "transport",
+            ),
+        ] {
+            let e = load_text("s.toml", &format!("[upstreams.u]\n{text}\n"))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains(key), "{text}: {e}");
+        }
     }
 }

@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use super::error::ConfigError;
 use super::raw::{RawConfig, RawUpstream};
+use super::transport::RemoteKind;
 
 /// The file: its servers under `mcpServers` (or VS Code's `servers`).
 #[derive(Debug, Deserialize)]
@@ -16,7 +17,8 @@ struct McpServersFile {
     servers: BTreeMap<String, McpServerEntry>,
 }
 
-/// One server: a command to start, or a URL (not supported yet, skipped with a warning).
+/// One server: a command to start, or a remote server's URL with the transport the host names
+/// (`type`: `stdio`, `http` / `streamable-http`, `sse`) and its headers.
 #[derive(Debug, Deserialize)]
 struct McpServerEntry {
     command: Option<String>,
@@ -28,6 +30,10 @@ struct McpServerEntry {
     #[serde(default)]
     disabled: bool,
     url: Option<String>,
+    #[serde(rename = "type", alias = "transport")]
+    kind: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
 }
 
 pub(super) fn from_mcp_servers_json(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
@@ -37,16 +43,30 @@ pub(super) fn from_mcp_servers_json(path: &Path, text: &str) -> Result<RawConfig
     })?;
     let mut upstreams = BTreeMap::new();
     for (name, entry) in file.servers {
-        if entry.command.is_none() && entry.url.is_some() {
-            tracing::warn!(upstream = %name, "Skipping a URL server: only stdio (`command`) upstreams are supported so far.");
-            continue;
-        }
+        let transport = match entry.kind.as_deref() {
+            None | Some("stdio") => None,
+            Some("http" | "streamable-http" | "streamableHttp") => Some(RemoteKind::StreamableHttp),
+            Some("sse") => Some(RemoteKind::Sse),
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("mcpServers.{name}.type"),
+                    format!("unknown transport `{other}`"),
+                    "use \"stdio\", \"http\" (Streamable HTTP) or \"sse\"",
+                ));
+            }
+        };
+        // A remote entry names its transport; a `type` on a stdio entry says nothing more.
+        let transport = transport.filter(|_| entry.url.is_some());
         let raw = RawUpstream {
             command: entry.command,
             args: entry.args,
             env: entry.env,
             cwd: entry.cwd,
             enabled: Some(!entry.disabled),
+            url: entry.url,
+            transport,
+            headers: entry.headers,
             ..RawUpstream::default()
         };
         upstreams.insert(name, raw);

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::audit::{AuditConfig, Redaction};
 use super::policy::Policy;
+use super::transport::Transport;
 use crate::mcp::ListKind;
 use crate::mcp::names::{NameBudget, Prefix};
 
@@ -106,20 +107,15 @@ impl CatalogConfig {
     }
 }
 
-/// One upstream MCP server, started as a child process speaking MCP over stdio.
+/// One upstream MCP server: a child process over stdio, or a remote server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamConfig {
     /// The name as configured (a TOML table key or an `mcpServers` key).
     pub name: String,
     /// The namespace its tools, prompts and URIs are exposed under.
     pub prefix: Prefix,
-    pub command: String,
-    pub args: Vec<String>,
-    /// Variables set for the child on top of the inherited ones.
-    pub env: BTreeMap<String, String>,
-    /// Variables copied from the daemon's environment (default: [`DEFAULT_INHERITED_ENV`]).
-    pub inherit_env: Vec<String>,
-    pub cwd: Option<PathBuf>,
+    /// How it is reached.
+    pub transport: Transport,
     pub enabled: bool,
     /// Deadlines, restart policy, health checks, limits.
     pub policy: Policy,

@@ -12,6 +12,7 @@ use super::audit::{Durability, Redaction};
 use super::error::ConfigError;
 use super::model::Isolation;
 use super::policy::RawPolicy;
+use super::transport::RemoteKind;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -97,6 +98,18 @@ pub(super) struct RawCatalog {
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawUpstream {
     pub command: Option<String>,
+    /// A remote server's URL (instead of `command`).
+    pub url: Option<String>,
+    pub transport: Option<RemoteKind>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    pub bearer_token_env: Option<String>,
+    pub bearer_token_file: Option<PathBuf>,
+    #[serde(default, with = "humantime_serde")]
+    pub connect_timeout: Option<Duration>,
+    pub ca_file: Option<PathBuf>,
+    pub client_cert_file: Option<PathBuf>,
+    pub client_key_file: Option<PathBuf>,
     #[serde(default)]
     pub args: Vec<String>,
     #[serde(default)]
@@ -124,8 +137,17 @@ pub(super) struct RawUpstream {
 pub(super) struct HumanDuration(#[serde(with = "humantime_serde")] pub Duration);
 
 /// The keys of [`RawUpstream`] besides the policy's, for unknown-key messages.
-pub(super) const UPSTREAM_KEYS: [&str; 12] = [
+pub(super) const UPSTREAM_KEYS: [&str; 21] = [
     "command",
+    "url",
+    "transport",
+    "headers",
+    "bearer_token_env",
+    "bearer_token_file",
+    "connect_timeout",
+    "ca_file",
+    "client_cert_file",
+    "client_key_file",
     "args",
     "env",
     "inherit_env",

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use super::audit::{AuditConfig, SecretKeys, state_dir};
 use super::error::ConfigError;
 use super::model::{
-    CatalogConfig, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_INHERITED_ENV, DEFAULT_NAME_MAX_LENGTH,
-    DEFAULT_PAGE_SIZE, ServerConfig, UpstreamConfig,
+    CatalogConfig, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_NAME_MAX_LENGTH, DEFAULT_PAGE_SIZE,
+    ServerConfig, UpstreamConfig,
 };
 use super::policy::{POLICY_KEYS, Policy};
 use super::raw::{
@@ -18,6 +18,8 @@ use super::raw::{
 };
 use crate::mcp::ListKind;
 use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
+
+mod transport;
 
 /// Validates `raw`, read from the file at `path`.
 pub(super) fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
@@ -193,7 +195,7 @@ fn upstream(
     file: &Path,
     base_dir: &Path,
     name: String,
-    u: RawUpstream,
+    mut u: RawUpstream,
     defaults: &Policy,
 ) -> Result<UpstreamConfig, ConfigError> {
     let key = |field: &str| format!("upstreams.{name}.{field}");
@@ -206,14 +208,7 @@ fn upstream(
             format!("use one of {keys}"),
         ));
     }
-    let command = u.command.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
-        ConfigError::invalid(
-            file,
-            key("command"),
-            "missing",
-            "set the program to start, e.g. command = \"npx\"",
-        )
-    })?;
+    let transport = transport::transport(file, base_dir, &name, &mut u)?;
     let prefix = prefix(file, &name, u.prefix.as_deref())?;
     let mut policy = u.policy.over(defaults);
     policy.tool_timeouts = (u.tool_timeouts.iter())
@@ -230,19 +225,10 @@ fn upstream(
             "write roots as URIs, e.g. \"file:///home/me/project\"",
         ));
     }
-    let inherit_env = u.inherit_env.unwrap_or_else(|| {
-        (DEFAULT_INHERITED_ENV.iter())
-            .map(|s| (*s).to_owned())
-            .collect()
-    });
     Ok(UpstreamConfig {
         name,
         prefix,
-        command: program(base_dir, command),
-        args: u.args,
-        env: u.env,
-        inherit_env,
-        cwd: u.cwd.map(|d| resolve(base_dir, d)),
+        transport,
         enabled: u.enabled.unwrap_or(true),
         policy,
         isolation: u.isolation,
@@ -263,16 +249,6 @@ fn prefix(file: &Path, name: &str, given: Option<&str>) -> Result<Prefix, Config
             let fix = "set prefix = \"…\" for it";
             ConfigError::invalid(file, format!("upstreams.{name}"), e, fix)
         }),
-    }
-}
-
-/// A command with a `/` in it is a path, relative to the config file's directory; a bare name
-/// is looked up on PATH when started.
-fn program(base_dir: &Path, command: String) -> String {
-    if command.contains('/') && Path::new(&command).is_relative() {
-        base_dir.join(&command).to_string_lossy().into_owned()
-    } else {
-        command
     }
 }
 

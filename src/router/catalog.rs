@@ -224,11 +224,13 @@ mod tests {
             UpstreamConfig {
                 name: name.into(),
                 prefix: Prefix::parse(name).unwrap_or_else(|e| panic!("{e}")),
-                command: "true".into(),
-                args: vec![],
-                env: Default::default(),
-                inherit_env: vec![],
-                cwd: None,
+                transport: crate::config::Transport::Stdio(crate::config::StdioConfig {
+                    command: "true".into(),
+                    args: vec![],
+                    env: Default::default(),
+                    inherit_env: vec![],
+                    cwd: None,
+                }),
                 enabled: true,
                 policy: Default::default(),
                 isolation: Default::default(),

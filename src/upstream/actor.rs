@@ -147,6 +147,10 @@ impl Actor for UpstreamActor {
                 Ok(())
             }
             UpstreamMsg::Started(Err(why)) => {
+                if let Some(Closed::Unauthorized(refused)) = state.conn.closed() {
+                    self.unauthorized(&myself, state, refused).await;
+                    return Ok(());
+                }
                 Err(self.fail(state, format!("failed to start: {why}")).await)
             }
             UpstreamMsg::Connection(Event::ListChanged(kind)) => {
@@ -174,6 +178,18 @@ impl Actor for UpstreamActor {
                 Ok(())
             }
             UpstreamMsg::Pinged(Err(why)) => Err(self.fail(state, why).await),
+            UpstreamMsg::Connection(Event::Closed(Closed::Unauthorized(refused))) => {
+                self.unauthorized(&myself, state, refused).await;
+                Ok(())
+            }
+            UpstreamMsg::Connection(Event::Closed(Closed::SessionExpired(why))) => {
+                // Not a failure: the supervisor starts a new session at once.
+                tracing::info!(upstream = %state.handle.name(), session = state.handle.scope(), reason = %why, "The upstream's HTTP session expired; starting a new one.");
+                state.handle.set_phase(Phase::Restarting, Some(why.clone()));
+                teardown(state, &Closed::SessionExpired(why)).await;
+                myself.stop(Some(StopReason::SessionExpired.as_str().to_owned()));
+                Ok(())
+            }
             UpstreamMsg::Connection(Event::Closed(closed)) => {
                 Err(self.fail(state, closed.to_string()).await)
             }
@@ -185,7 +201,7 @@ impl Actor for UpstreamActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        teardown(state, &Closed::Stopped.to_string()).await;
+        teardown(state, &Closed::Stopped).await;
         Ok(())
     }
 }
@@ -219,7 +235,10 @@ impl UpstreamActor {
                 }
             }
         }
-        h.update(|s| s.info = Some(Arc::clone(&catalog.info)));
+        h.update(|s| {
+            s.info = Some(Arc::clone(&catalog.info));
+            s.times_ready += 1;
+        });
         h.set_connection(Some(Arc::clone(&state.conn)));
         h.publish_catalog(catalog.clone());
         h.set_phase(Phase::Ready, None);
@@ -310,10 +329,33 @@ impl UpstreamActor {
         }
     }
 
+    /// A remote server refused the credential: stop without failing, so no restart storm
+    /// follows; calls fail at once naming the refusal until an operator restarts it.
+    async fn unauthorized(
+        &self,
+        myself: &ActorRef<UpstreamMsg>,
+        state: &mut UpstreamState,
+        refused: String,
+    ) {
+        if state.handle.phase() == Phase::Unauthorized {
+            return;
+        }
+        tracing::error!(upstream = %state.handle.name(), error = %refused, "The upstream refused mcpmux's credential; not retrying it until its credential is fixed and it is restarted (mcpmux restart NAME).");
+        state
+            .handle
+            .set_phase(Phase::Unauthorized, Some(refused.clone()));
+        teardown(state, &Closed::Unauthorized(refused)).await;
+        myself.stop(Some(StopReason::Unauthorized.as_str().to_owned()));
+    }
+
     /// Cleans up before the actor fails, and builds the error the supervisor will read: what
     /// happened, plus the last thing the server wrote to stderr.
     async fn fail(&self, state: &mut UpstreamState, what: String) -> ActorProcessingErr {
-        teardown(state, &what).await;
+        // Calls from now on say why, not "ready" (the supervisor decides what comes next).
+        state
+            .handle
+            .set_phase(Phase::Restarting, Some(what.clone()));
+        teardown(state, &Closed::Failed(what.clone())).await;
         match state.handle.diagnostics().last() {
             Some(last) => format!("{what} (its stderr said: {last})").into(),
             None => what.into(),
@@ -323,7 +365,7 @@ impl UpstreamActor {
 
 /// Ends the connection (its waiting callers learn `reason` at once) and closes the transport. The
 /// catalog stays published: the supervisor decides whether it is withdrawn.
-async fn teardown(state: &mut UpstreamState, reason: &str) {
+async fn teardown(state: &mut UpstreamState, reason: &Closed) {
     if let Some(ticker) = state.ticker.take() {
         ticker.abort();
     }

@@ -111,7 +111,7 @@ struct Tables {
     /// How many of `pending` are host requests (the in-flight limit counts only these).
     host_pending: usize,
     /// Why the connection ended, once it has.
-    closed: Option<String>,
+    closed: Option<Closed>,
 }
 
 pub(super) struct Connection {
@@ -163,8 +163,8 @@ impl Connection {
         let caller = call.as_ref().map(|c| Arc::clone(&c.caller));
         {
             let mut tables = self.tables();
-            if let Some(reason) = &tables.closed {
-                return Err(self.failed(reason.clone()));
+            if let Some(closed) = &tables.closed {
+                return Err(self.failed(closed.to_string()));
             }
             // The limit is on host requests; mcpmux's own (pings, re-reads) always go through.
             let limit = self.ctx.max_in_flight;
@@ -214,7 +214,7 @@ impl Connection {
             Ok(Ok(answer)) => answer,
             Ok(Err(())) => {
                 self.tables().remove(id);
-                let reason = self.tables().closed.clone();
+                let reason = self.tables().closed.as_ref().map(Closed::to_string);
                 Err(self.failed(reason.unwrap_or_else(|| "connection closed".to_owned())))
             }
             Err(_) => {
@@ -279,9 +279,9 @@ impl Connection {
     }
 
     /// Ends the connection: every waiting caller is told why, at once.
-    pub(super) fn close(&self, reason: &str) {
+    pub(super) fn close(&self, closed: &Closed) {
         let mut tables = self.tables();
-        tables.closed.get_or_insert_with(|| reason.to_owned());
+        tables.closed.get_or_insert_with(|| closed.clone());
         // Dropping the senders wakes each waiter with the closed reason.
         tables.pending.clear();
         tables.progress.clear();
@@ -289,6 +289,11 @@ impl Connection {
         for (_, forwarded) in tables.forwarded.drain() {
             forwarded.caller.cancel_forwarded(&forwarded.host_id, None);
         }
+    }
+
+    /// Why the connection ended, if it has.
+    pub(super) fn closed(&self) -> Option<Closed> {
+        self.tables().closed.clone()
     }
 
     /// How many host requests are waiting for the upstream (mcpmux's own pings and re-reads aside).
@@ -338,6 +343,6 @@ async fn read_loop(conn: Arc<Connection>, mut incoming: Incoming, events: impl F
             None => break Closed::Eof,
         }
     };
-    conn.close(&closed.to_string());
+    conn.close(&closed);
     events(Event::Closed(closed));
 }

@@ -63,6 +63,15 @@ pub enum Closed {
     TooLong(usize),
     #[error("{0}")]
     Io(String),
+    /// A remote server no longer knows the HTTP session (404): a new one is started at once.
+    #[error("{0}")]
+    SessionExpired(String),
+    /// A remote server refused the credential (401/403): not retried until it changes.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// mcpmux gave up on it for the reason given (a failed health ping, a failed start).
+    #[error("{0}")]
+    Failed(String),
     /// mcpmux ended it (stop, restart, shutdown).
     #[error("mcpmux stopped it")]
     Stopped,
@@ -79,6 +88,11 @@ pub enum StopReason {
     Shutdown,
     /// The host session a per-session instance served has ended.
     SessionEnded,
+    /// A remote server refused the credential: not restarted until an operator (or a changed
+    /// credential) asks.
+    Unauthorized,
+    /// A remote server forgot the HTTP session: started again at once (within the budget).
+    SessionExpired,
 }
 
 impl StopReason {
@@ -88,6 +102,8 @@ impl StopReason {
             Self::Operator => "operator restart",
             Self::Shutdown => "shutdown",
             Self::SessionEnded => "session ended",
+            Self::Unauthorized => "unauthorized",
+            Self::SessionExpired => "http session expired",
         }
     }
 
@@ -98,6 +114,8 @@ impl StopReason {
             Self::Operator,
             Self::Shutdown,
             Self::SessionEnded,
+            Self::Unauthorized,
+            Self::SessionExpired,
         ]
         .into_iter()
         .find(|r| Some(r.as_str()) == reason)

@@ -95,6 +95,7 @@ impl UpstreamHandle {
             restarts: 0,
             pid: None,
             info: None,
+            times_ready: 0,
         };
         let id = Arc::new(UpstreamId {
             name: config.name.clone(),

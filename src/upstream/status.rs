@@ -15,6 +15,8 @@ pub enum Phase {
     Restarting,
     /// Failed more often than its restart budget allows; not retried until an operator restarts it.
     CrashLoop,
+    /// A remote server refused its credential (401/403); not retried until an operator restarts it.
+    Unauthorized,
     /// Not running: stopped when idle, not started yet (lazy), or shut down. Calls start it.
     Stopped,
     Disabled,
@@ -28,6 +30,7 @@ impl std::fmt::Display for Phase {
             Self::Degraded => "degraded",
             Self::Restarting => "restarting",
             Self::CrashLoop => "crash-loop",
+            Self::Unauthorized => "unauthorized",
             Self::Stopped => "stopped",
             Self::Disabled => "disabled",
         })
@@ -42,4 +45,7 @@ pub struct Status {
     pub restarts: u32,
     pub pid: Option<u32>,
     pub info: Option<Arc<ServerInfo>>,
+    /// How many times it became ready (the supervisor tells a failure after serving from one
+    /// while starting by it).
+    pub times_ready: u64,
 }

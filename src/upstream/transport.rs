@@ -6,7 +6,9 @@
 //!
 //! - `stdio`: a child process (cleared environment, own process group, stderr captured, the
 //!   whole group killed when the link is closed).
+//! - `remote`: Streamable HTTP and the legacy HTTP+SSE transport (`auto` picks one).
 
+mod remote;
 mod stdio;
 
 use std::collections::VecDeque;
@@ -19,7 +21,8 @@ use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use super::error::{Closed, StartError};
-use crate::config::UpstreamConfig;
+use crate::config::{RemoteKind, Transport, UpstreamConfig};
+use crate::sync::lock;
 
 /// Lines of diagnostics kept to explain why an upstream failed.
 const DIAGNOSTIC_LINES: usize = 8;
@@ -52,7 +55,11 @@ pub(super) async fn open(
     config: &UpstreamConfig,
     diagnostics: std::sync::Arc<Diagnostics>,
 ) -> Result<Link, StartError> {
-    stdio::open(config, diagnostics)
+    let max = config.policy.max_message_bytes;
+    match &config.transport {
+        Transport::Stdio(stdio) => stdio::open(stdio, max, diagnostics),
+        Transport::Remote(remote) => remote::open(remote, &config.name, max, diagnostics).await,
+    }
 }
 
 /// What a transport observed about its upstream besides messages: the last lines it wrote to
@@ -61,6 +68,10 @@ pub(super) async fn open(
 pub struct Diagnostics {
     upstream: String,
     tail: Mutex<VecDeque<String>>,
+    /// The last HTTP failure of a remote upstream.
+    last_http_error: Mutex<Option<String>>,
+    /// The HTTP transport a remote upstream was found to speak (`auto` asks that one first next time).
+    transport: Mutex<Option<RemoteKind>>,
 }
 
 impl Diagnostics {
@@ -68,6 +79,8 @@ impl Diagnostics {
         Self {
             upstream: upstream.to_owned(),
             tail: Mutex::new(VecDeque::new()),
+            last_http_error: Mutex::new(None),
+            transport: Mutex::new(None),
         }
     }
 
@@ -80,6 +93,32 @@ impl Diagnostics {
             tail.pop_front();
         }
         tail.push_back(line);
+    }
+
+    /// Logs and keeps an HTTP failure of a remote upstream (never a header: no credential).
+    pub(super) fn note_http(&self, line: String) {
+        tracing::warn!(upstream = %self.upstream, "{line}");
+        *lock(&self.last_http_error) = Some(line.clone());
+        let mut tail = self.lock();
+        if tail.len() == DIAGNOSTIC_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+
+    /// The last HTTP failure, if any.
+    pub fn last_http_error(&self) -> Option<String> {
+        lock(&self.last_http_error).clone()
+    }
+
+    /// Remembers the HTTP transport that worked.
+    pub(super) fn remember(&self, kind: RemoteKind) {
+        *lock(&self.transport) = Some(kind);
+    }
+
+    /// The HTTP transport that worked last, if one did.
+    pub fn remembered(&self) -> Option<RemoteKind> {
+        *lock(&self.transport)
     }
 
     /// The kept lines, oldest first.
@@ -97,6 +136,6 @@ impl Diagnostics {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<String>> {
-        self.tail.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.tail)
     }
 }

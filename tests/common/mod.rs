@@ -16,6 +16,7 @@ mod messages;
 pub mod peers;
 mod procs;
 pub mod python;
+mod remote;
 mod schema;
 
 // Each test binary uses its own part of these, so an unused re-export is no sign of dead code.
@@ -31,6 +32,8 @@ pub use legacy::LegacyHost;
 pub use messages::{Messages, Next, SseEvent, SseReader, read_messages};
 #[allow(unused_imports)]
 pub use procs::{alive, assert_all_gone, comm, descendants, proc_kib};
+#[allow(unused_imports)]
+pub use remote::RemoteServer;
 #[allow(unused_imports)]
 pub use schema::Schemas;
 

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
 use super::{Diagnostics, Incoming, Link, Teardown};
-use crate::config::UpstreamConfig;
+use crate::config::StdioConfig;
 use crate::jsonrpc::line_codec;
 use crate::upstream::error::{Closed, StartError};
 
@@ -30,7 +30,8 @@ const EXIT_STATUS_WAIT: Duration = Duration::from_secs(1);
 
 /// Starts the child and the tasks around its pipes.
 pub(super) fn open(
-    config: &UpstreamConfig,
+    config: &StdioConfig,
+    max_message_bytes: usize,
     diagnostics: Arc<Diagnostics>,
 ) -> Result<Link, StartError> {
     let mut child = spawn(config).map_err(StartError::Open)?;
@@ -48,8 +49,8 @@ pub(super) fn open(
         let _ = exit_tx.send(how);
     });
     let reader = Reader {
-        lines: FramedRead::new(stdout, line_codec(config.policy.max_message_bytes)),
-        max: config.policy.max_message_bytes,
+        lines: FramedRead::new(stdout, line_codec(max_message_bytes)),
+        max: max_message_bytes,
         exit,
         done: false,
     };
@@ -64,7 +65,7 @@ pub(super) fn open(
 
 /// Starts the child: cleared environment plus the inherited and configured variables, its own
 /// process group (so the group can be killed whole), pipes on stdin/stdout/stderr.
-fn spawn(config: &UpstreamConfig) -> Result<Child, String> {
+fn spawn(config: &StdioConfig) -> Result<Child, String> {
     let mut cmd = Command::new(&config.command);
     cmd.args(&config.args)
         .env_clear()

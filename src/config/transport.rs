@@ -1,0 +1,78 @@
+//! How mcpmux reaches an upstream: a child process over stdio, or a remote server over
+//! Streamable HTTP or the legacy HTTP+SSE transport. Plain data; the credential is named here
+//! (an environment variable or a file), never held, so a config value never carries a secret.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The transport an upstream is reached over.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transport {
+    Stdio(StdioConfig),
+    Remote(RemoteConfig),
+}
+
+/// A child process speaking MCP over stdio.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StdioConfig {
+    pub command: String,
+    pub args: Vec<String>,
+    /// Variables set for the child on top of the inherited ones.
+    pub env: BTreeMap<String, String>,
+    /// Variables copied from the daemon's environment (default: `DEFAULT_INHERITED_ENV`).
+    pub inherit_env: Vec<String>,
+    pub cwd: Option<PathBuf>,
+}
+
+/// A remote MCP server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteConfig {
+    /// The server's MCP endpoint (Streamable HTTP) or SSE URL (legacy), `http` or `https`.
+    pub url: url::Url,
+    pub kind: RemoteKind,
+    /// Extra request headers, sent to this upstream only.
+    pub headers: BTreeMap<String, String>,
+    /// Where the bearer token comes from, if the server wants one.
+    pub bearer_token: Option<TokenSource>,
+    /// Longest wait for a TCP (and TLS) connection.
+    pub connect_timeout: Duration,
+    /// CA certificates (PEM) trusted besides the system's.
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate and its key (PEM), for servers that want mutual TLS.
+    pub client_identity: Option<(PathBuf, PathBuf)>,
+}
+
+/// Which HTTP transport a remote upstream speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemoteKind {
+    /// Streamable HTTP, falling back to the legacy HTTP+SSE transport when the server refuses
+    /// the first POST with a 4xx (the spec's backward-compatibility procedure).
+    #[default]
+    Auto,
+    StreamableHttp,
+    Sse,
+}
+
+impl RemoteKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::StreamableHttp => "streamable-http",
+            Self::Sse => "sse",
+        }
+    }
+}
+
+/// Where a bearer token is read from (at each start, so a changed one is picked up).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    /// An environment variable of the daemon.
+    Env(String),
+    /// A file whose trimmed content is the token.
+    File(PathBuf),
+}
+
+/// Default [`RemoteConfig::connect_timeout`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

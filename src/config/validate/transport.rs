@@ -1,0 +1,206 @@
+//! `[upstreams.NAME]`'s transport: `command` (a child over stdio) or `url` (a remote server),
+//! never both, each with only the keys that belong to it; a URL that is `http` or `https` with a
+//! host; headers that HTTP can carry; one bearer-token source at most; a client certificate only
+//! with its key.
+
+use std::path::Path;
+
+use super::super::error::ConfigError;
+use super::super::model::DEFAULT_INHERITED_ENV;
+use super::super::raw::RawUpstream;
+use super::super::transport::{
+    DEFAULT_CONNECT_TIMEOUT, RemoteConfig, StdioConfig, TokenSource, Transport,
+};
+use super::resolve;
+
+/// Takes the transport keys out of `u`.
+pub(super) fn transport(
+    file: &Path,
+    base_dir: &Path,
+    name: &str,
+    u: &mut RawUpstream,
+) -> Result<Transport, ConfigError> {
+    let key = |field: &str| format!("upstreams.{name}.{field}");
+    let command = u.command.take().filter(|c| !c.trim().is_empty());
+    let url = u.url.take().filter(|c| !c.trim().is_empty());
+    match (command, url) {
+        (Some(_), Some(_)) => Err(ConfigError::invalid(
+            file,
+            key("url"),
+            "set together with `command`",
+            "an upstream is either a program to start (command = …) or a remote server (url = …); keep one",
+        )),
+        (None, None) => Err(ConfigError::invalid(
+            file,
+            key("command"),
+            "missing",
+            "set the program to start, e.g. command = \"npx\", or a remote server's url = \"https://…/mcp\"",
+        )),
+        (Some(command), None) => {
+            let remote_only = [
+                ("transport", u.transport.is_some()),
+                ("headers", !u.headers.is_empty()),
+                ("bearer_token_env", u.bearer_token_env.is_some()),
+                ("bearer_token_file", u.bearer_token_file.is_some()),
+                ("connect_timeout", u.connect_timeout.is_some()),
+                ("ca_file", u.ca_file.is_some()),
+                ("client_cert_file", u.client_cert_file.is_some()),
+                ("client_key_file", u.client_key_file.is_some()),
+            ];
+            if let Some((k, _)) = remote_only.iter().find(|(_, set)| *set) {
+                return Err(ConfigError::invalid(
+                    file,
+                    key(k),
+                    "is for remote upstreams (url = …), and this one runs a command",
+                    format!("remove `{k}`, or replace `command` with the server's url"),
+                ));
+            }
+            let inherit_env = u.inherit_env.take().unwrap_or_else(|| {
+                (DEFAULT_INHERITED_ENV.iter())
+                    .map(|s| (*s).to_owned())
+                    .collect()
+            });
+            Ok(Transport::Stdio(StdioConfig {
+                command: program(base_dir, command),
+                args: std::mem::take(&mut u.args),
+                env: std::mem::take(&mut u.env),
+                inherit_env,
+                cwd: u.cwd.take().map(|d| resolve(base_dir, d)),
+            }))
+        }
+        (None, Some(url)) => remote(file, base_dir, name, url, u).map(Transport::Remote),
+    }
+}
+
+fn remote(
+    file: &Path,
+    base_dir: &Path,
+    name: &str,
+    text: String,
+    u: &mut RawUpstream,
+) -> Result<RemoteConfig, ConfigError> {
+    let key = |field: &str| format!("upstreams.{name}.{field}");
+    let stdio_only = [
+        ("args", !u.args.is_empty()),
+        ("env", !u.env.is_empty()),
+        ("inherit_env", u.inherit_env.is_some()),
+        ("cwd", u.cwd.is_some()),
+    ];
+    if let Some((k, _)) = stdio_only.iter().find(|(_, set)| *set) {
+        return Err(ConfigError::invalid(
+            file,
+            key(k),
+            "is for upstreams that run a command, and this one is a remote server (url = …)",
+            format!("remove `{k}`; a remote server's requests can carry headers = {{ … }} instead"),
+        ));
+    }
+    let url = url::Url::parse(&text)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
+        .ok_or_else(|| {
+            ConfigError::invalid(
+                file,
+                key("url"),
+                format!("`{text}` is not an http:// or https:// URL"),
+                "write the server's MCP endpoint, e.g. url = \"https://example.com/mcp\"",
+            )
+        })?;
+    for (header, value) in &u.headers {
+        if let Some(problem) = header_problem(header, value) {
+            return Err(ConfigError::invalid(
+                file,
+                key(&format!("headers.{header}")),
+                problem,
+                "use a header name of letters, digits and -, and a value without line breaks",
+            ));
+        }
+    }
+    let bearer_token = match (u.bearer_token_env.take(), u.bearer_token_file.take()) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::invalid(
+                file,
+                key("bearer_token_file"),
+                "set together with `bearer_token_env`",
+                "read the token from one place: keep bearer_token_env or bearer_token_file",
+            ));
+        }
+        (Some(var), None) if var.trim().is_empty() => {
+            return Err(ConfigError::invalid(
+                file,
+                key("bearer_token_env"),
+                "is empty",
+                "name the environment variable that holds the token, e.g. \"GITHUB_TOKEN\"",
+            ));
+        }
+        (Some(var), None) => Some(TokenSource::Env(var)),
+        (None, Some(path)) => Some(TokenSource::File(resolve(base_dir, path))),
+        (None, None) => None,
+    };
+    let ca_file = u.ca_file.take().map(|p| resolve(base_dir, p));
+    if let Some(ca) = &ca_file {
+        readable(file, key("ca_file"), ca)?;
+    }
+    let client_identity = match (u.client_cert_file.take(), u.client_key_file.take()) {
+        (Some(cert), Some(key_file)) => {
+            let (cert, key_file) = (resolve(base_dir, cert), resolve(base_dir, key_file));
+            readable(file, key("client_cert_file"), &cert)?;
+            readable(file, key("client_key_file"), &key_file)?;
+            Some((cert, key_file))
+        }
+        (None, None) => None,
+        (Some(_), None) | (None, Some(_)) => {
+            return Err(ConfigError::invalid(
+                file,
+                key("client_cert_file"),
+                "a client certificate needs its key, and a key its certificate",
+                "set both client_cert_file and client_key_file, or neither",
+            ));
+        }
+    };
+    Ok(RemoteConfig {
+        url,
+        kind: u.transport.take().unwrap_or_default(),
+        headers: std::mem::take(&mut u.headers),
+        bearer_token,
+        connect_timeout: u.connect_timeout.take().unwrap_or(DEFAULT_CONNECT_TIMEOUT),
+        ca_file,
+        client_identity,
+    })
+}
+
+/// Why `name: value` cannot be an HTTP header, if it cannot.
+fn header_problem(name: &str, value: &str) -> Option<String> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(token) {
+        return Some(format!("`{name}` is not a valid header name"));
+    }
+    if value.chars().any(|c| c == '\r' || c == '\n' || c == '\0') {
+        return Some("its value has a line break".into());
+    }
+    let owned = ["mcp-session-id", "mcp-protocol-version", "last-event-id"];
+    if owned.contains(&name.to_ascii_lowercase().as_str()) {
+        return Some(format!("`{name}` is set by mcpmux itself"));
+    }
+    None
+}
+
+fn readable(file: &Path, key: String, path: &Path) -> Result<(), ConfigError> {
+    std::fs::metadata(path).map(|_| ()).map_err(|e| {
+        ConfigError::invalid(
+            file,
+            key,
+            format!("cannot read {}: {e}", path.display()),
+            "point it at an existing PEM file (relative paths start at the config file's directory)",
+        )
+    })
+}
+
+/// A command with a `/` in it is a path, relative to the config file's directory; a bare name
+/// is looked up on PATH when started.
+fn program(base_dir: &Path, command: String) -> String {
+    if command.contains('/') && Path::new(&command).is_relative() {
+        base_dir.join(&command).to_string_lossy().into_owned()
+    } else {
+        command
+    }
+}

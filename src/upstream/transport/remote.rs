@@ -1,0 +1,226 @@
+//! Remote transports: Streamable HTTP (2025-03-26 and later) and the legacy HTTP+SSE transport
+//! (2024-11-05), behind the same [`Link`] as a child process. One writer task takes the
+//! connection's outgoing messages and POSTs each (concurrently: a slow call never holds up the
+//! next), answers and server messages go to the connection's incoming stream from whichever
+//! response or event stream carried them. `auto` tries Streamable HTTP and, when the server
+//! refuses the first POST with a 4xx, falls back to the legacy transport as the spec's
+//! backward-compatibility section describes; what worked is remembered for the next start.
+//!
+//! - `client`: the HTTP pool, TLS, headers and credential.
+//! - `events`: SSE bodies as events, bounded by `max_message_bytes`.
+//! - `streamable`: one POST and its JSON or SSE answer; the standalone GET stream; DELETE.
+//! - `legacy`: the SSE stream, its `endpoint` event, and POSTs to that endpoint.
+
+mod client;
+mod events;
+mod legacy;
+mod streamable;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use reqwest::header::HeaderMap;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{Diagnostics, Link, Teardown};
+use crate::config::{RemoteConfig, RemoteKind};
+use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
+use crate::sync::lock;
+use crate::upstream::error::{Closed, StartError};
+
+/// Messages waiting to be POSTed; a full queue makes callers wait (backpressure).
+const WRITE_QUEUE: usize = 1024;
+/// Messages received and not yet taken by the connection's reader.
+const READ_QUEUE: usize = 1024;
+
+/// What every task of one remote link shares.
+pub(super) struct Shared {
+    pub upstream: String,
+    pub client: reqwest::Client,
+    pub url: url::Url,
+    /// Configured headers and the credential (marked sensitive: never printed).
+    pub headers: HeaderMap,
+    pub max_message_bytes: usize,
+    pub diagnostics: Arc<Diagnostics>,
+    /// Where received messages go; a send that fails means the connection is gone.
+    incoming: mpsc::Sender<Result<String, Closed>>,
+    /// Cancelled when the link is closed: every task of it ends.
+    pub stop: CancellationToken,
+    /// Which transport this link speaks, once known (`auto` decides at the first POST).
+    mode: Mutex<Mode>,
+}
+
+/// The transport a link speaks.
+#[derive(Debug, Clone)]
+pub(super) enum Mode {
+    /// Streamable HTTP, before the server answered `initialize` with its session.
+    Streamable(streamable::Session),
+    /// The legacy transport: messages are POSTed to the endpoint its SSE stream named.
+    Legacy(url::Url),
+    /// Not decided yet: the first POST tries Streamable HTTP.
+    Auto,
+}
+
+impl Shared {
+    /// Hands one received message to the connection.
+    pub async fn deliver(&self, message: String) {
+        let _ = self.incoming.send(Ok(message)).await;
+    }
+
+    /// Ends the link for a reason the connection reports (the supervisor then restarts it, or
+    /// — for a refused credential — does not).
+    pub async fn close(&self, why: Closed) {
+        if !self.stop.is_cancelled() {
+            self.stop.cancel();
+            let _ = self.incoming.send(Err(why)).await;
+        }
+    }
+
+    /// Records an HTTP failure among the upstream's diagnostics.
+    pub fn note(&self, line: String) {
+        self.diagnostics.note_http(line);
+    }
+
+    /// Answers request `id` with an error of our own (the POST that carried it failed), in the
+    /// form every other unavailable-upstream error has.
+    pub async fn fail_request(&self, message: &str, why: String) {
+        if let Ok(Message::Request { id, .. }) = Incoming::parse(message) {
+            let error = RpcError::new(codes::UPSTREAM_UNAVAILABLE, why)
+                .with_data(serde_json::json!({ "upstream": self.upstream }));
+            self.deliver(error_line(Some(id), &error)).await;
+        }
+    }
+
+    fn mode(&self) -> Mode {
+        lock(&self.mode).clone()
+    }
+
+    fn set_mode(&self, mode: Mode) {
+        *lock(&self.mode) = mode;
+    }
+}
+
+/// Opens a remote link (nothing is sent until the connection's first message, `initialize`).
+pub(super) async fn open(
+    config: &RemoteConfig,
+    upstream: &str,
+    max_message_bytes: usize,
+    diagnostics: Arc<Diagnostics>,
+) -> Result<Link, StartError> {
+    let (client, headers) = client::build(config)?;
+    let (incoming_tx, incoming_rx) = mpsc::channel(READ_QUEUE);
+    let (outgoing, outgoing_rx) = mpsc::channel(WRITE_QUEUE);
+    // A server found to speak the legacy transport before is asked that way again.
+    let kind = match (config.kind, diagnostics.remembered()) {
+        (RemoteKind::Auto, Some(remembered)) => remembered,
+        (kind, _) => kind,
+    };
+    let shared = Arc::new(Shared {
+        upstream: upstream.to_owned(),
+        client,
+        url: config.url.clone(),
+        headers,
+        max_message_bytes,
+        diagnostics,
+        incoming: incoming_tx,
+        stop: CancellationToken::new(),
+        mode: Mutex::new(Mode::Auto),
+    });
+    let mode = match kind {
+        RemoteKind::Auto => Mode::Auto,
+        RemoteKind::StreamableHttp => Mode::Streamable(streamable::Session::default()),
+        RemoteKind::Sse => Mode::Legacy(legacy::connect(&shared).await?),
+    };
+    shared.set_mode(mode);
+    tokio::spawn(write_loop(Arc::clone(&shared), outgoing_rx));
+    let incoming = futures_util::stream::unfold(incoming_rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    Ok(Link {
+        outgoing,
+        incoming: Box::pin(incoming),
+        pid: None,
+        describe: format!("{} {}", kind.as_str(), config.url),
+        teardown: Box::new(RemoteTeardown(shared)),
+    })
+}
+
+/// Takes the connection's messages in order: a request is POSTed in a task of its own (a slow
+/// call never holds up the next), a notification or an answer is POSTed before the next message
+/// is taken, so the server sees them in the order the connection sent them (`initialized`
+/// before the first listing, a cancellation after its request).
+async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<String>) {
+    // The first message (initialize) decides `auto`; the rest wait for that answer.
+    let mut first = true;
+    loop {
+        let message = tokio::select! {
+            () = shared.stop.cancelled() => return,
+            message = rx.recv() => match message {
+                Some(message) => message,
+                None => return,
+            },
+        };
+        let request = matches!(Incoming::parse(&message), Ok(Message::Request { .. }));
+        if first || !request {
+            first = false;
+            post(&shared, message).await;
+        } else {
+            tokio::spawn(post_owned(Arc::clone(&shared), message));
+        }
+    }
+}
+
+async fn post_owned(shared: Arc<Shared>, message: String) {
+    post(&shared, message).await;
+}
+
+/// POSTs one message in the link's mode.
+async fn post(shared: &Arc<Shared>, message: String) {
+    match shared.mode() {
+        Mode::Legacy(endpoint) => legacy::post(shared, &endpoint, message).await,
+        Mode::Streamable(session) => {
+            let _ = streamable::post(shared, &session, message, false).await;
+        }
+        Mode::Auto => {
+            let session = streamable::Session::default();
+            shared.set_mode(Mode::Streamable(session.clone()));
+            match streamable::post(shared, &session, message.clone(), true).await {
+                Ok(()) => shared.diagnostics.remember(RemoteKind::StreamableHttp),
+                // A 4xx to the first POST: the server speaks the legacy transport.
+                Err(status) => {
+                    tracing::info!(upstream = %shared.upstream, %status, "The server refused a Streamable HTTP POST; trying the legacy HTTP+SSE transport.");
+                    match legacy::connect(shared).await {
+                        Ok(endpoint) => {
+                            shared.diagnostics.remember(RemoteKind::Sse);
+                            shared.set_mode(Mode::Legacy(endpoint.clone()));
+                            legacy::post(shared, &endpoint, message).await;
+                        }
+                        Err(e) => {
+                            let why = format!(
+                                "it refused Streamable HTTP ({status}) and the legacy HTTP+SSE transport ({e})"
+                            );
+                            shared.close(Closed::Io(why)).await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Closing a remote link ends its tasks and, for Streamable HTTP, its session (DELETE).
+struct RemoteTeardown(Arc<Shared>);
+
+impl Teardown for RemoteTeardown {
+    fn close(self: Box<Self>, grace: Duration) -> BoxFuture<'static, ()> {
+        let shared = self.0;
+        shared.stop.cancel();
+        Box::pin(async move {
+            if let Mode::Streamable(session) = shared.mode() {
+                let _ = tokio::time::timeout(grace, streamable::end(&shared, &session)).await;
+            }
+        })
+    }
+}

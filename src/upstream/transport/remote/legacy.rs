@@ -1,0 +1,143 @@
+//! The legacy HTTP+SSE transport (2024-11-05), the client side: GET the SSE URL, wait for its
+//! `endpoint` event, POST every message there (same origin only: the credential goes nowhere
+//! else), and take every answer and server message from the stream's `message` events. When the
+//! stream ends the link ends: a new stream is a new session, so the supervisor starts over.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+
+use super::Shared;
+use super::events::events;
+use super::streamable::{error_chain, excerpt};
+use crate::upstream::error::{Closed, StartError};
+
+/// Longest wait for the `endpoint` event after the stream opened.
+const ENDPOINT_WAIT: Duration = Duration::from_secs(30);
+
+/// Opens the SSE stream and returns the endpoint messages are POSTed to; the stream's messages
+/// go to the connection from a task of their own.
+pub(super) async fn connect(shared: &Arc<Shared>) -> Result<url::Url, StartError> {
+    let response = shared
+        .client
+        .get(shared.url.clone())
+        .headers(shared.headers.clone())
+        .header(ACCEPT, "text/event-stream")
+        .send()
+        .await
+        .map_err(|e| {
+            StartError::Open(format!("cannot reach {}: {}", shared.url, error_chain(&e)))
+        })?;
+    let status = response.status();
+    if !status.is_success() {
+        let why = format!(
+            "HTTP {status} from upstream `{}` to the GET of its SSE stream: {}",
+            shared.upstream,
+            excerpt(response).await
+        );
+        shared.note(why.clone());
+        return Err(StartError::Open(why));
+    }
+    let mut stream = events(response, shared.max_message_bytes);
+    let first = tokio::time::timeout(ENDPOINT_WAIT, async {
+        loop {
+            match stream.next().await {
+                Some(Ok(event)) if event.event == "endpoint" => return Ok(event.data),
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => return Err(e.to_string()),
+                None => return Err("the stream ended".to_owned()),
+            }
+        }
+    })
+    .await
+    .map_err(|_| format!("no `endpoint` event within {}s", ENDPOINT_WAIT.as_secs()))
+    .and_then(|r| r);
+    let data = first.map_err(|why| {
+        StartError::Open(format!(
+            "its SSE stream at {} named no endpoint: {why}",
+            shared.url
+        ))
+    })?;
+    let endpoint = shared.url.join(data.trim()).map_err(|e| {
+        StartError::Open(format!(
+            "its `endpoint` event `{}` is not a URL: {e}",
+            data.trim()
+        ))
+    })?;
+    if endpoint.origin() != shared.url.origin() {
+        return Err(StartError::Open(format!(
+            "its `endpoint` event names another origin ({endpoint}); mcpmux sends this upstream's credential only to {}",
+            shared.url.origin().ascii_serialization()
+        )));
+    }
+    tokio::spawn(read(Arc::clone(shared), stream));
+    Ok(endpoint)
+}
+
+/// The stream's `message` events, until it ends.
+async fn read(
+    shared: Arc<Shared>,
+    mut stream: impl futures_util::Stream<Item = Result<super::events::Event, Closed>> + Unpin,
+) {
+    let why = loop {
+        let event = tokio::select! {
+            () = shared.stop.cancelled() => return,
+            event = stream.next() => event,
+        };
+        match event {
+            Some(Ok(event)) if event.event.is_empty() || event.event == "message" => {
+                if !event.data.trim().is_empty() {
+                    shared.deliver(event.data).await;
+                }
+            }
+            Some(Ok(_)) => {}
+            Some(Err(closed)) => break closed,
+            None => break Closed::Io("its SSE stream ended".into()),
+        }
+    };
+    shared.close(why).await;
+}
+
+/// POSTs one message to the endpoint; its answer comes on the stream.
+pub(super) async fn post(shared: &Arc<Shared>, endpoint: &url::Url, message: String) {
+    let request = shared
+        .client
+        .post(endpoint.clone())
+        .headers(shared.headers.clone())
+        .header(CONTENT_TYPE, "application/json")
+        .body(message.clone());
+    let response = tokio::select! {
+        () = shared.stop.cancelled() => return,
+        response = request.send() => response,
+    };
+    match response {
+        Ok(r) if r.status().is_success() => {}
+        Ok(r) => {
+            let status = r.status();
+            let why = format!(
+                "HTTP {status} from upstream `{}`: {}",
+                shared.upstream,
+                excerpt(r).await
+            );
+            shared.note(why.clone());
+            match status {
+                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                    shared.close(Closed::Unauthorized(why)).await;
+                }
+                StatusCode::NOT_FOUND => {
+                    let why = "its SSE session is gone (404); a new one is started".to_owned();
+                    shared.close(Closed::SessionExpired(why)).await;
+                }
+                _ => shared.fail_request(&message, why).await,
+            }
+        }
+        Err(e) => {
+            let why = format!("cannot reach {endpoint}: {}", error_chain(&e));
+            shared.note(why.clone());
+            shared.close(Closed::Io(why)).await;
+        }
+    }
+}

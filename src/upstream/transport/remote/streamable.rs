@@ -1,0 +1,473 @@
+//! Streamable HTTP (2025-03-26 … 2025-11-25), the client side: each message is POSTed with
+//! `Accept: application/json, text/event-stream`; a JSON answer is one message (or a batch), an
+//! SSE answer may carry notifications and server requests before the answer — and may end
+//! before it, then it is resumed with `Last-Event-ID`. `Mcp-Session-Id` from the `initialize`
+//! answer and `MCP-Protocol-Version` after it go on every later request; once the session is
+//! up, the standalone GET stream carries what the server sends unasked (a 405 means it offers
+//! none) and is reconnected with backoff. A 404 on an established session, a 401/403, or a
+//! server that cannot be reached end the link; DELETE ends the session on shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use tokio::sync::watch;
+
+use super::Shared;
+use super::events::events;
+use crate::jsonrpc::{Incoming, Members, Message};
+use crate::sync::lock;
+use crate::upstream::error::Closed;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+/// Reconnection delays of the GET stream, and of resuming an answer's stream.
+const MIN_RETRY: Duration = Duration::from_millis(500);
+const MAX_RETRY: Duration = Duration::from_secs(30);
+/// Longest wait for the GET stream before `notifications/initialized` goes anyway.
+const STREAM_WAIT: Duration = Duration::from_secs(5);
+/// Times an answer's stream is resumed before its request fails.
+const MAX_RESUMES: usize = 5;
+/// How much of an error body is quoted.
+const BODY_EXCERPT: usize = 300;
+
+/// The HTTP session: its id, the version agreed, whether the GET stream runs.
+#[derive(Debug, Clone, Default)]
+pub(in super::super) struct Session(Arc<SessionState>);
+
+#[derive(Debug)]
+struct SessionState {
+    id: std::sync::Mutex<Option<HeaderValue>>,
+    version: std::sync::Mutex<Option<HeaderValue>>,
+    listening: AtomicBool,
+    /// Set once the GET stream is open (or refused): what the server sends unasked right after
+    /// `notifications/initialized` (a tools/list_changed, say) then has a stream to go on.
+    stream_ready: watch::Sender<bool>,
+}
+
+impl Default for SessionState {
+    fn default() -> Self {
+        Self {
+            id: std::sync::Mutex::new(None),
+            version: std::sync::Mutex::new(None),
+            listening: AtomicBool::new(false),
+            stream_ready: watch::channel(false).0,
+        }
+    }
+}
+
+impl Session {
+    fn id(&self) -> Option<HeaderValue> {
+        lock(&self.0.id).clone()
+    }
+
+    fn version(&self) -> Option<HeaderValue> {
+        lock(&self.0.version).clone()
+    }
+}
+
+/// What the message being POSTed is, as far as the transport cares.
+struct Sent<'a> {
+    /// The request id, when it is a request (its answer is awaited).
+    id: Option<&'a str>,
+    method: Option<String>,
+}
+
+fn sent(message: &str) -> Sent<'_> {
+    match Incoming::parse(message) {
+        Ok(Message::Request { id, method, .. }) => Sent {
+            id: Some(id.get()),
+            method: Some(method.into_owned()),
+        },
+        Ok(Message::Notification { method, .. }) => Sent {
+            id: None,
+            method: Some(method.into_owned()),
+        },
+        _ => Sent {
+            id: None,
+            method: None,
+        },
+    }
+}
+
+/// POSTs one message; `Err(status)` when `may_fall_back` and the server refused it with a 4xx
+/// that says it does not speak Streamable HTTP here (the `auto` transport then falls back).
+pub(super) async fn post(
+    shared: &Arc<Shared>,
+    session: &Session,
+    message: String,
+    may_fall_back: bool,
+) -> Result<(), StatusCode> {
+    let what = sent(&message);
+    if what.method.as_deref() == Some("notifications/initialized") {
+        let mut ready = session.0.stream_ready.subscribe();
+        let _ = tokio::time::timeout(STREAM_WAIT, ready.wait_for(|r| *r)).await;
+    }
+    let mut request = shared
+        .client
+        .post(shared.url.clone())
+        .headers(shared.headers.clone())
+        .header(ACCEPT, "application/json, text/event-stream")
+        .header(CONTENT_TYPE, "application/json");
+    if let Some(id) = session.id() {
+        request = request.header(SESSION_HEADER, id);
+    }
+    if let Some(version) = session.version() {
+        request = request.header(VERSION_HEADER, version);
+    }
+    let response = tokio::select! {
+        () = shared.stop.cancelled() => return Ok(()),
+        response = request.body(message.clone()).send() => response,
+    };
+    let response = match response {
+        Ok(response) => response,
+        Err(e) => {
+            let why = format!("cannot reach {}: {}", shared.url, error_chain(&e));
+            shared.note(why.clone());
+            shared.close(Closed::Io(why)).await;
+            return Ok(());
+        }
+    };
+    let status = response.status();
+    let initialize = what.method.as_deref() == Some("initialize");
+    if initialize {
+        if let Some(id) = response.headers().get(SESSION_HEADER) {
+            *lock(&session.0.id) = Some(id.clone());
+        }
+    }
+    if status.is_success() {
+        let answered = read_answer(shared, session, response, what.id, initialize).await;
+        if what.id.is_some() && !answered {
+            shared
+                .fail_request(
+                    &message,
+                    "the server ended its answer's stream before answering".into(),
+                )
+                .await;
+        }
+        // The session is up: open the GET stream before the client says it is initialized.
+        if initialize && answered && !session.0.listening.swap(true, Ordering::Relaxed) {
+            tokio::spawn(listen(Arc::clone(shared), session.clone()));
+        }
+        return Ok(());
+    }
+    let body = excerpt(response).await;
+    let why = format!("HTTP {status} from upstream `{}`: {body}", shared.upstream);
+    shared.note(why.clone());
+    match status {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            shared.close(Closed::Unauthorized(why)).await;
+        }
+        // 404 is the spec's answer to a session the server no longer knows; servers built on the
+        // TypeScript SDK's examples answer 400 "No valid session ID provided".
+        s if session.id().is_some() && forgot_session(s, &body) => {
+            let why = format!("its HTTP session expired ({s}); a new one is started");
+            shared.close(Closed::SessionExpired(why)).await;
+        }
+        s if may_fall_back && s.is_client_error() => return Err(s),
+        _ => shared.fail_request(&message, why).await,
+    }
+    Ok(())
+}
+
+/// Whether an error answer says the server no longer knows the session.
+fn forgot_session(status: StatusCode, body: &str) -> bool {
+    status == StatusCode::NOT_FOUND
+        || (status == StatusCode::BAD_REQUEST && body.to_ascii_lowercase().contains("session"))
+}
+
+/// Reads a successful POST's answer: JSON (one message or a batch) or an event stream (resumed
+/// with `Last-Event-ID` when it ends early). Returns whether the answer to `id` arrived.
+async fn read_answer(
+    shared: &Arc<Shared>,
+    session: &Session,
+    response: reqwest::Response,
+    id: Option<&str>,
+    initialize: bool,
+) -> bool {
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if content_type.starts_with("text/event-stream") {
+        return read_stream(shared, session, response, id, initialize).await;
+    }
+    if response.status() == StatusCode::ACCEPTED || id.is_none() {
+        return true;
+    }
+    let body = match read_body(shared, response).await {
+        Ok(body) => body,
+        Err(why) => {
+            shared.close(why).await;
+            return true;
+        }
+    };
+    let items: Vec<&serde_json::value::RawValue> = if body.trim_start().starts_with('[') {
+        serde_json::from_str(&body).unwrap_or_default()
+    } else {
+        serde_json::from_str(&body)
+            .map(|one| vec![one])
+            .unwrap_or_default()
+    };
+    if items.is_empty() {
+        let shown: String = body.chars().take(BODY_EXCERPT).collect();
+        shared
+            .close(Closed::Protocol(format!(
+                "it answered a POST with something that is not JSON-RPC: {shown}"
+            )))
+            .await;
+        return true;
+    }
+    let mut answered = false;
+    for item in items {
+        answered |= observe(session, item.get(), id, initialize);
+        shared.deliver(item.get().to_owned()).await;
+    }
+    answered
+}
+
+/// Reads an answer's event stream, resuming it when it ends before the answer.
+async fn read_stream(
+    shared: &Arc<Shared>,
+    session: &Session,
+    mut response: reqwest::Response,
+    id: Option<&str>,
+    initialize: bool,
+) -> bool {
+    let mut last_id: Option<String> = None;
+    let mut retry = MIN_RETRY;
+    for _ in 0..=MAX_RESUMES {
+        let mut stream = events(response, shared.max_message_bytes);
+        loop {
+            let event = tokio::select! {
+                () = shared.stop.cancelled() => return true,
+                event = stream.next() => event,
+            };
+            match event {
+                Some(Ok(event)) => {
+                    if !event.id.is_empty() {
+                        last_id = Some(event.id.clone());
+                    }
+                    if let Some(r) = event.retry {
+                        retry = r.clamp(MIN_RETRY, MAX_RETRY);
+                    }
+                    if !is_message(&event) {
+                        continue;
+                    }
+                    let answered = observe(session, &event.data, id, initialize);
+                    shared.deliver(event.data).await;
+                    if answered {
+                        return true;
+                    }
+                }
+                Some(Err(Closed::TooLong(max))) => {
+                    shared.close(Closed::TooLong(max)).await;
+                    return true;
+                }
+                Some(Err(_)) | None => break,
+            }
+        }
+        // The stream ended before the answer: resume it, if the server numbered its events.
+        let Some(last) = last_id.clone() else {
+            return id.is_none();
+        };
+        tokio::time::sleep(retry).await;
+        match get(shared, session, Some(&last)).await {
+            Ok(resumed) if resumed.status().is_success() => response = resumed,
+            _ => return id.is_none(),
+        }
+    }
+    id.is_none()
+}
+
+/// Notes what the client must learn from a received message; true when it answers `id`.
+fn observe(session: &Session, message: &str, id: Option<&str>, initialize: bool) -> bool {
+    let Some(id) = id else {
+        return false;
+    };
+    let Ok(
+        Message::Response {
+            id: answered,
+            result,
+        }
+        | Message::Error {
+            id: answered,
+            error: result,
+        },
+    ) = Incoming::parse(message)
+    else {
+        return false;
+    };
+    if answered.get() != id {
+        return false;
+    }
+    if initialize {
+        let version = Members::of(result).and_then(|m| m.string("protocolVersion"));
+        if let Some(version) = version.and_then(|v| HeaderValue::from_str(&v).ok()) {
+            *lock(&session.0.version) = Some(version);
+        }
+    }
+    true
+}
+
+/// A default (`message`) event with data.
+fn is_message(event: &super::events::Event) -> bool {
+    (event.event.is_empty() || event.event == "message") && !event.data.trim().is_empty()
+}
+
+/// The standalone GET stream: what the server sends unasked, reconnected with backoff.
+async fn listen(shared: Arc<Shared>, session: Session) {
+    let mut last_id: Option<String> = None;
+    let mut delay = MIN_RETRY;
+    loop {
+        let response = tokio::select! {
+            () = shared.stop.cancelled() => return,
+            response = get(&shared, &session, last_id.as_deref()) => response,
+        };
+        session.0.stream_ready.send_replace(true);
+        match response {
+            Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => return,
+            Ok(r) if r.status().is_success() => {
+                delay = MIN_RETRY;
+                let mut stream = events(r, shared.max_message_bytes);
+                loop {
+                    let event = tokio::select! {
+                        () = shared.stop.cancelled() => return,
+                        event = stream.next() => event,
+                    };
+                    match event {
+                        Some(Ok(event)) => {
+                            if !event.id.is_empty() {
+                                last_id = Some(event.id.clone());
+                            }
+                            if let Some(r) = event.retry {
+                                delay = r.clamp(MIN_RETRY, MAX_RETRY);
+                            }
+                            if is_message(&event) {
+                                shared.deliver(event.data).await;
+                            }
+                        }
+                        Some(Err(Closed::TooLong(max))) => {
+                            return shared.close(Closed::TooLong(max)).await;
+                        }
+                        Some(Err(_)) | None => break,
+                    }
+                }
+            }
+            Ok(r) => {
+                let status = r.status();
+                let why = format!(
+                    "HTTP {status} from upstream `{}` to its GET stream: {}",
+                    shared.upstream,
+                    excerpt(r).await
+                );
+                shared.note(why.clone());
+                match status {
+                    StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                        return shared.close(Closed::Unauthorized(why)).await;
+                    }
+                    s if forgot_session(s, &why) => {
+                        let why = format!("its HTTP session expired ({s}); a new one is started");
+                        return shared.close(Closed::SessionExpired(why)).await;
+                    }
+                    _ => delay = (delay * 2).min(MAX_RETRY),
+                }
+            }
+            Err(e) => {
+                shared.note(format!("its GET stream failed: {}", error_chain(&e)));
+                delay = (delay * 2).min(MAX_RETRY);
+            }
+        }
+        tokio::select! {
+            () = shared.stop.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+/// A GET of the session's event stream, resuming after `last_id` when given.
+async fn get(
+    shared: &Shared,
+    session: &Session,
+    last_id: Option<&str>,
+) -> Result<reqwest::Response, reqwest::Error> {
+    let mut request = shared
+        .client
+        .get(shared.url.clone())
+        .headers(shared.headers.clone())
+        .header(ACCEPT, "text/event-stream");
+    if let Some(id) = session.id() {
+        request = request.header(SESSION_HEADER, id);
+    }
+    if let Some(version) = session.version() {
+        request = request.header(VERSION_HEADER, version);
+    }
+    if let Some(last) = last_id {
+        request = request.header("last-event-id", last);
+    }
+    request.send().await
+}
+
+/// Ends the HTTP session (DELETE), when there is one.
+pub(super) async fn end(shared: &Shared, session: &Session) {
+    let Some(id) = session.id() else {
+        return;
+    };
+    let mut request = shared
+        .client
+        .delete(shared.url.clone())
+        .headers(shared.headers.clone())
+        .header(SESSION_HEADER, id);
+    if let Some(version) = session.version() {
+        request = request.header(VERSION_HEADER, version);
+    }
+    let _ = request.send().await;
+}
+
+/// A successful JSON body, at most `max_message_bytes`.
+async fn read_body(shared: &Shared, mut response: reqwest::Response) -> Result<String, Closed> {
+    let max = shared.max_message_bytes;
+    if response.content_length().is_some_and(|n| n > max as u64) {
+        return Err(Closed::TooLong(max));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| Closed::Io(format!("reading its answer failed: {}", error_chain(&e))))?
+    {
+        body.extend_from_slice(&chunk);
+        if body.len() > max {
+            return Err(Closed::TooLong(max));
+        }
+    }
+    String::from_utf8(body).map_err(|_| Closed::Protocol("its answer is not UTF-8".into()))
+}
+
+/// The start of an error answer's body, for messages.
+pub(super) async fn excerpt(response: reqwest::Response) -> String {
+    let text = response.text().await.unwrap_or_default();
+    let text: String = text.trim().chars().take(BODY_EXCERPT).collect();
+    if text.is_empty() {
+        "(no body)".into()
+    } else {
+        text
+    }
+}
+
+/// An error with its causes (reqwest's own message alone says little, e.g. "error sending request").
+pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}

@@ -1,0 +1,76 @@
+//! Third-party MCP servers reached over HTTP: server-everything in its `streamableHttp` or `sse`
+//! mode, on a free port of 127.0.0.1 (a preload keeps it on loopback), stopped with its process
+//! group when dropped.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::peers;
+
+/// A remote MCP server process.
+pub struct RemoteServer {
+    child: Child,
+    pub port: u16,
+}
+
+impl RemoteServer {
+    /// server-everything in `mode` (`streamableHttp` or `sse`), once it accepts connections.
+    pub fn everything(mode: &str) -> Self {
+        Self::everything_on(mode, free_port())
+    }
+
+    /// [`Self::everything`] on `port` (a restarted server on the port of the one before).
+    pub fn everything_on(mode: &str, port: u16) -> Self {
+        let preload =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/loopback.cjs");
+        let child = Command::new(peers::npm_bin("mcp-server-everything"))
+            .arg(mode)
+            .env("PORT", port.to_string())
+            .env("NODE_OPTIONS", format!("--require {}", preload.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start server-everything {mode}: {e}"));
+        let server = Self { child, port };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "server-everything {mode} did not listen on 127.0.0.1:{port} within 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    /// `http://127.0.0.1:PORT{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The process id (its process group's too).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for RemoteServer {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// A port nothing listens on now (the OS picks it; the server binds it right after).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}

@@ -1,0 +1,178 @@
+//! Remote upstreams: a server restarted under a live host session is reconnected (a new HTTP
+//! session, no crash loop), and a server that refuses the credential leaves its upstream
+//! `unauthorized` — not restarted, the host's error naming the upstream and the 401, the token in
+//! no log line, status or audit record.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Client, Daemon, RemoteServer, assert_upstream_error, poll_until};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn echo(client: &Client) -> Value {
+    client
+        .request(
+            "tools/call",
+            json!({"name": "everything__echo", "arguments": {"message": "hi"}}),
+        )
+        .await
+}
+
+fn echoed(answer: &Value) -> bool {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .is_some_and(|t| t.contains("hi"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_server_restarted_under_a_live_session_is_reconnected() {
+    let server = RemoteServer::everything("streamableHttp");
+    let port = server.port;
+    let daemon = Daemon::start(&format!(
+        "[upstreams.everything]\nurl = \"{}\"\n",
+        server.url("/mcp")
+    ));
+    let host = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&host, |n| n.iter().any(|t| t == "everything__echo"))
+        .await;
+    assert!(echoed(&echo(&host).await));
+    let before = daemon.upstream_status("everything").await;
+    assert_eq!(before["transport"], "streamable-http", "{before}");
+    assert_eq!(before["url"], server.url("/mcp"), "{before}");
+
+    // The server goes away and comes back without the session mcpmux had.
+    drop(server);
+    let _server = RemoteServer::everything_on("streamableHttp", port);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut failures = Vec::new();
+    loop {
+        let answer = echo(&host).await;
+        if echoed(&answer) {
+            break;
+        }
+        // A call caught in the switch fails with a clear error naming the upstream.
+        assert_upstream_error(&answer, -32010, "everything");
+        failures.push(answer);
+        assert!(
+            Instant::now() < deadline,
+            "never reconnected: {failures:#?}\n{}",
+            daemon.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let after = daemon.upstream_status("everything").await;
+    assert_eq!(after["state"], "ready", "{after}");
+    assert_eq!(
+        after["restarts"], 0,
+        "a new session is not a crash: {after}"
+    );
+    assert!(
+        daemon.log_count(&["upstream=everything", "HTTP session expired"]) >= 1,
+        "the reconnection is logged:\n{}",
+        daemon.stderr()
+    );
+    eprintln!("calls that failed during the switch: {}", failures.len());
+}
+
+/// A server that answers every request with 401 and a `WWW-Authenticate` challenge.
+async fn refusing_server() -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let _ = socket.read(&mut buf).await;
+                let body = r#"{"error":"invalid_token"}"#;
+                let answer = format!(
+                    "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer error=\"invalid_token\"\r\n\
+                     Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (port, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_credential_leaves_the_upstream_unauthorized_and_the_token_nowhere() {
+    let (port, _server) = refusing_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "mcpmux-test-secret-token-8f1c2a";
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{secret}\n")).unwrap();
+    let daemon = Daemon::start(&format!(
+        "[upstreams.locked]\nurl = \"http://127.0.0.1:{port}/mcp\"\nbearer_token_file = {}\n\
+         restart_initial_backoff = \"50ms\"\n{}",
+        serde_json::to_string(token_file.to_str().unwrap()).unwrap(),
+        common::test_upstream("good", &[])
+    ));
+    let host = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&host, |n| n.iter().any(|t| t == "good__echo"))
+        .await;
+    let reached = poll_until(Duration::from_secs(10), || async {
+        daemon.upstream_status("locked").await["state"] == "unauthorized"
+    })
+    .await;
+    let status = daemon.upstream_status("locked").await;
+    assert!(reached, "not unauthorized: {status}\n{}", daemon.stderr());
+    // No restart storm: it stays put.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let status = daemon.upstream_status("locked").await;
+    assert_eq!(status["state"], "unauthorized", "{status}");
+    assert_eq!(status["restarts"], 0, "{status}");
+
+    let answer = host
+        .request(
+            "tools/call",
+            json!({"name": "locked__anything", "arguments": {}}),
+        )
+        .await;
+    let message = assert_upstream_error(&answer, -32010, "locked");
+    assert!(
+        message.contains("401") && message.contains("unauthorized"),
+        "{message}"
+    );
+    // The healthy upstream is untouched.
+    let ok = host
+        .request(
+            "tools/call",
+            json!({"name": "good__echo", "arguments": {"x": 1}}),
+        )
+        .await;
+    assert!(ok["result"].is_object(), "{ok}");
+
+    // The token is in no log line, no status and no audit record.
+    let audit = reqwest::get(format!(
+        "{}/audit/query?limit=1000",
+        daemon.admin_url.as_deref().unwrap()
+    ))
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    let full_status = daemon.status().await.to_string();
+    for (what, text) in [
+        ("the daemon's log", daemon.stderr()),
+        ("the status", full_status),
+        ("the audit log", audit),
+        ("the host's error", answer.to_string()),
+    ] {
+        assert!(
+            !text.contains(secret),
+            "the token leaked into {what}:\n{text}"
+        );
+    }
+}
