@@ -16,11 +16,14 @@ use ractor::{
 };
 
 use crate::audit::{AuditHandle, Record};
+use crate::config::{TokenSource, Transport};
 use crate::sync::lock;
 use crate::upstream::{Phase, StopReason, UpstreamError, UpstreamHandle};
 
 /// Longest wait for one supervisor request (restart, shutdown).
 const CALL_DEADLINE: Duration = Duration::from_secs(30);
+/// How often an unauthorized upstream's token file is looked at.
+const CREDENTIAL_CHECK: Duration = Duration::from_secs(2);
 /// How long stopping a session's instances may take.
 const INSTANCE_STOP: Duration = Duration::from_secs(5);
 
@@ -152,6 +155,8 @@ enum SupervisorMsg {
     Instance(UpstreamHandle, String, RpcReplyPort<UpstreamHandle>),
     StopInstances(String, RpcReplyPort<()>),
     Restart(String, RpcReplyPort<bool>),
+    /// Whether an unauthorized upstream's token file changed since `seen` (then it starts again).
+    CheckCredential(Key, Option<Vec<u8>>),
     Shutdown(RpcReplyPort<()>),
 }
 
@@ -293,6 +298,23 @@ impl Actor for Supervisor {
                 start(&myself, state, &key).await;
                 let _ = reply.send(true);
             }
+            SupervisorMsg::CheckCredential(key, seen) => {
+                let Some(slot) = state.slots.get(&key) else {
+                    return Ok(());
+                };
+                if slot.actor.is_some() || slot.handle.phase() != Phase::Unauthorized {
+                    return Ok(());
+                }
+                let now = token_file(&slot.handle).and_then(|p| std::fs::read(p).ok());
+                if now != seen {
+                    tracing::info!(upstream = %key.upstream, "Its bearer_token_file changed; starting it again.");
+                    start(&myself, state, &key).await;
+                } else {
+                    myself.send_after(CREDENTIAL_CHECK, move || {
+                        SupervisorMsg::CheckCredential(key, seen)
+                    });
+                }
+            }
             SupervisorMsg::Shutdown(reply) => {
                 state.shutting_down = true;
                 let actors: Vec<_> = state
@@ -352,6 +374,13 @@ impl Actor for Supervisor {
                 key.session.as_deref(),
                 slot.handle.status().last_error,
             ));
+            // A token read from a file is watched: a new token starts the upstream again.
+            if let Some(path) = token_file(&slot.handle) {
+                let seen = std::fs::read(path).ok();
+                myself.send_after(CREDENTIAL_CHECK, move || {
+                    SupervisorMsg::CheckCredential(key, seen)
+                });
+            }
             return Ok(());
         }
         if stopped == Some(StopReason::SessionExpired) {
@@ -521,6 +550,17 @@ fn on_failure(
     tracing::warn!(upstream = %name, session, error = %why, retry_in_ms = delay.as_millis() as u64, "Upstream failed; it will be restarted.");
     let key = key.clone();
     myself.send_after(delay, move || SupervisorMsg::Start(key));
+}
+
+/// The file an upstream's bearer token is read from, if it has one.
+fn token_file(handle: &UpstreamHandle) -> Option<&std::path::Path> {
+    match &handle.config().transport {
+        Transport::Remote(remote) => match &remote.bearer_token {
+            Some(TokenSource::File(path)) => Some(path),
+            _ => None,
+        },
+        Transport::Stdio(_) => None,
+    }
 }
 
 /// Exponential backoff from `initial` to `max`, with ±20% jitter.

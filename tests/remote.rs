@@ -153,6 +153,23 @@ async fn a_refused_credential_leaves_the_upstream_unauthorized_and_the_token_now
         .await;
     assert!(ok["result"].is_object(), "{ok}");
 
+    // A new token in the file starts it again (here the server refuses that one too).
+    std::fs::write(&token_file, "another-token\n").unwrap();
+    let retried = poll_until(Duration::from_secs(10), || async {
+        daemon.log_count(&["upstream=locked", "bearer_token_file changed"]) >= 1
+    })
+    .await;
+    assert!(
+        retried,
+        "a changed token file did not start it again:\n{}",
+        daemon.stderr()
+    );
+    let again = poll_until(Duration::from_secs(10), || async {
+        daemon.upstream_status("locked").await["state"] == "unauthorized"
+    })
+    .await;
+    assert!(again, "{}", daemon.upstream_status("locked").await);
+
     // The token is in no log line, no status and no audit record.
     let audit = reqwest::get(format!(
         "{}/audit/query?limit=1000",

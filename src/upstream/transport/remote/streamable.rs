@@ -156,6 +156,10 @@ pub(super) async fn post(
     }
     let body = excerpt(response).await;
     let why = format!("HTTP {status} from upstream `{}`: {body}", shared.upstream);
+    // A refusal `auto` falls back on is expected, not a failure to show.
+    if may_fall_back && status.is_client_error() && !matches!(status.as_u16(), 401 | 403) {
+        return Err(status);
+    }
     shared.note(why.clone());
     match status {
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
@@ -167,7 +171,6 @@ pub(super) async fn post(
             let why = format!("its HTTP session expired ({s}); a new one is started");
             shared.close(Closed::SessionExpired(why)).await;
         }
-        s if may_fall_back && s.is_client_error() => return Err(s),
         _ => shared.fail_request(&message, why).await,
     }
     Ok(())
