@@ -349,3 +349,42 @@ async fn catalog_changes_notify_hosts_and_old_cursors_keep_their_generation() {
         .await;
     assert_eq!(called["structuredContent"]["params"]["name"], "zz_new");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unprefixed_upstream_keeps_its_names_and_uris() {
+    let daemon = Daemon::start(&format!(
+        "{}prefix = \"\"\n",
+        test_upstream("solo", &["--protocol-tools"])
+    ));
+    let client = Client::connect(&daemon.url).await;
+    let tools = daemon
+        .wait_for_tools(&client, |n| n.iter().any(|t| t == "echo"))
+        .await;
+    assert!(
+        tools.iter().all(|t| !t.contains("__")),
+        "names changed: {tools:?}"
+    );
+    let answer = client
+        .request("tools/call", json!({"name": "echo", "arguments": {"x": 1}}))
+        .await;
+    assert_eq!(
+        answer["result"]["structuredContent"]["upstream"], "solo",
+        "{answer}"
+    );
+    let resources = client.list_all("resources/list", "resources").await;
+    assert_eq!(names(&resources, "uri"), ["test://solo/hello"]);
+    let read = client
+        .request("resources/read", json!({"uri": "test://solo/hello"}))
+        .await;
+    assert_eq!(
+        read["result"]["contents"][0]["uri"], "test://solo/hello",
+        "{read}"
+    );
+    let prompt = client
+        .request(
+            "prompts/get",
+            json!({"name": "greet", "arguments": {"name": "Ada"}}),
+        )
+        .await;
+    assert!(prompt["result"]["messages"].is_array(), "{prompt}");
+}

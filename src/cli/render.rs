@@ -121,7 +121,11 @@ pub(super) fn upstream_table(config: &Config) -> String {
             };
             vec![
                 u.name.clone(),
-                u.prefix.to_string(),
+                if u.prefix.is_none() {
+                    "(none)".into()
+                } else {
+                    u.prefix.to_string()
+                },
                 if u.enabled { "yes".into() } else { "no".into() },
                 transport.to_owned(),
                 program.to_owned(),

@@ -210,6 +210,26 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_prefix_is_for_the_only_enabled_upstream() {
+        let one = "[upstreams.solo]\nurl = \"http://127.0.0.1:9/mcp\"\nprefix = \"\"\n";
+        let c = load_text("p.toml", one).unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.upstreams[0].prefix.is_none());
+        let off = format!("{one}[upstreams.other]\ncommand = \"x\"\nenabled = false\n");
+        assert!(load_text("q.toml", &off).is_ok());
+        let e = load_text(
+            "r.toml",
+            &format!("{one}[upstreams.other]\ncommand = \"x\"\n"),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            e.contains("upstreams.solo.prefix") && e.contains("only enabled upstream"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn remote_upstreams_take_their_keys_and_refuse_the_others() {
         let c = load_text(
             "r.toml",

@@ -187,6 +187,20 @@ fn upstreams(
         }
         upstreams.push(upstream);
     }
+    let enabled = upstreams.iter().filter(|u| u.enabled).count();
+    if let Some(bare) = upstreams.iter().find(|u| u.enabled && u.prefix.is_none()) {
+        if enabled > 1 {
+            return Err(ConfigError::invalid(
+                file,
+                format!("upstreams.{}.prefix", bare.name),
+                format!(
+                    "is empty (names and URIs unchanged), which needs it to be the only enabled upstream; {} others are enabled",
+                    enabled - 1
+                ),
+                "give it a prefix, or disable the others (enabled = false)",
+            ));
+        }
+    }
     Ok(upstreams)
 }
 
@@ -241,6 +255,7 @@ fn upstream(
 /// The upstream's namespace: the one `given`, else derived from its `name`.
 fn prefix(file: &Path, name: &str, given: Option<&str>) -> Result<Prefix, ConfigError> {
     match given {
+        Some("") => Ok(Prefix::none()),
         Some(p) => Prefix::parse(p).map_err(|e| {
             let key = format!("upstreams.{name}.prefix");
             ConfigError::invalid(file, key, e, "e.g. prefix = \"fs\"")

@@ -4,7 +4,8 @@
 //! (a valid RFC 3986 scheme, since a prefix is `[a-z][a-z0-9-]*`). Prefixes contain neither `_` nor
 //! `+`, so both splits are unambiguous. Names that break the host-side budget are shortened
 //! deterministically with a hash suffix; routing then goes through the catalog's exposed → original
-//! map, never by splitting strings.
+//! map, never by splitting strings. The empty prefix ([`Prefix::none`], `prefix = ""`, allowed for
+//! the only upstream a host sees) exposes names and URIs unchanged.
 
 use std::fmt;
 
@@ -61,6 +62,15 @@ impl Prefix {
         })
     }
 
+    /// No namespace: names and URIs pass through unchanged (the only upstream a host sees).
+    pub fn none() -> Self {
+        Self(String::new())
+    }
+
+    pub fn is_none(&self) -> bool {
+        self.0.is_empty()
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -104,6 +114,9 @@ impl NameBudget {
     /// The exposed name of `original` from the upstream with `prefix`, or `None` when even the
     /// shortened form does not fit the pattern (the item is then left out, with a warning).
     pub fn expose(&self, prefix: &Prefix, original: &str) -> Option<String> {
+        if prefix.is_none() {
+            return Some(original.to_owned());
+        }
         let plain = format!("{prefix}{SEPARATOR}{original}");
         if plain.len() <= self.max_len && self.pattern.is_match(&plain) {
             return Some(plain);
@@ -128,6 +141,9 @@ impl NameBudget {
 
 /// `{prefix}+{uri}` for resources and resource templates.
 pub fn expose_uri(prefix: &Prefix, uri: &str) -> String {
+    if prefix.is_none() {
+        return uri.to_owned();
+    }
     format!("{prefix}+{uri}")
 }
 
@@ -148,6 +164,20 @@ pub fn split_uri(exposed: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_empty_prefix_passes_names_and_uris_through() {
+        let none = Prefix::none();
+        let budget = NameBudget::default();
+        let long = "a".repeat(80);
+        assert_eq!(budget.expose(&none, "get-sum").as_deref(), Some("get-sum"));
+        assert_eq!(budget.expose(&none, &long).as_deref(), Some(long.as_str()));
+        assert_eq!(expose_uri(&none, "demo://x"), "demo://x");
+        assert!(
+            Prefix::parse("").is_err(),
+            "only config's `prefix = \"\"` means none"
+        );
+    }
 
     fn prefix(p: &str) -> Prefix {
         Prefix::parse(p).unwrap_or_else(|e| panic!("{e}"))

@@ -137,6 +137,10 @@ impl Snapshot {
     /// The upstream an exposed URI belongs to and the upstream's own URI. Resources read through
     /// a template are not listed, so URIs route by their prefix, which names one upstream exactly.
     pub fn route_uri<'a>(&self, exposed: &'a str) -> Option<(&UpstreamHandle, &'a str)> {
+        // An unprefixed upstream is the only one configured: every URI is its own.
+        if let Some(h) = self.by_prefix.get("") {
+            return Some((h, exposed));
+        }
         let (prefix, uri) = names::split_uri(exposed)?;
         self.by_prefix.get(prefix).map(|h| (h, uri))
     }

@@ -106,6 +106,9 @@ fn initialize_result(snapshot: &Snapshot, version: Version) -> Value {
         .iter()
         .filter_map(|(h, info)| {
             info.instructions.as_ref().map(|i| {
+                if h.prefix().is_none() {
+                    return format!("## {}\n{i}", h.name());
+                }
                 format!(
                     "## {} (tools prefixed `{}{SEPARATOR}`)\n{i}",
                     h.name(),

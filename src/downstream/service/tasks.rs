@@ -49,15 +49,12 @@ impl HostService {
         if self.delivery.tasks.owner(&task).as_deref() != Some(host.session.id.as_str()) {
             return Err(not_found());
         }
-        let (prefix, original) = names::split_uri(&task).ok_or_else(not_found)?;
-        let upstream = self
-            .router
-            .snapshot()
-            .upstream(prefix)
-            .cloned()
-            .ok_or_else(not_found)?;
+        let snapshot = self.router.snapshot();
+        let (upstream, original) = snapshot.route_uri(&task).ok_or_else(not_found)?;
+        let (upstream, original) = (upstream.clone(), original.to_owned());
+        drop(snapshot);
         host.routed(&upstream, &task);
-        let original = raw_string(original);
+        let original = raw_string(&original);
         members.insert("taskId", &original);
         match self.forward(host, &upstream, method, members).await? {
             Reply::Result(result) => {
