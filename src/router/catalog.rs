@@ -134,6 +134,21 @@ impl Snapshot {
             .and_then(|&i| listing.entries.get(i))
     }
 
+    /// The upstream and original name an exposed tool or prompt name routes to: the catalog's
+    /// map, or — when the one upstream is unprefixed, its names passing through — the name
+    /// itself, listed or not (that upstream answers for names it does not know, as it would
+    /// without mcpmux).
+    pub fn route_name<'a>(
+        &'a self,
+        kind: ListKind,
+        exposed: &'a str,
+    ) -> Option<(&'a UpstreamHandle, &'a str)> {
+        if let Some(entry) = self.lookup(kind, exposed) {
+            return Some((&entry.upstream, &entry.original));
+        }
+        self.by_prefix.get("").map(|h| (h, exposed))
+    }
+
     /// The upstream an exposed URI belongs to and the upstream's own URI. Resources read through
     /// a template are not listed, so URIs route by their prefix, which names one upstream exactly.
     pub fn route_uri<'a>(&self, exposed: &'a str) -> Option<(&UpstreamHandle, &'a str)> {

@@ -28,11 +28,11 @@ impl HostService {
                     .string("name")
                     .ok_or_else(|| RpcError::invalid_params("ref/prompt needs a `name`"))?;
                 let snapshot = self.router.snapshot();
-                let entry = snapshot
-                    .lookup(ListKind::Prompts, &name)
+                let (upstream, original) = snapshot
+                    .route_name(ListKind::Prompts, &name)
                     .ok_or_else(|| unknown(&snapshot, ListKind::Prompts, &name))?;
-                host.routed(&entry.upstream, &name);
-                (entry.upstream.clone(), "name", entry.original.to_string())
+                host.routed(upstream, &name);
+                (upstream.clone(), "name", original.to_owned())
             }
             "ref/resource" => {
                 let uri = reference

@@ -43,11 +43,10 @@ impl HostService {
             .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string `name`")))?;
         host.note(|n| n.target = Some(name.clone()));
         let snapshot = self.router.snapshot();
-        let Some(entry) = snapshot.lookup(kind, &name) else {
+        let Some((upstream, original_name)) = snapshot.route_name(kind, &name) else {
             return Err(unknown(&snapshot, kind, &name));
         };
-        let upstream = entry.upstream.clone();
-        let original_name = entry.original.clone();
+        let (upstream, original_name) = (upstream.clone(), original_name.to_owned());
         drop(snapshot);
         let tool = (kind == ListKind::Tools).then_some(&*original_name);
         let audited = self.audit.is_enabled();

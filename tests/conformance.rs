@@ -1,0 +1,108 @@
+//! The official MCP conformance suite (`@modelcontextprotocol/conformance` 0.1.16, server mode,
+//! on the Node 22 the peers install) against server-everything over Streamable HTTP, directly and
+//! through mcpmux fronting it unprefixed: every check scores through mcpmux what it scores
+//! directly. Most scenarios call names only the suite's own reference server implements and
+//! fail either way; the point is that mcpmux changes no outcome. Two checks may differ, for the
+//! better: mcpmux answers DNS-rebinding probes correctly, and answers a request with JSON when
+//! nothing precedes its answer (an SSE answer is optional, so that check is informational).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Daemon, RemoteServer, peers};
+
+/// Checks whose outcome through mcpmux may be better than direct, and to what.
+const MAY_DIFFER: [(&str, &str); 2] = [
+    ("server-sse-streams-functional", "INFO"),
+    ("localhost-host-rebinding-rejected", "SUCCESS"),
+];
+
+/// Runs the server suite against `url`; every check's id and status.
+fn run_suite(url: &str, out: &Path) -> BTreeMap<String, String> {
+    let node = peers::npm_bin("node");
+    let suite = peers::npm_bin("conformance");
+    let output = Command::new(&node)
+        .arg(&suite)
+        .args(["server", "--url", url, "-o"])
+        .arg(out)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run the conformance suite with {}: {e}",
+                node.display()
+            )
+        });
+    let text = String::from_utf8_lossy(&output.stdout);
+    let summary = text
+        .split("=== SUMMARY ===")
+        .nth(1)
+        .unwrap_or_default()
+        .trim();
+    eprintln!("conformance against {url}:\n{summary}");
+    let mut checks = BTreeMap::new();
+    for dir in std::fs::read_dir(out).unwrap().flatten() {
+        let file = dir.path().join("checks.json");
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let list: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+        for check in list {
+            let id = check["id"].as_str().unwrap().to_owned();
+            checks.insert(id, check["status"].as_str().unwrap_or("?").to_owned());
+        }
+    }
+    assert!(
+        checks.len() >= 30,
+        "the suite ran too few checks against {url} ({}):\n{text}\n{}",
+        checks.len(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    checks
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conformance_suite_scores_through_mcpmux_what_it_scores_directly() {
+    let server = RemoteServer::everything("streamableHttp");
+    let results = tempfile::tempdir().unwrap();
+    let direct = run_suite(&server.url("/mcp"), &results.path().join("direct"));
+    let passed = direct.values().filter(|s| *s == "SUCCESS").count();
+    assert!(
+        passed >= 10,
+        "server-everything passes too little: {direct:#?}"
+    );
+
+    let daemon = Daemon::start(&format!(
+        "[upstreams.everything]\nurl = \"{}\"\nprefix = \"\"\n",
+        server.url("/mcp")
+    ));
+    let ready = common::poll_until(Duration::from_secs(60), || async {
+        daemon.upstream_status("everything").await["state"] == "ready"
+    })
+    .await;
+    assert!(ready, "{}", daemon.stderr());
+    let via = run_suite(&daemon.url, &results.path().join("via"));
+
+    let mut differences = Vec::new();
+    for (id, status) in &direct {
+        let through = via.get(id).map_or("missing", String::as_str);
+        let allowed = MAY_DIFFER.iter().any(|(c, s)| c == id && *s == through);
+        if through != status && !allowed {
+            differences.push(format!("{id}: {status} directly, {through} through mcpmux"));
+        }
+    }
+    for id in via.keys().filter(|id| !direct.contains_key(*id)) {
+        differences.push(format!("{id}: only through mcpmux ({})", via[id]));
+    }
+    assert!(
+        differences.is_empty(),
+        "mcpmux changed conformance outcomes:\n{}\ndaemon stderr:\n{}",
+        differences.join("\n"),
+        daemon.stderr()
+    );
+}
