@@ -32,7 +32,7 @@
 //! cargo bench --bench loadgen -- [--calls N (20000)] [--concurrency C (16)] [--warmup N (1000)]
 //!     [--rate R (0: closed loop)] [--upstreams U (1)] [--mode direct|mcpmux|both]
 //!     [--audit on|off|both] [--repeat N (1)] [--json]
-//!     [--mcpmux PATH] [--upstream-cmd "CMD ARGS..."]
+//!     [--mcpmux PATH] [--upstream-cmd "CMD ARGS..."] [--upstream-url URL] [--arguments JSON]
 //! ```
 //!
 //! `cargo bench` builds release binaries (this package's two are the defaults). `--json` prints
@@ -97,7 +97,17 @@ struct Args {
     /// The upstream command and its arguments (`--name NAME` is appended).
     #[arg(long, default_value = env!("CARGO_BIN_EXE_mcpmux-test-upstream"))]
     upstream_cmd: String,
+    /// A remote upstream's Streamable HTTP URL instead of `--upstream-cmd`: `direct` calls its
+    /// `echo` over HTTP, `mcpmux` fronts it as `up1` (with `--upstreams` - 1 stdio copies beside).
+    #[arg(long)]
+    upstream_url: Option<String>,
+    /// The `arguments` of each `echo` call (JSON); its answer must mention "hello".
+    #[arg(long, default_value = r#"{"text":"hello"}"#)]
+    arguments: String,
 }
+
+/// `--arguments`, as given.
+static ARGUMENTS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -120,7 +130,8 @@ fn initialize() -> Vec<u8> {
 }
 
 fn call_body(id: u64, tool: &str) -> Vec<u8> {
-    let params = format!(r#"{{"name":"{tool}","arguments":{{"text":"hello"}}}}"#);
+    let arguments = ARGUMENTS.get().map_or(r#"{"text":"hello"}"#, String::as_str);
+    let params = format!(r#"{{"name":"{tool}","arguments":{arguments}}}"#);
     format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#).into()
 }
 
@@ -344,6 +355,7 @@ impl Daemon {
     async fn start(
         mcpmux: &Path,
         upstream: &[String],
+        remote: Option<&str>,
         n: usize,
         audit: bool,
     ) -> Res<(Daemon, String, Option<String>)> {
@@ -357,7 +369,10 @@ impl Daemon {
         if !audit {
             config += "\n[audit]\nenabled = false\n";
         }
-        for i in 1..=n {
+        if let Some(url) = remote {
+            config += &format!("\n[upstreams.up1]\nurl = {}\n", q(url));
+        }
+        for i in (1 + usize::from(remote.is_some()))..=n {
             let mut args: Vec<String> = upstream[1..].iter().map(|a| q(a)).collect();
             args.extend([q("--name"), q(&format!("up{i}"))]);
             let (cmd, args) = (q(&upstream[0]), args.join(", "));
@@ -467,6 +482,8 @@ fn rss_mib(pid: u32) -> Option<f64> {
 
 enum Target {
     Direct(Direct),
+    /// A remote upstream called directly over Streamable HTTP.
+    DirectHttp(Http),
     Http(Http),
 }
 
@@ -475,6 +492,7 @@ impl Target {
         let id = NEXT_ID.fetch_add(1, Relaxed);
         let answer = match self {
             Target::Direct(d) => d.request(id, call_body(id, "echo")).await?,
+            Target::DirectHttp(h) => h.post(call_body(id, "echo"), Some(id)).await?.1,
             Target::Http(h) => h.post(call_body(id, "up1__echo"), Some(id)).await?.1,
         };
         check(&answer, true)
@@ -556,6 +574,13 @@ async fn measure(mode: &str, t: Target, args: &Args, mut probe: impl FnMut()) ->
 }
 
 async fn run_direct(args: &Args, cmd: &[String]) -> Res<Value> {
+    if let Some(url) = &args.upstream_url {
+        eprintln!("loadgen: direct: {url} over Streamable HTTP");
+        let http = Http::connect(url.clone(), args.concurrency).await;
+        let http = http.map_err(ctx("direct: initialize"))?;
+        let report = measure("direct", Target::DirectHttp(http), args, || ()).await;
+        return report.map_err(ctx("direct"));
+    }
     eprintln!("loadgen: direct: starting {}", cmd.join(" "));
     let (direct, mut child) = Direct::spawn(cmd)?;
     let init = async {
@@ -593,7 +618,8 @@ async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
     let (exe, n) = (args.mcpmux.display(), args.upstreams.max(1));
     let on_off = if audit { "on" } else { "off" };
     eprintln!("loadgen: mcpmux: starting {exe} with {n} upstream(s), audit {on_off}");
-    let (mut daemon, url, admin) = Daemon::start(&args.mcpmux, cmd, n, audit).await?;
+    let remote = args.upstream_url.as_deref();
+    let (mut daemon, url, admin) = Daemon::start(&args.mcpmux, cmd, remote, n, audit).await?;
     let pid = daemon.child.id();
     let with_tail = |e: String| format!("mcpmux: {e}{}", daemon.stderr_tail());
     eprintln!("loadgen: mcpmux: listening on {url}; waiting for up1__echo");
@@ -708,6 +734,8 @@ async fn run(args: Args) -> Res<()> {
     if args.calls < 1 || args.concurrency < 1 {
         return Err("--calls and --concurrency must be at least 1".into());
     }
+    serde_json::from_str::<Value>(&args.arguments).map_err(ctx("--arguments is not JSON"))?;
+    let _ = ARGUMENTS.set(args.arguments.clone());
     let cmd = args.upstream_cmd.split_whitespace();
     let mut cmd: Vec<String> = cmd.map(Into::into).collect();
     let program = Path::new(cmd.first().ok_or("--upstream-cmd is empty")?);
