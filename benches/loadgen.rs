@@ -130,7 +130,9 @@ fn initialize() -> Vec<u8> {
 }
 
 fn call_body(id: u64, tool: &str) -> Vec<u8> {
-    let arguments = ARGUMENTS.get().map_or(r#"{"text":"hello"}"#, String::as_str);
+    let arguments = ARGUMENTS
+        .get()
+        .map_or(r#"{"text":"hello"}"#, String::as_str);
     let params = format!(r#"{{"name":"{tool}","arguments":{arguments}}}"#);
     format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#).into()
 }

@@ -78,6 +78,7 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
                 "transport": transport,
                 "url": url,
                 "last_http_error": h.diagnostics().last_http_error(),
+                "http_session": h.diagnostics().http_session(),
                 "last_error": s.last_error,
                 "restarts": s.restarts,
                 "pid": s.pid,

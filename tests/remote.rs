@@ -44,6 +44,10 @@ async fn a_remote_server_restarted_under_a_live_session_is_reconnected() {
     let before = daemon.upstream_status("everything").await;
     assert_eq!(before["transport"], "streamable-http", "{before}");
     assert_eq!(before["url"], server.url("/mcp"), "{before}");
+    assert_eq!(
+        before["http_session"], "established, protocol 2025-11-25",
+        "{before}"
+    );
 
     // The server goes away and comes back without the session mcpmux had.
     drop(server);

@@ -72,6 +72,8 @@ pub struct Diagnostics {
     last_http_error: Mutex<Option<String>>,
     /// The HTTP transport a remote upstream was found to speak (`auto` asks that one first next time).
     transport: Mutex<Option<RemoteKind>>,
+    /// A remote upstream's HTTP session, as status shows it (never its id: that is a credential).
+    http_session: Mutex<Option<String>>,
 }
 
 impl Diagnostics {
@@ -81,6 +83,7 @@ impl Diagnostics {
             tail: Mutex::new(VecDeque::new()),
             last_http_error: Mutex::new(None),
             transport: Mutex::new(None),
+            http_session: Mutex::new(None),
         }
     }
 
@@ -119,6 +122,16 @@ impl Diagnostics {
     /// The HTTP transport that worked last, if one did.
     pub fn remembered(&self) -> Option<RemoteKind> {
         *lock(&self.transport)
+    }
+
+    /// Records the state of a remote upstream's HTTP session.
+    pub(super) fn set_http_session(&self, state: Option<String>) {
+        *lock(&self.http_session) = state;
+    }
+
+    /// A remote upstream's HTTP session state (`None` for a child process).
+    pub fn http_session(&self) -> Option<String> {
+        lock(&self.http_session).clone()
     }
 
     /// The kept lines, oldest first.

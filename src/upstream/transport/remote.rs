@@ -74,6 +74,8 @@ impl Shared {
     pub async fn close(&self, why: Closed) {
         if !self.stop.is_cancelled() {
             self.stop.cancel();
+            self.diagnostics
+                .set_http_session(Some(format!("ended: {why}")));
             let _ = self.incoming.send(Err(why)).await;
         }
     }

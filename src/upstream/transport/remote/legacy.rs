@@ -74,6 +74,9 @@ pub(super) async fn connect(shared: &Arc<Shared>) -> Result<url::Url, StartError
         )));
     }
     tokio::spawn(read(Arc::clone(shared), stream));
+    shared
+        .diagnostics
+        .set_http_session(Some("SSE stream open (legacy HTTP+SSE)".to_owned()));
     Ok(endpoint)
 }
 

@@ -148,6 +148,14 @@ pub(super) async fn post(
                 )
                 .await;
         }
+        if initialize && answered {
+            let state = match (session.id().is_some(), session.version()) {
+                (true, Some(v)) => format!("established, protocol {}", v.to_str().unwrap_or("?")),
+                (true, None) => "established".to_owned(),
+                (false, _) => "none (the server keeps no session)".to_owned(),
+            };
+            shared.diagnostics.set_http_session(Some(state));
+        }
         // The session is up: open the GET stream before the client says it is initialized.
         if initialize && answered && !session.0.listening.swap(true, Ordering::Relaxed) {
             tokio::spawn(listen(Arc::clone(shared), session.clone()));
