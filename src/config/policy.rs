@@ -179,6 +179,14 @@ impl Policy {
         None
     }
 
+    /// The longest deadline any request to this upstream can have.
+    pub fn longest_timeout(&self) -> Duration {
+        self.tool_timeouts
+            .values()
+            .copied()
+            .fold(self.request_timeout, Duration::max)
+    }
+
     /// The deadline for one call of `tool` (its override, else the request timeout).
     pub fn timeout_for(&self, tool: Option<&str>) -> Duration {
         tool.and_then(|t| self.tool_timeouts.get(t))

@@ -24,6 +24,9 @@ use super::error::{Closed, StartError};
 use crate::config::{RemoteKind, Transport, UpstreamConfig};
 use crate::sync::lock;
 
+/// How much longer a remote request's POST may take than the request itself (the connection's
+/// deadline answers the caller first; this only ends the POST that served it).
+const REQUEST_MARGIN: Duration = Duration::from_secs(5);
 /// Lines of diagnostics kept to explain why an upstream failed.
 const DIAGNOSTIC_LINES: usize = 8;
 
@@ -58,7 +61,14 @@ pub(super) async fn open(
     let max = config.policy.max_message_bytes;
     match &config.transport {
         Transport::Stdio(stdio) => stdio::open(stdio, max, diagnostics),
-        Transport::Remote(remote) => remote::open(remote, &config.name, max, diagnostics).await,
+        Transport::Remote(remote) => {
+            let limits = remote::Limits {
+                max_message_bytes: max,
+                notification: config.policy.request_timeout,
+                request: config.policy.longest_timeout() + REQUEST_MARGIN,
+            };
+            remote::open(remote, &config.name, limits, diagnostics).await
+        }
     }
 }
 

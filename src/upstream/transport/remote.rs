@@ -35,6 +35,17 @@ const WRITE_QUEUE: usize = 1024;
 /// Messages received and not yet taken by the connection's reader.
 const READ_QUEUE: usize = 1024;
 
+/// Bounds of one remote link.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    /// Largest message or event accepted.
+    pub max_message_bytes: usize,
+    /// Longest a POST of a notification or an answer may take (the next message waits for it).
+    pub notification: Duration,
+    /// Longest a POST of a request may take, its answer's stream included.
+    pub request: Duration,
+}
+
 /// What every task of one remote link shares.
 pub(super) struct Shared {
     pub upstream: String,
@@ -43,6 +54,7 @@ pub(super) struct Shared {
     /// Configured headers and the credential (marked sensitive: never printed).
     pub headers: HeaderMap,
     pub max_message_bytes: usize,
+    limits: Limits,
     pub diagnostics: Arc<Diagnostics>,
     /// Where received messages go; a send that fails means the connection is gone.
     incoming: mpsc::Sender<Result<String, Closed>>,
@@ -108,7 +120,7 @@ impl Shared {
 pub(super) async fn open(
     config: &RemoteConfig,
     upstream: &str,
-    max_message_bytes: usize,
+    limits: Limits,
     diagnostics: Arc<Diagnostics>,
 ) -> Result<Link, StartError> {
     let (client, headers) = client::build(config)?;
@@ -124,7 +136,8 @@ pub(super) async fn open(
         client,
         url: config.url.clone(),
         headers,
-        max_message_bytes,
+        max_message_bytes: limits.max_message_bytes,
+        limits,
         diagnostics,
         incoming: incoming_tx,
         stop: CancellationToken::new(),
@@ -167,15 +180,31 @@ async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<String>) {
         let request = matches!(Incoming::parse(&message), Ok(Message::Request { .. }));
         if first || !request {
             first = false;
-            post(&shared, message).await;
+            let deadline = if request {
+                shared.limits.request
+            } else {
+                shared.limits.notification
+            };
+            if tokio::time::timeout(deadline, post(&shared, message))
+                .await
+                .is_err()
+            {
+                shared.note(format!(
+                    "a POST to {} took longer than {}s; the next message goes on",
+                    shared.url,
+                    deadline.as_secs()
+                ));
+            }
         } else {
             tokio::spawn(post_owned(Arc::clone(&shared), message));
         }
     }
 }
 
+/// A request's POST, in its own task, ended at the longest deadline the request can have.
 async fn post_owned(shared: Arc<Shared>, message: String) {
-    post(&shared, message).await;
+    let deadline = shared.limits.request;
+    let _ = tokio::time::timeout(deadline, post(&shared, message)).await;
 }
 
 /// POSTs one message in the link's mode.
