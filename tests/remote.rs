@@ -1,7 +1,8 @@
-//! Remote upstreams: a server restarted under a live host session is reconnected (a new HTTP
-//! session, no crash loop), and a server that refuses the credential leaves its upstream
-//! `unauthorized` — not restarted, the host's error naming the upstream and the 401, the token in
-//! no log line, status or audit record.
+//! Remote upstreams: stdio servers published by PyPI's `mcp-proxy` (the 1.x Python SDK on the
+//! server side) work over Streamable HTTP and SSE; a server restarted under a live host session is
+//! reconnected (a new HTTP session, no crash loop); a server that refuses the credential leaves its
+//! upstream `unauthorized` — not restarted, the host's error naming the upstream and the 401, the
+//! token in no log line, status or audit record.
 
 #![allow(clippy::unwrap_used)]
 
@@ -9,7 +10,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Client, Daemon, RemoteServer, assert_upstream_error, poll_until};
+use common::{
+    Client, Daemon, RemoteServer, TEST_UPSTREAM, assert_upstream_error, peers, poll_until,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -26,6 +29,79 @@ fn echoed(answer: &Value) -> bool {
     answer["result"]["content"][0]["text"]
         .as_str()
         .is_some_and(|t| t.contains("hi"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_servers_published_by_mcp_proxy_work_over_both_transports() {
+    let time = peers::proxy_bin("mcp-server-time");
+    let time = RemoteServer::mcp_proxy(time.to_str().unwrap(), &[]);
+    let ours = RemoteServer::mcp_proxy(TEST_UPSTREAM, &["--name", "proxied"]);
+    let table = |name: &str, url: String, transport: &str| {
+        format!("[upstreams.{name}]\nurl = \"{url}\"\ntransport = \"{transport}\"\n")
+    };
+    let daemon = Daemon::start(
+        &[
+            table("time-http", time.url("/mcp"), "streamable-http"),
+            table("time-sse", time.url("/sse"), "sse"),
+            table("ours-http", ours.url("/mcp"), "auto"),
+            table("ours-sse", ours.url("/sse"), "auto"),
+        ]
+        .concat(),
+    );
+    let host = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&host, |n| {
+            ["time-http", "time-sse", "ours-http", "ours-sse"]
+                .iter()
+                .all(|p| n.iter().any(|t| t.starts_with(&format!("{p}__"))))
+        })
+        .await;
+    for prefix in ["time-http", "time-sse"] {
+        let answer = host
+            .request(
+                "tools/call",
+                json!({"name": format!("{prefix}__get_current_time"), "arguments": {"timezone": "UTC"}}),
+            )
+            .await;
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains("UTC"), "{prefix}: {answer}");
+    }
+    for prefix in ["ours-http", "ours-sse"] {
+        let answer = host
+            .request(
+                "tools/call",
+                json!({"name": format!("{prefix}__echo"), "arguments": {"via": prefix}}),
+            )
+            .await;
+        assert_eq!(
+            answer["result"]["structuredContent"]["upstream"], "proxied",
+            "{prefix}: {answer}"
+        );
+    }
+    let status = daemon.status().await;
+    let transports: Vec<(String, String)> = status["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["name"].as_str().unwrap().to_owned(),
+                u["transport"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        transports,
+        [
+            ("ours-http".into(), "streamable-http".into()),
+            ("ours-sse".into(), "sse".into()),
+            ("time-http".into(), "streamable-http".into()),
+            ("time-sse".into(), "sse".into()),
+        ],
+        "auto found each transport: {status}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

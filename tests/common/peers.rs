@@ -32,29 +32,51 @@ fn pins(file: &str) -> PathBuf {
 /// The Python interpreter of the peers' venv (which has the MCP Python SDK), provisioning it first.
 pub fn python() -> PathBuf {
     static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let python = PYTHON.get_or_init(|| {
-        let venv = dir().join("venv");
-        let python = venv.join("bin/python");
-        let requirements = pins("requirements.txt");
-        let toolchain = version_of("python3");
-        provision("venv", &venv, &[&requirements], &toolchain, &python, || {
-            run(
-                "a Python venv for the MCP Python SDK",
-                Command::new("python3").arg("-m").arg("venv").arg(&venv),
-                "install Python 3 with its venv module (Debian: apt-get install python3-venv)",
-            )?;
-            run(
-                "the MCP Python SDK (tests/peers/requirements.txt)",
-                Command::new(&python)
-                    .args(["-m", "pip", "install", "--disable-pip-version-check"])
-                    .args(["--no-input", "--require-virtualenv", "-r"])
-                    .arg(&requirements),
-                "check that PyPI can be reached (pip's index and proxy settings)",
-            )
-        })?;
-        Ok(python)
+    let venv = PYTHON.get_or_init(|| venv("venv", "requirements.txt", "the MCP Python SDK"));
+    venv.clone()
+        .unwrap_or_else(|why| panic!("{why}"))
+        .join("bin/python")
+}
+
+/// An executable of the proxy venv (`mcp-proxy` 0.13 with the 1.x SDK, and `mcp-server-time`),
+/// provisioning it first.
+pub fn proxy_bin(bin: &str) -> PathBuf {
+    static PROXY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let venv = PROXY.get_or_init(|| {
+        venv(
+            "proxy-venv",
+            "requirements-proxy.txt",
+            "mcp-proxy and mcp-server-time",
+        )
     });
-    python.clone().unwrap_or_else(|why| panic!("{why}"))
+    venv.clone()
+        .unwrap_or_else(|why| panic!("{why}"))
+        .join("bin")
+        .join(bin)
+}
+
+/// A venv `peers/<name>` with `tests/peers/<requirements>` installed.
+fn venv(name: &str, requirements: &str, what: &str) -> Result<PathBuf, String> {
+    let venv = dir().join(name);
+    let python = venv.join("bin/python");
+    let pinned = pins(requirements);
+    let toolchain = version_of("python3");
+    provision(name, &venv, &[&pinned], &toolchain, &python, || {
+        run(
+            &format!("a Python venv for {what}"),
+            Command::new("python3").arg("-m").arg("venv").arg(&venv),
+            "install Python 3 with its venv module (Debian: apt-get install python3-venv)",
+        )?;
+        run(
+            &format!("{what} (tests/peers/{requirements})"),
+            Command::new(&python)
+                .args(["-m", "pip", "install", "--disable-pip-version-check"])
+                .args(["--no-input", "--require-virtualenv", "-r"])
+                .arg(&pinned),
+            "check that PyPI can be reached (pip's index and proxy settings)",
+        )
+    })?;
+    Ok(venv)
 }
 
 /// The executable `node_modules/.bin/<bin>` of the peers' npm prefix, provisioning it first.

@@ -1,6 +1,7 @@
-//! Third-party MCP servers reached over HTTP: server-everything in its `streamableHttp` or `sse`
-//! mode, on a free port of 127.0.0.1 (a preload keeps it on loopback), stopped with its process
-//! group when dropped.
+//! Third-party MCP servers reached over HTTP, on a free port of 127.0.0.1, stopped with their
+//! process group when dropped: server-everything in its `streamableHttp` or `sse` mode (a preload
+//! keeps it on loopback), and stdio servers published by PyPI's `mcp-proxy` (Streamable HTTP at
+//! `/mcp`, SSE at `/sse`).
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -24,22 +25,40 @@ impl RemoteServer {
     pub fn everything_on(mode: &str, port: u16) -> Self {
         let preload =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/loopback.cjs");
-        let child = Command::new(peers::npm_bin("mcp-server-everything"))
+        let mut command = Command::new(peers::npm_bin("mcp-server-everything"));
+        command
             .arg(mode)
             .env("PORT", port.to_string())
-            .env("NODE_OPTIONS", format!("--require {}", preload.display()))
+            .env("NODE_OPTIONS", format!("--require {}", preload.display()));
+        Self::listening(command, port, &format!("server-everything {mode}"))
+    }
+
+    /// `mcp-proxy` publishing the stdio server `program args` over HTTP.
+    pub fn mcp_proxy(program: &str, args: &[&str]) -> Self {
+        let port = free_port();
+        let mut command = Command::new(peers::proxy_bin("mcp-proxy"));
+        command
+            .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--"])
+            .arg(program)
+            .args(args);
+        Self::listening(command, port, &format!("mcp-proxy for {program}"))
+    }
+
+    /// Starts `command` in its own process group and waits until `port` accepts connections.
+    fn listening(mut command: Command, port: u16, what: &str) -> Self {
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start server-everything {mode}: {e}"));
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
         let server = Self { child, port };
         let deadline = Instant::now() + Duration::from_secs(60);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
                 Instant::now() < deadline,
-                "server-everything {mode} did not listen on 127.0.0.1:{port} within 60 s"
+                "{what} did not listen on 127.0.0.1:{port} within 60 s"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
