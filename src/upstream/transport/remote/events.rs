@@ -62,3 +62,16 @@ impl std::fmt::Display for GuardError {
 }
 
 impl std::error::Error for GuardError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_blank_line_bounds_the_event_being_read() {
+        assert_eq!(last_boundary(b"data: a\n\ndata: b"), Some(9));
+        assert_eq!(last_boundary(b"data: a\r\n\r\ndata: b\n\n"), Some(20));
+        assert_eq!(last_boundary(b"data: partial"), None);
+        assert_eq!(last_boundary(b"data: a\r\rdata"), Some(9));
+    }
+}

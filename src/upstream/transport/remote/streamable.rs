@@ -250,8 +250,7 @@ async fn read_stream(
     id: Option<&str>,
     initialize: bool,
 ) -> bool {
-    let mut last_id: Option<String> = None;
-    let mut retry = MIN_RETRY;
+    let mut resume = Resume::default();
     for _ in 0..=MAX_RESUMES {
         let mut stream = events(response, shared.max_message_bytes);
         loop {
@@ -261,12 +260,7 @@ async fn read_stream(
             };
             match event {
                 Some(Ok(event)) => {
-                    if !event.id.is_empty() {
-                        last_id = Some(event.id.clone());
-                    }
-                    if let Some(r) = event.retry {
-                        retry = r.clamp(MIN_RETRY, MAX_RETRY);
-                    }
+                    resume.note(&event);
                     if !is_message(&event) {
                         continue;
                     }
@@ -284,10 +278,10 @@ async fn read_stream(
             }
         }
         // The stream ended before the answer: resume it, if the server numbered its events.
-        let Some(last) = last_id.clone() else {
+        let Some(last) = resume.last_id.clone() else {
             return id.is_none();
         };
-        tokio::time::sleep(retry).await;
+        tokio::time::sleep(resume.retry).await;
         match get(shared, session, Some(&last)).await {
             Ok(resumed) if resumed.status().is_success() => response = resumed,
             _ => return id.is_none(),
@@ -326,6 +320,38 @@ fn observe(session: &Session, message: &str, id: Option<&str>, initialize: bool)
     true
 }
 
+/// Where an event stream left off, and how long to wait before asking for the rest.
+struct Resume {
+    last_id: Option<String>,
+    retry: Duration,
+}
+
+impl Default for Resume {
+    fn default() -> Self {
+        Self {
+            last_id: None,
+            retry: MIN_RETRY,
+        }
+    }
+}
+
+impl Resume {
+    /// Keeps an event's id (for `Last-Event-ID`) and the server's `retry`.
+    fn note(&mut self, event: &super::events::Event) {
+        if !event.id.is_empty() {
+            self.last_id = Some(event.id.clone());
+        }
+        if let Some(retry) = event.retry {
+            self.retry = retry.clamp(MIN_RETRY, MAX_RETRY);
+        }
+    }
+
+    /// Waits longer after a failed reconnection, up to the most.
+    fn back_off(&mut self) {
+        self.retry = (self.retry * 2).min(MAX_RETRY);
+    }
+}
+
 /// A default (`message`) event with data.
 fn is_message(event: &super::events::Event) -> bool {
     (event.event.is_empty() || event.event == "message") && !event.data.trim().is_empty()
@@ -333,18 +359,17 @@ fn is_message(event: &super::events::Event) -> bool {
 
 /// The standalone GET stream: what the server sends unasked, reconnected with backoff.
 async fn listen(shared: Arc<Shared>, session: Session) {
-    let mut last_id: Option<String> = None;
-    let mut delay = MIN_RETRY;
+    let mut resume = Resume::default();
     loop {
         let response = tokio::select! {
             () = shared.stop.cancelled() => return,
-            response = get(&shared, &session, last_id.as_deref()) => response,
+            response = get(&shared, &session, resume.last_id.as_deref()) => response,
         };
         session.0.stream_ready.send_replace(true);
         match response {
             Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => return,
             Ok(r) if r.status().is_success() => {
-                delay = MIN_RETRY;
+                resume.retry = MIN_RETRY;
                 let mut stream = events(r, shared.max_message_bytes);
                 loop {
                     let event = tokio::select! {
@@ -353,12 +378,7 @@ async fn listen(shared: Arc<Shared>, session: Session) {
                     };
                     match event {
                         Some(Ok(event)) => {
-                            if !event.id.is_empty() {
-                                last_id = Some(event.id.clone());
-                            }
-                            if let Some(r) = event.retry {
-                                delay = r.clamp(MIN_RETRY, MAX_RETRY);
-                            }
+                            resume.note(&event);
                             if is_message(&event) {
                                 shared.deliver(event.data).await;
                             }
@@ -386,17 +406,17 @@ async fn listen(shared: Arc<Shared>, session: Session) {
                         let why = format!("its HTTP session expired ({s}); a new one is started");
                         return shared.close(Closed::SessionExpired(why)).await;
                     }
-                    _ => delay = (delay * 2).min(MAX_RETRY),
+                    _ => resume.back_off(),
                 }
             }
             Err(e) => {
                 shared.note(format!("its GET stream failed: {}", error_chain(&e)));
-                delay = (delay * 2).min(MAX_RETRY);
+                resume.back_off();
             }
         }
         tokio::select! {
             () = shared.stop.cancelled() => return,
-            () = tokio::time::sleep(delay) => {}
+            () = tokio::time::sleep(resume.retry) => {}
         }
     }
 }
@@ -481,4 +501,40 @@ pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forgotten_session_is_told_from_other_refusals() {
+        assert!(forgot_session(StatusCode::NOT_FOUND, ""));
+        let ts_sdk = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}"#;
+        assert!(forgot_session(StatusCode::BAD_REQUEST, ts_sdk));
+        assert!(!forgot_session(StatusCode::BAD_REQUEST, "invalid params"));
+        assert!(!forgot_session(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "session store down"
+        ));
+    }
+
+    #[test]
+    fn resuming_keeps_the_last_id_and_the_servers_retry_within_bounds() {
+        let mut resume = Resume::default();
+        let event = |id: &str, retry: Option<Duration>| super::super::events::Event {
+            event: String::new(),
+            data: "{}".into(),
+            id: id.into(),
+            retry,
+        };
+        resume.note(&event("7", Some(Duration::from_secs(3600))));
+        resume.note(&event("", None));
+        assert_eq!(resume.last_id.as_deref(), Some("7"));
+        assert_eq!(resume.retry, MAX_RETRY);
+        resume.note(&event("8", Some(Duration::from_millis(1))));
+        assert_eq!(resume.retry, MIN_RETRY);
+        resume.back_off();
+        assert_eq!(resume.retry, MIN_RETRY * 2);
+    }
 }
