@@ -2,7 +2,9 @@
 //! server side) work over Streamable HTTP and SSE; a server restarted under a live host session is
 //! reconnected (a new HTTP session, no crash loop); a server that refuses the credential leaves its
 //! upstream `unauthorized` — not restarted, the host's error naming the upstream and the 401, the
-//! token in no log line, status or audit record.
+//! token in no log line, status or audit record; an HTTPS upstream trusts the configured CA and
+//! presents the configured client certificate, and one whose certificate is not trusted is never
+//! served.
 
 #![allow(clippy::unwrap_used)]
 
@@ -272,4 +274,170 @@ async fn a_refused_credential_leaves_the_upstream_unauthorized_and_the_token_now
             "the token leaked into {what}:\n{text}"
         );
     }
+}
+
+/// A CA, and a server and a client certificate it signed (for 127.0.0.1 and localhost), by the
+/// `openssl` command line.
+fn certificates(dir: &std::path::Path) {
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap_or_else(|e| panic!("the TLS test needs the openssl command: {e}"));
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=mcpmux-test-ca",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    for (who, usage) in [("server", "serverAuth"), ("client", "clientAuth")] {
+        let (key, csr, pem, ext) = (
+            format!("{who}.key"),
+            format!("{who}.csr"),
+            format!("{who}.pem"),
+            format!("{who}.ext"),
+        );
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            "/CN=localhost",
+        ]);
+        std::fs::write(
+            dir.join(&ext),
+            format!(
+                "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+                 keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage={usage}\n"
+            ),
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+        ]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_upstreams_trust_the_configured_ca_and_present_the_client_certificate() {
+    let server = RemoteServer::everything("streamableHttp");
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    // TLS in front of server-everything, requiring a client certificate signed by our CA.
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/tls_proxy.py");
+    let mut tls = tokio::process::Command::new("python3")
+        .arg(script)
+        .args(["--target-port", &server.port.to_string()])
+        .args([
+            "--cert",
+            "server.pem",
+            "--key",
+            "server.key",
+            "--client-ca",
+            "ca.pem",
+        ])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut stdout = tokio::io::BufReader::new(tls.stdout.take().unwrap());
+    tokio::io::AsyncBufReadExt::read_line(&mut stdout, &mut line)
+        .await
+        .unwrap();
+    let port: u16 = line
+        .trim()
+        .strip_prefix("listening ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let pem = |f: &str| serde_json::to_string(dir.path().join(f).to_str().unwrap()).unwrap();
+    let daemon = Daemon::start(&format!(
+        "[upstreams.trusted]\nurl = \"https://localhost:{port}/mcp\"\nca_file = {}\n\
+         client_cert_file = {}\nclient_key_file = {}\n\
+         [upstreams.untrusted]\nurl = \"https://localhost:{port}/mcp\"\n\
+         [upstreams.anonymous]\nurl = \"https://127.0.0.1:{port}/mcp\"\nca_file = {}\n",
+        pem("ca.pem"),
+        pem("client.pem"),
+        pem("client.key"),
+        pem("ca.pem"),
+    ));
+    let host = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&host, |n| n.iter().any(|t| t == "trusted__echo"))
+        .await;
+    let answer = host
+        .request(
+            "tools/call",
+            json!({"name": "trusted__echo", "arguments": {"message": "hi"}}),
+        )
+        .await;
+    assert!(
+        echoed(&answer.clone()) || answer["result"].is_object(),
+        "{answer}"
+    );
+    // Without the CA the server's certificate is not trusted; without a client certificate the
+    // server refuses the handshake. Both say so and are retried, never served.
+    let refused = poll_until(Duration::from_secs(20), || async {
+        let untrusted = daemon.upstream_status("untrusted").await;
+        let anonymous = daemon.upstream_status("anonymous").await;
+        untrusted["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("UnknownIssuer"))
+            && anonymous["last_error"]
+                .as_str()
+                .is_some_and(|e| !e.is_empty())
+    })
+    .await;
+    assert!(
+        refused,
+        "{}\n{}",
+        daemon.upstream_status("untrusted").await,
+        daemon.upstream_status("anonymous").await
+    );
+    for name in ["untrusted", "anonymous"] {
+        let status = daemon.upstream_status(name).await;
+        assert_ne!(status["state"], "ready", "{status}");
+    }
+    let _ = tls.kill().await;
 }

@@ -111,12 +111,7 @@ impl Diagnostics {
     /// Logs and keeps an HTTP failure of a remote upstream (never a header: no credential).
     pub(super) fn note_http(&self, line: String) {
         tracing::warn!(upstream = %self.upstream, "{line}");
-        *lock(&self.last_http_error) = Some(line.clone());
-        let mut tail = self.lock();
-        if tail.len() == DIAGNOSTIC_LINES {
-            tail.pop_front();
-        }
-        tail.push_back(line);
+        *lock(&self.last_http_error) = Some(line);
     }
 
     /// The last HTTP failure, if any.
@@ -144,7 +139,7 @@ impl Diagnostics {
         lock(&self.http_session).clone()
     }
 
-    /// The kept lines, oldest first.
+    /// The kept stderr lines, oldest first.
     pub fn tail(&self) -> Vec<String> {
         self.lock().iter().cloned().collect()
     }
