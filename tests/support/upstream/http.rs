@@ -9,7 +9,8 @@
 //! session). GET is 405 (no standalone stream), DELETE ends the session. `crash` exits the
 //! process mid-call, as on stdio.
 //!
-//! The faults (`--http-fault`, repeatable), each for `tools/call` only unless said:
+//! The faults (`--http-fault`, repeatable), each for `tools/call` only unless said (and, with
+//! `--http-fault-tool NAME`, only for calls of that tool, so the others show the upstream is back):
 //! - `status500`: answered HTTP 500;
 //! - `garbage-sse`: answered with an event stream whose event data is not JSON;
 //! - `huge-event=BYTES`: answered with an event stream whose one event has BYTES of data,
@@ -76,6 +77,8 @@ type Waiting = Arc<Mutex<Vec<(String, tmpsc::UnboundedSender<String>)>>>;
 struct App {
     server: Server,
     faults: Vec<HttpFault>,
+    /// The one tool the `tools/call` faults apply to (`None`: every tool).
+    fault_tool: Option<String>,
     sessions: Mutex<HashSet<String>>,
     next_session: AtomicU64,
     waiting: Waiting,
@@ -87,6 +90,7 @@ pub(crate) async fn serve(
     server: Server,
     rx: mpsc::Receiver<Out>,
     faults: Vec<HttpFault>,
+    fault_tool: Option<String>,
 ) {
     let waiting = Waiting::default();
     let routed = Arc::clone(&waiting);
@@ -94,6 +98,7 @@ pub(crate) async fn serve(
     let app = Arc::new(App {
         server,
         faults,
+        fault_tool,
         sessions: Mutex::new(HashSet::new()),
         next_session: AtomicU64::new(1),
         waiting,
@@ -182,7 +187,12 @@ async fn on_post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
         let _ = app.server.handle_line(&body);
         return StatusCode::ACCEPTED.into_response();
     };
-    if method == Some("tools/call") {
+    let tool = message
+        .get("params")
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str);
+    let faulty = app.fault_tool.is_none() || app.fault_tool.as_deref() == tool;
+    if method == Some("tools/call") && faulty {
         if let Some(response) = app.fault_answer().await {
             return response;
         }

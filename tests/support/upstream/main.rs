@@ -168,6 +168,9 @@ struct Args {
     /// down-while=PATH. Repeatable.
     #[arg(long, value_name = "FAULT")]
     http_fault: Vec<http::HttpFault>,
+    /// Apply the `tools/call` faults of `--http-fault` to calls of this tool only.
+    #[arg(long, value_name = "NAME")]
+    http_fault_tool: Option<String>,
 }
 
 /// Writer thread: writes queued lines, flushing only when the queue is empty.
@@ -244,7 +247,8 @@ async fn main() {
     if let Some(addr) = &args.http {
         let server = Server::new(&args, tx);
         eprintln!("test upstream {} started (HTTP)", args.name);
-        http::serve(addr, server, rx, args.http_fault.clone()).await;
+        let faults = args.http_fault.clone();
+        http::serve(addr, server, rx, faults, args.http_fault_tool.clone()).await;
         return;
     }
     let writer = std::thread::spawn(move || writer_loop(rx));
