@@ -211,7 +211,7 @@ async fn on_post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
             drop(guard);
             json(text)
         }
-        Outcome::Silent => stream(rx, key, guard),
+        Outcome::Silent => stream(rx, id, guard),
         Outcome::Exit(code) => {
             eprintln!("test upstream exiting mid-call with status {code}");
             std::process::exit(code);
@@ -286,18 +286,17 @@ impl Drop for Unregister {
 }
 
 /// The event stream of a POST answered later: each message the server routes to it, until the
-/// answer to `key`.
-fn stream(rx: tmpsc::UnboundedReceiver<String>, key: String, guard: Unregister) -> Response {
+/// answer to `id`.
+fn stream(rx: tmpsc::UnboundedReceiver<String>, id: Value, guard: Unregister) -> Response {
     let events =
-        futures_util::stream::unfold((rx, key, Some(guard)), |(mut rx, key, guard)| async move {
+        futures_util::stream::unfold((rx, id, Some(guard)), |(mut rx, id, guard)| async move {
             guard.as_ref()?;
             let line = rx.recv().await?;
             let parsed: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            let last = parsed.get("method").is_none()
-                && parsed.get("id").is_some_and(|id| id.to_string() == key);
+            let last = parsed.get("method").is_none() && parsed.get("id") == Some(&id);
             let event =
                 Ok::<_, Infallible>(Bytes::from(format!("event: message\ndata: {line}\n\n")));
-            Some((event, (rx, key, (!last).then_some(guard).flatten())))
+            Some((event, (rx, id, (!last).then_some(guard).flatten())))
         });
     event_stream(Body::from_stream(events))
 }
