@@ -68,8 +68,9 @@ async fn a_5xx_storm_restarts_the_upstream_into_crash_loop_and_an_operator_resta
     assert!(took < Duration::from_secs(2), "the error took {took:?}");
     assert_goods(&client, "during").await;
 
+    // The supervisor publishes `crash-loop` a moment before it withdraws the catalog.
     let (status, took) = wait_status(&daemon, Duration::from_secs(20), |s| {
-        s["state"] == "crash-loop"
+        s["state"] == "crash-loop" && s["tools"] == 0
     })
     .await;
     eprintln!("web reached crash-loop {took:?} into the storm: {status}");
