@@ -523,6 +523,8 @@ fn on_failure(
         let window = policy.restart_window.as_secs();
         let budget = policy.restart_budget;
         tracing::error!(upstream = %name, session, error = %why, budget, window_s = window, "Upstream is in a crash loop; not restarting it until an operator does (mcpmux restart NAME).");
+        // Withdrawn first, so no one sees `crash-loop` with the catalog still listed.
+        slot.handle.withdraw_catalog();
         slot.handle.set_phase(
             Phase::CrashLoop,
             Some(format!(
@@ -530,7 +532,6 @@ fn on_failure(
                 budget + 1
             )),
         );
-        slot.handle.withdraw_catalog();
         audit.record(Record::event(
             "upstream.crash_loop",
             Some(name),

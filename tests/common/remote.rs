@@ -1,13 +1,13 @@
-//! Third-party MCP servers reached over HTTP, on a free port of 127.0.0.1, stopped with their
-//! process group when dropped: server-everything in its `streamableHttp` or `sse` mode (a preload
-//! keeps it on loopback), and stdio servers published by PyPI's `mcp-proxy` (Streamable HTTP at
-//! `/mcp`, SSE at `/sse`).
+//! MCP servers reached over HTTP, on a free port of 127.0.0.1, stopped with their process group
+//! when dropped: server-everything in its `streamableHttp` or `sse` mode (a preload keeps it on
+//! loopback), stdio servers published by PyPI's `mcp-proxy` (Streamable HTTP at `/mcp`, SSE at
+//! `/sse`), and our own test upstream in its `--http` mode (with HTTP faults to inject).
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::peers;
+use super::{TEST_UPSTREAM, peers};
 
 /// A remote MCP server process.
 pub struct RemoteServer {
@@ -65,6 +65,60 @@ impl RemoteServer {
         server
     }
 
+    /// Our test upstream `--name name --http 127.0.0.1:PORT` (port 0: any free one) plus `args`,
+    /// once it prints the address it listens on.
+    pub fn test_upstream(name: &str, port: u16, args: &[&str]) -> Self {
+        let mut child = Command::new(TEST_UPSTREAM)
+            .args(["--name", name, "--http", &format!("127.0.0.1:{port}")])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the HTTP test upstream {name}: {e}"));
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let mut server = Self { child, port };
+        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+        let port = line
+            .trim()
+            .strip_prefix("listening on http://127.0.0.1:")
+            .and_then(|rest| rest.strip_suffix("/mcp"))
+            .and_then(|p| p.parse().ok());
+        server.port =
+            port.unwrap_or_else(|| panic!("{name} did not say where it listens: {line:?}"));
+        server
+    }
+
+    /// Stops the process (SIGKILL to its group) and waits for it; dropping it afterwards is a no-op.
+    pub fn kill(&mut self) {
+        // A process reaped already is not signalled (its pid may be someone else's now).
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.child.wait();
+    }
+
+    /// Sends `signal` to the process group (SIGSTOP freezes it, SIGCONT thaws it).
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), signal);
+        }
+    }
+
     /// `http://127.0.0.1:PORT{path}`.
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
@@ -78,13 +132,7 @@ impl RemoteServer {
 
 impl Drop for RemoteServer {
     fn drop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 

@@ -107,6 +107,24 @@ impl Shared {
         }
     }
 
+    /// Ends the link when `message` is mcpmux's health ping and the server answered its POST
+    /// with a 5xx: an endpoint that cannot answer a ping is down (a 5xx storm), not failing one
+    /// request, so supervision restarts it (and crash-loops it while it stays so). Any other
+    /// request answered 5xx fails alone. Returns whether it ended the link.
+    pub async fn close_if_ping_refused(
+        &self,
+        message: &str,
+        status: reqwest::StatusCode,
+        why: &str,
+    ) -> bool {
+        let ping = matches!(Incoming::parse(message), Ok(Message::Request { method, .. }) if method == "ping");
+        if ping && status.is_server_error() {
+            self.close(Closed::Io(format!("its health ping was refused: {why}")))
+                .await;
+        }
+        ping && status.is_server_error()
+    }
+
     fn mode(&self) -> Mode {
         lock(&self.mode).clone()
     }

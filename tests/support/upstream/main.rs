@@ -2,7 +2,8 @@
 //! integration tests and the load generator. It is not installed for users.
 //!
 //! It speaks the MCP stdio transport: newline-delimited JSON-RPC 2.0 on
-//! stdin/stdout, one message per line. Everything it answers is deterministic
+//! stdin/stdout, one message per line — or, with `--http ADDR`, Streamable HTTP at `/mcp`
+//! (see `http.rs`, which also lists the HTTP faults of `--http-fault`). Everything it answers is deterministic
 //! and carries the instance `--name`, so tests can tell which upstream answered.
 //!
 //! What it offers:
@@ -76,13 +77,15 @@
 //! thread that writes into a `BufWriter` and flushes only when the channel is
 //! momentarily empty, so a burst of requests costs one flush.
 //!
-//! Files: `main.rs` (flags, the stdin loop, the writer thread), `server.rs` (state and request
+//! Files: `main.rs` (flags, the stdin loop, the writer thread), `http.rs` (the HTTP mode and
+//! its faults), `server.rs` (state and request
 //! handling), `catalog.rs` (listings, prompt, resources, completions), `tools.rs` + `tools/`
 //! (`tools/call` by family), `client_link.rs` (server → client requests), `tasks.rs` (MCP tasks),
 //! `wire.rs` (JSON-RPC lines and codes).
 
 mod catalog;
 mod client_link;
+mod http;
 mod server;
 mod tasks;
 mod tools;
@@ -157,6 +160,17 @@ struct Args {
     /// as tasks (tasks/get, tasks/result, tasks/list, tasks/cancel, notifications/tasks/status).
     #[arg(long)]
     tasks: bool,
+    /// Serve MCP Streamable HTTP at `http://ADDR/mcp` instead of stdio (port 0: any free port;
+    /// the address is printed on stdout as `listening on URL`).
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// An HTTP fault to inject (with `--http`): status500, garbage-sse, huge-event=BYTES, hang,
+    /// down-while=PATH. Repeatable.
+    #[arg(long, value_name = "FAULT")]
+    http_fault: Vec<http::HttpFault>,
+    /// Apply the `tools/call` faults of `--http-fault` to calls of this tool only.
+    #[arg(long, value_name = "NAME")]
+    http_fault_tool: Option<String>,
 }
 
 /// Writer thread: writes queued lines, flushing only when the queue is empty.
@@ -230,6 +244,13 @@ async fn main() {
     });
 
     let (tx, rx) = mpsc::channel();
+    if let Some(addr) = &args.http {
+        let server = Server::new(&args, tx);
+        eprintln!("test upstream {} started (HTTP)", args.name);
+        let faults = args.http_fault.clone();
+        http::serve(addr, server, rx, faults, args.http_fault_tool.clone()).await;
+        return;
+    }
     let writer = std::thread::spawn(move || writer_loop(rx));
     let server = Server::new(&args, tx.clone());
     eprintln!("test upstream {} started", args.name);

@@ -134,6 +134,7 @@ pub(super) async fn post(shared: &Arc<Shared>, endpoint: &url::Url, message: Str
                     let why = "its SSE session is gone (404); a new one is started".to_owned();
                     shared.close(Closed::SessionExpired(why)).await;
                 }
+                s if shared.close_if_ping_refused(&message, s, &why).await => {}
                 _ => shared.fail_request(&message, why).await,
             }
         }

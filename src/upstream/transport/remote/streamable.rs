@@ -4,8 +4,9 @@
 //! before it, then it is resumed with `Last-Event-ID`. `Mcp-Session-Id` from the `initialize`
 //! answer and `MCP-Protocol-Version` after it go on every later request; once the session is
 //! up, the standalone GET stream carries what the server sends unasked (a 405 means it offers
-//! none) and is reconnected with backoff. A 404 on an established session, a 401/403, or a
-//! server that cannot be reached end the link; DELETE ends the session on shutdown.
+//! none) and is reconnected with backoff. A 404 on an established session, a 401/403, a 5xx to
+//! the health ping, or a server that cannot be reached end the link (any other 5xx fails its
+//! request alone); DELETE ends the session on shutdown.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -179,6 +180,7 @@ pub(super) async fn post(
             let why = format!("its HTTP session expired ({s}); a new one is started");
             shared.close(Closed::SessionExpired(why)).await;
         }
+        s if shared.close_if_ping_refused(&message, s, &why).await => {}
         _ => shared.fail_request(&message, why).await,
     }
     Ok(())

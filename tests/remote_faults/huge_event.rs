@@ -1,0 +1,70 @@
+//! Section 4, a remote server that answers a call with one 100 MB event → refused at
+//! `max_message_bytes`, the upstream restarted, the daemon's memory bounded.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{
+    RSS_LIMIT_KIB, WEB, assert_goods, ready, start, text, timed_call, wait_echo, wait_status,
+    web_server, web_table,
+};
+use crate::common::{assert_upstream_error, proc_kib};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_over_max_message_bytes_fails_the_call_restarts_the_upstream_and_memory_stays_bounded()
+ {
+    let server = web_server(&[
+        "--http-fault",
+        "huge-event=104857600",
+        "--http-fault-tool",
+        "slow",
+    ]);
+    let web = web_table(
+        &server,
+        &[
+            ("max_message_bytes", "1048576"),
+            ("request_timeout", "\"10s\""),
+            // Long enough to read `last_error` while it waits to restart.
+            ("restart_initial_backoff", "\"500ms\""),
+            ("restart_max_backoff", "\"1s\""),
+        ],
+    );
+    let (daemon, client) = start(&web).await;
+    let before = proc_kib(daemon.pid(), "VmRSS").unwrap();
+
+    let (answer, took) = timed_call(&client, "web__slow", json!({"ms": 0})).await;
+    let failed_at = Instant::now();
+    let message = assert_upstream_error(&answer, -32010, WEB);
+    eprintln!("huge event reported to the caller after {took:?}: {message}");
+    assert!(message.contains("max_message_bytes"), "{message}");
+    assert_goods(&client, "during").await;
+
+    let (status, _) = wait_status(&daemon, Duration::from_secs(10), |s| {
+        s["state"] == "restarting" && s["restarts"] == 1
+    })
+    .await;
+    let last_error = text(&status, "last_error");
+    let (status, _) = wait_status(&daemon, Duration::from_secs(20), |s| {
+        ready(s) && s["restarts"] == 1
+    })
+    .await;
+    eprintln!(
+        "web: refused event → ready in {:?}: {status}",
+        failed_at.elapsed()
+    );
+    wait_echo(&daemon, &client).await;
+    assert_goods(&client, "after").await;
+
+    let (rss, peak) = (
+        proc_kib(daemon.pid(), "VmRSS").unwrap(),
+        proc_kib(daemon.pid(), "VmHWM").unwrap(),
+    );
+    eprintln!("daemon RSS: {before} KiB before, {rss} KiB after, peak {peak} KiB");
+    assert!(rss < RSS_LIMIT_KIB, "daemon RSS {rss} KiB");
+    assert!(peak < RSS_LIMIT_KIB, "daemon peak RSS {peak} KiB");
+    assert!(
+        last_error.contains("max_message_bytes"),
+        "last_error does not say why: {last_error}"
+    );
+}

@@ -1,0 +1,162 @@
+//! Fault injection for remote upstreams, as `tests/faults` does for stdio ones: each test runs one
+//! faulty remote upstream (`web`, our test upstream in its `--http` mode, reached over Streamable
+//! HTTP) beside two healthy stdio ones (`good1`, `good2`) that must keep answering before, during
+//! and after the fault, and shows what the daemon does about it:
+//!
+//! 1. the server is killed → calls fail at once naming `web` and why, status shows the last
+//!    HTTP error, the upstream is restarted with backoff and serves again once the server is back;
+//!    the server exits mid-call → that call fails at once; while it stays dead, `crash-loop`
+//!    (fast errors) until an operator restart once it is back;
+//! 2. a tool whose POST never answers → its deadline (`tool_timeouts`) answers -32001, the
+//!    upstream stays up; a frozen server (SIGSTOP) → calls time out, failed pings restart it,
+//!    it serves again once thawed;
+//! 3. an answer's event stream whose data is not JSON → the upstream is broken and restarted;
+//! 4. an event of 100 MB → refused at `max_message_bytes`, restarted, daemon memory bounded;
+//! 5. a tool answered HTTP 500 → that call fails naming `web` and the 500, the upstream stays up;
+//!    every POST answered 503 (a 5xx storm) → failed pings restart it, `crash-loop` within its
+//!    budget, an operator restart brings it back once the storm is over.
+//!
+//! One test binary: the shared helpers here, a module per numbered case (1. `server_dies`, 2.
+//! `hangs`, 3. `garbage_sse`, 4. `huge_event`, 5. `status_5xx`).
+
+#![allow(clippy::unwrap_used)]
+
+#[path = "../common/mod.rs"]
+mod common;
+mod garbage_sse;
+mod hangs;
+mod huge_event;
+mod server_dies;
+mod status_5xx;
+
+use std::time::{Duration, Instant};
+
+use common::{Client, Daemon, RemoteServer, poll_until, test_upstream};
+use serde_json::{Value, json};
+
+const GOOD: [&str; 2] = ["good1", "good2"];
+/// The faulty remote upstream's name.
+const WEB: &str = "web";
+/// Daemon memory allowed after a memory-heavy fault.
+const RSS_LIMIT_KIB: u64 = 100 * 1024;
+
+/// Our test upstream over HTTP as `web`, with `args` (its `--http-fault` flags).
+fn web_server(args: &[&str]) -> RemoteServer {
+    RemoteServer::test_upstream(WEB, 0, args)
+}
+
+/// The `[upstreams.web]` table for `server`, then `policy` lines.
+fn web_table(server: &RemoteServer, policy: &[(&str, &str)]) -> String {
+    let mut table = format!("[upstreams.{WEB}]\nurl = \"{}\"\n", server.url("/mcp"));
+    for (key, value) in policy {
+        table.push_str(&format!("{key} = {value}\n"));
+    }
+    table
+}
+
+/// Asserts both healthy upstreams answer `echo`.
+async fn assert_goods(client: &Client, when: &str) {
+    for name in GOOD {
+        let answer = client
+            .request(
+                "tools/call",
+                json!({"name": format!("{name}__echo"), "arguments": {"when": when}}),
+            )
+            .await;
+        assert_eq!(
+            answer["result"]["structuredContent"]["upstream"], name,
+            "{name}__echo {when} the fault: {answer}"
+        );
+    }
+}
+
+/// Starts the daemon with the healthy upstreams plus `faulty`, connects a host, waits for the
+/// healthy tools and `web__echo`, and checks they all answer.
+async fn start(faulty: &str) -> (Daemon, Client) {
+    let goods: String = GOOD.iter().map(|g| test_upstream(g, &[])).collect();
+    let daemon = Daemon::start(&format!("{goods}{faulty}"));
+    let client = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&client, |names| {
+            GOOD.iter()
+                .chain(&[WEB])
+                .all(|u| names.contains(&format!("{u}__echo")))
+        })
+        .await;
+    assert_goods(&client, "before").await;
+    let (answer, _) = timed_call(&client, "web__echo", json!({})).await;
+    assert_eq!(
+        answer["result"]["structuredContent"]["upstream"], WEB,
+        "{answer}"
+    );
+    (daemon, client)
+}
+
+/// Polls `GET /status` every 10 ms until `web`'s entry satisfies `pred`: that entry, and how long
+/// it took. Panics with the last entry and the log after `timeout`.
+async fn wait_status(
+    daemon: &Daemon,
+    timeout: Duration,
+    pred: impl Fn(&Value) -> bool,
+) -> (Value, Duration) {
+    let started = Instant::now();
+    loop {
+        let status = daemon.upstream_status(WEB).await;
+        if pred(&status) {
+            return (status, started.elapsed());
+        }
+        assert!(
+            started.elapsed() < timeout,
+            "{WEB} never reached the expected status; last: {status}\nlog:\n{}",
+            daemon.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn ready(status: &Value) -> bool {
+    status["state"] == "ready"
+}
+
+/// `status[key]` as text (empty when absent).
+fn text(status: &Value, key: &str) -> String {
+    status[key].as_str().unwrap_or_default().to_owned()
+}
+
+/// A `tools/call` and how long its answer took.
+async fn timed_call(client: &Client, tool: &str, arguments: Value) -> (Value, Duration) {
+    let started = Instant::now();
+    let answer = client
+        .request("tools/call", json!({"name": tool, "arguments": arguments}))
+        .await;
+    (answer, started.elapsed())
+}
+
+/// Polls `web__echo` until it answers from `web`; how long that took.
+async fn wait_echo(daemon: &Daemon, client: &Client) -> Duration {
+    let started = Instant::now();
+    let back = poll_until(Duration::from_secs(20), || async {
+        let answer = client
+            .request("tools/call", json!({"name": "web__echo", "arguments": {}}))
+            .await;
+        answer["result"]["structuredContent"]["upstream"] == WEB
+    })
+    .await;
+    assert!(back, "web__echo never worked again:\n{}", daemon.stderr());
+    started.elapsed()
+}
+
+/// `POST /upstreams/web/restart` on the admin API (what `mcpmux restart web` does).
+async fn operator_restart(daemon: &Daemon) {
+    let admin = daemon.admin_url.as_deref().unwrap();
+    let response = reqwest::Client::new()
+        .post(format!("{admin}/upstreams/{WEB}/restart"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response.status().is_success(),
+        "the restart was refused: {}",
+        response.text().await.unwrap_or_default()
+    );
+}
