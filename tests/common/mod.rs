@@ -11,6 +11,7 @@
 mod bridge;
 mod client;
 mod daemon;
+pub mod healthy;
 mod legacy;
 mod messages;
 pub mod peers;

@@ -38,33 +38,12 @@ mod shutdown;
 
 use std::time::{Duration, Instant};
 
+use common::healthy::{GOOD, assert_goods, goods, ready, timed_call, wait_status};
 use common::{Client, Daemon, poll_until, test_upstream};
 use serde_json::{Value, json};
 
-const GOOD: [&str; 2] = ["good1", "good2"];
 /// Daemon memory allowed after a memory-heavy fault.
 const RSS_LIMIT_KIB: u64 = 100 * 1024;
-
-/// The two healthy upstreams' tables.
-fn goods() -> String {
-    GOOD.iter().map(|g| test_upstream(g, &[])).collect()
-}
-
-/// Asserts both healthy upstreams answer `echo`.
-async fn assert_goods(client: &Client, when: &str) {
-    for name in GOOD {
-        let answer = client
-            .request(
-                "tools/call",
-                json!({"name": format!("{name}__echo"), "arguments": {"when": when}}),
-            )
-            .await;
-        assert_eq!(
-            answer["result"]["structuredContent"]["upstream"], name,
-            "{name}__echo {when} the fault: {answer}"
-        );
-    }
-}
 
 /// Starts the daemon with the healthy upstreams plus `faulty`, connects a host, waits for the
 /// healthy tools (and `also`, unless empty) and checks the healthy ones answer.
@@ -81,42 +60,6 @@ async fn start(faulty: &str, also: &[&str]) -> (Daemon, Client) {
         .await;
     assert_goods(&client, "before").await;
     (daemon, client)
-}
-
-/// Polls `GET /status` every 10 ms until `name`'s entry satisfies `pred`: that entry, and how
-/// long it took. Panics with the last entry and the log after `timeout`.
-async fn wait_status(
-    daemon: &Daemon,
-    name: &str,
-    timeout: Duration,
-    pred: impl Fn(&Value) -> bool,
-) -> (Value, Duration) {
-    let started = Instant::now();
-    loop {
-        let status = daemon.upstream_status(name).await;
-        if pred(&status) {
-            return (status, started.elapsed());
-        }
-        assert!(
-            started.elapsed() < timeout,
-            "{name} never reached the expected status; last: {status}\nlog:\n{}",
-            daemon.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn ready(status: &Value) -> bool {
-    status["state"] == "ready"
-}
-
-/// A `tools/call` and how long its answer took.
-async fn timed_call(client: &Client, tool: &str, arguments: Value) -> (Value, Duration) {
-    let started = Instant::now();
-    let answer = client
-        .request("tools/call", json!({"name": tool, "arguments": arguments}))
-        .await;
-    (answer, started.elapsed())
 }
 
 /// Asserts a successful `tools/call` answer whose first text block is `text`.

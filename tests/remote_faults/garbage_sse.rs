@@ -33,7 +33,7 @@ async fn garbage_in_an_answers_event_stream_marks_the_upstream_broken_and_restar
     assert!(took < Duration::from_secs(2), "the error took {took:?}");
     assert_goods(&client, "during").await;
 
-    let (status, _) = wait_status(&daemon, Duration::from_secs(10), |s| {
+    let (status, _) = wait_status(&daemon, WEB, Duration::from_secs(10), |s| {
         s["state"] == "restarting" && s["restarts"] == 1
     })
     .await;
@@ -41,7 +41,7 @@ async fn garbage_in_an_answers_event_stream_marks_the_upstream_broken_and_restar
         text(&status, "last_error").contains("not JSON-RPC"),
         "last_error does not say why: {status}"
     );
-    let (status, _) = wait_status(&daemon, Duration::from_secs(10), ready).await;
+    let (status, _) = wait_status(&daemon, WEB, Duration::from_secs(10), ready).await;
     eprintln!("web: garbage → ready in {:?}: {status}", broke_at.elapsed());
     wait_echo(&daemon, &client).await;
     assert_eq!(

@@ -96,7 +96,7 @@ async fn a_frozen_server_times_out_is_restarted_by_its_pings_and_serves_again_on
     assert!(took < Duration::from_secs(2), "the error took {took:?}");
     assert_goods(&client, "during").await;
 
-    let (status, _) = wait_status(&daemon, Duration::from_secs(20), |s| {
+    let (status, _) = wait_status(&daemon, WEB, Duration::from_secs(20), |s| {
         s["restarts"].as_u64() >= Some(2)
     })
     .await;
@@ -110,7 +110,7 @@ async fn a_frozen_server_times_out_is_restarted_by_its_pings_and_serves_again_on
 
     let thawed_at = Instant::now();
     server.signal(Signal::SIGCONT);
-    let (status, _) = wait_status(&daemon, Duration::from_secs(20), ready).await;
+    let (status, _) = wait_status(&daemon, WEB, Duration::from_secs(20), ready).await;
     eprintln!(
         "web ready {:?} after the server was thawed: {status}",
         thawed_at.elapsed()

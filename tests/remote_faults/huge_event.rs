@@ -40,12 +40,12 @@ async fn an_event_over_max_message_bytes_fails_the_call_restarts_the_upstream_an
     assert!(message.contains("max_message_bytes"), "{message}");
     assert_goods(&client, "during").await;
 
-    let (status, _) = wait_status(&daemon, Duration::from_secs(10), |s| {
+    let (status, _) = wait_status(&daemon, WEB, Duration::from_secs(10), |s| {
         s["state"] == "restarting" && s["restarts"] == 1
     })
     .await;
     let last_error = text(&status, "last_error");
-    let (status, _) = wait_status(&daemon, Duration::from_secs(20), |s| {
+    let (status, _) = wait_status(&daemon, WEB, Duration::from_secs(20), |s| {
         ready(s) && s["restarts"] == 1
     })
     .await;

@@ -31,10 +31,10 @@ mod status_5xx;
 
 use std::time::{Duration, Instant};
 
-use common::{Client, Daemon, RemoteServer, poll_until, test_upstream};
+use common::healthy::{GOOD, assert_goods, goods, ready, timed_call, wait_status};
+use common::{Client, Daemon, RemoteServer, poll_until};
 use serde_json::{Value, json};
 
-const GOOD: [&str; 2] = ["good1", "good2"];
 /// The faulty remote upstream's name.
 const WEB: &str = "web";
 /// Daemon memory allowed after a memory-heavy fault.
@@ -54,27 +54,10 @@ fn web_table(server: &RemoteServer, policy: &[(&str, &str)]) -> String {
     table
 }
 
-/// Asserts both healthy upstreams answer `echo`.
-async fn assert_goods(client: &Client, when: &str) {
-    for name in GOOD {
-        let answer = client
-            .request(
-                "tools/call",
-                json!({"name": format!("{name}__echo"), "arguments": {"when": when}}),
-            )
-            .await;
-        assert_eq!(
-            answer["result"]["structuredContent"]["upstream"], name,
-            "{name}__echo {when} the fault: {answer}"
-        );
-    }
-}
-
 /// Starts the daemon with the healthy upstreams plus `faulty`, connects a host, waits for the
 /// healthy tools and `web__echo`, and checks they all answer.
 async fn start(faulty: &str) -> (Daemon, Client) {
-    let goods: String = GOOD.iter().map(|g| test_upstream(g, &[])).collect();
-    let daemon = Daemon::start(&format!("{goods}{faulty}"));
+    let daemon = Daemon::start(&format!("{}{faulty}", goods()));
     let client = Client::connect(&daemon.url).await;
     daemon
         .wait_for_tools(&client, |names| {
@@ -92,44 +75,9 @@ async fn start(faulty: &str) -> (Daemon, Client) {
     (daemon, client)
 }
 
-/// Polls `GET /status` every 10 ms until `web`'s entry satisfies `pred`: that entry, and how long
-/// it took. Panics with the last entry and the log after `timeout`.
-async fn wait_status(
-    daemon: &Daemon,
-    timeout: Duration,
-    pred: impl Fn(&Value) -> bool,
-) -> (Value, Duration) {
-    let started = Instant::now();
-    loop {
-        let status = daemon.upstream_status(WEB).await;
-        if pred(&status) {
-            return (status, started.elapsed());
-        }
-        assert!(
-            started.elapsed() < timeout,
-            "{WEB} never reached the expected status; last: {status}\nlog:\n{}",
-            daemon.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn ready(status: &Value) -> bool {
-    status["state"] == "ready"
-}
-
 /// `status[key]` as text (empty when absent).
 fn text(status: &Value, key: &str) -> String {
     status[key].as_str().unwrap_or_default().to_owned()
-}
-
-/// A `tools/call` and how long its answer took.
-async fn timed_call(client: &Client, tool: &str, arguments: Value) -> (Value, Duration) {
-    let started = Instant::now();
-    let answer = client
-        .request("tools/call", json!({"name": tool, "arguments": arguments}))
-        .await;
-    (answer, started.elapsed())
 }
 
 /// Polls `web__echo` until it answers from `web`; how long that took.

@@ -37,7 +37,7 @@ async fn a_killed_server_fails_calls_clearly_and_its_upstream_comes_back_with_it
     assert_goods(&client, "during").await;
 
     // It is restarted again and again while the server is gone, and says why.
-    let (status, _) = wait_status(&daemon, Duration::from_secs(20), |s| {
+    let (status, _) = wait_status(&daemon, WEB, Duration::from_secs(20), |s| {
         s["restarts"].as_u64() >= Some(2)
     })
     .await;
@@ -57,7 +57,7 @@ async fn a_killed_server_fails_calls_clearly_and_its_upstream_comes_back_with_it
     // The server comes back on its port: the next restart finds it.
     let back_at = Instant::now();
     let _server = RemoteServer::test_upstream(WEB, port, &[]);
-    let (status, _) = wait_status(&daemon, Duration::from_secs(20), ready).await;
+    let (status, _) = wait_status(&daemon, WEB, Duration::from_secs(20), ready).await;
     eprintln!(
         "web ready {:?} after the server came back: {status}",
         back_at.elapsed()
@@ -90,7 +90,7 @@ async fn a_server_that_exits_mid_call_fails_that_call_then_crash_loops_while_it_
     drop(server);
 
     // The supervisor publishes `crash-loop` a moment before it withdraws the catalog.
-    let (status, took) = wait_status(&daemon, Duration::from_secs(20), |s| {
+    let (status, took) = wait_status(&daemon, WEB, Duration::from_secs(20), |s| {
         s["state"] == "crash-loop" && s["tools"] == 0
     })
     .await;
@@ -116,7 +116,7 @@ async fn a_server_that_exits_mid_call_fails_that_call_then_crash_loops_while_it_
     // The server is back; an operator restart brings the upstream back.
     let _server = RemoteServer::test_upstream(WEB, port, &[]);
     operator_restart(&daemon).await;
-    let (status, _) = wait_status(&daemon, Duration::from_secs(10), ready).await;
+    let (status, _) = wait_status(&daemon, WEB, Duration::from_secs(10), ready).await;
     assert!(status["last_error"].is_null(), "{status}");
     daemon
         .wait_for_tools(&client, |n| n.iter().any(|t| t == "web__echo"))

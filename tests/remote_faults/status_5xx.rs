@@ -69,7 +69,7 @@ async fn a_5xx_storm_restarts_the_upstream_into_crash_loop_and_an_operator_resta
     assert_goods(&client, "during").await;
 
     // The supervisor publishes `crash-loop` a moment before it withdraws the catalog.
-    let (status, took) = wait_status(&daemon, Duration::from_secs(20), |s| {
+    let (status, took) = wait_status(&daemon, WEB, Duration::from_secs(20), |s| {
         s["state"] == "crash-loop" && s["tools"] == 0
     })
     .await;
@@ -91,7 +91,7 @@ async fn a_5xx_storm_restarts_the_upstream_into_crash_loop_and_an_operator_resta
 
     std::fs::remove_file(&down).unwrap();
     operator_restart(&daemon).await;
-    wait_status(&daemon, Duration::from_secs(10), ready).await;
+    wait_status(&daemon, WEB, Duration::from_secs(10), ready).await;
     daemon
         .wait_for_tools(&client, |n| n.iter().any(|t| t == "web__echo"))
         .await;
