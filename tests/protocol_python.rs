@@ -414,10 +414,8 @@ fn assert_protocol_summary(summary: &Value, transport: &str, daemon: &Daemon) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_sdk_protocol_over_streamable_http() {
-    require_python_sdk();
-    let mut daemon = start_daemon().await;
+/// Runs the eight items over Streamable HTTP against `daemon`, then stops it cleanly.
+async fn over_http(mut daemon: Daemon) {
     let url = daemon.url.clone();
     let summary = run_python(&daemon, &["--http", url.as_str()]).await;
     assert_protocol_summary(&summary, "http", &daemon);
@@ -426,6 +424,12 @@ async fn python_sdk_protocol_over_streamable_http() {
         "daemon exited uncleanly:\n{}",
         daemon.stderr()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_protocol_over_streamable_http() {
+    require_python_sdk();
+    over_http(start_daemon().await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -455,15 +459,8 @@ async fn remote_protocol(mode: &str, path: &str, transport: &str) {
         "[upstreams.everything]\nurl = \"{}\"\ntransport = \"{transport}\"\n",
         server.url(path)
     );
-    let mut daemon = start_daemon_with(&table).await;
-    let url = daemon.url.clone();
-    let summary = run_python(&daemon, &["--http", url.as_str()]).await;
-    assert_protocol_summary(&summary, "http", &daemon);
-    assert!(
-        daemon.stop(),
-        "daemon exited uncleanly:\n{}",
-        daemon.stderr()
-    );
+    over_http(start_daemon_with(&table).await).await;
+    drop(server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

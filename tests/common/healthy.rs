@@ -67,3 +67,15 @@ pub async fn timed_call(client: &Client, tool: &str, arguments: Value) -> (Value
         .await;
     (answer, started.elapsed())
 }
+
+/// Asserts the daemon's memory stayed under `limit_kib` (now and at its peak) after a
+/// memory-heavy fault; `before` is its RSS before, for the log.
+pub fn assert_memory_bounded(daemon: &Daemon, before: u64, limit_kib: u64) {
+    let (rss, peak) = (
+        super::proc_kib(daemon.pid(), "VmRSS").unwrap(),
+        super::proc_kib(daemon.pid(), "VmHWM").unwrap(),
+    );
+    eprintln!("daemon RSS: {before} KiB before, {rss} KiB after, peak {peak} KiB");
+    assert!(rss < limit_kib, "daemon RSS {rss} KiB");
+    assert!(peak < limit_kib, "daemon peak RSS {peak} KiB");
+}

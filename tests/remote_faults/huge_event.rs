@@ -56,13 +56,7 @@ async fn an_event_over_max_message_bytes_fails_the_call_restarts_the_upstream_an
     wait_echo(&daemon, &client).await;
     assert_goods(&client, "after").await;
 
-    let (rss, peak) = (
-        proc_kib(daemon.pid(), "VmRSS").unwrap(),
-        proc_kib(daemon.pid(), "VmHWM").unwrap(),
-    );
-    eprintln!("daemon RSS: {before} KiB before, {rss} KiB after, peak {peak} KiB");
-    assert!(rss < RSS_LIMIT_KIB, "daemon RSS {rss} KiB");
-    assert!(peak < RSS_LIMIT_KIB, "daemon peak RSS {peak} KiB");
+    crate::common::healthy::assert_memory_bounded(&daemon, before, RSS_LIMIT_KIB);
     assert!(
         last_error.contains("max_message_bytes"),
         "last_error does not say why: {last_error}"
