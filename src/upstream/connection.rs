@@ -151,6 +151,12 @@ impl Connection {
     /// Sends one request and waits for its answer, at most `timeout`. With a `call` context,
     /// the host's progress token is replaced by ours and the host can cancel the request.
     /// A caller that stops waiting (its host went away) cancels the request upstream.
+    #[tracing::instrument(
+        level = "debug",
+        name = "upstream_request",
+        skip_all,
+        fields(upstream = %self.upstream(), method, id = tracing::field::Empty)
+    )]
     pub(super) async fn request(
         self: &Arc<Self>,
         method: &str,
@@ -159,6 +165,7 @@ impl Connection {
         call: Option<CallContext>,
     ) -> Result<Reply, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        tracing::Span::current().record("id", id);
         let (tx, rx) = oneshot::channel();
         let caller = call.as_ref().map(|c| Arc::clone(&c.caller));
         {

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tracing::Instrument;
 
 use super::{Answer, HostRequest, HostService, content, unknown, upstream_error};
 use crate::config::Isolation;
@@ -42,6 +41,7 @@ impl HostService {
             .string("name")
             .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string `name`")))?;
         host.note(|n| n.target = Some(name.clone()));
+        tracing::Span::current().record("target", name.as_str());
         let snapshot = self.router.snapshot();
         let Some((upstream, original_name)) = snapshot.route_name(kind, &name) else {
             return Err(unknown(&snapshot, kind, &name));
@@ -50,7 +50,6 @@ impl HostService {
         drop(snapshot);
         let tool = (kind == ListKind::Tools).then_some(&*original_name);
         let audited = self.audit.is_enabled();
-        tracing::Span::current().record("target", name.as_str());
         host.note(|n| {
             n.upstream = Some(upstream.name().to_owned());
             n.redaction = upstream.config().redaction_for(tool);
@@ -210,10 +209,8 @@ impl HostService {
         };
         let timeout = upstream.config().policy.timeout_for(tool);
         let call = Some(CallContext { caller, progress });
-        let span = tracing::debug_span!("upstream_request", upstream = %upstream.name(), method);
         target
             .request_within(method, Some(&params), call, timeout)
-            .instrument(span)
             .await
             .map_err(upstream_error)
     }
