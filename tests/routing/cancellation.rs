@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{QUIET, Setup, all_client_capabilities, is_call_of, text};
+use super::{QUIET, Setup, Via, all_client_capabilities, is_call_of, over_both, text};
 use crate::common;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_cancellation_reaches_the_upstream_under_its_id_and_frees_the_request() {
-    let setup = Setup::start(&[], "").await;
+over_both!(a_host_cancellation_reaches_the_upstream_under_its_id_and_frees_the_request);
+async fn a_host_cancellation_reaches_the_upstream_under_its_id_and_frees_the_request(via: Via) {
+    let setup = Setup::start_over(via, &[], "").await;
     let a = setup.host(json!({})).await;
     let b = setup.host(json!({})).await;
     let host_id = json!(4242);

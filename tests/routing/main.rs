@@ -6,6 +6,8 @@
 //!
 //! One test binary: `Setup` and the helpers here, a module per section (1. `notifications`,
 //! 2. `server_requests`, 3. `isolation`, 4. `cancellation`, 5. `versions`, 6. `legacy_sse`).
+//! Tests marked `over_both!` run twice: with the upstream a child over stdio, and with it remote
+//! (the test upstream's `--http` mode over Streamable HTTP).
 
 #![allow(clippy::unwrap_used)]
 
@@ -21,7 +23,9 @@ mod versions;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Client, Daemon, Messages, alive, descendants, poll_until, test_upstream};
+use common::{
+    Client, Daemon, Messages, RemoteServer, alive, descendants, poll_until, test_upstream,
+};
 use serde_json::{Value, json};
 
 /// How long a message that must not arrive is waited for.
@@ -50,21 +54,66 @@ fn is_error(answer: &Value) -> bool {
 struct Setup {
     daemon: Daemon,
     record: tempfile::NamedTempFile,
+    /// The upstream's process when it is reached over HTTP.
+    _remote: Option<RemoteServer>,
 }
+
+/// How the test upstream `up` is reached.
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    /// A child over stdio.
+    Stdio,
+    /// Its `--http` mode, as a remote upstream over Streamable HTTP.
+    Http,
+}
+
+/// Runs routing test `$name(via)` twice: with `up` over stdio and over Streamable HTTP.
+macro_rules! over_both {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn stdio() {
+                super::$name(super::super::Via::Stdio).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn http() {
+                super::$name(super::super::Via::Http).await;
+            }
+        }
+    };
+}
+use over_both;
 
 impl Setup {
     async fn start(extra: &[&str], table: &str) -> Self {
+        Self::start_over(Via::Stdio, extra, table).await
+    }
+
+    async fn start_over(via: Via, extra: &[&str], table: &str) -> Self {
         let record = tempfile::NamedTempFile::new().unwrap();
         let path = record.path().to_str().unwrap().to_owned();
         let mut args = vec!["--protocol-tools", "--record", &path];
         args.extend_from_slice(extra);
-        let daemon = Daemon::start(&format!("{}{table}", test_upstream("up", &args)));
+        let (upstream, remote) = match via {
+            Via::Stdio => (test_upstream("up", &args), None),
+            Via::Http => {
+                let server = RemoteServer::test_upstream("up", 0, &args);
+                let table = format!("[upstreams.up]\nurl = \"{}\"\n", server.url("/mcp"));
+                (table, Some(server))
+            }
+        };
+        let daemon = Daemon::start(&format!("{upstream}{table}"));
         let probe = Client::connect(&daemon.url).await;
         daemon
             .wait_for_tools(&probe, |n| n.iter().any(|t| t == "up__progress"))
             .await;
         assert_eq!(probe.delete().await, 200);
-        Self { daemon, record }
+        Self {
+            daemon,
+            record,
+            _remote: remote,
+        }
     }
 
     async fn host(&self, capabilities: Value) -> Client {

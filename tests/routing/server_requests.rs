@@ -5,12 +5,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{QUIET, Setup, all_client_capabilities, is_call_of, is_error, text};
+use super::{QUIET, Setup, Via, all_client_capabilities, is_call_of, is_error, over_both, text};
 use crate::common;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn server_requests_go_to_the_session_that_caused_them_and_its_answer_completes_the_call() {
-    let setup = Setup::start(&[], "").await;
+over_both!(server_requests_go_to_the_session_that_caused_them_and_its_answer_completes_the_call);
+async fn server_requests_go_to_the_session_that_caused_them_and_its_answer_completes_the_call(
+    via: Via,
+) {
+    let setup = Setup::start_over(via, &[], "").await;
     let (a, b, mut a_events, mut b_events) = setup.two_hosts(all_client_capabilities()).await;
 
     let cases = [

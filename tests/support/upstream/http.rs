@@ -76,6 +76,8 @@ type Waiting = Arc<Mutex<Vec<(String, tmpsc::UnboundedSender<String>)>>>;
 
 struct App {
     server: Server,
+    /// `--record`: every POSTed message, one per line.
+    record: Mutex<Option<std::fs::File>>,
     faults: Vec<HttpFault>,
     /// The one tool the `tools/call` faults apply to (`None`: every tool).
     fault_tool: Option<String>,
@@ -91,12 +93,14 @@ pub(crate) async fn serve(
     rx: mpsc::Receiver<Out>,
     faults: Vec<HttpFault>,
     fault_tool: Option<String>,
+    record: Option<std::fs::File>,
 ) {
     let waiting = Waiting::default();
     let routed = Arc::clone(&waiting);
     std::thread::spawn(move || route(&rx, &routed));
     let app = Arc::new(App {
         server,
+        record: Mutex::new(record),
         faults,
         fault_tool,
         sessions: Mutex::new(HashSet::new()),
@@ -161,6 +165,14 @@ async fn on_post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
             "the body is not one JSON-RPC message",
         );
     };
+    if let Ok(mut record) = app.record.lock() {
+        if let Some(file) = record.as_mut() {
+            use std::io::Write;
+            let mut entry = body.to_vec();
+            entry.push(b'\n');
+            let _ = file.write_all(&entry);
+        }
+    }
     let method = message.get("method").and_then(Value::as_str);
     let mut session = None;
     if method == Some("initialize") {

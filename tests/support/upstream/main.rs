@@ -248,7 +248,8 @@ async fn main() {
         let server = Server::new(&args, tx);
         eprintln!("test upstream {} started (HTTP)", args.name);
         let faults = args.http_fault.clone();
-        http::serve(addr, server, rx, faults, args.http_fault_tool.clone()).await;
+        let tool = args.http_fault_tool.clone();
+        http::serve(addr, server, rx, faults, tool, record.take()).await;
         return;
     }
     let writer = std::thread::spawn(move || writer_loop(rx));
