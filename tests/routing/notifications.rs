@@ -7,14 +7,14 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{
-    QUIET, RESOURCE, Setup, UPSTREAM_URI, assert_progress, is_call_of, text, touch,
+    QUIET, RESOURCE, Setup, UPSTREAM_URI, Via, assert_progress, is_call_of, over_both, text, touch,
     upstream_subscriptions,
 };
 use crate::common::Client;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn progress_reaches_only_the_request_that_asked_under_its_own_token() {
-    let setup = Setup::start(&[], "").await;
+over_both!(progress_reaches_only_the_request_that_asked_under_its_own_token);
+async fn progress_reaches_only_the_request_that_asked_under_its_own_token(via: Via) {
+    let setup = Setup::start_over(via, &[], "").await;
     let (a, b, mut a_events, mut b_events) = setup.two_hosts(json!({})).await;
 
     // Equal token values in both sessions, then different ones; different step counts tell the

@@ -72,7 +72,9 @@ impl std::str::FromStr for HttpFault {
 
 /// Where the server's later messages go: the open event streams of POSTs still waiting for
 /// their answer, by request id (compact JSON), oldest first.
-type Waiting = Arc<Mutex<Vec<(String, tmpsc::UnboundedSender<String>)>>>;
+/// Requests whose answer's event stream is open: their id (as JSON text), the progress token
+/// they carry (so their progress goes on their own stream), and the stream.
+type Waiting = Arc<Mutex<Vec<(String, Option<String>, tmpsc::UnboundedSender<String>)>>>;
 
 struct App {
     server: Server,
@@ -133,7 +135,8 @@ pub(crate) async fn serve(
 }
 
 /// Hands each later message of the server to the stream it belongs to: an answer to the POST
-/// of its request, anything else to the oldest waiting POST (dropped when none waits).
+/// of its request, a progress notification to the POST that carried its token, anything else to
+/// the oldest waiting POST (dropped when none waits).
 fn route(rx: &mpsc::Receiver<Out>, waiting: &Waiting) {
     while let Ok(out) = rx.recv() {
         let line = match out {
@@ -145,11 +148,15 @@ fn route(rx: &mpsc::Receiver<Out>, waiting: &Waiting) {
             .then(|| parsed.get("id").map(Value::to_string))
             .flatten();
         let Ok(waiting) = waiting.lock() else { return };
-        let target = match answer_to {
-            Some(id) => waiting.iter().find(|(w, _)| *w == id),
-            None => waiting.first(),
+        let token = parsed
+            .pointer("/params/progressToken")
+            .map(Value::to_string);
+        let target = match (answer_to, token) {
+            (Some(id), _) => waiting.iter().find(|(w, _, _)| *w == id),
+            (None, Some(token)) => waiting.iter().find(|(_, t, _)| t.as_ref() == Some(&token)),
+            (None, None) => waiting.first(),
         };
-        if let Some((_, tx)) = target {
+        if let Some((_, _, tx)) = target {
             let _ = tx.send(line);
         }
     }
@@ -212,7 +219,10 @@ async fn on_post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
     let key = id.to_string();
     let (tx, rx) = tmpsc::unbounded_channel();
     if let Ok(mut waiting) = app.waiting.lock() {
-        waiting.push((key.clone(), tx));
+        let token = message
+            .pointer("/params/_meta/progressToken")
+            .map(Value::to_string);
+        waiting.push((key.clone(), token, tx));
     }
     let guard = Unregister {
         waiting: Arc::clone(&app.waiting),
@@ -292,7 +302,7 @@ struct Unregister {
 impl Drop for Unregister {
     fn drop(&mut self) {
         if let Ok(mut waiting) = self.waiting.lock() {
-            waiting.retain(|(k, _)| *k != self.key);
+            waiting.retain(|(k, _, _)| *k != self.key);
         }
     }
 }
