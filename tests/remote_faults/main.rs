@@ -108,3 +108,12 @@ async fn operator_restart(daemon: &Daemon) {
         response.text().await.unwrap_or_default()
     );
 }
+
+/// `web`'s calls fail fast, naming it and its crash loop, while the healthy ones keep answering.
+async fn assert_fails_fast_in_crash_loop(client: &Client) {
+    let (answer, took) = timed_call(client, "web__echo", json!({})).await;
+    let message = common::assert_upstream_error(&answer, -32010, WEB);
+    assert!(message.contains("crash-loop"), "{message}");
+    assert!(took < Duration::from_secs(1), "the error took {took:?}");
+    assert_goods(client, "during").await;
+}

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{
-    WEB, assert_goods, operator_restart, ready, start, text, timed_call, wait_echo, wait_status,
-    web_server, web_table,
+    WEB, assert_fails_fast_in_crash_loop, assert_goods, operator_restart, ready, start, text,
+    timed_call, wait_echo, wait_status, web_server, web_table,
 };
 use crate::common::{RemoteServer, assert_upstream_error};
 
@@ -107,11 +107,7 @@ async fn a_server_that_exits_mid_call_fails_that_call_then_crash_loops_while_it_
     );
 
     // Its calls fail fast, naming it and its state.
-    let (answer, took) = timed_call(&client, "web__echo", json!({})).await;
-    let message = assert_upstream_error(&answer, -32010, WEB);
-    assert!(message.contains("crash-loop"), "{message}");
-    assert!(took < Duration::from_secs(1), "the error took {took:?}");
-    assert_goods(&client, "during").await;
+    assert_fails_fast_in_crash_loop(&client).await;
 
     // The server is back; an operator restart brings the upstream back.
     let _server = RemoteServer::test_upstream(WEB, port, &[]);

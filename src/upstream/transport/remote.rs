@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use reqwest::header::HeaderMap;
+use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -97,13 +98,17 @@ impl Shared {
         self.diagnostics.note_http(line);
     }
 
-    /// Answers request `id` with an error of our own (the POST that carried it failed), in the
+    /// Answers the request `out` carried with an error of our own (its POST failed), in the
     /// form every other unavailable-upstream error has.
-    pub async fn fail_request(&self, message: &str, why: String) {
-        if let Ok(Message::Request { id, .. }) = Incoming::parse(message) {
+    pub async fn fail_request(&self, out: &Outgoing, why: String) {
+        if let Some(id) = out
+            .id
+            .as_deref()
+            .and_then(|id| RawValue::from_string(id.to_owned()).ok())
+        {
             let error = RpcError::new(codes::UPSTREAM_UNAVAILABLE, why)
                 .with_data(serde_json::json!({ "upstream": self.upstream }));
-            self.deliver(error_line(Some(id), &error)).await;
+            self.deliver(error_line(Some(&id), &error)).await;
         }
     }
 
@@ -113,11 +118,11 @@ impl Shared {
     /// request answered 5xx fails alone. Returns whether it ended the link.
     pub async fn close_if_ping_refused(
         &self,
-        message: &str,
+        out: &Outgoing,
         status: reqwest::StatusCode,
         why: &str,
     ) -> bool {
-        let ping = matches!(Incoming::parse(message), Ok(Message::Request { method, .. }) if method == "ping");
+        let ping = out.id.is_some() && out.method.as_deref() == Some("ping");
         if ping && status.is_server_error() {
             self.close(Closed::Io(format!("its health ping was refused: {why}")))
                 .await;
@@ -131,6 +136,28 @@ impl Shared {
 
     fn set_mode(&self, mode: Mode) {
         *lock(&self.mode) = mode;
+    }
+}
+
+/// One message for the upstream, read once for what the transport needs of it.
+#[derive(Debug, Clone)]
+pub(super) struct Outgoing {
+    pub text: String,
+    /// The request id (JSON text), when it is a request: its answer is awaited.
+    pub id: Option<String>,
+    pub method: Option<String>,
+}
+
+impl Outgoing {
+    fn new(text: String) -> Self {
+        let (id, method) = match Incoming::parse(&text) {
+            Ok(Message::Request { id, method, .. }) => {
+                (Some(id.get().to_owned()), Some(method.into_owned()))
+            }
+            Ok(Message::Notification { method, .. }) => (None, Some(method.into_owned())),
+            _ => (None, None),
+        };
+        Self { text, id, method }
     }
 }
 
@@ -191,11 +218,11 @@ async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<String>) {
         let message = tokio::select! {
             () = shared.stop.cancelled() => return,
             message = rx.recv() => match message {
-                Some(message) => message,
+                Some(message) => Outgoing::new(message),
                 None => return,
             },
         };
-        let request = matches!(Incoming::parse(&message), Ok(Message::Request { .. }));
+        let request = message.id.is_some();
         if first || !request {
             first = false;
             let deadline = if request {
@@ -220,13 +247,13 @@ async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<String>) {
 }
 
 /// A request's POST, in its own task, ended at the longest deadline the request can have.
-async fn post_owned(shared: Arc<Shared>, message: String) {
+async fn post_owned(shared: Arc<Shared>, message: Outgoing) {
     let deadline = shared.limits.request;
     let _ = tokio::time::timeout(deadline, post(&shared, message)).await;
 }
 
 /// POSTs one message in the link's mode.
-async fn post(shared: &Arc<Shared>, message: String) {
+async fn post(shared: &Arc<Shared>, message: Outgoing) {
     match shared.mode() {
         Mode::Legacy(endpoint) => legacy::post(shared, &endpoint, message).await,
         Mode::Streamable(session) => {

@@ -10,9 +10,9 @@ use futures_util::StreamExt;
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 
-use super::Shared;
 use super::events::events;
 use super::streamable::{error_chain, excerpt};
+use super::{Outgoing, Shared};
 use crate::upstream::error::{Closed, StartError};
 
 /// Longest wait for the `endpoint` event after the stream opened.
@@ -105,13 +105,13 @@ async fn read(
 }
 
 /// POSTs one message to the endpoint; its answer comes on the stream.
-pub(super) async fn post(shared: &Arc<Shared>, endpoint: &url::Url, message: String) {
+pub(super) async fn post(shared: &Arc<Shared>, endpoint: &url::Url, message: Outgoing) {
     let request = shared
         .client
         .post(endpoint.clone())
         .headers(shared.headers.clone())
         .header(CONTENT_TYPE, "application/json")
-        .body(message.clone());
+        .body(message.text.clone());
     let response = tokio::select! {
         () = shared.stop.cancelled() => return,
         response = request.send() => response,

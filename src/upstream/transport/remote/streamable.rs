@@ -17,8 +17,8 @@ use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use tokio::sync::watch;
 
-use super::Shared;
 use super::events::events;
+use super::{Outgoing, Shared};
 use crate::jsonrpc::{Incoming, Members, Message};
 use crate::sync::lock;
 use crate::upstream::error::Closed;
@@ -70,40 +70,15 @@ impl Session {
     }
 }
 
-/// What the message being POSTed is, as far as the transport cares.
-struct Sent<'a> {
-    /// The request id, when it is a request (its answer is awaited).
-    id: Option<&'a str>,
-    method: Option<String>,
-}
-
-fn sent(message: &str) -> Sent<'_> {
-    match Incoming::parse(message) {
-        Ok(Message::Request { id, method, .. }) => Sent {
-            id: Some(id.get()),
-            method: Some(method.into_owned()),
-        },
-        Ok(Message::Notification { method, .. }) => Sent {
-            id: None,
-            method: Some(method.into_owned()),
-        },
-        _ => Sent {
-            id: None,
-            method: None,
-        },
-    }
-}
-
 /// POSTs one message; `Err(status)` when `may_fall_back` and the server refused it with a 4xx
 /// that says it does not speak Streamable HTTP here (the `auto` transport then falls back).
 pub(super) async fn post(
     shared: &Arc<Shared>,
     session: &Session,
-    message: String,
+    message: Outgoing,
     may_fall_back: bool,
 ) -> Result<(), StatusCode> {
-    let what = sent(&message);
-    if what.method.as_deref() == Some("notifications/initialized") {
+    if message.method.as_deref() == Some("notifications/initialized") {
         let mut ready = session.0.stream_ready.subscribe();
         let _ = tokio::time::timeout(STREAM_WAIT, ready.wait_for(|r| *r)).await;
     }
@@ -121,7 +96,7 @@ pub(super) async fn post(
     }
     let response = tokio::select! {
         () = shared.stop.cancelled() => return Ok(()),
-        response = request.body(message.clone()).send() => response,
+        response = request.body(message.text.clone()).send() => response,
     };
     let response = match response {
         Ok(response) => response,
@@ -133,15 +108,16 @@ pub(super) async fn post(
         }
     };
     let status = response.status();
-    let initialize = what.method.as_deref() == Some("initialize");
+    let initialize = message.method.as_deref() == Some("initialize");
     if initialize {
         if let Some(id) = response.headers().get(SESSION_HEADER) {
             *lock(&session.0.id) = Some(id.clone());
         }
     }
     if status.is_success() {
-        let answered = read_answer(shared, session, response, what.id, initialize).await;
-        if what.id.is_some() && !answered {
+        let answered =
+            read_answer(shared, session, response, message.id.as_deref(), initialize).await;
+        if message.id.is_some() && !answered {
             shared
                 .fail_request(
                     &message,
