@@ -17,6 +17,7 @@ mod verify;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -127,17 +128,38 @@ impl Head {
     }
 }
 
-impl Store {
-    pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        let db = sled::Config::new()
+/// How long opening waits for the store's lock. Dropping a store releases the lock only once
+/// sled's background threads let go of it, a moment later; a reopen in the same process (a
+/// restart of the audit writer, a test) must not mistake that moment for another mcpmux.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+fn open_db(dir: &Path) -> Result<sled::Db, sled::Error> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        let opened = sled::Config::new()
             .path(dir)
             .mode(sled::Mode::HighThroughput)
             .cache_capacity(CACHE_BYTES)
-            .open()
-            .map_err(|source| StoreError::Open {
-                path: dir.display().to_string(),
-                source,
-            })?;
+            .open();
+        match opened {
+            // sled reports a held lock as an `Other` I/O error; its message is all that tells it.
+            Err(sled::Error::Io(e))
+                if e.to_string().starts_with("could not acquire lock")
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+impl Store {
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        let db = open_db(dir).map_err(|source| StoreError::Open {
+            path: dir.display().to_string(),
+            source,
+        })?;
         let blocks = db.open_tree("blocks")?;
         if let Some((_, v)) = blocks.first()? {
             if Location::from_bytes(&v).is_none() {
