@@ -10,21 +10,25 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Client, Daemon, Messages, Schemas, read_messages, test_upstream};
+use common::{
+    Client, Daemon, Messages, RemoteServer, Schemas, Via, read_messages, test_upstream_via,
+};
 use serde_json::{Value, json};
 
 /// How long a message that must not arrive is waited for.
 const QUIET: Duration = Duration::from_millis(300);
 
-/// A daemon with one test upstream `up` supporting tasks, ready (its tools listed).
-async fn start() -> Daemon {
-    let daemon = Daemon::start(&test_upstream("up", &["--tasks"]));
+/// A daemon with one test upstream `up` supporting tasks, reached `via`, ready (its tools
+/// listed); the upstream's server process when it is remote.
+async fn start(via: Via) -> (Daemon, Option<RemoteServer>) {
+    let (table, remote) = test_upstream_via("up", via, &["--tasks"]);
+    let daemon = Daemon::start(&table);
     let probe = Client::connect(&daemon.url).await;
     daemon
         .wait_for_tools(&probe, |n| n.iter().any(|t| t == "up__slow"))
         .await;
     assert_eq!(probe.delete().await, 200);
-    daemon
+    (daemon, remote)
 }
 
 /// A task-augmented `up__slow` call: the answer is a schema-checked CreateTaskResult; returns
@@ -68,8 +72,22 @@ async fn next_status(events: &mut Messages) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tasks_are_namespaced_and_owned_by_their_session() {
-    let daemon = start().await;
+async fn tasks_are_namespaced_and_owned_by_their_session_with_the_upstream_over_stdio() {
+    tasks_are_namespaced_and_owned_by_their_session(Via::Stdio).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_are_namespaced_and_owned_by_their_session_with_the_upstream_over_streamable_http() {
+    tasks_are_namespaced_and_owned_by_their_session(Via::Http).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_are_namespaced_and_owned_by_their_session_with_the_upstream_over_legacy_sse() {
+    tasks_are_namespaced_and_owned_by_their_session(Via::Sse).await;
+}
+
+async fn tasks_are_namespaced_and_owned_by_their_session(via: Via) {
+    let (daemon, _remote) = start(via).await;
     let a = Client::connect(&daemon.url).await;
     let b = Client::connect(&daemon.url).await;
     let mut a_events = a.events().await;
@@ -259,7 +277,7 @@ async fn initialize(url: &str, version: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_capability_only_for_2025_11_25_hosts() {
-    let daemon = start().await;
+    let (daemon, _) = start(Via::Stdio).await;
     let latest = initialize(&daemon.url, "2025-11-25").await;
     let tasks = &latest["capabilities"]["tasks"];
     assert!(tasks["list"].is_object(), "{latest}");

@@ -66,6 +66,7 @@ pub(super) async fn open(
                 max_message_bytes: max,
                 notification: config.policy.request_timeout,
                 request: config.policy.longest_timeout() + REQUEST_MARGIN,
+                open: config.policy.startup_timeout,
             };
             remote::open(remote, &config.name, limits, diagnostics).await
         }

@@ -34,7 +34,7 @@ pub use messages::{Messages, Next, SseEvent, SseReader, read_messages};
 #[allow(unused_imports)]
 pub use procs::{alive, assert_all_gone, comm, descendants, proc_kib};
 #[allow(unused_imports)]
-pub use remote::RemoteServer;
+pub use remote::{RemoteServer, Via, test_upstream_via};
 #[allow(unused_imports)]
 pub use schema::Schemas;
 

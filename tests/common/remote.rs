@@ -141,3 +141,30 @@ fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
 }
+
+/// How a test reaches our test upstream.
+#[derive(Debug, Clone, Copy)]
+pub enum Via {
+    /// A child over stdio.
+    Stdio,
+    /// Its `--http` mode, as a remote upstream over Streamable HTTP.
+    Http,
+    /// Its `--http` mode, as a remote upstream over legacy HTTP+SSE.
+    Sse,
+}
+
+/// The `[upstreams.NAME]` table of our test upstream with `args`, reached `via`, and its server
+/// process when it is remote (keep it alive as long as the daemon uses it).
+pub fn test_upstream_via(name: &str, via: Via, args: &[&str]) -> (String, Option<RemoteServer>) {
+    let (path, transport) = match via {
+        Via::Stdio => return (super::test_upstream(name, args), None),
+        Via::Http => ("/mcp", "streamable-http"),
+        Via::Sse => ("/sse", "sse"),
+    };
+    let server = RemoteServer::test_upstream(name, 0, args);
+    let table = format!(
+        "[upstreams.{name}]\nurl = \"{}\"\ntransport = \"{transport}\"\n",
+        server.url(path)
+    );
+    (table, Some(server))
+}

@@ -6,16 +6,17 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{
-    WEB, assert_goods, ready, start, text, timed_call, wait_echo, wait_status, web_server,
-    web_table,
+    Via, WEB, assert_goods, over_both_transports, ready, start, text, timed_call, wait_echo,
+    wait_status, web_server, web_table,
 };
 use crate::common::assert_upstream_error;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn garbage_in_an_answers_event_stream_marks_the_upstream_broken_and_restarts_it() {
+over_both_transports!(garbage_in_an_answers_event_stream_marks_the_upstream_broken_and_restarts_it);
+async fn garbage_in_an_answers_event_stream_marks_the_upstream_broken_and_restarts_it(via: Via) {
     let server = web_server(&["--http-fault", "garbage-sse", "--http-fault-tool", "slow"]);
     let web = web_table(
         &server,
+        via,
         &[
             ("request_timeout", "\"5s\""),
             // Long enough to read `last_error` while it waits to restart.

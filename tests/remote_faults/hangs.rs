@@ -8,16 +8,21 @@ use nix::sys::signal::Signal;
 use serde_json::json;
 
 use super::{
-    WEB, assert_goods, ready, start, text, timed_call, wait_echo, wait_status, web_server,
-    web_table,
+    Via, WEB, assert_goods, over_both_transports, ready, start, text, timed_call, wait_echo,
+    wait_status, web_server, web_table,
 };
 use crate::common::{assert_upstream_error, poll_until};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_post_that_is_never_answered_times_out_at_its_deadline_and_the_upstream_stays_up() {
+over_both_transports!(
+    a_post_that_is_never_answered_times_out_at_its_deadline_and_the_upstream_stays_up
+);
+async fn a_post_that_is_never_answered_times_out_at_its_deadline_and_the_upstream_stays_up(
+    via: Via,
+) {
     let server = web_server(&["--http-fault", "hang", "--http-fault-tool", "slow"]);
     let web = web_table(
         &server,
+        via,
         &[
             ("tool_timeouts", "{ slow = \"300ms\" }"),
             // Pings go on meanwhile and keep it up.
@@ -68,11 +73,16 @@ async fn a_post_that_is_never_answered_times_out_at_its_deadline_and_the_upstrea
     assert_goods(&client, "after").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_frozen_server_times_out_is_restarted_by_its_pings_and_serves_again_once_thawed() {
+over_both_transports!(
+    a_frozen_server_times_out_is_restarted_by_its_pings_and_serves_again_once_thawed
+);
+async fn a_frozen_server_times_out_is_restarted_by_its_pings_and_serves_again_once_thawed(
+    via: Via,
+) {
     let server = web_server(&[]);
     let web = web_table(
         &server,
+        via,
         &[
             ("request_timeout", "\"500ms\""),
             ("ping_interval", "\"200ms\""),

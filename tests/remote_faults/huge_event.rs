@@ -6,14 +6,17 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{
-    RSS_LIMIT_KIB, WEB, assert_goods, ready, start, text, timed_call, wait_echo, wait_status,
-    web_server, web_table,
+    RSS_LIMIT_KIB, Via, WEB, assert_goods, over_both_transports, ready, start, text, timed_call,
+    wait_echo, wait_status, web_server, web_table,
 };
 use crate::common::{assert_upstream_error, proc_kib};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_event_over_max_message_bytes_fails_the_call_restarts_the_upstream_and_memory_stays_bounded()
- {
+over_both_transports!(
+    an_event_over_max_message_bytes_fails_the_call_restarts_the_upstream_and_memory_stays_bounded
+);
+async fn an_event_over_max_message_bytes_fails_the_call_restarts_the_upstream_and_memory_stays_bounded(
+    via: Via,
+) {
     let server = web_server(&[
         "--http-fault",
         "huge-event=104857600",
@@ -22,6 +25,7 @@ async fn an_event_over_max_message_bytes_fails_the_call_restarts_the_upstream_an
     ]);
     let web = web_table(
         &server,
+        via,
         &[
             ("max_message_bytes", "1048576"),
             ("request_timeout", "\"10s\""),

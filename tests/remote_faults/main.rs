@@ -32,7 +32,7 @@ mod status_5xx;
 use std::time::{Duration, Instant};
 
 use common::healthy::{GOOD, assert_goods, goods, ready, timed_call, wait_status};
-use common::{Client, Daemon, RemoteServer, poll_until};
+use common::{Client, Daemon, RemoteServer, Via, poll_until};
 use serde_json::{Value, json};
 
 /// The faulty remote upstream's name.
@@ -45,14 +45,40 @@ fn web_server(args: &[&str]) -> RemoteServer {
     RemoteServer::test_upstream(WEB, 0, args)
 }
 
-/// The `[upstreams.web]` table for `server`, then `policy` lines.
-fn web_table(server: &RemoteServer, policy: &[(&str, &str)]) -> String {
-    let mut table = format!("[upstreams.{WEB}]\nurl = \"{}\"\n", server.url("/mcp"));
+/// The `[upstreams.web]` table reaching `server` the way `via` says (Http or Sse), then
+/// `policy` lines.
+fn web_table(server: &RemoteServer, via: Via, policy: &[(&str, &str)]) -> String {
+    let (path, transport) = match via {
+        Via::Sse => ("/sse", "sse"),
+        _ => ("/mcp", "streamable-http"),
+    };
+    let mut table = format!(
+        "[upstreams.{WEB}]\nurl = \"{}\"\ntransport = \"{transport}\"\n",
+        server.url(path)
+    );
     for (key, value) in policy {
         table.push_str(&format!("{key} = {value}\n"));
     }
     table
 }
+
+/// Runs fault test `$name(via)` twice: with `web` over Streamable HTTP and over legacy HTTP+SSE.
+macro_rules! over_both_transports {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn streamable_http() {
+                super::$name(crate::common::Via::Http).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn legacy_sse() {
+                super::$name(crate::common::Via::Sse).await;
+            }
+        }
+    };
+}
+use over_both_transports;
 
 /// Starts the daemon with the healthy upstreams plus `faulty`, connects a host, waits for the
 /// healthy tools and `web__echo`, and checks they all answer.

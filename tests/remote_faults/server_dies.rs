@@ -8,17 +8,19 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{
-    WEB, assert_fails_fast_in_crash_loop, assert_goods, operator_restart, ready, start, text,
-    timed_call, wait_echo, wait_status, web_server, web_table,
+    Via, WEB, assert_fails_fast_in_crash_loop, assert_goods, operator_restart,
+    over_both_transports, ready, start, text, timed_call, wait_echo, wait_status, web_server,
+    web_table,
 };
 use crate::common::{RemoteServer, assert_upstream_error};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_server_fails_calls_clearly_and_its_upstream_comes_back_with_it() {
+over_both_transports!(a_killed_server_fails_calls_clearly_and_its_upstream_comes_back_with_it);
+async fn a_killed_server_fails_calls_clearly_and_its_upstream_comes_back_with_it(via: Via) {
     let mut server = web_server(&[]);
     let port = server.port;
     let web = web_table(
         &server,
+        via,
         &[
             ("request_timeout", "\"5s\""),
             ("restart_initial_backoff", "\"100ms\""),
@@ -33,7 +35,13 @@ async fn a_killed_server_fails_calls_clearly_and_its_upstream_comes_back_with_it
     let message = assert_upstream_error(&answer, -32010, WEB);
     eprintln!("call to the dead server failed after {took:?}: {message}");
     assert!(took < Duration::from_secs(2), "the error took {took:?}");
-    assert!(message.contains("cannot reach"), "{message}");
+    // Over Streamable HTTP the call's POST finds no server; over legacy HTTP+SSE the stream
+    // the server kept open breaks off first.
+    let why = match via {
+        Via::Sse => "its event stream broke off",
+        _ => "cannot reach",
+    };
+    assert!(message.contains(why), "{message}");
     assert_goods(&client, "during").await;
 
     // It is restarted again and again while the server is gone, and says why.
@@ -66,12 +74,17 @@ async fn a_killed_server_fails_calls_clearly_and_its_upstream_comes_back_with_it
     assert_goods(&client, "after").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_that_exits_mid_call_fails_that_call_then_crash_loops_while_it_stays_dead() {
+over_both_transports!(
+    a_server_that_exits_mid_call_fails_that_call_then_crash_loops_while_it_stays_dead
+);
+async fn a_server_that_exits_mid_call_fails_that_call_then_crash_loops_while_it_stays_dead(
+    via: Via,
+) {
     let server = web_server(&[]);
     let port = server.port;
     let web = web_table(
         &server,
+        via,
         &[
             ("request_timeout", "\"20s\""),
             ("restart_budget", "3"),

@@ -8,15 +8,16 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{
-    WEB, assert_fails_fast_in_crash_loop, assert_goods, operator_restart, ready, start, text,
-    timed_call, wait_echo, wait_status, web_server, web_table,
+    Via, WEB, assert_fails_fast_in_crash_loop, assert_goods, operator_restart,
+    over_both_transports, ready, start, text, timed_call, wait_echo, wait_status, web_server,
+    web_table,
 };
 use crate::common::assert_upstream_error;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_answered_http_500_fails_naming_the_upstream_and_the_upstream_stays_up() {
+over_both_transports!(a_call_answered_http_500_fails_naming_the_upstream_and_the_upstream_stays_up);
+async fn a_call_answered_http_500_fails_naming_the_upstream_and_the_upstream_stays_up(via: Via) {
     let server = web_server(&["--http-fault", "status500", "--http-fault-tool", "slow"]);
-    let web = web_table(&server, &[("request_timeout", "\"5s\"")]);
+    let web = web_table(&server, via, &[("request_timeout", "\"5s\"")]);
     let (daemon, client) = start(&web).await;
 
     for _ in 0..5 {
@@ -40,14 +41,19 @@ async fn a_call_answered_http_500_fails_naming_the_upstream_and_the_upstream_sta
     assert_goods(&client, "after").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_5xx_storm_restarts_the_upstream_into_crash_loop_and_an_operator_restart_ends_it() {
+over_both_transports!(
+    a_5xx_storm_restarts_the_upstream_into_crash_loop_and_an_operator_restart_ends_it
+);
+async fn a_5xx_storm_restarts_the_upstream_into_crash_loop_and_an_operator_restart_ends_it(
+    via: Via,
+) {
     let dir = tempfile::tempdir().unwrap();
     let down = dir.path().join("down-while-this-exists");
     let fault = format!("down-while={}", down.display());
     let server = web_server(&["--http-fault", &fault]);
     let web = web_table(
         &server,
+        via,
         &[
             ("request_timeout", "\"5s\""),
             ("ping_interval", "\"200ms\""),

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{QUIET, Setup, Via, all_client_capabilities, is_call_of, over_both, text};
+use super::{QUIET, Setup, Via, all_client_capabilities, is_call_of, over_each_transport, text};
 use crate::common;
 
-over_both!(a_host_cancellation_reaches_the_upstream_under_its_id_and_frees_the_request);
+over_each_transport!(a_host_cancellation_reaches_the_upstream_under_its_id_and_frees_the_request);
 async fn a_host_cancellation_reaches_the_upstream_under_its_id_and_frees_the_request(via: Via) {
     let setup = Setup::start_over(via, &[], "").await;
     let a = setup.host(json!({})).await;
@@ -100,9 +100,9 @@ async fn a_host_cancellation_reaches_the_upstream_under_its_id_and_frees_the_req
     eprintln!("cancellation answered after {took:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upstream_cancellation_of_its_request_reaches_the_host_under_the_host_id() {
-    let setup = Setup::start(&[], "").await;
+over_each_transport!(an_upstream_cancellation_of_its_request_reaches_the_host_under_the_host_id);
+async fn an_upstream_cancellation_of_its_request_reaches_the_host_under_the_host_id(via: Via) {
+    let setup = Setup::start_over(via, &[], "").await;
     let (a, _b, mut a_events, mut b_events) = setup.two_hosts(all_client_capabilities()).await;
 
     let mut call = a.start_tool("up__notify_cancel", json!({"prompt": "never mind"}));
@@ -129,9 +129,9 @@ async fn an_upstream_cancellation_of_its_request_reaches_the_host_under_the_host
     b_events.assert_silent(QUIET, "B").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_ending_session_refuses_its_pending_server_requests_and_cancels_its_calls() {
-    let setup = Setup::start(&[], "").await;
+over_each_transport!(an_ending_session_refuses_its_pending_server_requests_and_cancels_its_calls);
+async fn an_ending_session_refuses_its_pending_server_requests_and_cancels_its_calls(via: Via) {
+    let setup = Setup::start_over(via, &[], "").await;
     let a = setup.host(all_client_capabilities()).await;
     let b = setup.host(all_client_capabilities()).await;
     let mut b_events = b.events().await;
@@ -198,9 +198,9 @@ async fn raw_post(client: &common::Client, body: &Value) -> tokio::net::TcpStrea
     stream
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_that_goes_away_cancels_its_call_upstream_and_frees_its_slot() {
-    let setup = Setup::start(&[], "max_in_flight = 1\n").await;
+over_each_transport!(a_host_that_goes_away_cancels_its_call_upstream_and_frees_its_slot);
+async fn a_host_that_goes_away_cancels_its_call_upstream_and_frees_its_slot(via: Via) {
+    let setup = Setup::start_over(via, &[], "max_in_flight = 1\n").await;
     let host = setup.host(json!({})).await;
     let cancelled = |call: &Value| {
         let id = call["id"].clone();

@@ -7,16 +7,19 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{
-    QUIET, RESOURCE, Setup, UPSTREAM_URI, all_client_capabilities, is_call_of, text, touch,
-    wait_process_count,
+    QUIET, RESOURCE, Setup, UPSTREAM_URI, Via, all_client_capabilities, is_call_of,
+    over_each_transport, text, touch, wait_process_count,
 };
 use crate::common::{Client, assert_upstream_error};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn per_session_instances_take_server_requests_keep_their_state_and_stop_with_the_session() {
-    let setup = Setup::start(&[], "isolation = \"per-session\"\n").await;
-    let daemon = &setup.daemon;
-    let shared = wait_process_count(daemon, 1).await;
+over_each_transport!(
+    per_session_instances_take_server_requests_keep_their_state_and_stop_with_the_session
+);
+async fn per_session_instances_take_server_requests_keep_their_state_and_stop_with_the_session(
+    via: Via,
+) {
+    let setup = Setup::start_over(via, &[], "isolation = \"per-session\"\n").await;
+    let shared = setup.wait_instances(1).await;
     let a = setup.host(all_client_capabilities()).await;
     let b = setup.host(all_client_capabilities()).await;
 
@@ -45,8 +48,8 @@ async fn per_session_instances_take_server_requests_keep_their_state_and_stop_wi
     assert!(before.is_empty(), "A was asked B's question: {before:?}");
     assert_eq!(text(&answer), "slept 3000ms");
 
-    // Separate processes with separate state.
-    let three = wait_process_count(daemon, 3).await;
+    // Separate instances (processes, or sessions of the remote server) with separate state.
+    let three = setup.wait_instances(3).await;
     a.result("resources/subscribe", json!({"uri": RESOURCE}))
         .await;
     assert_eq!(
@@ -72,17 +75,17 @@ async fn per_session_instances_take_server_requests_keep_their_state_and_stop_wi
 
     // A session's instance stops when the session ends; the shared one stays.
     assert_eq!(a.delete().await, 200);
-    let two = wait_process_count(daemon, 2).await;
+    let two = setup.wait_instances(2).await;
     assert!(shared.iter().all(|p| two.contains(p)), "{shared:?} {two:?}");
     assert_eq!(b.tool_text("up__subscriptions", json!({})).await, "[]");
     assert_eq!(b.delete().await, 200);
-    let one = wait_process_count(daemon, 1).await;
+    let one = setup.wait_instances(1).await;
     assert_eq!(one, shared, "only the shared instance is left: {three:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn per_session_instances_get_their_sessions_log_level_and_log_to_it_alone() {
-    let setup = Setup::start(&[], "isolation = \"per-session\"\n").await;
+over_each_transport!(per_session_instances_get_their_sessions_log_level_and_log_to_it_alone);
+async fn per_session_instances_get_their_sessions_log_level_and_log_to_it_alone(via: Via) {
+    let setup = Setup::start_over(via, &[], "isolation = \"per-session\"\n").await;
     let (a, b, mut a_events, mut b_events) = setup.two_hosts(json!({})).await;
     a.result("logging/setLevel", json!({"level": "info"})).await;
     b.result("logging/setLevel", json!({"level": "info"})).await;

@@ -6,8 +6,9 @@
 //!
 //! One test binary: `Setup` and the helpers here, a module per section (1. `notifications`,
 //! 2. `server_requests`, 3. `isolation`, 4. `cancellation`, 5. `versions`, 6. `legacy_sse`).
-//! Tests marked `over_both!` run twice: with the upstream a child over stdio, and with it remote
-//! (the test upstream's `--http` mode over Streamable HTTP).
+//! Tests marked `over_each_transport!` run three times: with the upstream a child over stdio, and
+//! with it remote (the test upstream's `--http` mode) over Streamable HTTP and over legacy
+//! HTTP+SSE.
 
 #![allow(clippy::unwrap_used)]
 
@@ -24,7 +25,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    Client, Daemon, Messages, RemoteServer, alive, descendants, poll_until, test_upstream,
+    Client, Daemon, Messages, RemoteServer, Via, alive, descendants, poll_until, test_upstream_via,
 };
 use serde_json::{Value, json};
 
@@ -55,35 +56,31 @@ struct Setup {
     daemon: Daemon,
     record: tempfile::NamedTempFile,
     /// The upstream's process when it is reached over HTTP.
-    _remote: Option<RemoteServer>,
+    remote: Option<RemoteServer>,
 }
 
-/// How the test upstream `up` is reached.
-#[derive(Debug, Clone, Copy)]
-enum Via {
-    /// A child over stdio.
-    Stdio,
-    /// Its `--http` mode, as a remote upstream over Streamable HTTP.
-    Http,
-}
-
-/// Runs routing test `$name(via)` twice: with `up` over stdio and over Streamable HTTP.
-macro_rules! over_both {
+/// Runs routing test `$name(via)` with `up` over each transport.
+macro_rules! over_each_transport {
     ($name:ident) => {
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn stdio() {
-                super::$name(super::super::Via::Stdio).await;
+                super::$name(crate::common::Via::Stdio).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn http() {
-                super::$name(super::super::Via::Http).await;
+                super::$name(crate::common::Via::Http).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sse() {
+                super::$name(crate::common::Via::Sse).await;
             }
         }
     };
 }
-use over_both;
+use over_each_transport;
 
 impl Setup {
     async fn start(extra: &[&str], table: &str) -> Self {
@@ -95,14 +92,7 @@ impl Setup {
         let path = record.path().to_str().unwrap().to_owned();
         let mut args = vec!["--protocol-tools", "--record", &path];
         args.extend_from_slice(extra);
-        let (upstream, remote) = match via {
-            Via::Stdio => (test_upstream("up", &args), None),
-            Via::Http => {
-                let server = RemoteServer::test_upstream("up", 0, &args);
-                let table = format!("[upstreams.up]\nurl = \"{}\"\n", server.url("/mcp"));
-                (table, Some(server))
-            }
-        };
+        let (upstream, remote) = test_upstream_via("up", via, &args);
         let daemon = Daemon::start(&format!("{upstream}{table}"));
         let probe = Client::connect(&daemon.url).await;
         daemon
@@ -112,7 +102,7 @@ impl Setup {
         Self {
             daemon,
             record,
-            _remote: remote,
+            remote,
         }
     }
 
@@ -128,6 +118,30 @@ impl Setup {
         let a_events = a.events().await;
         let b_events = b.events().await;
         (a, b, a_events, b_events)
+    }
+
+    /// The upstream instances serving the daemon now: its child processes over stdio, the
+    /// server's open MCP sessions when it is remote.
+    async fn instances(&self) -> Vec<String> {
+        let Some(server) = &self.remote else {
+            return upstream_processes(&self.daemon)
+                .iter()
+                .map(u32::to_string)
+                .collect();
+        };
+        let sessions = reqwest::get(server.url("/sessions")).await.unwrap();
+        sessions.json().await.unwrap()
+    }
+
+    /// Waits (15 s at most) until `n` upstream instances serve the daemon; returns them.
+    async fn wait_instances(&self, n: usize) -> Vec<String> {
+        let reached = poll_until(Duration::from_secs(15), || async {
+            self.instances().await.len() == n
+        })
+        .await;
+        let now = self.instances().await;
+        assert!(reached, "expected {n} upstream instances, have {now:?}");
+        now
     }
 
     /// Every line the upstream(s) received so far.

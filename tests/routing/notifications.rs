@@ -7,12 +7,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{
-    QUIET, RESOURCE, Setup, UPSTREAM_URI, Via, assert_progress, is_call_of, over_both, text, touch,
-    upstream_subscriptions,
+    QUIET, RESOURCE, Setup, UPSTREAM_URI, Via, assert_progress, is_call_of, over_each_transport,
+    text, touch, upstream_subscriptions,
 };
 use crate::common::Client;
 
-over_both!(progress_reaches_only_the_request_that_asked_under_its_own_token);
+over_each_transport!(progress_reaches_only_the_request_that_asked_under_its_own_token);
 async fn progress_reaches_only_the_request_that_asked_under_its_own_token(via: Via) {
     let setup = Setup::start_over(via, &[], "").await;
     let (a, b, mut a_events, mut b_events) = setup.two_hosts(json!({})).await;
@@ -58,11 +58,11 @@ async fn progress_reaches_only_the_request_that_asked_under_its_own_token(via: V
     }
 }
 
+over_each_transport!(progress_sent_just_before_the_answer_is_not_lost);
 /// A progress notification the upstream sends right before its answer reaches the host too: the
 /// answer must not overtake what the request produced before it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn progress_sent_just_before_the_answer_is_not_lost() {
-    let setup = Setup::start(&[], "").await;
+async fn progress_sent_just_before_the_answer_is_not_lost(via: Via) {
+    let setup = Setup::start_over(via, &[], "").await;
     let a = setup.host(json!({})).await;
     let mut a_events = a.events().await;
     let mut lost = Vec::new();
@@ -92,9 +92,9 @@ async fn progress_sent_just_before_the_answer_is_not_lost() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn log_messages_reach_only_sessions_that_asked_for_their_level() {
-    let setup = Setup::start(&[], "").await;
+over_each_transport!(log_messages_reach_only_sessions_that_asked_for_their_level);
+async fn log_messages_reach_only_sessions_that_asked_for_their_level(via: Via) {
+    let setup = Setup::start_over(via, &[], "").await;
     let (a, b, mut a_events, mut b_events) = setup.two_hosts(json!({})).await;
 
     assert_eq!(
@@ -146,9 +146,11 @@ async fn log_messages_reach_only_sessions_that_asked_for_their_level() {
     b_events.assert_silent(QUIET, "B, after").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn resource_updates_reach_only_subscribers_and_upstream_subscriptions_are_counted() {
-    let setup = Setup::start(&[], "").await;
+over_each_transport!(
+    resource_updates_reach_only_subscribers_and_upstream_subscriptions_are_counted
+);
+async fn resource_updates_reach_only_subscribers_and_upstream_subscriptions_are_counted(via: Via) {
+    let setup = Setup::start_over(via, &[], "").await;
     let (a, b, mut a_events, mut b_events) = setup.two_hosts(json!({})).await;
     let subscribed = format!(r#"["{UPSTREAM_URI}"]"#);
 

@@ -5,10 +5,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{QUIET, Setup, Via, all_client_capabilities, is_call_of, is_error, over_both, text};
+use super::{
+    QUIET, Setup, Via, all_client_capabilities, is_call_of, is_error, over_each_transport, text,
+};
 use crate::common;
 
-over_both!(server_requests_go_to_the_session_that_caused_them_and_its_answer_completes_the_call);
+over_each_transport!(
+    server_requests_go_to_the_session_that_caused_them_and_its_answer_completes_the_call
+);
 async fn server_requests_go_to_the_session_that_caused_them_and_its_answer_completes_the_call(
     via: Via,
 ) {
@@ -111,11 +115,15 @@ async fn server_requests_go_to_the_session_that_caused_them_and_its_answer_compl
     b_events.assert_silent(QUIET, "B, after C's call").await;
 }
 
+over_each_transport!(
+    a_server_request_reaches_its_session_when_that_session_has_several_calls_in_flight
+);
 /// With several of one session's requests in flight, the upstream's request cannot be tied to one
 /// of them, but it is that session's: it arrives on exactly one of its streams, and never at B.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_request_reaches_its_session_when_that_session_has_several_calls_in_flight() {
-    let setup = Setup::start(&[], "").await;
+async fn a_server_request_reaches_its_session_when_that_session_has_several_calls_in_flight(
+    via: Via,
+) {
+    let setup = Setup::start_over(via, &[], "").await;
     let (a, _b, a_events, mut b_events) = setup.two_hosts(all_client_capabilities()).await;
     let slow = a.start_tool("up__slow", json!({"ms": 2000}));
     setup
@@ -158,9 +166,9 @@ async fn a_server_request_reaches_its_session_when_that_session_has_several_call
     eprintln!("the sampling request came on {carrier}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_request_is_refused_when_several_sessions_could_have_caused_it() {
-    let setup = Setup::start(&[], "").await;
+over_each_transport!(a_server_request_is_refused_when_several_sessions_could_have_caused_it);
+async fn a_server_request_is_refused_when_several_sessions_could_have_caused_it(via: Via) {
+    let setup = Setup::start_over(via, &[], "").await;
     let (a, b, mut a_events, mut b_events) = setup.two_hosts(all_client_capabilities()).await;
 
     let slow = a.start_tool("up__slow", json!({"ms": 3000}));

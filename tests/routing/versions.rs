@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{QUIET, Setup, all_client_capabilities, assert_progress, is_error, text};
+use super::{
+    QUIET, Setup, Via, all_client_capabilities, assert_progress, is_error, over_each_transport,
+    text,
+};
 use crate::common::Client;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,9 +85,9 @@ async fn a_refused_batch_is_answered_in_the_hosts_version() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn versions_are_negotiated_per_side() {
-    let setup = Setup::start(&["--protocol-version", "2024-11-05"], "").await;
+over_each_transport!(versions_are_negotiated_per_side);
+async fn versions_are_negotiated_per_side(via: Via) {
+    let setup = Setup::start_over(via, &["--protocol-version", "2024-11-05"], "").await;
 
     // An old upstream serves a current host: calls, progress, server requests.
     let new = setup.host(all_client_capabilities()).await;

@@ -45,6 +45,9 @@ pub(super) struct Limits {
     pub notification: Duration,
     /// Longest a POST of a request may take, its answer's stream included.
     pub request: Duration,
+    /// Longest opening may take (legacy HTTP+SSE: the GET of the stream and its `endpoint`
+    /// event), as the upstream's `startup_timeout` bounds its handshake.
+    pub open: Duration,
 }
 
 /// What every task of one remote link shares.

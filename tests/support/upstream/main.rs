@@ -2,8 +2,9 @@
 //! integration tests and the load generator. It is not installed for users.
 //!
 //! It speaks the MCP stdio transport: newline-delimited JSON-RPC 2.0 on
-//! stdin/stdout, one message per line — or, with `--http ADDR`, Streamable HTTP at `/mcp`
-//! (see `http.rs`, which also lists the HTTP faults of `--http-fault`). Everything it answers is deterministic
+//! stdin/stdout, one message per line — or, with `--http ADDR`, Streamable HTTP at `/mcp` and the
+//! legacy HTTP+SSE transport at `/sse` (see `http.rs`, which also lists the HTTP faults of
+//! `--http-fault`), with a server of its own per session. Everything it answers is deterministic
 //! and carries the instance `--name`, so tests can tell which upstream answered.
 //!
 //! What it offers:
@@ -102,7 +103,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use server::Server;
 use wire::{Out, Outcome};
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(
     name = "mcpmux-test-upstream",
     about = "Controllable MCP stdio server for mcpmux tests and load generation"
@@ -160,8 +161,9 @@ struct Args {
     /// as tasks (tasks/get, tasks/result, tasks/list, tasks/cancel, notifications/tasks/status).
     #[arg(long)]
     tasks: bool,
-    /// Serve MCP Streamable HTTP at `http://ADDR/mcp` instead of stdio (port 0: any free port;
-    /// the address is printed on stdout as `listening on URL`).
+    /// Serve MCP over HTTP instead of stdio: Streamable HTTP at `http://ADDR/mcp`, legacy
+    /// HTTP+SSE at `http://ADDR/sse` (port 0: any free port; printed on stdout as
+    /// `listening on http://ADDR/mcp`).
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
     /// An HTTP fault to inject (with `--http`): status500, garbage-sse, huge-event=BYTES, hang,
@@ -243,15 +245,12 @@ async fn main() {
         })
     });
 
-    let (tx, rx) = mpsc::channel();
-    if let Some(addr) = &args.http {
-        let server = Server::new(&args, tx);
+    if args.http.is_some() {
         eprintln!("test upstream {} started (HTTP)", args.name);
-        let faults = args.http_fault.clone();
-        let tool = args.http_fault_tool.clone();
-        http::serve(addr, server, rx, faults, tool, record.take()).await;
+        http::serve(args, record.take()).await;
         return;
     }
+    let (tx, rx) = mpsc::channel();
     let writer = std::thread::spawn(move || writer_loop(rx));
     let server = Server::new(&args, tx.clone());
     eprintln!("test upstream {} started", args.name);

@@ -4,6 +4,7 @@
 
 use futures_util::{Stream, StreamExt};
 
+use super::streamable::error_chain;
 use crate::upstream::error::Closed;
 
 /// One event: its `event` type (empty for the default `message`), `data`, `id` and `retry`.
@@ -17,7 +18,8 @@ pub(super) fn events(
     use eventsource_stream::Eventsource;
     let mut pending = 0usize;
     let guarded = response.bytes_stream().map(move |chunk| {
-        let chunk = chunk.map_err(|e| Closed::Io(format!("its event stream failed: {e}")))?;
+        let chunk = chunk
+            .map_err(|e| Closed::Io(format!("its event stream broke off: {}", error_chain(&e))))?;
         // Bytes since the last blank line (the end of an event) bound the event being read.
         match last_boundary(&chunk) {
             Some(end) => pending = chunk.len() - end,

@@ -4,7 +4,6 @@
 //! stream ends the link ends: a new stream is a new session, so the supervisor starts over.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::StreamExt;
 use reqwest::StatusCode;
@@ -15,12 +14,24 @@ use super::streamable::{error_chain, excerpt};
 use super::{Outgoing, Shared};
 use crate::upstream::error::{Closed, StartError};
 
-/// Longest wait for the `endpoint` event after the stream opened.
-const ENDPOINT_WAIT: Duration = Duration::from_secs(30);
-
 /// Opens the SSE stream and returns the endpoint messages are POSTed to; the stream's messages
-/// go to the connection from a task of their own.
+/// go to the connection from a task of their own. The stream must open and name its endpoint
+/// within the upstream's `startup_timeout`: a server that accepts connections but answers
+/// nothing (frozen, overloaded) is a failed start, not a wait without end.
 pub(super) async fn connect(shared: &Arc<Shared>) -> Result<url::Url, StartError> {
+    let within = shared.limits.open;
+    tokio::time::timeout(within, open_stream(shared))
+        .await
+        .unwrap_or_else(|_| {
+            Err(StartError::Open(format!(
+                "its SSE stream at {} did not open and name its endpoint within {}",
+                shared.url,
+                humantime::format_duration(within)
+            )))
+        })
+}
+
+async fn open_stream(shared: &Arc<Shared>) -> Result<url::Url, StartError> {
     let response = shared
         .client
         .get(shared.url.clone())
@@ -29,7 +40,9 @@ pub(super) async fn connect(shared: &Arc<Shared>) -> Result<url::Url, StartError
         .send()
         .await
         .map_err(|e| {
-            StartError::Open(format!("cannot reach {}: {}", shared.url, error_chain(&e)))
+            let why = format!("cannot reach {}: {}", shared.url, error_chain(&e));
+            shared.note(why.clone());
+            StartError::Open(why)
         })?;
     let status = response.status();
     if !status.is_success() {
@@ -42,19 +55,14 @@ pub(super) async fn connect(shared: &Arc<Shared>) -> Result<url::Url, StartError
         return Err(StartError::Open(why));
     }
     let mut stream = events(response, shared.max_message_bytes);
-    let first = tokio::time::timeout(ENDPOINT_WAIT, async {
-        loop {
-            match stream.next().await {
-                Some(Ok(event)) if event.event == "endpoint" => return Ok(event.data),
-                Some(Ok(_)) => continue,
-                Some(Err(e)) => return Err(e.to_string()),
-                None => return Err("the stream ended".to_owned()),
-            }
+    let first = loop {
+        match stream.next().await {
+            Some(Ok(event)) if event.event == "endpoint" => break Ok(event.data),
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => break Err(e.to_string()),
+            None => break Err("the stream ended".to_owned()),
         }
-    })
-    .await
-    .map_err(|_| format!("no `endpoint` event within {}s", ENDPOINT_WAIT.as_secs()))
-    .and_then(|r| r);
+    };
     let data = first.map_err(|why| {
         StartError::Open(format!(
             "its SSE stream at {} named no endpoint: {why}",
