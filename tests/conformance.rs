@@ -2,9 +2,8 @@
 //! on the Node 22 the peers install) against server-everything over Streamable HTTP, directly and
 //! through mcpmux fronting it unprefixed: every check scores through mcpmux what it scores
 //! directly. Most scenarios call names only the suite's own reference server implements and
-//! fail either way; the point is that mcpmux changes no outcome. Two checks may differ, for the
-//! better: mcpmux answers DNS-rebinding probes correctly, and answers a request with JSON when
-//! nothing precedes its answer (an SSE answer is optional, so that check is informational).
+//! fail either way; the point is that mcpmux changes no outcome. One check may differ, for the
+//! better: mcpmux answers DNS-rebinding probes correctly.
 
 #![allow(clippy::unwrap_used)]
 
@@ -18,10 +17,7 @@ use std::time::Duration;
 use common::{Daemon, RemoteServer, peers};
 
 /// Checks whose outcome through mcpmux may be better than direct, and to what.
-const MAY_DIFFER: [(&str, &str); 2] = [
-    ("server-sse-streams-functional", "INFO"),
-    ("localhost-host-rebinding-rejected", "SUCCESS"),
-];
+const MAY_DIFFER: [(&str, &str); 1] = [("localhost-host-rebinding-rejected", "SUCCESS")];
 
 /// Runs the server suite against `url`; every check's id and status.
 fn run_suite(url: &str, out: &Path) -> BTreeMap<String, String> {
@@ -92,8 +88,12 @@ async fn the_conformance_suite_scores_through_mcpmux_what_it_scores_directly() {
     for (id, status) in &direct {
         let through = via.get(id).map_or("missing", String::as_str);
         let allowed = MAY_DIFFER.iter().any(|(c, s)| c == id && *s == through);
-        if through != status && !allowed {
-            differences.push(format!("{id}: {status} directly, {through} through mcpmux"));
+        if through != status {
+            let difference = format!("{id}: {status} directly, {through} through mcpmux");
+            eprintln!("{difference}{}", if allowed { " (allowed)" } else { "" });
+            if !allowed {
+                differences.push(difference);
+            }
         }
     }
     for id in via.keys().filter(|id| !direct.contains_key(*id)) {

@@ -151,7 +151,11 @@ async fn handle_post(
             }
         }
         Message::Request { id, method, params } => match session_of(&state, &headers) {
-            Ok(session) => answer(Arc::clone(&state.service), session, id, &method, params).await,
+            Ok(session) => {
+                let as_stream = prefers_event_stream(&headers);
+                let service = Arc::clone(&state.service);
+                answer(service, session, id, &method, params, as_stream).await
+            }
             Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
         },
         other => match session_of(&state, &headers) {
@@ -176,14 +180,16 @@ fn accept(service: &HostService, session: &Session, message: Message<'_>) {
     }
 }
 
-/// Answers one request: JSON when the answer comes first, otherwise an event stream carrying
-/// what the request produced (progress, server requests) and then the answer.
+/// Answers one request: JSON when the answer comes first (unless the host prefers event
+/// streams), otherwise an event stream carrying what the request produced (progress, server
+/// requests) and then the answer.
 async fn answer(
     service: Arc<HostService>,
     session: Arc<Session>,
     id: &RawValue,
     method: &str,
     params: Option<&RawValue>,
+    as_stream: bool,
 ) -> Response {
     let (sink, mut rx) = mpsc::channel(REQUEST_STREAM);
     let host = HostRequest::new(session, id.to_owned(), Some(sink), params);
@@ -199,7 +205,7 @@ async fn answer(
             while let Ok(message) = rx.try_recv() {
                 early.push(message);
             }
-            if early.is_empty() {
+            if early.is_empty() && !as_stream {
                 return json_response(line);
             }
             early.push(line);
@@ -220,6 +226,32 @@ async fn answer(
             Sse::new(stream).into_response()
         }
     }
+}
+
+/// Whether the host ranks `text/event-stream` above `application/json` in its `Accept` (by
+/// q-value, then by order). The SDKs list JSON first and get JSON whenever the answer comes
+/// first; a host that asks for streams first gets every answer as one.
+fn prefers_event_stream(headers: &HeaderMap) -> bool {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let mut best: Option<(f32, bool)> = None;
+    for range in accept.split(',') {
+        let mut parts = range.split(';');
+        let media = parts.next().unwrap_or_default().trim();
+        let stream = media.eq_ignore_ascii_case("text/event-stream");
+        if !stream && !media.eq_ignore_ascii_case("application/json") {
+            continue;
+        }
+        let q = parts
+            .find_map(|p| p.trim().strip_prefix("q="))
+            .and_then(|q| q.parse().ok())
+            .unwrap_or(1.0);
+        if best.is_none_or(|(top, _)| q > top) {
+            best = Some((q, stream));
+        }
+    }
+    best.is_some_and(|(_, stream)| stream)
 }
 
 fn event(line: String) -> Result<Event, Infallible> {
@@ -344,5 +376,34 @@ async fn handle_delete(State(state): State<Arc<AppState>>, headers: HeaderMap) -
             StatusCode::OK.into_response()
         }
         Err(refusal) => refusal.answering(None, &headers).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accepting(accept: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_str(accept).unwrap_or_else(|e| panic!("{e}")),
+        );
+        headers
+    }
+
+    #[test]
+    fn the_host_that_ranks_event_streams_first_gets_them() {
+        for (accept, stream) in [
+            ("application/json, text/event-stream", false),
+            ("text/event-stream, application/json", true),
+            ("text/event-stream;q=0.5, application/json", false),
+            ("application/json;q=0.9, text/event-stream", true),
+            ("Text/Event-Stream ; q=1, application/json", true),
+            ("*/*", false),
+        ] {
+            assert_eq!(prefers_event_stream(&accepting(accept)), stream, "{accept}");
+        }
+        assert!(!prefers_event_stream(&HeaderMap::new()));
     }
 }
