@@ -332,7 +332,8 @@ fn certificates(dir: &std::path::Path) {
         std::fs::write(
             dir.join(&ext),
             format!(
-                "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+                "subjectAltName=DNS:localhost,DNS:upstream.test,DNS:bypassed.test,IP:127.0.0.1\n\
+                 basicConstraints=CA:FALSE\n\
                  keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage={usage}\n"
             ),
         )
@@ -363,34 +364,17 @@ async fn https_upstreams_trust_the_configured_ca_and_present_the_client_certific
     let dir = tempfile::tempdir().unwrap();
     certificates(dir.path());
     // TLS in front of server-everything, requiring a client certificate signed by our CA.
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/tls_proxy.py");
-    let mut tls = tokio::process::Command::new("python3")
-        .arg(script)
-        .args(["--target-port", &server.port.to_string()])
-        .args([
-            "--cert",
-            "server.pem",
-            "--key",
-            "server.key",
-            "--client-ca",
-            "ca.pem",
-        ])
-        .current_dir(dir.path())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut stdout = tokio::io::BufReader::new(tls.stdout.take().unwrap());
-    tokio::io::AsyncBufReadExt::read_line(&mut stdout, &mut line)
-        .await
-        .unwrap();
-    let port: u16 = line
-        .trim()
-        .strip_prefix("listening ")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let tls_args = [
+        "--target-port",
+        &server.port.to_string(),
+        "--cert",
+        "server.pem",
+        "--key",
+        "server.key",
+        "--client-ca",
+        "ca.pem",
+    ];
+    let (mut tls, port, _) = peer_script("tls_proxy.py", &tls_args, dir.path()).await;
     let pem = |f: &str| serde_json::to_string(dir.path().join(f).to_str().unwrap()).unwrap();
     let daemon = Daemon::start(&format!(
         "[upstreams.trusted]\nurl = \"https://localhost:{port}/mcp\"\nca_file = {}\n\
@@ -440,4 +424,118 @@ async fn https_upstreams_trust_the_configured_ca_and_present_the_client_certific
         assert_ne!(status["state"], "ready", "{status}");
     }
     let _ = tls.kill().await;
+}
+
+/// `python3 tests/peers/SCRIPT args` in `dir`, once it prints `listening PORT`; its later stdout
+/// lines are collected in the returned list.
+async fn peer_script(
+    script: &str,
+    args: &[&str],
+    dir: &std::path::Path,
+) -> (
+    tokio::process::Child,
+    u16,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/peers")
+        .join(script);
+    let mut child = tokio::process::Command::new("python3")
+        .arg(path)
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stdout.take().unwrap()));
+    let first = lines.next_line().await.unwrap().unwrap_or_default();
+    let port: u16 = first
+        .trim()
+        .strip_prefix("listening ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{script} did not say where it listens: {first:?}"));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let collected = std::sync::Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            collected.lock().unwrap().push(line);
+        }
+    });
+    (child, port, seen)
+}
+
+/// `HTTPS_PROXY` carries a remote upstream's connections (a CONNECT tunnel, TLS end to end with
+/// the server); a host in `NO_PROXY` and a loopback address are reached without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_upstreams_go_through_https_proxy_except_no_proxy_and_loopback() {
+    let server = RemoteServer::test_upstream("web", 0, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    let target = server.port.to_string();
+    let tls_args = [
+        "--target-port",
+        &target,
+        "--cert",
+        "server.pem",
+        "--key",
+        "server.key",
+    ];
+    let (mut tls, port, _) = peer_script("tls_proxy.py", &tls_args, dir.path()).await;
+    // The proxy sends every tunnel to 127.0.0.1: `upstream.test` resolves only through it.
+    let (mut proxy, proxy_port, seen) = peer_script("http_proxy.py", &[], dir.path()).await;
+    let ca = serde_json::to_string(dir.path().join("ca.pem").to_str().unwrap()).unwrap();
+    let proxy_url = format!("http://127.0.0.1:{proxy_port}");
+    let daemon = Daemon::start_with_env(
+        &format!(
+            "[upstreams.proxied]\nurl = \"https://upstream.test:{port}/mcp\"\nca_file = {ca}\n\
+             [upstreams.loopback]\nurl = \"https://127.0.0.1:{port}/mcp\"\nca_file = {ca}\n\
+             [upstreams.bypassed]\nurl = \"https://bypassed.test:{port}/mcp\"\nca_file = {ca}\n"
+        ),
+        &[("HTTPS_PROXY", &proxy_url), ("NO_PROXY", "bypassed.test")],
+    );
+    let host = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&host, |n| {
+            ["proxied__echo", "loopback__echo"]
+                .iter()
+                .all(|t| n.iter().any(|x| x == t))
+        })
+        .await;
+    for tool in ["proxied__echo", "loopback__echo"] {
+        let answer = host
+            .request(
+                "tools/call",
+                json!({"name": tool, "arguments": {"via": tool}}),
+            )
+            .await;
+        assert_eq!(
+            answer["result"]["structuredContent"]["params"]["arguments"]["via"], tool,
+            "{answer}"
+        );
+    }
+    // `bypassed.test` is looked up by the daemon itself, where it does not exist.
+    let refused = poll_until(Duration::from_secs(20), || async {
+        let status = daemon.upstream_status("bypassed").await;
+        status["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("bypassed.test"))
+    })
+    .await;
+    let status = daemon.upstream_status("bypassed").await;
+    assert!(refused && status["state"] != "ready", "{status}");
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter()
+            .any(|l| *l == format!("CONNECT upstream.test:{port}")),
+        "the proxy never tunnelled to upstream.test: {seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|l| !l.contains("bypassed.test") && !l.contains("127.0.0.1")),
+        "NO_PROXY or loopback went through the proxy: {seen:?}"
+    );
+    let _ = tls.kill().await;
+    let _ = proxy.kill().await;
 }

@@ -39,6 +39,24 @@ impl Daemon {
     }
 
     pub fn start_file(dir: tempfile::TempDir, config_path: &Path, extra_args: &[&str]) -> Self {
+        Self::start_file_env(dir, config_path, extra_args, &[])
+    }
+
+    /// [`Self::start`] with `env` added to the daemon's environment.
+    pub fn start_with_env(config: &str, env: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config_path = dir.path().join("mcpmux.toml");
+        let config = format!("[server]\nlisten = \"127.0.0.1:0\"\n\n{config}");
+        std::fs::write(&config_path, config).unwrap();
+        Self::start_file_env(dir, &config_path, &[], env)
+    }
+
+    fn start_file_env(
+        dir: tempfile::TempDir,
+        config_path: &Path,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let stderr_path = dir.path().join("daemon.stderr");
         let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut child = Command::new(MCPMUX)
@@ -62,6 +80,7 @@ impl Daemon {
                 ]
             })
             .env("MCPMUX_LOG", "info,mcpmux=debug")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)

@@ -1,6 +1,6 @@
 //! The HTTP side of one remote upstream: one keep-alive pool (HTTP/2 where the server offers
 //! it) with rustls (the platform's verifier and roots) plus configured CAs, an optional client certificate,
-//! `HTTPS_PROXY`/`NO_PROXY`, bounded redirects, and the headers every request carries — the
+//! `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` (never for a loopback server), bounded redirects, and the headers every request carries — the
 //! configured ones and the bearer token, read afresh at each start and never logged.
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
@@ -17,6 +17,11 @@ pub(super) fn build(config: &RemoteConfig) -> Result<(reqwest::Client, HeaderMap
         .connect_timeout(config.connect_timeout)
         .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
         .user_agent(concat!("mcpmux/", env!("CARGO_PKG_VERSION")));
+    // A server on this machine is never reached through a proxy (as Go's HTTP client decides):
+    // `HTTP_PROXY` set for the outside world cannot reach it.
+    if is_loopback(&config.url) {
+        builder = builder.no_proxy();
+    }
     if let Some(ca) = &config.ca_file {
         let pem = std::fs::read(ca)
             .map_err(|e| StartError::Open(format!("cannot read ca_file {}: {e}", ca.display())))?;
@@ -51,6 +56,18 @@ pub(super) fn build(config: &RemoteConfig) -> Result<(reqwest::Client, HeaderMap
         .build()
         .map_err(|e| StartError::Open(format!("cannot set up its HTTP client: {e}")))?;
     Ok((client, headers(config)?))
+}
+
+fn is_loopback(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => {
+            name.eq_ignore_ascii_case("localhost")
+                || name.to_ascii_lowercase().ends_with(".localhost")
+        }
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
 }
 
 /// The configured headers plus `Authorization: Bearer …` when a token source is set.
