@@ -4,7 +4,7 @@
 //! upstream `unauthorized` — not restarted, the host's error naming the upstream and the 401, the
 //! token in no log line, status or audit record; an HTTPS upstream trusts the configured CA and
 //! presents the configured client certificate, and one whose certificate is not trusted is never
-//! served.
+//! served; `HTTPS_PROXY` carries remote connections, `NO_PROXY` and loopback go around it.
 
 #![allow(clippy::unwrap_used)]
 
