@@ -263,9 +263,26 @@ async fn a_refused_credential_leaves_the_upstream_unauthorized_and_the_token_now
     .await
     .unwrap();
     let full_status = daemon.status().await.to_string();
+    // `mcpmux status` shows the state, the URL and the 401.
+    let printed = std::process::Command::new(common::MCPMUX)
+        .args(["status", "--admin", daemon.admin_url.as_deref().unwrap()])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&printed.stdout).into_owned();
+    for needle in [
+        "unauthorized".to_owned(),
+        format!("http://127.0.0.1:{port}/mcp"),
+        "401".to_owned(),
+    ] {
+        assert!(
+            printed.contains(&needle),
+            "`mcpmux status` lacks {needle}:\n{printed}"
+        );
+    }
     for (what, text) in [
         ("the daemon's log", daemon.stderr()),
         ("the status", full_status),
+        ("`mcpmux status`", printed),
         ("the audit log", audit),
         ("the host's error", answer.to_string()),
     ] {

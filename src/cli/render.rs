@@ -95,6 +95,28 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
         ],
         &rows,
     ));
+    let remote: Vec<Vec<String>> = status["upstreams"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|u| {
+            let field = |k: &str| u[k].as_str().unwrap_or("-").chars().take(90).collect();
+            let url = u["url"].as_str()?;
+            Some(vec![
+                field("name"),
+                url.to_owned(),
+                field("http_session"),
+                field("last_http_error"),
+            ])
+        })
+        .collect();
+    if !remote.is_empty() {
+        out.push('\n');
+        out.push_str(&table(
+            &["REMOTE", "URL", "HTTP SESSION", "LAST HTTP ERROR"],
+            &remote,
+        ));
+    }
     out
 }
 
