@@ -29,6 +29,17 @@ pub struct AdminState {
     pub audit: AuditHandle,
     /// How many host sessions are open now.
     pub sessions: Box<dyn Fn() -> usize + Send + Sync>,
+    /// Sign-ins started through `POST /upstreams/{name}/login`, by upstream.
+    pub logins: std::sync::Mutex<HashMap<String, LoginState>>,
+}
+
+/// Where a sign-in started through the admin API is.
+#[derive(Debug, Clone)]
+pub enum LoginState {
+    /// Waiting for the person at the authorization URL.
+    Pending(String),
+    Done,
+    Failed(String),
 }
 
 impl std::fmt::Debug for AdminState {
@@ -44,6 +55,8 @@ pub fn app(state: Arc<AdminState>) -> Router {
         .route("/health", get(|| async { "ok" }))
         .route("/ready", get(ready))
         .route("/upstreams/{name}/restart", post(restart))
+        .route("/upstreams/{name}/login", post(login).get(login_state))
+        .route("/upstreams/{name}/logout", post(logout))
         .with_state(Arc::clone(&state))
         .merge(audit_routes(state))
 }
@@ -142,6 +155,147 @@ async fn restart(State(admin): State<Arc<AdminState>>, Path(name): Path<String>)
         )
             .into_response(),
     }
+}
+
+/// The upstream `name`'s remote settings, when it signs in with OAuth.
+fn oauth_upstream(
+    admin: &AdminState,
+    name: &str,
+) -> Result<(crate::upstream::UpstreamHandle, crate::config::RemoteConfig), (StatusCode, String)> {
+    let snapshot = admin.router.snapshot();
+    let Some(handle) = snapshot.upstreams().find(|h| h.name() == name).cloned() else {
+        return Err((
+            StatusCode::NOT_FOUND,
+            format!("no upstream is named `{name}`"),
+        ));
+    };
+    match &handle.config().transport {
+        Transport::Remote(remote) if remote.oauth.is_some() => {
+            let remote = remote.clone();
+            Ok((handle, remote))
+        }
+        _ => {
+            let why = format!(
+                "upstream `{name}` does not sign in with OAuth (it is a command, or has a bearer token configured)"
+            );
+            Err((StatusCode::BAD_REQUEST, why))
+        }
+    }
+}
+
+/// `POST /upstreams/{name}/login`: starts signing in. Answers the authorization URL to open
+/// (or `done` when no person is needed); once the tokens are stored the upstream restarts.
+async fn login(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
+    let (handle, remote) = match oauth_upstream(&admin, &name) {
+        Ok(found) => found,
+        Err((status, why)) => return (status, Json(json!({ "error": why }))).into_response(),
+    };
+    let Some(oauth) = remote.oauth.as_deref().cloned() else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let http = match crate::upstream::http_client(&remote) {
+        Ok(http) => http,
+        Err(why) => {
+            return (StatusCode::BAD_GATEWAY, Json(json!({ "error": why }))).into_response();
+        }
+    };
+    let started = crate::oauth::Login {
+        upstream: name.clone(),
+        url: remote.url.clone(),
+        oauth,
+        http,
+        challenge: handle.diagnostics().challenge(),
+    }
+    .start()
+    .await;
+    let started = match started {
+        Ok(started) => started,
+        Err(e) => {
+            let why = format!("cannot sign in to upstream `{name}`: {e}");
+            tracing::warn!(upstream = %name, error = %e, "Sign-in failed.");
+            set_login(&admin, &name, LoginState::Failed(why.clone()));
+            return (StatusCode::BAD_GATEWAY, Json(json!({ "error": why }))).into_response();
+        }
+    };
+    let url = started.authorization_url.clone();
+    set_login(
+        &admin,
+        &name,
+        LoginState::Pending(url.clone().unwrap_or_default()),
+    );
+    let waiting = Arc::clone(&admin);
+    let upstream = name.clone();
+    tokio::spawn(async move {
+        let outcome = started
+            .finished
+            .await
+            .unwrap_or_else(|_| Err(crate::oauth::OAuthError("the sign-in was dropped".into())));
+        match outcome {
+            Ok(()) => {
+                set_login(&waiting, &upstream, LoginState::Done);
+                if let Err(e) = waiting.supervisor.restart(&upstream).await {
+                    tracing::warn!(upstream = %upstream, error = %e, "Signed in, but the upstream could not be restarted.");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %upstream, error = %e, "Sign-in failed.");
+                let why = format!("cannot sign in to upstream `{upstream}`: {e}");
+                set_login(&waiting, &upstream, LoginState::Failed(why));
+            }
+        }
+    });
+    Json(json!({
+        "upstream": name,
+        "authorization_url": url,
+        "done": url.is_none(),
+    }))
+    .into_response()
+}
+
+fn set_login(admin: &AdminState, name: &str, state: LoginState) {
+    crate::sync::lock(&admin.logins).insert(name.to_owned(), state);
+}
+
+/// `GET /upstreams/{name}/login`: `pending` (with the URL), `done`, `failed` (with why) or
+/// `none`.
+async fn login_state(
+    State(admin): State<Arc<AdminState>>,
+    Path(name): Path<String>,
+) -> Json<Value> {
+    let state = crate::sync::lock(&admin.logins).get(&name).cloned();
+    Json(match state {
+        None => json!({ "state": "none" }),
+        Some(LoginState::Pending(url)) => json!({ "state": "pending", "authorization_url": url }),
+        Some(LoginState::Done) => json!({ "state": "done" }),
+        Some(LoginState::Failed(why)) => json!({ "state": "failed", "error": why }),
+    })
+}
+
+/// `POST /upstreams/{name}/logout`: forgets the upstream's tokens and restarts it (it then
+/// needs a sign-in again).
+async fn logout(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
+    let (_, remote) = match oauth_upstream(&admin, &name) {
+        Ok(found) => found,
+        Err((status, why)) => return (status, Json(json!({ "error": why }))).into_response(),
+    };
+    let Some(oauth) = &remote.oauth else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    match std::fs::remove_file(&oauth.token_file) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            let why = format!("cannot remove {}: {e}", oauth.token_file.display());
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Json(json!({ "error": why })),
+            )
+                .into_response();
+        }
+    }
+    crate::sync::lock(&admin.logins).remove(&name);
+    let _ = admin.supervisor.restart(&name).await;
+    Json(json!({ "logged_out": name })).into_response()
 }
 
 /// The audit routes: `GET /audit/query`, `/audit/stats`, `/audit/verify` (same filters as the CLI).

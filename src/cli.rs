@@ -129,7 +129,7 @@ impl Cli {
                     config.admin = admin;
                 }
                 if let Some(dir) = state_dir {
-                    config.audit.dir = dir.join("audit");
+                    config.set_state_dir(dir, true);
                 }
                 runtime.block_on(crate::daemon::serve(config))?;
                 Ok(ExitCode::SUCCESS)

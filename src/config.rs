@@ -26,5 +26,6 @@ pub use model::{
 };
 pub use policy::Policy;
 pub use transport::{
-    DEFAULT_CONNECT_TIMEOUT, RemoteConfig, RemoteKind, StdioConfig, TokenSource, Transport,
+    DEFAULT_CONNECT_TIMEOUT, OAuthConfig, OAuthGrant, RemoteConfig, RemoteKind, StdioConfig,
+    TokenSource, Transport,
 };

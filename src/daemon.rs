@@ -100,6 +100,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
                     supervisor: supervisor.clone(),
                     audit: audit.clone(),
                     sessions: Box::new(move || sessions.len()),
+                    logins: std::sync::Mutex::default(),
                 };
                 let app = crate::admin::app(Arc::new(state));
                 tokio::spawn(async move { axum::serve(admin, app).await });

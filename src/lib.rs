@@ -29,6 +29,7 @@ pub mod daemon;
 pub mod downstream;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod oauth;
 pub mod router;
 pub mod supervisor;
 pub mod sync;

@@ -32,6 +32,8 @@ pub const DEFAULT_ADMIN_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr
 pub struct Config {
     /// The file this came from, for messages.
     pub source: PathBuf,
+    /// Where mcpmux keeps state: the audit store (`audit/`) and sign-in tokens (`oauth/`).
+    pub state_dir: PathBuf,
     pub server: ServerConfig,
     pub catalog: CatalogConfig,
     /// Where the admin API listens (status, restart, audit queries); `None` when turned off.
@@ -151,6 +153,22 @@ pub enum Isolation {
 }
 
 impl Config {
+    /// Keeps state in `dir`: every remote upstream's sign-in tokens in `dir/oauth/NAME.json`,
+    /// and (with `with_audit`, for `--state-dir`) the audit store in `dir/audit`.
+    pub fn set_state_dir(&mut self, dir: PathBuf, with_audit: bool) {
+        if with_audit {
+            self.audit.dir = dir.join("audit");
+        }
+        for upstream in &mut self.upstreams {
+            if let Transport::Remote(remote) = &mut upstream.transport {
+                if let Some(oauth) = &mut remote.oauth {
+                    oauth.token_file = dir.join("oauth").join(format!("{}.json", upstream.name));
+                }
+            }
+        }
+        self.state_dir = dir;
+    }
+
     pub fn enabled_upstreams(&self) -> impl Iterator<Item = &UpstreamConfig> {
         self.upstreams.iter().filter(|u| u.enabled)
     }

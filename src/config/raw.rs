@@ -12,7 +12,7 @@ use super::audit::{Durability, Redaction};
 use super::error::ConfigError;
 use super::model::Isolation;
 use super::policy::RawPolicy;
-use super::transport::RemoteKind;
+use super::transport::{OAuthGrant, RemoteKind};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -110,6 +110,7 @@ pub(super) struct RawUpstream {
     pub ca_file: Option<PathBuf>,
     pub client_cert_file: Option<PathBuf>,
     pub client_key_file: Option<PathBuf>,
+    pub oauth: Option<RawOAuth>,
     #[serde(default)]
     pub args: Vec<String>,
     #[serde(default)]
@@ -132,13 +133,26 @@ pub(super) struct RawUpstream {
     pub unknown: BTreeMap<String, toml::Value>,
 }
 
+/// `[upstreams.NAME.oauth]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawOAuth {
+    pub client_id: Option<String>,
+    pub client_secret_env: Option<String>,
+    pub client_secret_file: Option<PathBuf>,
+    pub client_id_metadata_url: Option<String>,
+    pub grant: Option<OAuthGrant>,
+    pub redirect_port: Option<u16>,
+}
+
 /// A duration written like "30s" or "5m".
 #[derive(Debug, Clone, Copy, Deserialize)]
 pub(super) struct HumanDuration(#[serde(with = "humantime_serde")] pub Duration);
 
 /// The keys of [`RawUpstream`] besides the policy's, for unknown-key messages.
-pub(super) const UPSTREAM_KEYS: [&str; 21] = [
+pub(super) const UPSTREAM_KEYS: [&str; 22] = [
     "command",
+    "oauth",
     "url",
     "transport",
     "headers",

@@ -41,6 +41,37 @@ pub struct RemoteConfig {
     pub ca_file: Option<PathBuf>,
     /// A client certificate and its key (PEM), for servers that want mutual TLS.
     pub client_identity: Option<(PathBuf, PathBuf)>,
+    /// How mcpmux signs in when the server asks for OAuth; `None` with a static bearer token.
+    pub oauth: Option<Box<OAuthConfig>>,
+}
+
+/// `[upstreams.NAME.oauth]`: how mcpmux signs in to a remote upstream that wants OAuth. Every
+/// key is optional: without a client, mcpmux uses a Client ID Metadata Document (when
+/// `client_id_metadata_url` is set and the server accepts those) or registers itself.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OAuthConfig {
+    /// A client registered with the authorization server beforehand.
+    pub client_id: Option<String>,
+    /// That client's secret, from a variable or a file (never in the config itself).
+    pub client_secret: Option<TokenSource>,
+    /// The URL of mcpmux's Client ID Metadata Document, used as its `client_id` where accepted.
+    pub client_id_metadata_url: Option<String>,
+    pub grant: OAuthGrant,
+    /// The loopback port the sign-in's redirect comes back to (0: any free one).
+    pub redirect_port: u16,
+    /// Where the tokens are kept: `<state dir>/oauth/NAME.json`.
+    pub token_file: PathBuf,
+}
+
+/// Which OAuth grant gets the tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OAuthGrant {
+    /// A person signs in once (`mcpmux login NAME`); refresh tokens keep it signed in.
+    #[default]
+    AuthorizationCode,
+    /// Machine to machine: the client's own credentials, no person, no browser.
+    ClientCredentials,
 }
 
 /// Which HTTP transport a remote upstream speaks.
@@ -72,6 +103,27 @@ pub enum TokenSource {
     Env(String),
     /// A file whose trimmed content is the token.
     File(PathBuf),
+}
+
+impl TokenSource {
+    /// The secret, read now (so a changed variable or file is picked up), trimmed.
+    pub fn read(&self) -> Result<String, String> {
+        let text = match self {
+            Self::Env(var) => std::env::var(var)
+                .map_err(|_| format!("the variable `{var}` is not set in mcpmux's environment"))?,
+            Self::File(path) => std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+        };
+        let text = text.trim().to_owned();
+        if text.is_empty() {
+            let place = match self {
+                Self::Env(var) => format!("the variable `{var}`"),
+                Self::File(path) => path.display().to_string(),
+            };
+            return Err(format!("{place} is empty"));
+        }
+        Ok(text)
+    }
 }
 
 /// Default [`RemoteConfig::connect_timeout`].

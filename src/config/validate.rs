@@ -30,14 +30,17 @@ pub(super) fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigErro
     let upstreams = upstreams(path, &base_dir, raw.defaults, raw.upstreams)?;
     let state_dir = raw.state_dir.map(|d| resolve(&base_dir, d));
     let audit = audit(path, raw.audit, state_dir.as_deref())?;
-    Ok(Config {
+    let mut config = Config {
         source: path.into(),
+        state_dir: PathBuf::new(),
         audit,
         server,
         catalog,
         admin,
         upstreams,
-    })
+    };
+    config.set_state_dir(super::audit::state_dir(state_dir.as_deref()), false);
+    Ok(config)
 }
 
 /// `path` relative to the config file's directory, unless absolute.

@@ -21,6 +21,7 @@ use super::handle::UpstreamHandle;
 use super::handshake;
 use super::status::Phase;
 use super::transport::{self, Teardown};
+use crate::config::Transport;
 use crate::mcp::ListKind;
 
 /// Bounds of the health/idle timer.
@@ -337,13 +338,24 @@ impl UpstreamActor {
         state: &mut UpstreamState,
         refused: String,
     ) {
-        if state.handle.phase() == Phase::Unauthorized {
+        if matches!(
+            state.handle.phase(),
+            Phase::Unauthorized | Phase::NeedsLogin
+        ) {
             return;
         }
-        tracing::error!(upstream = %state.handle.name(), error = %refused, "The upstream refused mcpmux's credential; not retrying it until its credential is fixed and it is restarted (mcpmux restart NAME).");
-        state
-            .handle
-            .set_phase(Phase::Unauthorized, Some(refused.clone()));
+        let signs_in =
+            matches!(&state.handle.config().transport, Transport::Remote(r) if r.oauth.is_some());
+        let name = state.handle.name().to_owned();
+        let (phase, refused) = if signs_in {
+            tracing::warn!(upstream = %name, error = %refused, "The upstream wants an OAuth sign-in; not retrying it until `mcpmux login {name}`.");
+            let why = format!("{refused}; sign in with `mcpmux login {name}`");
+            (Phase::NeedsLogin, why)
+        } else {
+            tracing::error!(upstream = %name, error = %refused, "The upstream refused mcpmux's credential; not retrying it until its credential is fixed and it is restarted (mcpmux restart NAME).");
+            (Phase::Unauthorized, refused)
+        };
+        state.handle.set_phase(phase, Some(refused.clone()));
         teardown(state, &Closed::Unauthorized(refused)).await;
         myself.stop(Some(StopReason::Unauthorized.as_str().to_owned()));
     }

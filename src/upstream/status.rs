@@ -17,6 +17,8 @@ pub enum Phase {
     CrashLoop,
     /// A remote server refused its credential (401/403); not retried until an operator restarts it.
     Unauthorized,
+    /// A remote server wants OAuth and mcpmux holds no usable token: `mcpmux login NAME`.
+    NeedsLogin,
     /// Not running: stopped when idle, not started yet (lazy), or shut down. Calls start it.
     Stopped,
     Disabled,
@@ -31,6 +33,7 @@ impl std::fmt::Display for Phase {
             Self::Restarting => "restarting",
             Self::CrashLoop => "crash-loop",
             Self::Unauthorized => "unauthorized",
+            Self::NeedsLogin => "needs-login",
             Self::Stopped => "stopped",
             Self::Disabled => "disabled",
         })

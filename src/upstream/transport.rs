@@ -53,6 +53,12 @@ pub(super) trait Teardown: Send {
     fn close(self: Box<Self>, grace: Duration) -> BoxFuture<'static, ()>;
 }
 
+/// An HTTP client with a remote upstream's TLS, proxy and redirect settings and no credential
+/// (signing in uses it).
+pub fn http_client(config: &crate::config::RemoteConfig) -> Result<reqwest::Client, String> {
+    remote::http_client(config)
+}
+
 /// Opens the transport `config` names.
 pub(super) async fn open(
     config: &UpstreamConfig,
@@ -85,6 +91,8 @@ pub struct Diagnostics {
     transport: Mutex<Option<RemoteKind>>,
     /// A remote upstream's HTTP session, as status shows it (never its id: that is a credential).
     http_session: Mutex<Option<String>>,
+    /// The `WWW-Authenticate` challenge of the server's last 401/403 (sign-in starts from it).
+    challenge: Mutex<Option<String>>,
 }
 
 impl Diagnostics {
@@ -95,7 +103,18 @@ impl Diagnostics {
             last_http_error: Mutex::new(None),
             transport: Mutex::new(None),
             http_session: Mutex::new(None),
+            challenge: Mutex::new(None),
         }
+    }
+
+    /// Keeps the challenge of a 401/403.
+    pub(super) fn set_challenge(&self, challenge: Option<String>) {
+        *lock(&self.challenge) = challenge;
+    }
+
+    /// The `WWW-Authenticate` value the server last refused mcpmux with, if any.
+    pub fn challenge(&self) -> Option<String> {
+        lock(&self.challenge).clone()
     }
 
     /// Logs one line the upstream wrote (at info: servers write their own diagnostics there) and

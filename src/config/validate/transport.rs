@@ -7,9 +7,10 @@ use std::path::Path;
 
 use super::super::error::ConfigError;
 use super::super::model::DEFAULT_INHERITED_ENV;
-use super::super::raw::RawUpstream;
+use super::super::raw::{RawOAuth, RawUpstream};
 use super::super::transport::{
-    DEFAULT_CONNECT_TIMEOUT, RemoteConfig, StdioConfig, TokenSource, Transport,
+    DEFAULT_CONNECT_TIMEOUT, OAuthConfig, OAuthGrant, RemoteConfig, StdioConfig, TokenSource,
+    Transport,
 };
 use super::resolve;
 
@@ -157,14 +158,90 @@ fn remote(
             ));
         }
     };
+    let oauth = match (u.oauth.take(), &bearer_token) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::invalid(
+                file,
+                key("oauth"),
+                "set together with a bearer token",
+                "sign in one way: keep the [oauth] table or bearer_token_env / bearer_token_file",
+            ));
+        }
+        (raw, None) => Some(Box::new(oauth(
+            file,
+            base_dir,
+            name,
+            raw.unwrap_or_default(),
+        )?)),
+        (None, Some(_)) => None,
+    };
     Ok(RemoteConfig {
         url,
         kind: u.transport.take().unwrap_or_default(),
         headers: std::mem::take(&mut u.headers),
         bearer_token,
+        oauth,
         connect_timeout: u.connect_timeout.take().unwrap_or(DEFAULT_CONNECT_TIMEOUT),
         ca_file,
         client_identity,
+    })
+}
+
+/// `[upstreams.NAME.oauth]`; its token file is set once the state directory is known.
+fn oauth(
+    file: &Path,
+    base_dir: &Path,
+    name: &str,
+    raw: RawOAuth,
+) -> Result<OAuthConfig, ConfigError> {
+    let key = |field: &str| format!("upstreams.{name}.oauth.{field}");
+    let client_secret = match (raw.client_secret_env, raw.client_secret_file) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::invalid(
+                file,
+                key("client_secret_file"),
+                "set together with `client_secret_env`",
+                "read the secret from one place: keep client_secret_env or client_secret_file",
+            ));
+        }
+        (Some(var), None) => Some(TokenSource::Env(var)),
+        (None, Some(path)) => Some(TokenSource::File(resolve(base_dir, path))),
+        (None, None) => None,
+    };
+    if client_secret.is_some() && raw.client_id.is_none() {
+        return Err(ConfigError::invalid(
+            file,
+            key("client_id"),
+            "missing, though a client secret is set",
+            "set the client_id the authorization server registered mcpmux under",
+        ));
+    }
+    if let Some(url) = &raw.client_id_metadata_url {
+        if url::Url::parse(url).map_or(true, |u| u.scheme() != "https") {
+            return Err(ConfigError::invalid(
+                file,
+                key("client_id_metadata_url"),
+                format!("`{url}` is not an https URL"),
+                "name the https URL where mcpmux's client metadata document is published",
+            ));
+        }
+    }
+    let grant = raw.grant.unwrap_or_default();
+    if grant == OAuthGrant::ClientCredentials && client_secret.is_none() {
+        return Err(ConfigError::invalid(
+            file,
+            key("grant"),
+            "client_credentials without a client secret",
+            "set client_id and client_secret_env (or client_secret_file) for the client credentials grant",
+        ));
+    }
+    Ok(OAuthConfig {
+        client_id: raw.client_id,
+        client_secret,
+        client_id_metadata_url: raw.client_id_metadata_url,
+        grant,
+        redirect_port: raw.redirect_port.unwrap_or(0),
+        token_file: std::path::PathBuf::new(),
     })
 }
 

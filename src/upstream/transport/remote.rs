@@ -164,6 +164,11 @@ impl Outgoing {
     }
 }
 
+/// See [`super::http_client`].
+pub(super) fn http_client(config: &RemoteConfig) -> Result<reqwest::Client, String> {
+    client::pool(config).map_err(|e| e.to_string())
+}
+
 /// Opens a remote link (nothing is sent until the connection's first message, `initialize`).
 pub(super) async fn open(
     config: &RemoteConfig,
@@ -171,7 +176,14 @@ pub(super) async fn open(
     limits: Limits,
     diagnostics: Arc<Diagnostics>,
 ) -> Result<Link, StartError> {
-    let (client, headers) = client::build(config)?;
+    let client = client::pool(config)?;
+    if let Some(oauth) = &config.oauth {
+        // An access token about to expire is refreshed before it is used.
+        if let Err(e) = crate::oauth::refresh_if_due(&client, &oauth.token_file, false).await {
+            tracing::warn!(upstream, error = %e, "Refreshing its OAuth tokens failed; it needs `mcpmux login {upstream}`.");
+        }
+    }
+    let headers = client::headers(config)?;
     let (incoming_tx, incoming_rx) = mpsc::channel(READ_QUEUE);
     let (outgoing, outgoing_rx) = mpsc::channel(WRITE_QUEUE);
     // A server found to speak the legacy transport before is asked that way again.

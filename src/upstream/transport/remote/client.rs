@@ -5,14 +5,14 @@
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 
-use crate::config::{RemoteConfig, TokenSource};
+use crate::config::RemoteConfig;
 use crate::upstream::error::StartError;
 
 /// Most redirects followed for one request.
 const MAX_REDIRECTS: usize = 5;
 
-/// The pool and the fixed headers of one remote upstream.
-pub(super) fn build(config: &RemoteConfig) -> Result<(reqwest::Client, HeaderMap), StartError> {
+/// An HTTP client with the upstream's TLS, proxy and redirect settings, and no credential.
+pub fn pool(config: &RemoteConfig) -> Result<reqwest::Client, StartError> {
     let mut builder = reqwest::Client::builder()
         .connect_timeout(config.connect_timeout)
         .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
@@ -52,10 +52,9 @@ pub(super) fn build(config: &RemoteConfig) -> Result<(reqwest::Client, HeaderMap
         })?;
         builder = builder.identity(identity);
     }
-    let client = builder
+    builder
         .build()
-        .map_err(|e| StartError::Open(format!("cannot set up its HTTP client: {e}")))?;
-    Ok((client, headers(config)?))
+        .map_err(|e| StartError::Open(format!("cannot set up its HTTP client: {e}")))
 }
 
 fn is_loopback(url: &url::Url) -> bool {
@@ -71,7 +70,7 @@ fn is_loopback(url: &url::Url) -> bool {
 }
 
 /// The configured headers plus `Authorization: Bearer …` when a token source is set.
-fn headers(config: &RemoteConfig) -> Result<HeaderMap, StartError> {
+pub(super) fn headers(config: &RemoteConfig) -> Result<HeaderMap, StartError> {
     let mut headers = HeaderMap::new();
     for (name, value) in &config.headers {
         let name = HeaderName::from_bytes(name.as_bytes())
@@ -81,34 +80,24 @@ fn headers(config: &RemoteConfig) -> Result<HeaderMap, StartError> {
         value.set_sensitive(true);
         headers.insert(name, value);
     }
-    if let Some(source) = &config.bearer_token {
-        let token = token(source)?;
+    let token = match (&config.bearer_token, &config.oauth) {
+        (Some(source), _) => Some(
+            source
+                .read()
+                .map_err(|why| StartError::Open(format!("cannot read its bearer token: {why}")))?,
+        ),
+        // Signed in with OAuth: the stored access token (none yet: the server's 401 says how
+        // to sign in).
+        (None, Some(oauth)) => {
+            crate::oauth::TokenFile::read(&oauth.token_file).map(|t| t.access_token)
+        }
+        (None, None) => None,
+    };
+    if let Some(token) = token {
         let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
             .map_err(|_| StartError::Open("its bearer token has invalid characters".into()))?;
         value.set_sensitive(true);
         headers.insert(AUTHORIZATION, value);
     }
     Ok(headers)
-}
-
-/// The bearer token, read now (so a changed variable or file is picked up at the next start).
-fn token(source: &TokenSource) -> Result<String, StartError> {
-    let token = match source {
-        TokenSource::Env(var) => std::env::var(var).map_err(|_| {
-            StartError::Open(format!(
-                "its bearer token variable `{var}` is not set in mcpmux's environment"
-            ))
-        })?,
-        TokenSource::File(path) => std::fs::read_to_string(path).map_err(|e| {
-            StartError::Open(format!(
-                "cannot read its bearer_token_file {}: {e}",
-                path.display()
-            ))
-        })?,
-    };
-    let token = token.trim().to_owned();
-    if token.is_empty() {
-        return Err(StartError::Open("its bearer token is empty".into()));
-    }
-    Ok(token)
 }

@@ -139,6 +139,9 @@ pub(super) async fn post(
         }
         return Ok(());
     }
+    if matches!(status.as_u16(), 401 | 403) {
+        shared.diagnostics.set_challenge(challenge_of(&response));
+    }
     let body = excerpt(response).await;
     let why = format!("HTTP {status} from upstream `{}`: {body}", shared.upstream);
     // A refusal `auto` falls back on is expected, not a failure to show.
@@ -346,6 +349,8 @@ async fn listen(shared: Arc<Shared>, session: Session) {
         session.0.stream_ready.send_replace(true);
         match response {
             Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => return,
+            // A server without sessions that does not route GET at all: no stream either.
+            Ok(r) if r.status() == StatusCode::NOT_FOUND && session.id().is_none() => return,
             Ok(r) if r.status().is_success() => {
                 resume.retry = MIN_RETRY;
                 let mut stream = events(r, shared.max_message_bytes);
@@ -370,6 +375,9 @@ async fn listen(shared: Arc<Shared>, session: Session) {
             }
             Ok(r) => {
                 let status = r.status();
+                if matches!(status.as_u16(), 401 | 403) {
+                    shared.diagnostics.set_challenge(challenge_of(&r));
+                }
                 let why = format!(
                     "HTTP {status} from upstream `{}` to its GET stream: {}",
                     shared.upstream,
@@ -470,6 +478,12 @@ pub(super) async fn excerpt(response: reqwest::Response) -> String {
 }
 
 /// An error with its causes (reqwest's own message alone says little, e.g. "error sending request").
+/// The `WWW-Authenticate` value of a refusal, if any.
+pub(super) fn challenge_of(response: &reqwest::Response) -> Option<String> {
+    let value = response.headers().get(reqwest::header::WWW_AUTHENTICATE)?;
+    value.to_str().ok().map(str::to_owned)
+}
+
 pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();

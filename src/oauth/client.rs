@@ -1,0 +1,194 @@
+//! Who mcpmux is to an authorization server, in the spec's order: the client configured for the
+//! upstream (pre-registered), else its Client ID Metadata Document URL when the server accepts
+//! those, else a client registered dynamically (RFC 7591) and remembered per server.
+
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+use super::discovery::AuthServerMetadata;
+use super::{OAuthError, chain, store};
+use crate::config::OAuthConfig;
+
+/// A client identity and how it authenticates at the token endpoint.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientIdentity {
+    pub client_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    pub auth: AuthMethod,
+}
+
+impl std::fmt::Debug for ClientIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientIdentity")
+            .field("client_id", &self.client_id)
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Token endpoint client authentication (RFC 6749 §2.3, RFC 7591 §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMethod {
+    None,
+    ClientSecretBasic,
+    ClientSecretPost,
+}
+
+impl AuthMethod {
+    fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::ClientSecretBasic => "client_secret_basic",
+            Self::ClientSecretPost => "client_secret_post",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        [Self::None, Self::ClientSecretBasic, Self::ClientSecretPost]
+            .into_iter()
+            .find(|m| m.name() == name)
+    }
+}
+
+/// The configured client, if any: its id and secret, authenticating as the server prefers.
+pub fn configured(
+    oauth: &OAuthConfig,
+    metadata: &AuthServerMetadata,
+) -> Result<Option<ClientIdentity>, OAuthError> {
+    let Some(client_id) = &oauth.client_id else {
+        return Ok(None);
+    };
+    let secret = oauth
+        .client_secret
+        .as_ref()
+        .map(|source| {
+            source
+                .read()
+                .map_err(|why| OAuthError::new(format!("cannot read the client secret: {why}")))
+        })
+        .transpose()?;
+    let supports = |m: AuthMethod| {
+        metadata
+            .token_endpoint_auth_methods_supported
+            .iter()
+            .any(|s| s == m.name())
+    };
+    let auth = match &secret {
+        None => AuthMethod::None,
+        Some(_)
+            if supports(AuthMethod::ClientSecretPost)
+                && !supports(AuthMethod::ClientSecretBasic) =>
+        {
+            AuthMethod::ClientSecretPost
+        }
+        Some(_) => AuthMethod::ClientSecretBasic,
+    };
+    Ok(Some(ClientIdentity {
+        client_id: client_id.clone(),
+        client_secret: secret,
+        auth,
+    }))
+}
+
+/// The client mcpmux signs in as with the server `issuer` describes by `metadata`.
+pub async fn identify(
+    http: &reqwest::Client,
+    oauth: &OAuthConfig,
+    metadata: &AuthServerMetadata,
+    issuer: &Url,
+    redirect_uri: &str,
+) -> Result<ClientIdentity, OAuthError> {
+    if let Some(client) = configured(oauth, metadata)? {
+        return Ok(client);
+    }
+    if let (true, Some(url)) = (
+        metadata.client_id_metadata_document_supported,
+        &oauth.client_id_metadata_url,
+    ) {
+        return Ok(ClientIdentity {
+            client_id: url.clone(),
+            client_secret: None,
+            auth: AuthMethod::None,
+        });
+    }
+    let Some(endpoint) = &metadata.registration_endpoint else {
+        return Err(OAuthError::new(format!(
+            "its authorization server {issuer} offers no dynamic client registration; register mcpmux there and set client_id (and client_secret_env or client_secret_file) in [upstreams.NAME.oauth]"
+        )));
+    };
+    let remembered = store::client_file(&oauth.token_file, issuer.as_str());
+    if let Some(client) = store::read_client(&remembered) {
+        return Ok(client);
+    }
+    let client = register(http, endpoint, metadata, redirect_uri).await?;
+    if let Err(e) = store::write_client(&remembered, &client) {
+        tracing::warn!(path = %remembered.display(), error = %e, "Cannot remember the registered OAuth client; it will be registered again next time.");
+    }
+    Ok(client)
+}
+
+#[derive(Deserialize)]
+struct Registered {
+    client_id: String,
+    client_secret: Option<String>,
+    token_endpoint_auth_method: Option<String>,
+}
+
+/// Dynamic Client Registration (RFC 7591) of mcpmux as a native client with a loopback redirect.
+async fn register(
+    http: &reqwest::Client,
+    endpoint: &str,
+    metadata: &AuthServerMetadata,
+    redirect_uri: &str,
+) -> Result<ClientIdentity, OAuthError> {
+    let supported = &metadata.token_endpoint_auth_methods_supported;
+    let wanted = if supported.is_empty() || supported.iter().any(|m| m == "none") {
+        AuthMethod::None
+    } else if supported.iter().any(|m| m == "client_secret_basic") {
+        AuthMethod::ClientSecretBasic
+    } else {
+        AuthMethod::ClientSecretPost
+    };
+    let body = serde_json::json!({
+        "client_name": "mcpmux",
+        "redirect_uris": [redirect_uri],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": wanted.name(),
+    });
+    let response = http.post(endpoint).json(&body).send().await.map_err(|e| {
+        OAuthError::new(format!(
+            "cannot reach its registration endpoint {endpoint}: {}",
+            chain(&e)
+        ))
+    })?;
+    let status = response.status();
+    let text = response.text().await.unwrap_or_default();
+    if !status.is_success() {
+        return Err(OAuthError::new(format!(
+            "its registration endpoint {endpoint} refused mcpmux: HTTP {status}: {}",
+            text.chars().take(300).collect::<String>()
+        )));
+    }
+    let registered: Registered = serde_json::from_str(&text).map_err(|e| {
+        OAuthError::new(format!(
+            "its registration endpoint {endpoint} answered something other than a client: {e}"
+        ))
+    })?;
+    let auth = registered
+        .token_endpoint_auth_method
+        .as_deref()
+        .and_then(AuthMethod::parse)
+        .unwrap_or(if registered.client_secret.is_some() {
+            AuthMethod::ClientSecretBasic
+        } else {
+            AuthMethod::None
+        });
+    Ok(ClientIdentity {
+        client_id: registered.client_id,
+        client_secret: registered.client_secret,
+        auth,
+    })
+}

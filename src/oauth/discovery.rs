@@ -1,0 +1,256 @@
+//! Finding the authorization server of an MCP server: its Protected Resource Metadata (RFC
+//! 9728: the challenge's `resource_metadata`, else the path-aware well-known URL, else the root
+//! one), then the authorization server's metadata (RFC 8414 with path insertion, then OpenID
+//! Connect discovery in both forms). A server with no resource metadata is a 2025-03-26 one: its
+//! origin is the authorization server, and without metadata the default endpoints apply.
+
+use serde::Deserialize;
+use url::Url;
+
+use super::{Challenge, OAuthError, chain};
+
+/// What sign-in needs to know about the server and its authorization server.
+#[derive(Debug, Clone)]
+pub struct Discovered {
+    /// The `resource` parameter (RFC 8707) every authorization and token request carries.
+    pub resource: String,
+    /// The authorization server, as the resource metadata names it (or the server's origin).
+    pub issuer: Url,
+    pub metadata: AuthServerMetadata,
+    /// The resource metadata's `scopes_supported`.
+    pub resource_scopes: Option<Vec<String>>,
+}
+
+/// The authorization server metadata fields sign-in reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct AuthServerMetadata {
+    pub authorization_endpoint: Option<String>,
+    pub token_endpoint: Option<String>,
+    pub registration_endpoint: Option<String>,
+    #[serde(default)]
+    pub code_challenge_methods_supported: Vec<String>,
+    #[serde(default)]
+    pub token_endpoint_auth_methods_supported: Vec<String>,
+    #[serde(default)]
+    pub scopes_supported: Vec<String>,
+    #[serde(default)]
+    pub client_id_metadata_document_supported: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct ResourceMetadata {
+    resource: String,
+    #[serde(default)]
+    authorization_servers: Vec<String>,
+    scopes_supported: Option<Vec<String>>,
+}
+
+/// Discovers the authorization server of the MCP server at `server`, given its challenge.
+pub async fn discover(
+    http: &reqwest::Client,
+    server: &Url,
+    challenge: &Challenge,
+) -> Result<Discovered, OAuthError> {
+    let prm = resource_metadata(http, server, challenge).await?;
+    let (issuer, resource, resource_scopes) = match prm {
+        Some(prm) => {
+            let resource = Url::parse(&prm.resource).map_err(|e| {
+                OAuthError::new(format!(
+                    "its resource metadata names `{}` as the resource, which is not a URL: {e}",
+                    prm.resource
+                ))
+            })?;
+            if !covers(&resource, server) {
+                return Err(OAuthError::new(format!(
+                    "its resource metadata is for `{}`, not for {server}; mcpmux refuses to sign in to a server on behalf of another resource",
+                    prm.resource
+                )));
+            }
+            let first = prm.authorization_servers.first().ok_or_else(|| {
+                OAuthError::new("its resource metadata names no authorization server")
+            })?;
+            let issuer = Url::parse(first).map_err(|e| {
+                OAuthError::new(format!(
+                    "its authorization server `{first}` is not a URL: {e}"
+                ))
+            })?;
+            (issuer, prm.resource, prm.scopes_supported)
+        }
+        None => {
+            let mut origin = server.clone();
+            origin.set_path("/");
+            origin.set_query(None);
+            (origin, canonical(server), None)
+        }
+    };
+    let metadata = match server_metadata(http, &issuer).await? {
+        Some(metadata) => metadata,
+        // 2025-03-26: no metadata means the default endpoints at the authorization server's
+        // origin.
+        None => AuthServerMetadata {
+            authorization_endpoint: Some(at(&issuer, "/authorize")),
+            token_endpoint: Some(at(&issuer, "/token")),
+            registration_endpoint: Some(at(&issuer, "/register")),
+            code_challenge_methods_supported: vec!["S256".to_owned()],
+            ..AuthServerMetadata::default()
+        },
+    };
+    if !metadata
+        .code_challenge_methods_supported
+        .iter()
+        .any(|m| m == "S256")
+    {
+        return Err(OAuthError::new(format!(
+            "its authorization server {issuer} does not offer PKCE with S256 (code_challenge_methods_supported), which OAuth 2.1 requires; mcpmux does not sign in without it"
+        )));
+    }
+    Ok(Discovered {
+        resource,
+        issuer,
+        metadata,
+        resource_scopes,
+    })
+}
+
+/// `path` at `base`'s origin.
+fn at(base: &Url, path: &str) -> String {
+    let mut url = base.clone();
+    url.set_path(path);
+    url.set_query(None);
+    url.to_string()
+}
+
+/// The server's resource metadata: from the challenge's URL, else the well-known URLs; `None`
+/// when it publishes none.
+async fn resource_metadata(
+    http: &reqwest::Client,
+    server: &Url,
+    challenge: &Challenge,
+) -> Result<Option<ResourceMetadata>, OAuthError> {
+    if let Some(url) = &challenge.resource_metadata {
+        let url = Url::parse(url).map_err(|e| {
+            OAuthError::new(format!(
+                "its challenge names resource metadata at `{url}`, which is not a URL: {e}"
+            ))
+        })?;
+        return match get_json(http, &url).await? {
+            Some(prm) => Ok(Some(prm)),
+            None => Err(OAuthError::new(format!(
+                "its challenge names resource metadata at {url}, which is not there"
+            ))),
+        };
+    }
+    let path = server.path().trim_end_matches('/');
+    let mut candidates = Vec::new();
+    if !path.is_empty() {
+        candidates.push(format!("/.well-known/oauth-protected-resource{path}"));
+    }
+    candidates.push("/.well-known/oauth-protected-resource".to_owned());
+    for candidate in candidates {
+        let mut url = server.clone();
+        url.set_path(&candidate);
+        url.set_query(None);
+        if let Some(prm) = get_json(http, &url).await? {
+            return Ok(Some(prm));
+        }
+    }
+    Ok(None)
+}
+
+/// The authorization server's metadata, from the URLs the spec lists in its order.
+async fn server_metadata(
+    http: &reqwest::Client,
+    issuer: &Url,
+) -> Result<Option<AuthServerMetadata>, OAuthError> {
+    let path = issuer.path().trim_end_matches('/');
+    let candidates = if path.is_empty() {
+        vec![
+            "/.well-known/oauth-authorization-server".to_owned(),
+            "/.well-known/openid-configuration".to_owned(),
+        ]
+    } else {
+        vec![
+            format!("/.well-known/oauth-authorization-server{path}"),
+            format!("/.well-known/openid-configuration{path}"),
+            format!("{path}/.well-known/openid-configuration"),
+        ]
+    };
+    for candidate in candidates {
+        let mut url = issuer.clone();
+        url.set_path(&candidate);
+        url.set_query(None);
+        if let Some(metadata) = get_json(http, &url).await? {
+            return Ok(Some(metadata));
+        }
+    }
+    Ok(None)
+}
+
+/// GETs `url` as JSON: `None` for a 4xx (not published there), an error for anything else
+/// that is not a JSON document.
+async fn get_json<T: serde::de::DeserializeOwned>(
+    http: &reqwest::Client,
+    url: &Url,
+) -> Result<Option<T>, OAuthError> {
+    let response = http
+        .get(url.clone())
+        .header(reqwest::header::ACCEPT, "application/json")
+        .send()
+        .await
+        .map_err(|e| OAuthError::new(format!("cannot reach {url}: {}", chain(&e))))?;
+    let status = response.status();
+    if status.is_client_error() {
+        return Ok(None);
+    }
+    if !status.is_success() {
+        return Err(OAuthError::new(format!("HTTP {status} from {url}")));
+    }
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| OAuthError::new(format!("cannot read {url}: {}", chain(&e))))?;
+    serde_json::from_slice(&body).map(Some).map_err(|e| {
+        OAuthError::new(format!(
+            "{url} is not the metadata document it should be: {e}"
+        ))
+    })
+}
+
+/// Whether resource metadata for `resource` covers the server at `server`: the same origin,
+/// and the resource's path a prefix of the server's (a resource may name the whole origin).
+fn covers(resource: &Url, server: &Url) -> bool {
+    if resource.origin() != server.origin() {
+        return false;
+    }
+    let prefix = resource.path().trim_end_matches('/');
+    let path = server.path().trim_end_matches('/');
+    path == prefix || path.starts_with(&format!("{prefix}/")) || prefix.is_empty()
+}
+
+/// `url` without its fragment, as a `resource` parameter.
+fn canonical(url: &Url) -> String {
+    let mut url = url.clone();
+    url.set_fragment(None);
+    url.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(s: &str) -> Url {
+        Url::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn resource_metadata_covers_its_own_origin_and_path_prefixes_only() {
+        let server = url("http://localhost:3000/mcp");
+        assert!(covers(&url("http://localhost:3000/mcp"), &server));
+        assert!(covers(&url("http://localhost:3000"), &server));
+        assert!(covers(&url("http://localhost:3000/"), &server));
+        assert!(!covers(&url("https://evil.example.com/mcp"), &server));
+        assert!(!covers(&url("http://localhost:3001/mcp"), &server));
+        assert!(!covers(&url("http://localhost:3000/other"), &server));
+        assert!(!covers(&url("http://localhost:3000/mc"), &server));
+    }
+}

@@ -1,0 +1,285 @@
+//! One whole sign-in for one upstream: the challenge (the one the upstream last answered with,
+//! or a fresh unauthenticated probe), discovery, the client identity, then either the client
+//! credentials grant (no person involved) or the authorization code flow — a loopback listener
+//! on 127.0.0.1 for the redirect, PKCE, `state` checked, the code exchanged — and the tokens
+//! stored in the upstream's token file.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::response::Html;
+use tokio::sync::{mpsc, oneshot};
+use url::Url;
+
+use super::client::{self, ClientIdentity};
+use super::discovery::{Discovered, discover};
+use super::token::{Authorize, Grant, Pkce, random_text};
+use super::{Challenge, OAuthError, TokenFile, chain};
+use crate::config::{OAuthConfig, OAuthGrant};
+
+/// How long a started sign-in waits for the person to finish it.
+const LOGIN_WAIT: Duration = Duration::from_secs(600);
+
+/// A sign-in about to start.
+pub struct Login {
+    pub upstream: String,
+    /// The upstream's MCP endpoint.
+    pub url: Url,
+    pub oauth: OAuthConfig,
+    /// An HTTP client with the upstream's TLS settings and no credential.
+    pub http: reqwest::Client,
+    /// The `WWW-Authenticate` value the upstream last refused mcpmux with, if any.
+    pub challenge: Option<String>,
+}
+
+/// A sign-in under way.
+pub struct LoginStarted {
+    /// Where the person signs in; `None` when nobody needs to (client credentials).
+    pub authorization_url: Option<String>,
+    /// Resolves once the tokens are stored, or with why the sign-in failed.
+    pub finished: oneshot::Receiver<Result<(), OAuthError>>,
+}
+
+impl Login {
+    /// Discovers how to sign in and starts it.
+    pub async fn start(self) -> Result<LoginStarted, OAuthError> {
+        let challenge = match &self.challenge {
+            Some(header) => Challenge::parse(header),
+            None => self.probe().await?,
+        };
+        let found = discover(&self.http, &self.url, &challenge).await?;
+        let token_endpoint = found.metadata.token_endpoint.clone().ok_or_else(|| {
+            OAuthError::new(format!(
+                "its authorization server {} names no token endpoint",
+                found.issuer
+            ))
+        })?;
+        let scope = self.scope(&challenge, &found);
+        let (done, finished) = oneshot::channel();
+        if self.oauth.grant == OAuthGrant::ClientCredentials {
+            let client = client::configured(&self.oauth, &found.metadata)?.ok_or_else(|| {
+                OAuthError::new("the client credentials grant needs client_id and a client secret")
+            })?;
+            let grant = Grant {
+                token_endpoint: &token_endpoint,
+                client: &client,
+                resource: &found.resource,
+                scope: scope.as_deref(),
+            };
+            let mut form = vec![("grant_type", "client_credentials".to_owned())];
+            if let Some(scope) = &scope {
+                form.push(("scope", scope.clone()));
+            }
+            let tokens = grant.request(&self.http, form, None).await?;
+            self.store(&tokens)?;
+            let _ = done.send(Ok(()));
+            return Ok(LoginStarted {
+                authorization_url: None,
+                finished,
+            });
+        }
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.oauth.redirect_port))
+            .await
+            .map_err(|e| {
+                OAuthError::new(format!(
+                    "cannot listen on 127.0.0.1:{} for the sign-in's redirect: {e}",
+                    self.oauth.redirect_port
+                ))
+            })?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| OAuthError::new(format!("cannot read the redirect listener's port: {e}")))?
+            .port();
+        let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+        let client = client::identify(
+            &self.http,
+            &self.oauth,
+            &found.metadata,
+            &found.issuer,
+            &redirect_uri,
+        )
+        .await?;
+        let endpoint = found
+            .metadata
+            .authorization_endpoint
+            .clone()
+            .ok_or_else(|| {
+                OAuthError::new(format!(
+                    "its authorization server {} names no authorization endpoint",
+                    found.issuer
+                ))
+            })?;
+        let pkce = Pkce::new();
+        let state = random_text(16);
+        let url = Authorize {
+            endpoint: &endpoint,
+            client: &client,
+            redirect_uri: &redirect_uri,
+            challenge: &pkce.challenge,
+            state: &state,
+            scope: scope.as_deref(),
+            resource: &found.resource,
+        }
+        .url()?;
+        let flow = Flow {
+            listener,
+            state,
+            pkce,
+            redirect_uri,
+            client,
+            scope,
+            resource: found.resource,
+            token_endpoint,
+        };
+        tokio::spawn(async move {
+            let outcome = tokio::time::timeout(LOGIN_WAIT, self.finish(flow))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(OAuthError::new(format!(
+                        "nobody finished signing in within {} minutes",
+                        LOGIN_WAIT.as_secs() / 60
+                    )))
+                });
+            let _ = done.send(outcome);
+        });
+        Ok(LoginStarted {
+            authorization_url: Some(url.to_string()),
+            finished,
+        })
+    }
+
+    /// Asks the upstream without a credential, for its challenge.
+    async fn probe(&self) -> Result<Challenge, OAuthError> {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")}}
+        });
+        let response = self
+            .http
+            .post(self.url.clone())
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| OAuthError::new(format!("cannot reach {}: {}", self.url, chain(&e))))?;
+        let header = response
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        Ok(Challenge::parse(header))
+    }
+
+    /// The scopes to ask for: the challenge's, else the resource's `scopes_supported`, else
+    /// none; on a step-up, with those granted before; `offline_access` where the server offers
+    /// it, so the sign-in lasts.
+    fn scope(&self, challenge: &Challenge, found: &Discovered) -> Option<String> {
+        let split = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        let mut scopes = match (&challenge.scope, &found.resource_scopes) {
+            (Some(scope), _) => split(scope),
+            (None, Some(listed)) => listed.clone(),
+            (None, None) => Vec::new(),
+        };
+        if challenge.error.as_deref() == Some("insufficient_scope") {
+            let before = TokenFile::read(&self.oauth.token_file).and_then(|t| t.scope);
+            for scope in before.as_deref().map(split).unwrap_or_default() {
+                if !scopes.contains(&scope) {
+                    scopes.push(scope);
+                }
+            }
+        }
+        let offline = "offline_access".to_owned();
+        let offers_offline = found.metadata.scopes_supported.contains(&offline);
+        if !scopes.is_empty() && offers_offline && !scopes.contains(&offline) {
+            scopes.push(offline);
+        }
+        (!scopes.is_empty()).then(|| scopes.join(" "))
+    }
+
+    fn store(&self, tokens: &TokenFile) -> Result<(), OAuthError> {
+        tokens.write(&self.oauth.token_file).map_err(|e| {
+            OAuthError::new(format!(
+                "cannot store the tokens in {}: {e}",
+                self.oauth.token_file.display()
+            ))
+        })?;
+        tracing::info!(upstream = %self.upstream, file = %self.oauth.token_file.display(), "Signed in; tokens stored.");
+        Ok(())
+    }
+
+    /// Waits for the redirect with the right `state`, then exchanges its code.
+    async fn finish(self, flow: Flow) -> Result<(), OAuthError> {
+        let (tx, mut rx) = mpsc::channel::<HashMap<String, String>>(4);
+        let app = axum::Router::new()
+            .route("/callback", axum::routing::get(callback))
+            .with_state(tx);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = axum::serve(flow.listener, app).with_graceful_shutdown(async {
+            let _ = stopped.await;
+        });
+        let serving = tokio::spawn(async move { server.await });
+        let outcome = async {
+            loop {
+                let Some(query) = rx.recv().await else {
+                    return Err(OAuthError::new("the redirect listener stopped"));
+                };
+                if query.get("state") != Some(&flow.state) {
+                    tracing::warn!(upstream = %self.upstream, "A sign-in redirect came back with the wrong state; ignored.");
+                    continue;
+                }
+                if let Some(error) = query.get("error") {
+                    let description = query.get("error_description").map_or("", String::as_str);
+                    return Err(OAuthError::new(format!(
+                        "the authorization server refused the sign-in: {error} {description}"
+                    )));
+                }
+                let Some(code) = query.get("code") else {
+                    return Err(OAuthError::new("the sign-in's redirect carried no code"));
+                };
+                let grant = Grant {
+                    token_endpoint: &flow.token_endpoint,
+                    client: &flow.client,
+                    resource: &flow.resource,
+                    scope: flow.scope.as_deref(),
+                };
+                let form = vec![
+                    ("grant_type", "authorization_code".to_owned()),
+                    ("code", code.clone()),
+                    ("code_verifier", flow.pkce.verifier.clone()),
+                    ("redirect_uri", flow.redirect_uri.clone()),
+                ];
+                let tokens = grant.request(&self.http, form, None).await?;
+                return self.store(&tokens);
+            }
+        }
+        .await;
+        let _ = stop.send(());
+        let _ = serving.await;
+        outcome
+    }
+}
+
+/// The authorization code flow once the person is on their way.
+struct Flow {
+    listener: tokio::net::TcpListener,
+    state: String,
+    pkce: Pkce,
+    redirect_uri: String,
+    client: ClientIdentity,
+    scope: Option<String>,
+    resource: String,
+    token_endpoint: String,
+}
+
+async fn callback(
+    State(tx): State<mpsc::Sender<HashMap<String, String>>>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Html<&'static str> {
+    let _ = tx.send(query).await;
+    Html("<p>mcpmux received the sign-in. You can close this tab.</p>")
+}

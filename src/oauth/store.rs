@@ -1,0 +1,127 @@
+//! Where sign-in keeps what it got: one token file per upstream (`<state dir>/oauth/NAME.json`)
+//! and the clients registered with each authorization server (`<state dir>/oauth/clients/`),
+//! each written atomically (a temporary file, synced, renamed) with mode 0600. `Debug` never
+//! prints a token or a secret.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+
+use super::client::ClientIdentity;
+
+/// An upstream's tokens, and what refreshing them needs.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct TokenFile {
+    pub access_token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
+    /// When the access token expires (seconds since the Unix epoch), if the server said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    /// The scopes granted (space-separated), if the server said, else those requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    pub token_endpoint: String,
+    pub resource: String,
+    pub client: ClientIdentity,
+}
+
+impl std::fmt::Debug for TokenFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenFile")
+            .field("expires_at", &self.expires_at)
+            .field("scope", &self.scope)
+            .field("token_endpoint", &self.token_endpoint)
+            .field("resource", &self.resource)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenFile {
+    /// The token file at `path`, if there is a readable one.
+    pub fn read(path: &Path) -> Option<Self> {
+        let text = std::fs::read(path).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        write_private(path, &text)
+    }
+}
+
+/// Where the clients registered with `issuer` are remembered, beside `token_file`.
+pub(super) fn client_file(token_file: &Path, issuer: &str) -> PathBuf {
+    let digest = sha2::Sha256::digest(issuer.as_bytes());
+    let name: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    let dir = token_file.parent().unwrap_or(Path::new("."));
+    dir.join("clients").join(format!("{name}.json"))
+}
+
+pub(super) fn read_client(path: &Path) -> Option<ClientIdentity> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+pub(super) fn write_client(path: &Path, client: &ClientIdentity) -> std::io::Result<()> {
+    let text = serde_json::to_vec_pretty(client).map_err(std::io::Error::other)?;
+    write_private(path, &text)
+}
+
+/// Writes `bytes` to `path` readable by its owner only, whole or not at all.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("token"),
+        std::process::id()
+    ));
+    {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oauth::client::AuthMethod;
+
+    #[test]
+    fn token_files_are_private_whole_and_never_printed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("oauth").join("up.json");
+        let tokens = TokenFile {
+            access_token: "secret-access".into(),
+            refresh_token: Some("secret-refresh".into()),
+            expires_at: Some(1),
+            scope: Some("a b".into()),
+            token_endpoint: "https://as/token".into(),
+            resource: "https://rs/mcp".into(),
+            client: ClientIdentity {
+                client_id: "id".into(),
+                client_secret: Some("secret-client".into()),
+                auth: AuthMethod::ClientSecretBasic,
+            },
+        };
+        tokens.write(&path).unwrap_or_else(|e| panic!("{e}"));
+        let mode = std::fs::metadata(&path)
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
+            .unwrap_or_default();
+        assert_eq!(mode, 0o600);
+        let back = TokenFile::read(&path).unwrap_or_else(|| panic!("unreadable"));
+        assert_eq!(back.access_token, "secret-access");
+        let printed = format!("{back:?}");
+        assert!(!printed.contains("secret"), "{printed}");
+    }
+}

@@ -1,0 +1,232 @@
+//! The authorization code flow's pieces (PKCE with S256, `state`, the authorization URL with
+//! `resource`) and the token endpoint: exchanging a code, refreshing (rotation honoured), and the
+//! client credentials grant, each authenticated as the client's method says.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rand::RngCore;
+use serde::Deserialize;
+use sha2::Digest;
+use url::Url;
+
+use super::client::{AuthMethod, ClientIdentity};
+use super::{OAuthError, TokenFile, chain};
+
+/// How long before its expiry an access token is refreshed.
+const REFRESH_AHEAD: Duration = Duration::from_secs(60);
+
+/// A PKCE verifier and its S256 challenge (RFC 7636).
+pub struct Pkce {
+    pub verifier: String,
+    pub challenge: String,
+}
+
+impl Pkce {
+    pub fn new() -> Self {
+        let verifier = random_text(32);
+        let challenge = URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier.as_bytes()));
+        Self {
+            verifier,
+            challenge,
+        }
+    }
+}
+
+/// `bytes` random bytes as URL-safe text (for PKCE verifiers and `state`).
+pub fn random_text(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    rand::rng().fill_bytes(&mut buf);
+    URL_SAFE_NO_PAD.encode(buf)
+}
+
+/// What the authorization URL carries.
+pub struct Authorize<'a> {
+    pub endpoint: &'a str,
+    pub client: &'a ClientIdentity,
+    pub redirect_uri: &'a str,
+    pub challenge: &'a str,
+    pub state: &'a str,
+    pub scope: Option<&'a str>,
+    pub resource: &'a str,
+}
+
+impl Authorize<'_> {
+    pub fn url(&self) -> Result<Url, OAuthError> {
+        let mut url = Url::parse(self.endpoint).map_err(|e| {
+            OAuthError::new(format!(
+                "its authorization endpoint `{}` is not a URL: {e}",
+                self.endpoint
+            ))
+        })?;
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("response_type", "code")
+                .append_pair("client_id", &self.client.client_id)
+                .append_pair("redirect_uri", self.redirect_uri)
+                .append_pair("code_challenge", self.challenge)
+                .append_pair("code_challenge_method", "S256")
+                .append_pair("state", self.state)
+                .append_pair("resource", self.resource);
+            if let Some(scope) = self.scope {
+                query.append_pair("scope", scope);
+            }
+        }
+        Ok(url)
+    }
+}
+
+#[derive(Deserialize)]
+struct TokenResponse {
+    access_token: String,
+    expires_in: Option<u64>,
+    refresh_token: Option<String>,
+    scope: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TokenRefusal {
+    error: String,
+    error_description: Option<String>,
+}
+
+/// Why the token endpoint refused, or `None` when it answered tokens.
+pub struct Grant<'a> {
+    pub token_endpoint: &'a str,
+    pub client: &'a ClientIdentity,
+    pub resource: &'a str,
+    /// The scopes asked for, to remember when the server does not say which it granted.
+    pub scope: Option<&'a str>,
+}
+
+impl Grant<'_> {
+    /// POSTs the grant `form` and returns the tokens it answered.
+    pub async fn request(
+        &self,
+        http: &reqwest::Client,
+        mut form: Vec<(&'static str, String)>,
+        previous_refresh: Option<String>,
+    ) -> Result<TokenFile, OAuthError> {
+        form.push(("resource", self.resource.to_owned()));
+        let mut request = http.post(self.token_endpoint);
+        match self.client.auth {
+            AuthMethod::ClientSecretBasic => {
+                request = request.basic_auth(
+                    &self.client.client_id,
+                    Some(self.client.client_secret.clone().unwrap_or_default()),
+                );
+            }
+            AuthMethod::ClientSecretPost => {
+                form.push(("client_id", self.client.client_id.clone()));
+                form.push((
+                    "client_secret",
+                    self.client.client_secret.clone().unwrap_or_default(),
+                ));
+            }
+            AuthMethod::None => form.push(("client_id", self.client.client_id.clone())),
+        }
+        let endpoint = self.token_endpoint;
+        let response = request
+            .header(reqwest::header::ACCEPT, "application/json")
+            .form(&form)
+            .send()
+            .await
+            .map_err(|e| {
+                OAuthError::new(format!(
+                    "cannot reach its token endpoint {endpoint}: {}",
+                    chain(&e)
+                ))
+            })?;
+        let status = response.status();
+        let body = response.bytes().await.unwrap_or_default();
+        if !status.is_success() {
+            let why = match serde_json::from_slice::<TokenRefusal>(&body) {
+                Ok(refusal) => match refusal.error_description {
+                    Some(d) => format!("{} ({d})", refusal.error),
+                    None => refusal.error,
+                },
+                Err(_) => format!("HTTP {status}"),
+            };
+            return Err(OAuthError::new(format!(
+                "its token endpoint {endpoint} refused: {why}"
+            )));
+        }
+        let tokens: TokenResponse = serde_json::from_slice(&body).map_err(|e| {
+            OAuthError::new(format!(
+                "its token endpoint {endpoint} answered something other than tokens: {e}"
+            ))
+        })?;
+        Ok(TokenFile {
+            access_token: tokens.access_token,
+            // A server that rotates refresh tokens sends a new one; one that does not keeps
+            // the old one valid.
+            refresh_token: tokens.refresh_token.or(previous_refresh),
+            expires_at: tokens.expires_in.map(|s| now() + s),
+            scope: tokens.scope.or(self.scope.map(str::to_owned)),
+            token_endpoint: endpoint.to_owned(),
+            resource: self.resource.to_owned(),
+            client: self.client.clone(),
+        })
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Refreshes the tokens in `path` when the access token expires within a minute (or
+/// `force`, after the server refused it) and a refresh token is there. `Ok(true)`: refreshed;
+/// `Ok(false)`: nothing to do; an error: the refresh was refused (sign in again).
+pub async fn refresh_if_due(
+    http: &reqwest::Client,
+    path: &Path,
+    force: bool,
+) -> Result<bool, OAuthError> {
+    let Some(tokens) = TokenFile::read(path) else {
+        return Ok(false);
+    };
+    let due = tokens
+        .expires_at
+        .is_some_and(|at| at <= now() + REFRESH_AHEAD.as_secs());
+    let Some(refresh) = tokens.refresh_token.clone().filter(|_| due || force) else {
+        return Ok(false);
+    };
+    let grant = Grant {
+        token_endpoint: &tokens.token_endpoint,
+        client: &tokens.client,
+        resource: &tokens.resource,
+        scope: tokens.scope.as_deref(),
+    };
+    let form = vec![
+        ("grant_type", "refresh_token".to_owned()),
+        ("refresh_token", refresh.clone()),
+    ];
+    let fresh = grant.request(http, form, Some(refresh)).await?;
+    fresh.write(path).map_err(|e| {
+        OAuthError::new(format!(
+            "cannot store the refreshed tokens in {}: {e}",
+            path.display()
+        ))
+    })?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pkce_challenge_is_the_verifiers_s256() {
+        let pkce = Pkce::new();
+        assert_eq!(pkce.verifier.len(), 43);
+        let expected = URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(pkce.verifier.as_bytes()));
+        assert_eq!(pkce.challenge, expected);
+        assert_ne!(Pkce::new().verifier, pkce.verifier);
+    }
+}
