@@ -106,3 +106,67 @@ async fn the_conformance_suite_scores_through_mcpmux_what_it_scores_directly() {
         daemon.stderr()
     );
 }
+
+/// The suite's client mode, with mcpmux as the client through `tests/conformance/client.sh`:
+/// `suite` (`--suite NAME` or `--scenario NAME`); every scenario's name and whether it passed.
+fn run_client_suite(selector: &[&str]) -> Vec<(String, bool)> {
+    let node = peers::npm_bin("node");
+    let suite = peers::npm_bin("conformance");
+    let wrapper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/client.sh");
+    let output = Command::new(&node)
+        .arg(&suite)
+        .arg("client")
+        .arg("--command")
+        .arg(&wrapper)
+        .args(selector)
+        .env("MCPMUX_BIN", common::MCPMUX)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the conformance suite: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut scenarios: Vec<(String, bool)> = text
+        .lines()
+        .filter_map(|l| {
+            let (passed, rest) = match l.trim_start() {
+                l if l.starts_with("✓ ") => (true, &l["✓ ".len()..]),
+                l if l.starts_with("✗ ") => (false, &l["✗ ".len()..]),
+                _ => return None,
+            };
+            Some((rest.split(':').next()?.trim().to_owned(), passed))
+        })
+        .collect();
+    if scenarios.is_empty() && selector.first() == Some(&"--scenario") {
+        let passed = text.contains("OVERALL: PASSED");
+        scenarios.push((selector[1].to_owned(), passed));
+    }
+    assert!(!scenarios.is_empty(), "the suite ran no scenario:\n{text}");
+    if scenarios.iter().any(|(_, passed)| !passed) {
+        eprintln!("{text}");
+    }
+    scenarios
+}
+
+/// The client auth scenarios (`--suite auth` and `--suite backcompat`, and the client
+/// credentials grant with a client secret): every one passes with mcpmux as the client.
+#[test]
+fn mcpmux_signs_in_as_every_client_auth_scenario_asks() {
+    let mut results = Vec::new();
+    for selector in [
+        &["--suite", "auth"][..],
+        &["--suite", "backcompat"][..],
+        &["--scenario", "auth/client-credentials-basic"][..],
+    ] {
+        results.extend(run_client_suite(selector));
+    }
+    for (name, passed) in &results {
+        eprintln!("{} {name}", if *passed { "passed" } else { "FAILED" });
+    }
+    let failed: Vec<&str> = (results.iter().filter(|(_, p)| !p))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert!(failed.is_empty(), "scenarios failed: {failed:?}");
+    assert!(results.len() >= 17, "too few scenarios ran: {results:?}");
+}
