@@ -65,6 +65,28 @@ enum Command {
         #[arg(long, env = "MCPMUX_ADMIN")]
         admin: Option<String>,
     },
+    /// Sign in to a remote upstream that wants OAuth: prints the URL to open (and opens a
+    /// browser where there is one), waits until the sign-in is done, then the upstream restarts.
+    Login {
+        /// The upstream's name.
+        name: String,
+        #[arg(long, env = "MCPMUX_CONFIG")]
+        config: Option<PathBuf>,
+        #[arg(long, env = "MCPMUX_ADMIN")]
+        admin: Option<String>,
+        /// Print the URL only; do not try to open a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Forget a remote upstream's OAuth tokens (it needs `mcpmux login` again).
+    Logout {
+        /// The upstream's name.
+        name: String,
+        #[arg(long, env = "MCPMUX_CONFIG")]
+        config: Option<PathBuf>,
+        #[arg(long, env = "MCPMUX_ADMIN")]
+        admin: Option<String>,
+    },
     /// Bridge stdin/stdout to the running daemon (for hosts that only start stdio servers).
     Stdio {
         #[arg(long, env = "MCPMUX_CONFIG")]
@@ -177,6 +199,31 @@ impl Cli {
                 println!("restarted {name}");
                 Ok(ExitCode::SUCCESS)
             }
+            Command::Login {
+                name,
+                config,
+                admin,
+                no_browser,
+            } => {
+                let admin = Admin::required(admin.as_deref(), config)?;
+                runtime.block_on(login(&admin, &name, !no_browser))?;
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Logout {
+                name,
+                config,
+                admin,
+            } => {
+                let admin = Admin::required(admin.as_deref(), config)?;
+                let path = format!("/upstreams/{name}/logout");
+                runtime.block_on(admin.request::<serde_json::Value>(
+                    reqwest::Method::POST,
+                    &path,
+                    &[],
+                ))?;
+                println!("signed out of {name}; it needs `mcpmux login {name}` again");
+                Ok(ExitCode::SUCCESS)
+            }
             Command::Audit { command } => {
                 let ok = runtime.block_on(audit::run(*command))?;
                 Ok(if ok {
@@ -228,4 +275,50 @@ async fn list_tools(url: String) -> anyhow::Result<Vec<serde_json::Value>> {
     }
     session.end().await;
     Ok(tools)
+}
+
+/// `mcpmux login NAME`: starts the sign-in in the daemon, shows where to go, waits for the end.
+async fn login(admin: &Admin, name: &str, browser: bool) -> anyhow::Result<()> {
+    let path = format!("/upstreams/{name}/login");
+    let started: serde_json::Value = admin.request(reqwest::Method::POST, &path, &[]).await?;
+    if let Some(url) = started["authorization_url"].as_str() {
+        println!("Open this URL to sign in to upstream `{name}`:\n\n  {url}\n");
+        if browser && open_browser(url) {
+            println!("(a browser was asked to open it)");
+        }
+        println!("Waiting for the sign-in to finish…");
+    }
+    loop {
+        let state: serde_json::Value = admin.request(reqwest::Method::GET, &path, &[]).await?;
+        match state["state"].as_str() {
+            Some("done") => {
+                println!("Signed in to `{name}`; it restarts with its new tokens.");
+                return Ok(());
+            }
+            Some("failed") => {
+                anyhow::bail!("{}", state["error"].as_str().unwrap_or("sign-in failed"))
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_millis(300)).await,
+        }
+    }
+}
+
+/// Asks the desktop to open `url` (where there is a desktop); whether it agreed.
+fn open_browser(url: &str) -> bool {
+    let desktop =
+        std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else if desktop {
+        "xdg-open"
+    } else {
+        return false;
+    };
+    std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .is_ok()
 }

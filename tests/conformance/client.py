@@ -61,10 +61,13 @@ def config(url, context, state):
 class Daemon:
     def __init__(self, config_path, env, state):
         binary = os.environ.get("MCPMUX_BIN") or str(REPO / "target" / "release" / "mcpmux")
+        self.binary = binary
+        self.log = state / "daemon.log"
         self.process = subprocess.Popen(
             [binary, "serve", "--config", str(config_path), "--admin", "127.0.0.1:0",
              "--state-dir", str(state / "state")],
-            stdout=subprocess.PIPE, stderr=sys.stderr, text=True, env={**os.environ, **env})
+            stdout=subprocess.PIPE, stderr=open(self.log, "w"), text=True,
+            env={**os.environ, **env, "MCPMUX_LOG": "debug"})
         self.url = self.admin = None
         for line in self.process.stdout:
             line = line.strip()
@@ -88,29 +91,30 @@ class Daemon:
         return self.status()["state"]
 
     def sign_in(self):
-        status, _, body = http("POST", f"{self.admin}/upstreams/server/login")
-        answer = json.loads(body)
-        if status != 200:
-            log("sign-in refused:", answer.get("error"))
+        # `mcpmux login` as a person runs it: it prints the URL to open and waits.
+        login = subprocess.Popen(
+            [self.binary, "login", "server", "--admin", self.admin, "--no-browser"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for line in login.stdout:
+            url = line.strip()
+            if url.startswith("http://") or url.startswith("https://"):
+                # What the person's browser does: open it, follow it back to mcpmux's listener.
+                status, headers, _ = http("GET", url, follow=False)
+                location = headers.get("Location") or headers.get("location")
+                if not location:
+                    log("the authorization endpoint answered", status, "without a redirect")
+                    login.kill()
+                    return False
+                http("GET", location)
+                break
+        try:
+            code = login.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            login.kill()
             return False
-        if answer.get("authorization_url"):
-            # What a person's browser does: open the URL, follow it back to mcpmux's listener.
-            status, headers, _ = http("GET", answer["authorization_url"], follow=False)
-            location = headers.get("Location") or headers.get("location")
-            if not location:
-                log("the authorization endpoint answered", status, "without a redirect")
-                return False
-            http("GET", location)
-        for _ in range(200):
-            _, _, body = http("GET", f"{self.admin}/upstreams/server/login")
-            state = json.loads(body)
-            if state["state"] == "done":
-                return True
-            if state["state"] == "failed":
-                log("sign-in failed:", state.get("error"))
-                return False
-            time.sleep(0.05)
-        return False
+        if code != 0:
+            log("mcpmux login failed:", login.stderr.read().strip())
+        return code == 0
 
     def stop(self):
         self.process.terminate()
@@ -151,9 +155,26 @@ def main():
         path, env = config(url, context, state)
         daemon = Daemon(path, env, state)
         try:
-            return run(daemon)
+            code = run(daemon)
+            leaks = leaked(daemon, context)
+            if leaks:
+                log("a token or secret leaked into", ", ".join(leaks))
+                code = 1
+            return code
         finally:
             daemon.stop()
+            sys.stderr.write(daemon.log.read_text())
+
+
+def leaked(daemon, context):
+    """Where a token or the client secret appears: the daemon's log, its status, its audit log."""
+    secrets = ["test-token", "cc-token"] + [context[k] for k in ("client_secret",) if k in context]
+    places = {
+        "the daemon's log": daemon.log.read_text(),
+        "the status": http("GET", f"{daemon.admin}/status")[2],
+        "the audit log": http("GET", f"{daemon.admin}/audit/query?limit=1000")[2],
+    }
+    return [place for place, text in places.items() if any(s in text for s in secrets)]
 
 
 def run(daemon):
