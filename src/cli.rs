@@ -282,17 +282,21 @@ async fn login(admin: &Admin, name: &str, browser: bool) -> anyhow::Result<()> {
     let path = format!("/upstreams/{name}/login");
     let started: serde_json::Value = admin.request(reqwest::Method::POST, &path, &[]).await?;
     if let Some(url) = started["authorization_url"].as_str() {
-        println!("Open this URL to sign in to upstream `{name}`:\n\n  {url}\n");
+        say(&format!(
+            "Open this URL to sign in to upstream `{name}`:\n\n  {url}\n"
+        ));
         if browser && open_browser(url) {
-            println!("(a browser was asked to open it)");
+            say("(a browser was asked to open it)");
         }
-        println!("Waiting for the sign-in to finish…");
+        say("Waiting for the sign-in to finish…");
     }
     loop {
         let state: serde_json::Value = admin.request(reqwest::Method::GET, &path, &[]).await?;
         match state["state"].as_str() {
             Some("done") => {
-                println!("Signed in to `{name}`; it restarts with its new tokens.");
+                say(&format!(
+                    "Signed in to `{name}`; it restarts with its new tokens."
+                ));
                 return Ok(());
             }
             Some("failed") => {
@@ -301,6 +305,14 @@ async fn login(admin: &Admin, name: &str, browser: bool) -> anyhow::Result<()> {
             _ => tokio::time::sleep(std::time::Duration::from_millis(300)).await,
         }
     }
+}
+
+/// Prints a line of a long-running command; a reader that went away is no reason to stop (or
+/// to panic, as `println!` would).
+fn say(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{text}").and_then(|()| stdout.flush());
 }
 
 /// Asks the desktop to open `url` (where there is a desktop); whether it agreed.

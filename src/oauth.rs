@@ -20,7 +20,7 @@ mod token;
 pub use challenge::Challenge;
 pub use login::{Login, LoginStarted};
 pub use store::TokenFile;
-pub use token::refresh_if_due;
+pub use token::{refresh_if_due, refresh_wait};
 
 /// What went wrong signing in: one sentence naming the party and the step, never a token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -24,6 +24,10 @@ use crate::upstream::{Phase, StopReason, UpstreamError, UpstreamHandle};
 const CALL_DEADLINE: Duration = Duration::from_secs(30);
 /// How often an unauthorized upstream's token file is looked at.
 const CREDENTIAL_CHECK: Duration = Duration::from_secs(2);
+/// Sign-ins renewed without a person (a refresh, the client credentials grant) per upstream
+/// within [`RENEWAL_WINDOW`]; past that it waits for `mcpmux login` (no token storm).
+const RENEWALS: usize = 3;
+const RENEWAL_WINDOW: Duration = Duration::from_secs(600);
 /// How long stopping a session's instances may take.
 const INSTANCE_STOP: Duration = Duration::from_secs(5);
 
@@ -157,6 +161,8 @@ enum SupervisorMsg {
     Restart(String, RpcReplyPort<bool>),
     /// Whether an unauthorized upstream's token file changed since `seen` (then it starts again).
     CheckCredential(Key, Option<Vec<u8>>),
+    /// An upstream that needed a sign-in has new tokens: start it again.
+    Renewed(Key),
     Shutdown(RpcReplyPort<()>),
 }
 
@@ -169,6 +175,8 @@ struct Slot {
     restarts: VecDeque<Instant>,
     /// How many times it had become ready at its last failure.
     ready_seen: u64,
+    /// When its sign-in was renewed without a person.
+    renewals: VecDeque<Instant>,
 }
 
 impl Slot {
@@ -179,6 +187,7 @@ impl Slot {
             consecutive_failures: 0,
             restarts: VecDeque::new(),
             ready_seen: 0,
+            renewals: VecDeque::new(),
         }
     }
 }
@@ -315,6 +324,15 @@ impl Actor for Supervisor {
                     });
                 }
             }
+            SupervisorMsg::Renewed(key) => {
+                let Some(slot) = state.slots.get(&key) else {
+                    return Ok(());
+                };
+                if slot.actor.is_none() && slot.handle.phase() == Phase::NeedsLogin {
+                    tracing::info!(upstream = %key.upstream, "Its sign-in was renewed; starting it again.");
+                    start(&myself, state, &key).await;
+                }
+            }
             SupervisorMsg::Shutdown(reply) => {
                 state.shutting_down = true;
                 let actors: Vec<_> = state
@@ -374,6 +392,10 @@ impl Actor for Supervisor {
                 key.session.as_deref(),
                 slot.handle.status().last_error,
             ));
+            if slot.handle.phase() == Phase::NeedsLogin {
+                renew(&myself, slot, key);
+                return Ok(());
+            }
             // A token read from a file is watched: a new token starts the upstream again.
             if let Some(path) = token_file(&slot.handle) {
                 let seen = std::fs::read(path).ok();
@@ -568,6 +590,58 @@ fn token_file(handle: &UpstreamHandle) -> Option<&std::path::Path> {
 fn backoff(failures: u32, initial: Duration, max: Duration) -> Duration {
     let exp = initial.saturating_mul(1 << failures.saturating_sub(1).min(16));
     exp.min(max).mul_f64(rand::random_range(0.8..1.2))
+}
+
+/// Renews the sign-in of an upstream that needs one, where no person is needed (a refresh
+/// token, unless the server wants wider scopes; the client credentials grant), at most
+/// [`RENEWALS`] times per [`RENEWAL_WINDOW`]. New tokens start it again; a refused renewal
+/// leaves it in `needs-login`, saying why.
+fn renew(myself: &ActorRef<SupervisorMsg>, slot: &mut Slot, key: Key) {
+    let Transport::Remote(remote) = &slot.handle.config().transport else {
+        return;
+    };
+    let Some(oauth) = remote.oauth.as_deref() else {
+        return;
+    };
+    let now = Instant::now();
+    slot.renewals
+        .retain(|t| now.duration_since(*t) <= RENEWAL_WINDOW);
+    if slot.renewals.len() >= RENEWALS {
+        return;
+    }
+    slot.renewals.push_back(now);
+    let http = match crate::upstream::http_client(remote) {
+        Ok(http) => http,
+        Err(e) => {
+            tracing::warn!(upstream = %key.upstream, error = %e, "Cannot renew its sign-in.");
+            return;
+        }
+    };
+    let login = crate::oauth::Login {
+        upstream: key.upstream.clone(),
+        url: remote.url.clone(),
+        oauth: oauth.clone(),
+        http,
+        challenge: slot.handle.diagnostics().challenge(),
+    };
+    let handle = slot.handle.clone();
+    let myself = myself.clone();
+    tokio::spawn(async move {
+        match login.renew().await {
+            Ok(true) => {
+                let _ = myself.send_message(SupervisorMsg::Renewed(key));
+            }
+            Ok(false) => {}
+            Err(e) => {
+                let name = &key.upstream;
+                tracing::warn!(upstream = %name, error = %e, "Renewing its sign-in failed; it needs `mcpmux login {name}`.");
+                let why = format!(
+                    "it needs a sign-in: run `mcpmux login {name}` (renewing its tokens failed: {e})"
+                );
+                handle.set_phase(Phase::NeedsLogin, Some(why));
+            }
+        }
+    });
 }
 
 #[cfg(test)]

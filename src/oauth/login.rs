@@ -149,6 +149,27 @@ impl Login {
         })
     }
 
+    /// Signs in again where no person is needed: with the refresh token (unless the server
+    /// wants wider scopes, which takes a person), or by the client credentials grant.
+    /// `Ok(true)` once new tokens are stored; `Ok(false)` when only `mcpmux login` can help.
+    pub async fn renew(self) -> Result<bool, OAuthError> {
+        if self.oauth.grant == OAuthGrant::ClientCredentials {
+            let started = self.start().await?;
+            let finished = started.finished.await;
+            return finished
+                .unwrap_or_else(|_| Err(OAuthError::new("the sign-in was dropped")))
+                .map(|()| true);
+        }
+        let challenge = self.challenge.as_deref().map(Challenge::parse);
+        let step_up = challenge.is_some_and(|c| c.error.as_deref() == Some("insufficient_scope"));
+        let refreshable =
+            TokenFile::read(&self.oauth.token_file).is_some_and(|t| t.refresh_token.is_some());
+        if step_up || !refreshable {
+            return Ok(false);
+        }
+        super::refresh_if_due(&self.http, &self.oauth.token_file, true).await
+    }
+
     /// Asks the upstream without a credential, for its challenge.
     async fn probe(&self) -> Result<Challenge, OAuthError> {
         let body = serde_json::json!({

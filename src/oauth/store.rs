@@ -21,6 +21,9 @@ pub struct TokenFile {
     /// When the access token expires (seconds since the Unix epoch), if the server said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
+    /// When it was obtained (seconds since the Unix epoch), to refresh a short-lived token in time.
+    #[serde(default)]
+    pub obtained_at: u64,
     /// The scopes granted (space-separated), if the server said, else those requested.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
@@ -105,6 +108,7 @@ mod tests {
             access_token: "secret-access".into(),
             refresh_token: Some("secret-refresh".into()),
             expires_at: Some(1),
+            obtained_at: 0,
             scope: Some("a b".into()),
             token_endpoint: "https://as/token".into(),
             resource: "https://rs/mcp".into(),

@@ -15,8 +15,16 @@ use url::Url;
 use super::client::{AuthMethod, ClientIdentity};
 use super::{OAuthError, TokenFile, chain};
 
-/// How long before its expiry an access token is refreshed.
+/// How long before its expiry an access token is refreshed: a minute, or a third of its
+/// lifetime when it lives less than three minutes.
 const REFRESH_AHEAD: Duration = Duration::from_secs(60);
+
+fn margin(tokens: &TokenFile) -> u64 {
+    let lifetime = tokens
+        .expires_at
+        .map_or(0, |at| at.saturating_sub(tokens.obtained_at));
+    (lifetime / 3).clamp(1, REFRESH_AHEAD.as_secs())
+}
 
 /// A PKCE verifier and its S256 challenge (RFC 7636).
 pub struct Pkce {
@@ -165,6 +173,7 @@ impl Grant<'_> {
             // the old one valid.
             refresh_token: tokens.refresh_token.or(previous_refresh),
             expires_at: tokens.expires_in.map(|s| now() + s),
+            obtained_at: now(),
             scope: tokens.scope.or(self.scope.map(str::to_owned)),
             token_endpoint: endpoint.to_owned(),
             resource: self.resource.to_owned(),
@@ -180,6 +189,15 @@ pub fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// How long until the tokens in `path` are due for a refresh; `None` when they never will be
+/// (no expiry, no refresh token, no file).
+pub fn refresh_wait(path: &Path) -> Option<Duration> {
+    let tokens = TokenFile::read(path)?;
+    tokens.refresh_token.as_ref()?;
+    let due = tokens.expires_at?.saturating_sub(margin(&tokens));
+    Some(Duration::from_secs(due.saturating_sub(now())))
+}
+
 /// Refreshes the tokens in `path` when the access token expires within a minute (or
 /// `force`, after the server refused it) and a refresh token is there. `Ok(true)`: refreshed;
 /// `Ok(false)`: nothing to do; an error: the refresh was refused (sign in again).
@@ -193,7 +211,7 @@ pub async fn refresh_if_due(
     };
     let due = tokens
         .expires_at
-        .is_some_and(|at| at <= now() + REFRESH_AHEAD.as_secs());
+        .is_some_and(|at| at <= now() + margin(&tokens));
     let Some(refresh) = tokens.refresh_token.clone().filter(|_| due || force) else {
         return Ok(false);
     };

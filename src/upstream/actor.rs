@@ -349,7 +349,7 @@ impl UpstreamActor {
         let name = state.handle.name().to_owned();
         let (phase, refused) = if signs_in {
             tracing::warn!(upstream = %name, error = %refused, "The upstream wants an OAuth sign-in; not retrying it until `mcpmux login {name}`.");
-            let why = format!("{refused}; sign in with `mcpmux login {name}`");
+            let why = format!("it needs a sign-in: run `mcpmux login {name}` ({refused})");
             (Phase::NeedsLogin, why)
         } else {
             tracing::error!(upstream = %name, error = %refused, "The upstream refused mcpmux's credential; not retrying it until its credential is fixed and it is restarted (mcpmux restart NAME).");

@@ -19,6 +19,7 @@ mod streamable;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use futures_util::future::BoxFuture;
 use reqwest::header::HeaderMap;
 use serde_json::value::RawValue;
@@ -55,8 +56,9 @@ pub(super) struct Shared {
     pub upstream: String,
     pub client: reqwest::Client,
     pub url: url::Url,
-    /// Configured headers and the credential (marked sensitive: never printed).
-    pub headers: HeaderMap,
+    /// Configured headers and the credential (marked sensitive: never printed); swapped when
+    /// an OAuth access token is refreshed.
+    headers: ArcSwap<HeaderMap>,
     pub max_message_bytes: usize,
     limits: Limits,
     pub diagnostics: Arc<Diagnostics>,
@@ -97,6 +99,11 @@ impl Shared {
     }
 
     /// Records an HTTP failure among the upstream's diagnostics.
+    /// The headers every request carries now.
+    pub fn headers(&self) -> HeaderMap {
+        HeaderMap::clone(&self.headers.load())
+    }
+
     pub fn note(&self, line: String) {
         self.diagnostics.note_http(line);
     }
@@ -169,6 +176,40 @@ pub(super) fn http_client(config: &RemoteConfig) -> Result<reqwest::Client, Stri
     client::pool(config).map_err(|e| e.to_string())
 }
 
+/// Refreshes the link's OAuth access token a minute before it expires, and sends the new one
+/// from then on: a live session never meets an expired token (as long as the refresh token
+/// holds).
+async fn keep_fresh(shared: Arc<Shared>, config: RemoteConfig) {
+    let Some(oauth) = config.oauth.as_deref() else {
+        return;
+    };
+    loop {
+        let Some(wait) = crate::oauth::refresh_wait(&oauth.token_file) else {
+            return;
+        };
+        tokio::select! {
+            () = shared.stop.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+        match crate::oauth::refresh_if_due(&shared.client, &oauth.token_file, false).await {
+            Ok(true) => match client::headers(&config) {
+                Ok(headers) => {
+                    shared.headers.store(Arc::new(headers));
+                    tracing::info!(upstream = %shared.upstream, "Refreshed its OAuth access token.");
+                }
+                Err(e) => {
+                    tracing::warn!(upstream = %shared.upstream, error = %e, "Cannot use its refreshed OAuth token.")
+                }
+            },
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(upstream = %shared.upstream, error = %e, "Refreshing its OAuth access token failed; it will need `mcpmux login` once the token expires.");
+                return;
+            }
+        }
+    }
+}
+
 /// Opens a remote link (nothing is sent until the connection's first message, `initialize`).
 pub(super) async fn open(
     config: &RemoteConfig,
@@ -195,7 +236,7 @@ pub(super) async fn open(
         upstream: upstream.to_owned(),
         client,
         url: config.url.clone(),
-        headers,
+        headers: ArcSwap::from_pointee(headers),
         max_message_bytes: limits.max_message_bytes,
         limits,
         diagnostics,
@@ -210,6 +251,9 @@ pub(super) async fn open(
     };
     shared.set_mode(mode);
     tokio::spawn(write_loop(Arc::clone(&shared), outgoing_rx));
+    if config.oauth.is_some() {
+        tokio::spawn(keep_fresh(Arc::clone(&shared), config.clone()));
+    }
     let incoming = futures_util::stream::unfold(incoming_rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });

@@ -20,6 +20,7 @@
 //! - `down-while=PATH`: every request answered HTTP 503 while PATH exists (a 5xx storm).
 
 mod legacy;
+mod oauth;
 mod streamable;
 
 use std::collections::HashMap;
@@ -106,12 +107,18 @@ struct App {
     fault_tool: Option<String>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     next_session: AtomicU64,
+    /// `--oauth-token-ttl`: `/mcp` wants an access token from this authorization server.
+    oauth: Option<Arc<oauth::Authority>>,
 }
 
 /// Serves `args` (its `--http` address, faults and record file) until the process exits.
 pub(crate) async fn serve(args: Args, record: Option<std::fs::File>) {
     let addr = args.http.clone().unwrap_or_default();
+    let authority = args
+        .oauth_token_ttl
+        .map(|ttl| Arc::new(oauth::Authority::new(ttl, args.oauth_revoke_while.clone())));
     let app = Arc::new(App {
+        oauth: authority.clone(),
         faults: args.http_fault.clone(),
         fault_tool: args.http_fault_tool.clone(),
         args,
@@ -130,6 +137,25 @@ pub(crate) async fn serve(args: Args, record: Option<std::fs::File>) {
         .route("/messages", post(legacy::on_post))
         .route("/sessions", get(on_sessions))
         .with_state(app);
+    let router = match authority {
+        None => router,
+        Some(authority) => router.merge(
+            Router::new()
+                .route(
+                    "/.well-known/oauth-protected-resource/mcp",
+                    get(oauth::resource_metadata),
+                )
+                .route(
+                    "/.well-known/oauth-authorization-server",
+                    get(oauth::server_metadata),
+                )
+                .route("/register", post(oauth::register))
+                .route("/authorize", get(oauth::authorize))
+                .route("/token", post(oauth::token))
+                .route("/oauth-stats", get(oauth::stats))
+                .with_state(authority),
+        ),
+    };
     let listener = match tokio::net::TcpListener::bind(&addr).await {
         Ok(listener) => listener,
         Err(e) => {
@@ -172,6 +198,12 @@ async fn on_sessions(State(app): State<Arc<App>>) -> Response {
 }
 
 impl App {
+    /// The 401 for a `/mcp` request without a live access token (with `--oauth-token-ttl`).
+    fn refuses(&self, headers: &axum::http::HeaderMap) -> Option<Response> {
+        let authority = self.oauth.as_ref()?;
+        (!authority.admits(headers)).then(|| authority.challenge(&oauth::origin(headers)))
+    }
+
     /// A new session of `kind` with a server of its own; its id.
     fn open_session(&self, kind: Kind) -> (String, Arc<Session>) {
         let id = format!(

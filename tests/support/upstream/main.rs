@@ -170,6 +170,13 @@ struct Args {
     /// down-while=PATH. Repeatable.
     #[arg(long, value_name = "FAULT")]
     http_fault: Vec<http::HttpFault>,
+    /// With `--http`: protect `/mcp` with OAuth, this process being its authorization server
+    /// too (see `http/oauth.rs`); access tokens live SECS seconds.
+    #[arg(long, value_name = "SECS")]
+    oauth_token_ttl: Option<u64>,
+    /// With `--oauth-token-ttl`: refuse refresh tokens while PATH exists.
+    #[arg(long, value_name = "PATH")]
+    oauth_revoke_while: Option<PathBuf>,
     /// Apply the `tools/call` faults of `--http-fault` to calls of this tool only.
     #[arg(long, value_name = "NAME")]
     http_fault_tool: Option<String>,

@@ -35,7 +35,7 @@ async fn open_stream(shared: &Arc<Shared>) -> Result<url::Url, StartError> {
     let response = shared
         .client
         .get(shared.url.clone())
-        .headers(shared.headers.clone())
+        .headers(shared.headers())
         .header(ACCEPT, "text/event-stream")
         .send()
         .await
@@ -117,7 +117,7 @@ pub(super) async fn post(shared: &Arc<Shared>, endpoint: &url::Url, message: Out
     let request = shared
         .client
         .post(endpoint.clone())
-        .headers(shared.headers.clone())
+        .headers(shared.headers())
         .header(CONTENT_TYPE, "application/json")
         .body(message.text.clone());
     let response = tokio::select! {

@@ -85,7 +85,7 @@ pub(super) async fn post(
     let mut request = shared
         .client
         .post(shared.url.clone())
-        .headers(shared.headers.clone())
+        .headers(shared.headers())
         .header(ACCEPT, "application/json, text/event-stream")
         .header(CONTENT_TYPE, "application/json");
     if let Some(id) = session.id() {
@@ -416,7 +416,7 @@ async fn get(
     let mut request = shared
         .client
         .get(shared.url.clone())
-        .headers(shared.headers.clone())
+        .headers(shared.headers())
         .header(ACCEPT, "text/event-stream");
     if let Some(id) = session.id() {
         request = request.header(SESSION_HEADER, id);
@@ -438,7 +438,7 @@ pub(super) async fn end(shared: &Shared, session: &Session) {
     let mut request = shared
         .client
         .delete(shared.url.clone())
-        .headers(shared.headers.clone())
+        .headers(shared.headers())
         .header(SESSION_HEADER, id);
     if let Some(version) = session.version() {
         request = request.header(VERSION_HEADER, version);

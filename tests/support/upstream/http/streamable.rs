@@ -28,6 +28,9 @@ pub(super) async fn on_post(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(refused) = app.refuses(&headers) {
+        return refused;
+    }
     if app.down() {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "down (injected fault)");
     }
@@ -99,6 +102,9 @@ pub(super) async fn on_post(
 
 /// The standalone stream of the session named by the request, replacing an earlier one.
 pub(super) async fn on_get(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = app.refuses(&headers) {
+        return refused;
+    }
     if app.down() {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "down (injected fault)");
     }

@@ -1,0 +1,210 @@
+//! `--oauth-token-ttl SECS`: the HTTP mode as an OAuth-protected MCP server with its own
+//! authorization server, for sign-in tests. Every `/mcp` request needs a valid access token, else
+//! 401 with a challenge naming the resource metadata. Served beside it: the Protected Resource
+//! Metadata, the authorization server metadata (PKCE S256, dynamic registration, public
+//! clients), `/register`, `/authorize` (no person: it redirects at once with a code), `/token`
+//! (the code with its PKCE verifier, or a refresh token; access tokens live SECS seconds, refresh
+//! tokens rotate), and `GET /oauth-stats` (how many tokens were issued by each grant). While the
+//! `--oauth-revoke-while PATH` file exists, refresh tokens are refused (`invalid_grant`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use sha2::Digest;
+
+/// The authorization server's state.
+pub(crate) struct Authority {
+    ttl: Duration,
+    revoke_while: Option<PathBuf>,
+    next: AtomicU64,
+    /// Access tokens and when they expire.
+    access: Mutex<HashMap<String, Instant>>,
+    /// Valid refresh tokens.
+    refresh: Mutex<Vec<String>>,
+    /// Codes issued by `/authorize` and their PKCE challenges.
+    codes: Mutex<HashMap<String, String>>,
+    by_code: AtomicU64,
+    by_refresh: AtomicU64,
+}
+
+impl Authority {
+    pub(crate) fn new(ttl_secs: u64, revoke_while: Option<PathBuf>) -> Self {
+        Self {
+            ttl: Duration::from_secs(ttl_secs),
+            revoke_while,
+            next: AtomicU64::new(1),
+            access: Mutex::default(),
+            refresh: Mutex::default(),
+            codes: Mutex::default(),
+            by_code: AtomicU64::new(0),
+            by_refresh: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether `headers` carry a live access token.
+    pub(crate) fn admits(&self, headers: &HeaderMap) -> bool {
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let access = self.access.lock().unwrap_or_else(|p| p.into_inner());
+        token.is_some_and(|t| access.get(t).is_some_and(|until| Instant::now() < *until))
+    }
+
+    /// The 401 for a request without a live token.
+    pub(crate) fn challenge(&self, origin: &str) -> Response {
+        let value = format!(
+            "Bearer error=\"invalid_token\", resource_metadata=\"{origin}/.well-known/oauth-protected-resource/mcp\""
+        );
+        (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, value)],
+            "a valid access token is needed",
+        )
+            .into_response()
+    }
+
+    fn issue(&self) -> serde_json::Value {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let access = format!("mcpmux-test-access-{n}");
+        let refresh = format!("mcpmux-test-refresh-{n}");
+        let until = Instant::now() + self.ttl;
+        if let Ok(mut map) = self.access.lock() {
+            map.insert(access.clone(), until);
+        }
+        if let Ok(mut list) = self.refresh.lock() {
+            list.push(refresh.clone());
+        }
+        serde_json::json!({"access_token": access, "token_type": "Bearer",
+            "expires_in": self.ttl.as_secs(), "refresh_token": refresh})
+    }
+}
+
+/// The origin requests name in their `Host` header.
+pub(crate) fn origin(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("127.0.0.1");
+    format!("http://{host}")
+}
+
+pub(crate) async fn resource_metadata(headers: HeaderMap) -> Response {
+    let origin = origin(&headers);
+    axum::Json(serde_json::json!({
+        "resource": format!("{origin}/mcp"),
+        "authorization_servers": [origin],
+    }))
+    .into_response()
+}
+
+pub(crate) async fn server_metadata(headers: HeaderMap) -> Response {
+    let origin = origin(&headers);
+    axum::Json(serde_json::json!({
+        "issuer": origin,
+        "authorization_endpoint": format!("{origin}/authorize"),
+        "token_endpoint": format!("{origin}/token"),
+        "registration_endpoint": format!("{origin}/register"),
+        "response_types_supported": ["code"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["none"],
+    }))
+    .into_response()
+}
+
+pub(crate) async fn register() -> Response {
+    (
+        StatusCode::CREATED,
+        axum::Json(serde_json::json!({"client_id": "mcpmux-test-client",
+            "token_endpoint_auth_method": "none"})),
+    )
+        .into_response()
+}
+
+pub(crate) async fn authorize(
+    State(authority): State<std::sync::Arc<Authority>>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let (Some(redirect), Some(challenge)) =
+        (query.get("redirect_uri"), query.get("code_challenge"))
+    else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "redirect_uri and code_challenge are needed",
+        )
+            .into_response();
+    };
+    let code = format!("code-{}", authority.next.fetch_add(1, Ordering::Relaxed));
+    if let Ok(mut codes) = authority.codes.lock() {
+        codes.insert(code.clone(), challenge.clone());
+    }
+    let state = query.get("state").cloned().unwrap_or_default();
+    let location = format!("{redirect}?code={code}&state={state}");
+    (StatusCode::FOUND, [(header::LOCATION, location)]).into_response()
+}
+
+pub(crate) async fn token(
+    State(authority): State<std::sync::Arc<Authority>>,
+    body: Bytes,
+) -> Response {
+    let form: HashMap<String, String> = url::form_urlencoded::parse(&body).into_owned().collect();
+    let refuse = |error: &str| {
+        (
+            StatusCode::BAD_REQUEST,
+            axum::Json(serde_json::json!({"error": error})),
+        )
+            .into_response()
+    };
+    match form.get("grant_type").map(String::as_str) {
+        Some("authorization_code") => {
+            let challenge = form
+                .get("code")
+                .and_then(|c| authority.codes.lock().ok()?.remove(c));
+            let verifier = form
+                .get("code_verifier")
+                .map(String::as_str)
+                .unwrap_or_default();
+            let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .encode(sha2::Sha256::digest(verifier.as_bytes()));
+            if challenge.as_deref() != Some(computed.as_str()) {
+                return refuse("invalid_grant");
+            }
+            authority.by_code.fetch_add(1, Ordering::Relaxed);
+            axum::Json(authority.issue()).into_response()
+        }
+        Some("refresh_token") => {
+            if authority.revoke_while.as_ref().is_some_and(|p| p.exists()) {
+                return refuse("invalid_grant");
+            }
+            let given = form.get("refresh_token").cloned().unwrap_or_default();
+            let known = authority.refresh.lock().is_ok_and(|mut list| {
+                let before = list.len();
+                list.retain(|r| *r != given);
+                list.len() < before
+            });
+            if !known {
+                return refuse("invalid_grant");
+            }
+            authority.by_refresh.fetch_add(1, Ordering::Relaxed);
+            axum::Json(authority.issue()).into_response()
+        }
+        _ => refuse("unsupported_grant_type"),
+    }
+}
+
+pub(crate) async fn stats(State(authority): State<std::sync::Arc<Authority>>) -> Response {
+    axum::Json(serde_json::json!({
+        "authorization_code": authority.by_code.load(Ordering::Relaxed),
+        "refresh_token": authority.by_refresh.load(Ordering::Relaxed),
+    }))
+    .into_response()
+}
