@@ -26,6 +26,6 @@ pub use model::{
 };
 pub use policy::Policy;
 pub use transport::{
-    DEFAULT_CONNECT_TIMEOUT, OAuthConfig, OAuthGrant, RemoteConfig, RemoteKind, StdioConfig,
-    TokenSource, Transport,
+    DEFAULT_CONNECT_TIMEOUT, OAuthConfig, OAuthGrant, PrivateKey, RemoteConfig, RemoteKind,
+    SIGNING_ALGORITHMS, StdioConfig, TokenSource, Transport,
 };

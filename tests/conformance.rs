@@ -150,7 +150,8 @@ fn run_client_suite(selector: &[&str]) -> Vec<(String, bool)> {
 }
 
 /// The client auth scenarios (`--suite auth` and `--suite backcompat`, and the client
-/// credentials grant with a client secret): every one passes with mcpmux as the client.
+/// credentials grant with a client secret and with a signed assertion): every one passes with
+/// mcpmux as the client.
 #[test]
 fn mcpmux_signs_in_as_every_client_auth_scenario_asks() {
     let mut results = Vec::new();
@@ -158,6 +159,7 @@ fn mcpmux_signs_in_as_every_client_auth_scenario_asks() {
         &["--suite", "auth"][..],
         &["--suite", "backcompat"][..],
         &["--scenario", "auth/client-credentials-basic"][..],
+        &["--scenario", "auth/client-credentials-jwt"][..],
     ] {
         results.extend(run_client_suite(selector));
     }

@@ -289,4 +289,64 @@ mod tests {
             assert!(e.contains(key), "{text}: {e}");
         }
     }
+
+    #[test]
+    fn remote_upstreams_sign_in_with_oauth_unless_a_token_is_configured() {
+        let c = load_text(
+            "o.toml",
+            "state_dir = \"st\"\n[upstreams.gh]\nurl = \"https://api.example.com/mcp\"\n\
+             [upstreams.gh.oauth]\nclient_id = \"mcpmux\"\nclient_secret_env = \"GH_SECRET\"\n\
+             redirect_port = 8976\n[upstreams.plain]\nurl = \"https://other.example.com/mcp\"\n\
+             [upstreams.tok]\nurl = \"https://t.example.com/mcp\"\nbearer_token_env = \"T\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let oauth = |name: &str| match &c
+            .upstreams
+            .iter()
+            .find(|u| u.name == name)
+            .map(|u| &u.transport)
+        {
+            Some(Transport::Remote(r)) => r.oauth.clone(),
+            other => panic!("{name}: {other:?}"),
+        };
+        let gh = oauth("gh").unwrap_or_else(|| panic!("gh signs in"));
+        assert_eq!(gh.client_id.as_deref(), Some("mcpmux"));
+        assert_eq!(gh.client_secret, Some(TokenSource::Env("GH_SECRET".into())));
+        assert_eq!(gh.redirect_port, 8976);
+        assert!(
+            gh.token_file.ends_with("st/oauth/gh.json"),
+            "{}",
+            gh.token_file.display()
+        );
+        let plain = oauth("plain").unwrap_or_else(|| panic!("plain signs in"));
+        assert_eq!(plain.client_id, None);
+        assert!(plain.token_file.ends_with("st/oauth/plain.json"));
+        assert_eq!(oauth("tok"), None);
+        for (text, key) in [
+            ("client_secret_env = \"S\"", "upstreams.u.oauth.client_id"),
+            (
+                "grant = \"client_credentials\"\nclient_id = \"a\"",
+                "upstreams.u.oauth.grant",
+            ),
+            (
+                "client_id_metadata_url = \"http://e.com/m.json\"",
+                "upstreams.u.oauth.client_id_metadata_url",
+            ),
+            (
+                "signing_algorithm = \"ES256\"",
+                "upstreams.u.oauth.signing_algorithm",
+            ),
+        ] {
+            let e = load_text(
+                "oauth-refused.toml",
+                &format!(
+                    "[upstreams.u]\nurl = \"https://e.com/mcp\"\n[upstreams.u.oauth]\n{text}\n"
+                ),
+            )
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+            assert!(e.contains(key), "{text}: {e}");
+        }
+    }
 }

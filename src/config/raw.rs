@@ -140,6 +140,8 @@ pub(super) struct RawOAuth {
     pub client_id: Option<String>,
     pub client_secret_env: Option<String>,
     pub client_secret_file: Option<PathBuf>,
+    pub private_key_file: Option<PathBuf>,
+    pub signing_algorithm: Option<String>,
     pub client_id_metadata_url: Option<String>,
     pub grant: Option<OAuthGrant>,
     pub redirect_port: Option<u16>,

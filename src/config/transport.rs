@@ -54,6 +54,8 @@ pub struct OAuthConfig {
     pub client_id: Option<String>,
     /// That client's secret, from a variable or a file (never in the config itself).
     pub client_secret: Option<TokenSource>,
+    /// Or that client's private key, to authenticate with a signed assertion (`private_key_jwt`).
+    pub private_key: Option<PrivateKey>,
     /// The URL of mcpmux's Client ID Metadata Document, used as its `client_id` where accepted.
     pub client_id_metadata_url: Option<String>,
     pub grant: OAuthGrant,
@@ -62,6 +64,20 @@ pub struct OAuthConfig {
     /// Where the tokens are kept: `<state dir>/oauth/NAME.json`.
     pub token_file: PathBuf,
 }
+
+/// A client's private key for `private_key_jwt` (RFC 7523): a PEM file and the JWS algorithm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrivateKey {
+    pub file: PathBuf,
+    /// `ES256` (the default), `ES384`, `RS256`, `RS384`, `RS512`, `PS256`, `PS384`, `PS512` or
+    /// `EdDSA`.
+    pub algorithm: String,
+}
+
+/// The JWS algorithms a [`PrivateKey`] may sign with.
+pub const SIGNING_ALGORITHMS: [&str; 9] = [
+    "ES256", "ES384", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA",
+];
 
 /// Which OAuth grant gets the tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]

@@ -16,6 +16,18 @@ pub struct ClientIdentity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
     pub auth: AuthMethod,
+    /// For `private_key_jwt`: what the assertion is signed with and addressed to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assertion: Option<Assertion>,
+}
+
+/// How a `private_key_jwt` client assertion is made: the key (read when signing, never stored
+/// here), its algorithm, and the authorization server it is addressed to (`aud`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assertion {
+    pub key_file: std::path::PathBuf,
+    pub algorithm: String,
+    pub audience: String,
 }
 
 impl std::fmt::Debug for ClientIdentity {
@@ -34,6 +46,7 @@ pub enum AuthMethod {
     None,
     ClientSecretBasic,
     ClientSecretPost,
+    PrivateKeyJwt,
 }
 
 impl AuthMethod {
@@ -42,6 +55,7 @@ impl AuthMethod {
             Self::None => "none",
             Self::ClientSecretBasic => "client_secret_basic",
             Self::ClientSecretPost => "client_secret_post",
+            Self::PrivateKeyJwt => "private_key_jwt",
         }
     }
 
@@ -52,14 +66,28 @@ impl AuthMethod {
     }
 }
 
-/// The configured client, if any: its id and secret, authenticating as the server prefers.
+/// The configured client, if any: its id and secret (authenticating as the server prefers)
+/// or its private key (signed assertions addressed to `issuer`).
 pub fn configured(
     oauth: &OAuthConfig,
     metadata: &AuthServerMetadata,
+    issuer: &str,
 ) -> Result<Option<ClientIdentity>, OAuthError> {
     let Some(client_id) = &oauth.client_id else {
         return Ok(None);
     };
+    if let Some(key) = &oauth.private_key {
+        return Ok(Some(ClientIdentity {
+            client_id: client_id.clone(),
+            client_secret: None,
+            auth: AuthMethod::PrivateKeyJwt,
+            assertion: Some(Assertion {
+                key_file: key.file.clone(),
+                algorithm: key.algorithm.clone(),
+                audience: metadata.issuer.clone().unwrap_or_else(|| issuer.to_owned()),
+            }),
+        }));
+    }
     let secret = oauth
         .client_secret
         .as_ref()
@@ -89,6 +117,7 @@ pub fn configured(
         client_id: client_id.clone(),
         client_secret: secret,
         auth,
+        assertion: None,
     }))
 }
 
@@ -100,7 +129,7 @@ pub async fn identify(
     issuer: &Url,
     redirect_uri: &str,
 ) -> Result<ClientIdentity, OAuthError> {
-    if let Some(client) = configured(oauth, metadata)? {
+    if let Some(client) = configured(oauth, metadata, issuer.as_str())? {
         return Ok(client);
     }
     if let (true, Some(url)) = (
@@ -111,6 +140,7 @@ pub async fn identify(
             client_id: url.clone(),
             client_secret: None,
             auth: AuthMethod::None,
+            assertion: None,
         });
     }
     let Some(endpoint) = &metadata.registration_endpoint else {
@@ -190,5 +220,6 @@ async fn register(
         client_id: registered.client_id,
         client_secret: registered.client_secret,
         auth,
+        assertion: None,
     })
 }

@@ -24,6 +24,7 @@ pub struct Discovered {
 /// The authorization server metadata fields sign-in reads.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct AuthServerMetadata {
+    pub issuer: Option<String>,
     pub authorization_endpoint: Option<String>,
     pub token_endpoint: Option<String>,
     pub registration_endpoint: Option<String>,

@@ -58,8 +58,9 @@ impl Login {
         let scope = self.scope(&challenge, &found);
         let (done, finished) = oneshot::channel();
         if self.oauth.grant == OAuthGrant::ClientCredentials {
-            let client = client::configured(&self.oauth, &found.metadata)?.ok_or_else(|| {
-                OAuthError::new("the client credentials grant needs client_id and a client secret")
+            let issuer = found.issuer.as_str().trim_end_matches('/');
+            let client = client::configured(&self.oauth, &found.metadata, issuer)?.ok_or_else(|| {
+                OAuthError::new("the client credentials grant needs client_id and a client secret or private key")
             })?;
             let grant = Grant {
                 token_endpoint: &token_endpoint,

@@ -116,6 +116,7 @@ mod tests {
                 client_id: "id".into(),
                 client_secret: Some("secret-client".into()),
                 auth: AuthMethod::ClientSecretBasic,
+                assertion: None,
             },
         };
         tokens.write(&path).unwrap_or_else(|e| panic!("{e}"));

@@ -111,6 +111,50 @@ pub struct Grant<'a> {
 }
 
 impl Grant<'_> {
+    /// A client assertion (RFC 7523 §2.2) for this request, signed with the client's key.
+    fn assertion(&self) -> Result<String, OAuthError> {
+        let Some(assertion) = &self.client.assertion else {
+            return Err(OAuthError::new("private_key_jwt without a key"));
+        };
+        let pem = std::fs::read(&assertion.key_file).map_err(|e| {
+            OAuthError::new(format!(
+                "cannot read the private key {}: {e}",
+                assertion.key_file.display()
+            ))
+        })?;
+        let algorithm: jsonwebtoken::Algorithm = assertion.algorithm.parse().map_err(|_| {
+            OAuthError::new(format!(
+                "`{}` is not a signing algorithm",
+                assertion.algorithm
+            ))
+        })?;
+        let key = match algorithm {
+            jsonwebtoken::Algorithm::ES256 | jsonwebtoken::Algorithm::ES384 => {
+                jsonwebtoken::EncodingKey::from_ec_pem(&pem)
+            }
+            jsonwebtoken::Algorithm::EdDSA => jsonwebtoken::EncodingKey::from_ed_pem(&pem),
+            _ => jsonwebtoken::EncodingKey::from_rsa_pem(&pem),
+        }
+        .map_err(|e| {
+            OAuthError::new(format!(
+                "the private key {} is not a PEM {} key: {e}",
+                assertion.key_file.display(),
+                assertion.algorithm
+            ))
+        })?;
+        let now = now();
+        let claims = serde_json::json!({
+            "iss": self.client.client_id,
+            "sub": self.client.client_id,
+            "aud": assertion.audience,
+            "iat": now,
+            "exp": now + 300,
+            "jti": random_text(16),
+        });
+        jsonwebtoken::encode(&jsonwebtoken::Header::new(algorithm), &claims, &key)
+            .map_err(|e| OAuthError::new(format!("cannot sign the client assertion: {e}")))
+    }
+
     /// POSTs the grant `form` and returns the tokens it answered.
     pub async fn request(
         &self,
@@ -135,6 +179,14 @@ impl Grant<'_> {
                 ));
             }
             AuthMethod::None => form.push(("client_id", self.client.client_id.clone())),
+            AuthMethod::PrivateKeyJwt => {
+                form.push(("client_id", self.client.client_id.clone()));
+                form.push((
+                    "client_assertion_type",
+                    "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".to_owned(),
+                ));
+                form.push(("client_assertion", self.assertion()?));
+            }
         }
         let endpoint = self.token_endpoint;
         let response = request

@@ -51,6 +51,12 @@ def config(url, context, state):
     if "client_secret" in context:
         lines.append('client_secret_env = "MCPMUX_CONFORMANCE_CLIENT_SECRET"')
         env["MCPMUX_CONFORMANCE_CLIENT_SECRET"] = context["client_secret"]
+    if "private_key_pem" in context:
+        key = state / "client-key.pem"
+        key.write_text(context["private_key_pem"])
+        key.chmod(0o600)
+        lines.append(f"private_key_file = {json.dumps(str(key))}")
+        lines.append(f"signing_algorithm = {json.dumps(context.get('signing_algorithm', 'ES256'))}")
     if context.get("name", "").startswith("auth/client-credentials"):
         lines.append('grant = "client_credentials"')
     path = state / "mcpmux.toml"

@@ -9,8 +9,8 @@ use super::super::error::ConfigError;
 use super::super::model::DEFAULT_INHERITED_ENV;
 use super::super::raw::{RawOAuth, RawUpstream};
 use super::super::transport::{
-    DEFAULT_CONNECT_TIMEOUT, OAuthConfig, OAuthGrant, RemoteConfig, StdioConfig, TokenSource,
-    Transport,
+    DEFAULT_CONNECT_TIMEOUT, OAuthConfig, OAuthGrant, PrivateKey, RemoteConfig, SIGNING_ALGORITHMS,
+    StdioConfig, TokenSource, Transport,
 };
 use super::resolve;
 
@@ -208,11 +208,47 @@ fn oauth(
         (None, Some(path)) => Some(TokenSource::File(resolve(base_dir, path))),
         (None, None) => None,
     };
-    if client_secret.is_some() && raw.client_id.is_none() {
+    let private_key = match (raw.private_key_file, raw.signing_algorithm) {
+        (None, None) => None,
+        (None, Some(_)) => {
+            return Err(ConfigError::invalid(
+                file,
+                key("signing_algorithm"),
+                "set without private_key_file",
+                "name the PEM private key to sign with: private_key_file = \"…\"",
+            ));
+        }
+        (Some(path), algorithm) => {
+            let algorithm = algorithm.unwrap_or_else(|| "ES256".to_owned());
+            if !SIGNING_ALGORITHMS.contains(&algorithm.as_str()) {
+                return Err(ConfigError::invalid(
+                    file,
+                    key("signing_algorithm"),
+                    format!("`{algorithm}` is not a signing algorithm mcpmux knows"),
+                    format!("use one of {}", SIGNING_ALGORITHMS.join(", ")),
+                ));
+            }
+            let path = resolve(base_dir, path);
+            readable(file, key("private_key_file"), &path)?;
+            Some(PrivateKey {
+                file: path,
+                algorithm,
+            })
+        }
+    };
+    if client_secret.is_some() && private_key.is_some() {
+        return Err(ConfigError::invalid(
+            file,
+            key("private_key_file"),
+            "set together with a client secret",
+            "authenticate one way: keep the client secret or the private key",
+        ));
+    }
+    if (client_secret.is_some() || private_key.is_some()) && raw.client_id.is_none() {
         return Err(ConfigError::invalid(
             file,
             key("client_id"),
-            "missing, though a client secret is set",
+            "missing, though a client secret or private key is set",
             "set the client_id the authorization server registered mcpmux under",
         ));
     }
@@ -227,17 +263,18 @@ fn oauth(
         }
     }
     let grant = raw.grant.unwrap_or_default();
-    if grant == OAuthGrant::ClientCredentials && client_secret.is_none() {
+    if grant == OAuthGrant::ClientCredentials && client_secret.is_none() && private_key.is_none() {
         return Err(ConfigError::invalid(
             file,
             key("grant"),
-            "client_credentials without a client secret",
-            "set client_id and client_secret_env (or client_secret_file) for the client credentials grant",
+            "client_credentials without a client secret or private key",
+            "set client_id and client_secret_env (or client_secret_file, or private_key_file) for the client credentials grant",
         ));
     }
     Ok(OAuthConfig {
         client_id: raw.client_id,
         client_secret,
+        private_key,
         client_id_metadata_url: raw.client_id_metadata_url,
         grant,
         redirect_port: raw.redirect_port.unwrap_or(0),
