@@ -235,6 +235,12 @@ fn prefers_event_stream(headers: &HeaderMap) -> bool {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
         return false;
     };
+    // What the SDKs send: JSON first, without a q-value, so it ranks first.
+    if let Some(rest) = accept.strip_prefix("application/json") {
+        if rest.is_empty() || rest.starts_with(',') {
+            return false;
+        }
+    }
     let mut best: Option<(f32, bool)> = None;
     for range in accept.split(',') {
         let mut parts = range.split(';');

@@ -272,8 +272,8 @@ impl App {
 /// Hands each later message of a session's server to the stream it belongs to, until the
 /// session is gone. Legacy: its one stream. Streamable HTTP: an answer to the POST of its
 /// request; a progress notification to the POST that carried its token; a request of the
-/// server's to the oldest waiting POST (the call that caused it, in the tests' use), else the
-/// GET stream; any other notification to the GET stream, else the oldest waiting POST. A
+/// server's (or its cancellation) to the oldest waiting POST (the call that caused it, in the
+/// tests' use), else the GET stream; any other notification to the GET stream, else the oldest waiting POST. A
 /// message with nowhere to go is dropped, as the transport allows.
 fn route(rx: &mpsc::Receiver<Out>, session: &Weak<Session>) {
     while let Ok(out) = rx.recv() {
@@ -293,7 +293,10 @@ fn route(rx: &mpsc::Receiver<Out>, session: &Weak<Session>) {
             continue;
         }
         let parsed: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        let is_request = parsed.get("method").is_some() && parsed.get("id").is_some();
+        let method = parsed.get("method").and_then(Value::as_str);
+        // Requests, and the cancellation of one, belong to the call that caused them.
+        let is_request = (method.is_some() && parsed.get("id").is_some())
+            || method == Some("notifications/cancelled");
         let answer_to = (parsed.get("method").is_none())
             .then(|| parsed.get("id").map(Value::to_string))
             .flatten();
