@@ -66,9 +66,12 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
                 text("tools"),
                 text("restarts"),
                 text("in_flight"),
+                // A ready upstream's last HTTP error is history (the remote table keeps it).
                 u["last_error"]
                     .as_str()
-                    .or(u["last_http_error"].as_str())
+                    .or(u["last_http_error"]
+                        .as_str()
+                        .filter(|_| u["state"] != "ready"))
                     .unwrap_or("")
                     .chars()
                     .take(90)
