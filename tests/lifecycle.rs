@@ -134,6 +134,32 @@ async fn stopping_the_daemon_leaves_no_process_behind() {
     );
 }
 
+/// A daemon killed with SIGKILL cannot stop anything; its upstreams die with it anyway (the
+/// parent-death signal), even one that ignores the end of its stdin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstreams_die_with_a_daemon_killed_outright() {
+    let daemon = Daemon::start(&format!(
+        "{}{}",
+        test_upstream("stubborn", &["--ignore-stdin-eof"]),
+        test_upstream("plain", &[])
+    ));
+    let client = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&client, |n| {
+            n.iter().any(|t| t.starts_with("stubborn__"))
+                && n.iter().any(|t| t.starts_with("plain__"))
+        })
+        .await;
+    let children = descendants(daemon.pid());
+    assert_eq!(children.len(), 2, "{children:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(daemon.pid()).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert_all_gone(&children, "after the daemon was killed with SIGKILL").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_mid_call_fails_that_call_only_and_the_upstream_comes_back() {
     let daemon = Daemon::start(&format!(

@@ -84,6 +84,7 @@ fn spawn(config: &StdioConfig) -> Result<Child, String> {
     if let Some(cwd) = &config.cwd {
         cmd.current_dir(cwd);
     }
+    die_with_mcpmux(&mut cmd);
     cmd.spawn().map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound if config.cwd.as_ref().is_some_and(|d| !d.is_dir()) => {
             format!(
@@ -104,6 +105,29 @@ fn spawn(config: &StdioConfig) -> Result<Child, String> {
         }
         _ => format!("cannot start `{}`: {e}", config.command),
     })
+}
+
+/// Makes the child get SIGKILL when mcpmux dies, however it dies (`kill -9` included): an
+/// upstream that ignores the end of its stdin must not outlive the daemon. (An orderly stop
+/// still kills the whole process group.) Linux delivers the signal when the thread that spawned
+/// the child ends; that is a runtime worker thread, which lives as long as the daemon.
+#[allow(unsafe_code)]
+fn die_with_mcpmux(cmd: &mut Command) {
+    let parent = nix::unistd::getpid();
+    let set = move || -> std::io::Result<()> {
+        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+        // mcpmux died between fork and prctl: the signal would never come. (No allocation
+        // here: this runs between fork and exec.)
+        if nix::unistd::getppid() != parent {
+            return Err(nix::errno::Errno::ESRCH.into());
+        }
+        Ok(())
+    };
+    // SAFETY: the closure runs in the forked child before exec and only makes two system calls
+    // (prctl, getppid), which are async-signal-safe; it allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(set);
+    }
 }
 
 /// The child's stdout as messages, ending with why: the exit status when the child ended (also

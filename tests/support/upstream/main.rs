@@ -142,6 +142,9 @@ struct Args {
     /// Print a line to stderr and exit with status 4 at start while PATH exists.
     #[arg(long, value_name = "PATH")]
     crash_file: Option<PathBuf>,
+    /// Keep running after stdin ends (a server that ignores EOF; only a signal stops it).
+    #[arg(long)]
+    ignore_stdin_eof: bool,
     /// Spawn `sleep 3600` at start (inheriting stdio) and print its pid to stderr.
     #[arg(long)]
     spawn_grandchild: bool,
@@ -267,6 +270,7 @@ async fn main() {
     let code = loop {
         buf.clear();
         match stdin.read_until(b'\n', &mut buf).await {
+            Ok(0) if args.ignore_stdin_eof => std::future::pending::<()>().await,
             Ok(0) => break 0, // EOF: exit cleanly.
             Ok(_) => {}
             Err(e) => {
