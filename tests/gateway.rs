@@ -1,5 +1,6 @@
 //! The gateway against our controllable upstreams: namespacing, routing, pass-through of unknown
-//! fields in both directions, pagination of large catalogs, cursor integrity, HTTP guards.
+//! fields in both directions, pagination of large catalogs, cursor integrity, HTTP guards (origins,
+//! versions, sessions, what a host's `Accept` lets it read).
 
 #![allow(clippy::unwrap_used)]
 
@@ -221,7 +222,7 @@ async fn paginates_a_large_catalog_exactly_once_in_order_and_reads_paginating_up
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_guards_sessions_origins_and_versions() {
-    let daemon = Daemon::start(&test_upstream("alpha", &[]));
+    let daemon = Daemon::start(&test_upstream("alpha", &["--protocol-tools"]));
     let client = Client::connect(&daemon.url).await;
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
 
@@ -242,6 +243,7 @@ async fn http_guards_sessions_origins_and_versions() {
     let no_session = http
         .post(&daemon.url)
         .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
         .body(ping.clone())
         .send()
         .await
@@ -250,6 +252,7 @@ async fn http_guards_sessions_origins_and_versions() {
     let unknown = http
         .post(&daemon.url)
         .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
         .header("mcp-session-id", "0123")
         .body(ping.clone())
         .send()
@@ -263,6 +266,45 @@ async fn http_guards_sessions_origins_and_versions() {
     assert_eq!(garbage.status(), 400);
     let body: Value = garbage.json().await.unwrap();
     assert_eq!(body["error"]["code"], -32700);
+
+    // What a host cannot read it does not get. A request accepting neither JSON nor event
+    // streams (or saying nothing) is 406 ...
+    let html = client
+        .post_raw(ping.clone(), &[("accept", "text/html")])
+        .await;
+    assert_eq!(html.status(), 406);
+    // (reqwest and curl send `Accept: */*` by default; this request sends no Accept at all.)
+    let silent = post_without_accept(&daemon.url, client.session.as_deref().unwrap(), &ping).await;
+    assert!(silent.starts_with("HTTP/1.1 406"), "{silent}");
+    assert!(silent.contains("Accept"), "{silent}");
+    // ... and one accepting JSON alone gets JSON even when the call produces progress, which
+    // goes to the session's GET stream instead.
+    let mut events = client.events().await;
+    let progress = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "alpha__progress", "arguments": {"steps": 2, "delay_ms": 10},
+                   "_meta": {"progressToken": "p1"}}});
+    let json_only = client
+        .post_raw(progress.to_string(), &[("accept", "application/json")])
+        .await;
+    assert_eq!(json_only.status(), 200);
+    let content_type = json_only.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        content_type.starts_with("application/json"),
+        "{content_type}"
+    );
+    let answer: Value = json_only.json().await.unwrap();
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "done 2 steps",
+        "{answer}"
+    );
+    for step in [1, 2] {
+        let note = events.next().await;
+        assert_eq!(note["method"], "notifications/progress", "{note}");
+        assert_eq!(note["params"]["progress"], step, "{note}");
+    }
 
     // DELETE ends the session; afterwards it is 404 so hosts re-initialize.
     let deleted = http
@@ -387,4 +429,22 @@ async fn an_unprefixed_upstream_keeps_its_names_and_uris() {
         )
         .await;
     assert!(prompt["result"]["messages"].is_array(), "{prompt}");
+}
+
+/// POSTs `body` in session `session` with no `Accept` header at all; the raw response.
+async fn post_without_accept(url: &str, session: &str, body: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let url = reqwest::Url::parse(url).unwrap();
+    let addr = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let request = format!(
+        "POST {} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Mcp-Session-Id: {session}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        url.path(),
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response
 }

@@ -134,11 +134,24 @@ async fn handle_post(
     if let Err(refusal) = check_version(&headers) {
         return refusal.answering(request_id, &headers).into_response();
     }
+    let accepts = Accepts::of(&headers);
+    if request_id.is_some() && !accepts.json && !accepts.stream {
+        let refusal = refuse(
+            StatusCode::NOT_ACCEPTABLE,
+            codes::INVALID_REQUEST,
+            "Not Acceptable: a request's Accept must include application/json and text/event-stream",
+        );
+        return refusal.answering(request_id, &headers).into_response();
+    }
     match message {
         Message::Request { id, method, params } if method == "initialize" => {
             match state.service.initialize(id, params, None).await {
                 Ok((session, line)) => {
-                    let mut response = json_response(line);
+                    let mut response = if accepts.stream_answers() {
+                        Sse::new(futures_util::stream::iter([event(line)])).into_response()
+                    } else {
+                        json_response(line)
+                    };
                     if let Ok(value) = HeaderValue::from_str(&session.id) {
                         response.headers_mut().insert(SESSION_HEADER, value);
                     }
@@ -152,9 +165,8 @@ async fn handle_post(
         }
         Message::Request { id, method, params } => match session_of(&state, &headers) {
             Ok(session) => {
-                let as_stream = prefers_event_stream(&headers);
                 let service = Arc::clone(&state.service);
-                answer(service, session, id, &method, params, as_stream).await
+                answer(service, session, id, &method, params, accepts).await
             }
             Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
         },
@@ -182,17 +194,19 @@ fn accept(service: &HostService, session: &Session, message: Message<'_>) {
 
 /// Answers one request: JSON when the answer comes first (unless the host prefers event
 /// streams), otherwise an event stream carrying what the request produced (progress, server
-/// requests) and then the answer.
+/// requests) and then the answer. A host that accepts no event stream never gets one: what the
+/// request produces goes to its session's GET stream instead, and the answer as JSON.
 async fn answer(
     service: Arc<HostService>,
     session: Arc<Session>,
     id: &RawValue,
     method: &str,
     params: Option<&RawValue>,
-    as_stream: bool,
+    accepts: Accepts,
 ) -> Response {
     let (sink, mut rx) = mpsc::channel(REQUEST_STREAM);
-    let host = HostRequest::new(session, id.to_owned(), Some(sink), params);
+    let sink = accepts.stream.then_some(sink);
+    let host = HostRequest::new(session, id.to_owned(), sink, params);
     let method = method.to_owned();
     let params = params.map(ToOwned::to_owned);
     let mut answer =
@@ -205,7 +219,7 @@ async fn answer(
             while let Ok(message) = rx.try_recv() {
                 early.push(message);
             }
-            if early.is_empty() && !as_stream {
+            if early.is_empty() && !accepts.stream_answers() {
                 return json_response(line);
             }
             early.push(line);
@@ -228,36 +242,68 @@ async fn answer(
     }
 }
 
-/// Whether the host ranks `text/event-stream` above `application/json` in its `Accept` (by
-/// q-value, then by order). The SDKs list JSON first and get JSON whenever the answer comes
-/// first; a host that asks for streams first gets every answer as one.
-fn prefers_event_stream(headers: &HeaderMap) -> bool {
-    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
-    // What the SDKs send: JSON first, without a q-value, so it ranks first.
-    if let Some(rest) = accept.strip_prefix("application/json") {
-        if rest.is_empty() || rest.starts_with(',') {
-            return false;
+/// What a host's `Accept` lets it read as an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Accepts {
+    json: bool,
+    stream: bool,
+    /// It ranks `text/event-stream` above `application/json` (by q-value, then by order).
+    stream_first: bool,
+}
+
+impl Accepts {
+    /// Reads `Accept` (wildcards included, `q=0` excluded). The SDKs' value — JSON first,
+    /// without q-values, then streams — is recognised without parsing it.
+    fn of(headers: &HeaderMap) -> Self {
+        let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+            return Self {
+                json: false,
+                stream: false,
+                stream_first: false,
+            };
+        };
+        if accept == "application/json, text/event-stream" {
+            return Self {
+                json: true,
+                stream: true,
+                stream_first: false,
+            };
+        }
+        let (mut json, mut stream) = (false, false);
+        let mut best: Option<(f32, bool)> = None;
+        for range in accept.split(',') {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+            let q: f32 = parts
+                .find_map(|p| p.trim().strip_prefix("q="))
+                .and_then(|q| q.parse().ok())
+                .unwrap_or(1.0);
+            if q <= 0.0 {
+                continue;
+            }
+            let (is_json, is_stream) = match media.as_str() {
+                "application/json" | "application/*" => (true, false),
+                "text/event-stream" | "text/*" => (false, true),
+                "*/*" => (true, true),
+                _ => continue,
+            };
+            json |= is_json;
+            stream |= is_stream;
+            if best.is_none_or(|(top, _)| q > top) {
+                best = Some((q, !is_json));
+            }
+        }
+        Self {
+            json,
+            stream,
+            stream_first: best.is_some_and(|(_, stream)| stream),
         }
     }
-    let mut best: Option<(f32, bool)> = None;
-    for range in accept.split(',') {
-        let mut parts = range.split(';');
-        let media = parts.next().unwrap_or_default().trim();
-        let stream = media.eq_ignore_ascii_case("text/event-stream");
-        if !stream && !media.eq_ignore_ascii_case("application/json") {
-            continue;
-        }
-        let q = parts
-            .find_map(|p| p.trim().strip_prefix("q="))
-            .and_then(|q| q.parse().ok())
-            .unwrap_or(1.0);
-        if best.is_none_or(|(top, _)| q > top) {
-            best = Some((q, stream));
-        }
+
+    /// Whether an answer that comes first goes as an event stream.
+    fn stream_answers(self) -> bool {
+        self.stream && (self.stream_first || !self.json)
     }
-    best.is_some_and(|(_, stream)| stream)
 }
 
 fn event(line: String) -> Result<Event, Infallible> {
@@ -399,17 +445,35 @@ mod tests {
     }
 
     #[test]
-    fn the_host_that_ranks_event_streams_first_gets_them() {
-        for (accept, stream) in [
-            ("application/json, text/event-stream", false),
-            ("text/event-stream, application/json", true),
-            ("text/event-stream;q=0.5, application/json", false),
-            ("application/json;q=0.9, text/event-stream", true),
-            ("Text/Event-Stream ; q=1, application/json", true),
-            ("*/*", false),
+    fn accept_says_what_a_host_can_read_and_which_it_ranks_first() {
+        let of = |accept: &str| {
+            let a = Accepts::of(&accepting(accept));
+            (a.json, a.stream, a.stream_answers())
+        };
+        for (accept, expected) in [
+            ("application/json, text/event-stream", (true, true, false)),
+            ("text/event-stream, application/json", (true, true, true)),
+            (
+                "text/event-stream;q=0.5, application/json",
+                (true, true, false),
+            ),
+            (
+                "application/json;q=0.9, text/event-stream",
+                (true, true, true),
+            ),
+            (
+                "Text/Event-Stream ; q=1, application/json",
+                (true, true, true),
+            ),
+            ("*/*", (true, true, false)),
+            ("application/json", (true, false, false)),
+            ("text/event-stream", (false, true, true)),
+            ("text/html", (false, false, false)),
+            ("application/json;q=0, text/html", (false, false, false)),
         ] {
-            assert_eq!(prefers_event_stream(&accepting(accept)), stream, "{accept}");
+            assert_eq!(of(accept), expected, "{accept}");
         }
-        assert!(!prefers_event_stream(&HeaderMap::new()));
+        let none = Accepts::of(&HeaderMap::new());
+        assert!(!none.json && !none.stream);
     }
 }
