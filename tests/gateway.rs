@@ -448,3 +448,56 @@ async fn post_without_accept(url: &str, session: &str, body: &str) -> String {
     stream.read_to_string(&mut response).await.unwrap();
     response
 }
+
+/// A body over `server.max_body_bytes` is answered 413 with a JSON-RPC error naming the limit,
+/// and the connection is closed cleanly: the host reads the refusal instead of a reset (the
+/// body is read to its end first), whether it sends the body at once or in chunks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_body_is_refused_with_413_not_a_reset() {
+    let daemon = Daemon::start_with(
+        &format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nmax_body_bytes = 65536\n\n{}",
+            test_upstream("alpha", &[])
+        ),
+        &[],
+    );
+    let client = Client::connect(&daemon.url).await;
+    let big = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "alpha__echo", "arguments": {"blob": "x".repeat(2 * 1024 * 1024)}}})
+    .to_string();
+    for attempt in 0..5 {
+        let refused = client.post_raw(big.clone(), &[]).await;
+        assert_eq!(refused.status(), 413, "attempt {attempt}");
+        let body: Value = refused.json().await.unwrap();
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("max_body_bytes") && message.contains("65536"),
+            "{body}"
+        );
+    }
+    // Sent in chunks (no Content-Length): refused the same way.
+    let chunks = futures_util::stream::iter(
+        big.clone()
+            .into_bytes()
+            .chunks(16 * 1024)
+            .map(|c| Ok::<_, std::io::Error>(c.to_vec()))
+            .collect::<Vec<_>>(),
+    );
+    let streamed = reqwest::Client::new()
+        .post(&daemon.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", client.session.as_deref().unwrap())
+        .body(reqwest::Body::wrap_stream(chunks))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(streamed.status(), 413);
+    // The session is fine.
+    assert!(
+        client
+            .tool_text("alpha__echo", json!({"small": 1}))
+            .await
+            .contains("small")
+    );
+}

@@ -3,6 +3,7 @@
 //! requests) before its answer; GET opens the session's event stream; DELETE ends the session.
 //! `legacy` serves the 2024-11-05 HTTP+SSE transport at `/sse` + `/messages`.
 
+mod body;
 mod guard;
 mod legacy;
 
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -38,6 +39,8 @@ struct AppState {
     /// When listening on loopback, `Host` must name loopback too (DNS-rebinding protection).
     loopback_only: bool,
     legacy: legacy::Connections,
+    /// Largest request body accepted (`server.max_body_bytes`).
+    max_body_bytes: usize,
 }
 
 /// The host-facing HTTP application.
@@ -47,6 +50,7 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig) -> Router {
         allowed_origins: config.allowed_origins.clone(),
         loopback_only: config.listen.ip().is_loopback(),
         legacy: legacy::Connections::default(),
+        max_body_bytes: config.max_body_bytes,
     });
     Router::new()
         .route(
@@ -55,11 +59,37 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig) -> Router {
         )
         .route("/sse", get(legacy::handle_sse))
         .route("/messages", post(legacy::handle_message))
-        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        // Bodies are read within the limit by `body::read`, which answers 413 cleanly.
+        .layer(DefaultBodyLimit::disable())
         .with_state(state)
 }
 
 impl AppState {
+    /// The request body within `max_body_bytes`, or the refusal to send instead.
+    async fn body(&self, body: Body, headers: &HeaderMap) -> Result<Bytes, Response> {
+        body::read(body, self.max_body_bytes).await.map_err(|e| {
+            let refusal = match e {
+                body::BodyError::TooLarge(limit) => refuse(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    codes::INVALID_REQUEST,
+                    format!(
+                        "Payload Too Large: the body exceeds server.max_body_bytes ({limit} bytes)"
+                    ),
+                ),
+                body::BodyError::Broken => refuse(
+                    StatusCode::BAD_REQUEST,
+                    codes::INVALID_REQUEST,
+                    "Bad Request: the body broke off",
+                ),
+            };
+            let mut response = refusal.answering(None, headers).into_response();
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            response
+        })
+    }
+
     fn check_origin(&self, headers: &HeaderMap) -> Result<(), Refusal> {
         check_origin(headers, &self.allowed_origins, self.loopback_only)
     }
@@ -90,11 +120,15 @@ fn session_of(state: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Ref
 async fn handle_post(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.answering(None, &headers).into_response();
     }
+    let body = match state.body(body, &headers).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

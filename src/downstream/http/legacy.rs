@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
@@ -83,11 +83,15 @@ pub(super) async fn handle_message(
     State(state): State<Arc<AppState>>,
     Query(target): Query<Target>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.into_response();
     }
+    let body = match state.body(body, &headers).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     let Some(stream) = state.legacy.get(&target.session_id) else {
         return refuse(
             StatusCode::NOT_FOUND,
