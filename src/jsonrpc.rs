@@ -4,11 +4,13 @@
 //! Payloads (`params`, `result`, `error`) stay [`RawValue`]s: mcpmux rewrites only the fields it owns
 //! and passes every other byte through (DESIGN rule 2).
 
+mod depth;
 mod error;
 mod framing;
 mod members;
 mod message;
 
+pub use depth::{MAX_DEPTH, nests_deeper_than};
 pub use error::{RpcError, codes};
 pub use framing::{MAX_LINE_BYTES, line_codec};
 pub use members::{Members, raw, raw_string, to_raw};

@@ -501,3 +501,57 @@ async fn an_oversized_body_is_refused_with_413_not_a_reset() {
             .contains("small")
     );
 }
+
+/// `params` nested deeper than 128 levels are refused at the edge with -32602 naming the limit,
+/// at once and without reaching the upstream (which would drop them and leave the call hanging);
+/// a burst of them leaves the upstream's slots free for everyone else. 100 levels pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn params_nested_too_deep_are_refused_at_the_edge() {
+    let record = tempfile::NamedTempFile::new().unwrap();
+    let daemon = Daemon::start(&test_upstream(
+        "alpha",
+        &["--record", record.path().to_str().unwrap()],
+    ));
+    let client = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&client, |n| n.iter().any(|t| t == "alpha__echo"))
+        .await;
+    let nested = |levels: usize| -> Value {
+        serde_json::from_str(&format!("{}{}", "[".repeat(levels), "]".repeat(levels)))
+            .unwrap_or_else(|_| json!(format!("{}{}", "[".repeat(levels), "]".repeat(levels))))
+    };
+    let deep_body = |id: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"alpha__echo","arguments":{{"deep":{}{}}}}}}}"#,
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        )
+    };
+    let started = std::time::Instant::now();
+    let burst: Vec<_> = (0..64)
+        .map(|i| client.post_raw(deep_body(1000 + i), &[]))
+        .collect();
+    for response in futures_util::future::join_all(burst).await {
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("128"), "{message}");
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "refusing took {:?}",
+        started.elapsed()
+    );
+    let fine = client
+        .request(
+            "tools/call",
+            json!({"name": "alpha__echo", "arguments": {"deep": nested(100)}}),
+        )
+        .await;
+    assert!(fine["result"].is_object(), "{fine}");
+    let recorded = std::fs::read_to_string(record.path()).unwrap();
+    assert!(
+        !recorded.contains(&"[".repeat(1000)),
+        "an over-deep call reached the upstream"
+    );
+}

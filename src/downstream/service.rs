@@ -35,7 +35,10 @@ use super::delivery::Delivery;
 use super::session::{HostInfo, Session};
 use crate::audit::AuditHandle;
 use crate::config::{Redaction, ServerConfig};
-use crate::jsonrpc::{RpcError, codes, error_line, raw_error_line, response_line, to_raw};
+use crate::jsonrpc::{
+    MAX_DEPTH, RpcError, codes, error_line, nests_deeper_than, raw_error_line, response_line,
+    to_raw,
+};
 use crate::mcp::ListKind;
 use crate::mcp::cursor::CursorCodec;
 use crate::mcp::names;
@@ -160,7 +163,12 @@ impl HostService {
         params: Option<&RawValue>,
     ) -> String {
         let started = std::time::Instant::now();
+        let too_deep = params.is_some_and(|p| nests_deeper_than(p.get(), MAX_DEPTH));
         let answer = match method {
+            _ if too_deep => Err(RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("Invalid params: nested deeper than {MAX_DEPTH} levels, mcpmux's limit"),
+            )),
             "ping" => Ok(Answer::Result(to_raw(&json!({})))),
             "tools/list" => self.list(ListKind::Tools, params),
             "prompts/list" => self.list(ListKind::Prompts, params),
