@@ -10,6 +10,7 @@
 
 mod audit;
 mod error;
+mod hosts;
 mod load;
 mod mcp_servers;
 mod model;
@@ -20,6 +21,7 @@ mod validate;
 
 pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir};
 pub use error::ConfigError;
+pub use hosts::HostCredential;
 pub use load::{default_path, load};
 pub use model::{
     CatalogConfig, Config, DEFAULT_INHERITED_ENV, Isolation, ServerConfig, UpstreamConfig,

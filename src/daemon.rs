@@ -34,10 +34,17 @@ pub enum DaemonError {
     Actor(#[from] ractor::SpawnErr),
     #[error("serving HTTP failed: {0}")]
     Serve(std::io::Error),
+    #[error(
+        "refusing to listen on {0}: it is reachable beyond this machine, and no [hosts] credential is configured, so anyone who reaches the port could see and call every upstream. Fix: add [hosts.NAME] with token_sha256 or token_file, or listen on 127.0.0.1"
+    )]
+    Exposed(std::net::SocketAddr),
 }
 
 /// Runs the daemon until a shutdown signal.
 pub async fn serve(config: Config) -> Result<(), DaemonError> {
+    if !config.server.listen.ip().is_loopback() && config.hosts.is_empty() {
+        return Err(DaemonError::Exposed(config.server.listen));
+    }
     let listener = TcpListener::bind(config.server.listen)
         .await
         .map_err(|source| DaemonError::Bind {
@@ -113,10 +120,13 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let _ = stdout.flush();
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, app(Arc::clone(&service), &config.server))
-        .with_graceful_shutdown(async {
-            let _ = stop_rx.await;
-        });
+    let server = axum::serve(
+        listener,
+        app(Arc::clone(&service), &config.server, &config.hosts),
+    )
+    .with_graceful_shutdown(async {
+        let _ = stop_rx.await;
+    });
     let mut server = tokio::spawn(server.into_future());
     let served = tokio::select! {
         finished = &mut server => finished,

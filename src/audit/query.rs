@@ -273,7 +273,8 @@ pub struct FilterArgs {
     pub method: Option<String>,
     #[arg(long)]
     pub session: Option<String>,
-    #[arg(long)]
+    /// The host (principal) that made the request.
+    #[arg(long, visible_alias = "host")]
     pub principal: Option<String>,
     /// ok, error, tool_error or info.
     #[arg(long)]

@@ -349,4 +349,45 @@ mod tests {
             assert!(e.contains(key), "{text}: {e}");
         }
     }
+
+    #[test]
+    fn hosts_need_one_valid_credential_each_and_tokens_of_their_own() {
+        let digest = "ab".repeat(32);
+        let c = load_text(
+            "hosts-ok.toml",
+            &format!("[hosts.alice]\ntoken_sha256 = \"{digest}\"\n"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.hosts.len(), 1);
+        assert_eq!(c.hosts[0].name, "alice");
+        assert_eq!(c.hosts[0].token_sha256, [0xab; 32]);
+        assert!(!format!("{:?}", c.hosts[0]).contains("ab, "));
+        for (text, key) in [
+            ("[hosts.a]\n".to_owned(), "hosts.a"),
+            (
+                "[hosts.a]\ntoken_sha256 = \"xyz\"\n".to_owned(),
+                "hosts.a.token_sha256",
+            ),
+            (
+                format!("[hosts.a]\ntoken_sha256 = \"{digest}\"\ntoken_file = \"t\"\n"),
+                "hosts.a.token_file",
+            ),
+            (
+                "[hosts.a]\ntoken_file = \"missing.token\"\n".to_owned(),
+                "hosts.a.token_file",
+            ),
+            (
+                format!(
+                    "[hosts.a]\ntoken_sha256 = \"{digest}\"\n[hosts.b]\ntoken_sha256 = \"{digest}\"\n"
+                ),
+                "hosts.b.token_sha256",
+            ),
+        ] {
+            let e = load_text("hosts-refused.toml", &text)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains(key), "{text}: {e}");
+        }
+    }
 }

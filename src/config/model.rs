@@ -42,6 +42,8 @@ pub struct Config {
     pub audit: AuditConfig,
     /// Enabled and disabled upstreams, in name order.
     pub upstreams: Vec<UpstreamConfig>,
+    /// The principals that may use mcpmux; none: every host that reaches it (loopback only).
+    pub hosts: Vec<super::hosts::HostCredential>,
 }
 
 #[derive(Debug, Clone)]

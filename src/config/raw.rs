@@ -31,6 +31,8 @@ pub(super) struct RawConfig {
     pub admin: RawAdmin,
     #[serde(default)]
     pub upstreams: BTreeMap<String, RawUpstream>,
+    #[serde(default)]
+    pub hosts: BTreeMap<String, super::hosts::RawHost>,
 }
 
 impl RawConfig {

@@ -30,8 +30,10 @@ pub(super) fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigErro
     let upstreams = upstreams(path, &base_dir, raw.defaults, raw.upstreams)?;
     let state_dir = raw.state_dir.map(|d| resolve(&base_dir, d));
     let audit = audit(path, raw.audit, state_dir.as_deref())?;
+    let hosts = super::hosts::hosts(path, &base_dir, raw.hosts)?;
     let mut config = Config {
         source: path.into(),
+        hosts,
         state_dir: PathBuf::new(),
         audit,
         server,

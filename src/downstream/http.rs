@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 use super::service::{HostRequest, HostService};
 use super::session::Session;
-use crate::config::ServerConfig;
+use crate::config::{HostCredential, ServerConfig};
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
 use guard::{Refusal, check_origin, check_version, refuse};
 
@@ -41,16 +41,19 @@ struct AppState {
     legacy: legacy::Connections,
     /// Largest request body accepted (`server.max_body_bytes`).
     max_body_bytes: usize,
+    /// The principals; none: hosts are anonymous.
+    hosts: Vec<HostCredential>,
 }
 
 /// The host-facing HTTP application.
-pub fn app(service: Arc<HostService>, config: &ServerConfig) -> Router {
+pub fn app(service: Arc<HostService>, config: &ServerConfig, hosts: &[HostCredential]) -> Router {
     let state = Arc::new(AppState {
         service,
         allowed_origins: config.allowed_origins.clone(),
         loopback_only: config.listen.ip().is_loopback(),
         legacy: legacy::Connections::default(),
         max_body_bytes: config.max_body_bytes,
+        hosts: hosts.to_vec(),
     });
     Router::new()
         .route(
@@ -93,6 +96,15 @@ impl AppState {
     fn check_origin(&self, headers: &HeaderMap) -> Result<(), Refusal> {
         check_origin(headers, &self.allowed_origins, self.loopback_only)
     }
+
+    /// Who is asking: `None` while no host is configured; else the host whose token the
+    /// request carries, or a 401.
+    fn principal(&self, headers: &HeaderMap) -> Result<Option<Arc<str>>, Refusal> {
+        if self.hosts.is_empty() {
+            return Ok(None);
+        }
+        guard::authenticate(headers, &self.hosts).map(Some)
+    }
 }
 
 fn json_response(body: String) -> Response {
@@ -100,7 +112,11 @@ fn json_response(body: String) -> Response {
 }
 
 /// Finds the session a request names: 400 without the header, 404 when unknown or expired.
-fn session_of(state: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Refusal> {
+fn session_of(
+    state: &AppState,
+    headers: &HeaderMap,
+    principal: Option<&Arc<str>>,
+) -> Result<Arc<Session>, Refusal> {
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return Err(refuse(
             StatusCode::BAD_REQUEST,
@@ -108,7 +124,9 @@ fn session_of(state: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Ref
             "Bad Request: Mcp-Session-Id header is required",
         ));
     };
-    state.service.session(id).ok_or_else(|| {
+    // Another principal's session does not exist for this one.
+    let own = |s: &Arc<Session>| s.principal.as_ref() == principal;
+    state.service.session(id).filter(own).ok_or_else(|| {
         refuse(
             StatusCode::NOT_FOUND,
             codes::INVALID_REQUEST,
@@ -125,6 +143,10 @@ async fn handle_post(
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.answering(None, &headers).into_response();
     }
+    let principal = match state.principal(&headers) {
+        Ok(principal) => principal,
+        Err(refusal) => return refusal.answering(None, &headers).into_response(),
+    };
     let body = match state.body(body, &headers).await {
         Ok(body) => body,
         Err(refused) => return refused,
@@ -151,7 +173,7 @@ async fn handle_post(
         .into_response();
     };
     if text.trim_start().starts_with('[') {
-        return handle_batch(&state, &headers, text).await;
+        return handle_batch(&state, &headers, text, principal.as_ref()).await;
     }
     let message = match Incoming::parse(text) {
         Ok(message) => message,
@@ -179,7 +201,7 @@ async fn handle_post(
     }
     match message {
         Message::Request { id, method, params } if method == "initialize" => {
-            match state.service.initialize(id, params, None).await {
+            match state.service.initialize(id, params, None, principal).await {
                 Ok((session, line)) => {
                     let mut response = if accepts.stream_answers() {
                         Sse::new(futures_util::stream::iter([event(line)])).into_response()
@@ -197,14 +219,16 @@ async fn handle_post(
                 }
             }
         }
-        Message::Request { id, method, params } => match session_of(&state, &headers) {
-            Ok(session) => {
-                let service = Arc::clone(&state.service);
-                answer(service, session, id, &method, params, accepts).await
+        Message::Request { id, method, params } => {
+            match session_of(&state, &headers, principal.as_ref()) {
+                Ok(session) => {
+                    let service = Arc::clone(&state.service);
+                    answer(service, session, id, &method, params, accepts).await
+                }
+                Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
             }
-            Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
-        },
-        other => match session_of(&state, &headers) {
+        }
+        other => match session_of(&state, &headers, principal.as_ref()) {
             Ok(session) => {
                 accept(&state.service, &session, other);
                 StatusCode::ACCEPTED.into_response()
@@ -345,8 +369,13 @@ fn event(line: String) -> Result<Event, Infallible> {
 }
 
 /// A JSON-RPC batch: only in 2025-03-26, the one revision that has them.
-async fn handle_batch(state: &AppState, headers: &HeaderMap, text: &str) -> Response {
-    let session = match session_of(state, headers) {
+async fn handle_batch(
+    state: &AppState,
+    headers: &HeaderMap,
+    text: &str,
+    principal: Option<&Arc<str>>,
+) -> Response {
+    let session = match session_of(state, headers, principal) {
         Ok(session) => session,
         Err(refusal) => return refusal.answering(None, headers).into_response(),
     };
@@ -427,7 +456,10 @@ async fn handle_get(State(state): State<Arc<AppState>>, headers: HeaderMap) -> R
         );
         return refusal.answering(None, &headers).into_response();
     }
-    let session = match session_of(&state, &headers) {
+    let session = match state
+        .principal(&headers)
+        .and_then(|principal| session_of(&state, &headers, principal.as_ref()))
+    {
         Ok(session) => session,
         Err(refusal) => return refusal.answering(None, &headers).into_response(),
     };
@@ -456,7 +488,10 @@ async fn handle_delete(State(state): State<Arc<AppState>>, headers: HeaderMap) -
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.answering(None, &headers).into_response();
     }
-    match session_of(&state, &headers) {
+    match state
+        .principal(&headers)
+        .and_then(|principal| session_of(&state, &headers, principal.as_ref()))
+    {
         Ok(session) => {
             state.service.close_session(&session.id).await;
             StatusCode::OK.into_response()

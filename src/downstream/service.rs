@@ -97,7 +97,7 @@ impl HostRequest {
         Self {
             ctx: RequestContext {
                 host: Arc::clone(&session.host),
-                principal: None,
+                principal: session.principal.clone(),
                 trace_id,
             },
             session,

@@ -63,6 +63,8 @@ pub struct Session {
     pub id: String,
     /// What the host declared at `initialize`.
     pub host: Arc<HostInfo>,
+    /// The principal that opened it (`None` while hosts are anonymous); only it may use it.
+    pub principal: Option<Arc<str>>,
     /// Milliseconds since the store's epoch when the host last used this session.
     last_seen: AtomicU64,
     /// Messages for the host that belong to no open request stream.
@@ -208,12 +210,18 @@ impl SessionStore {
     }
 
     /// Opens a session (with `id`, or a fresh unguessable one).
-    pub fn open(&self, id: Option<String>, host: HostInfo) -> Arc<Session> {
+    pub fn open(
+        &self,
+        id: Option<String>,
+        host: HostInfo,
+        principal: Option<Arc<str>>,
+    ) -> Arc<Session> {
         let id = id.unwrap_or_else(new_id);
         let (outbox, rx) = mpsc::channel(OUTBOX);
         let session = Arc::new(Session {
             id: id.clone(),
             host: Arc::new(host),
+            principal,
             last_seen: AtomicU64::new(self.now_ms()),
             outbox,
             outbox_rx: Mutex::new(Some(rx)),

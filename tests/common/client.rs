@@ -9,6 +9,19 @@ use serde_json::{Value, json};
 
 use super::{Messages, Schemas, read_messages};
 
+/// An HTTP client sending `Authorization: Bearer token` on every request, if a token is given.
+fn http_client(token: Option<&str>) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = token {
+        let value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
+}
+
 /// A minimal host: one session, every answer schema-checked.
 pub struct Client {
     http: reqwest::Client,
@@ -26,8 +39,34 @@ impl Client {
     }
 
     pub async fn connect_with(url: &str, version: &str, capabilities: Value) -> Self {
+        Self::connect_full(url, version, capabilities, None).await
+    }
+
+    /// Initializes a session as the host whose bearer token is `token`.
+    pub async fn connect_as(url: &str, token: &str) -> Self {
+        Self::connect_full(url, "2025-11-25", json!({}), Some(token)).await
+    }
+
+    /// This session's id and version, presented with `token` instead (or no token).
+    pub fn impersonate(&self, token: Option<&str>) -> Self {
+        Self {
+            http: http_client(token),
+            url: self.url.clone(),
+            session: self.session.clone(),
+            version: self.version.clone(),
+            next_id: AtomicU64::new(1000),
+            schemas: Arc::clone(&self.schemas),
+        }
+    }
+
+    async fn connect_full(
+        url: &str,
+        version: &str,
+        capabilities: Value,
+        token: Option<&str>,
+    ) -> Self {
         let mut client = Self {
-            http: reqwest::Client::new(),
+            http: http_client(token),
             url: url.to_owned(),
             session: None,
             version: version.to_owned(),

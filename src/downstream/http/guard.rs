@@ -18,6 +18,8 @@ pub(super) struct Refusal {
     id: Option<Box<RawValue>>,
     /// Since 2025-11-25 an error without a known id omits `id`; before, JSON-RPC's `null` is used.
     omit_unknown_id: bool,
+    /// The `WWW-Authenticate` challenge of a 401.
+    challenge: Option<&'static str>,
 }
 
 pub(super) fn refuse(status: StatusCode, code: i64, message: impl Into<String>) -> Refusal {
@@ -26,6 +28,15 @@ pub(super) fn refuse(status: StatusCode, code: i64, message: impl Into<String>) 
         error: Box::new(RpcError::new(code, message)),
         id: None,
         omit_unknown_id: false,
+        challenge: None,
+    }
+}
+
+/// A 401 with a Bearer challenge.
+fn unauthorized(message: &'static str, challenge: &'static str) -> Refusal {
+    Refusal {
+        challenge: Some(challenge),
+        ..refuse(StatusCode::UNAUTHORIZED, codes::INVALID_REQUEST, message)
     }
 }
 
@@ -36,6 +47,7 @@ impl Refusal {
             error: Box::new(error),
             id: None,
             omit_unknown_id: false,
+            challenge: None,
         }
     }
 
@@ -64,7 +76,15 @@ impl IntoResponse for Refusal {
                 format!("{}\n", self.error.message),
             ),
         };
-        (self.status, [(header::CONTENT_TYPE, content_type)], body).into_response()
+        let mut response =
+            (self.status, [(header::CONTENT_TYPE, content_type)], body).into_response();
+        if let Some(challenge) = self.challenge {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static(challenge),
+            );
+        }
+        response
     }
 }
 
@@ -142,6 +162,45 @@ fn is_loopback_host(host: &str) -> bool {
         || name
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The host whose bearer token `headers` carry (`Authorization: Bearer …`), compared by SHA-256
+/// digest in constant time against every configured host; else 401 with a Bearer challenge.
+pub(super) fn authenticate(
+    headers: &HeaderMap,
+    hosts: &[crate::config::HostCredential],
+) -> Result<std::sync::Arc<str>, Refusal> {
+    use sha2::Digest;
+    use subtle::ConstantTimeEq;
+    let token = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    let Some(token) = token.filter(|t| !t.is_empty()) else {
+        return Err(unauthorized(
+            "Unauthorized: send the host's bearer token (Authorization: Bearer …)",
+            "Bearer realm=\"mcpmux\"",
+        ));
+    };
+    let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+    // Every host is compared, whichever matches, so the time taken tells nothing.
+    let mut found = None;
+    for host in hosts {
+        if bool::from(host.token_sha256.ct_eq(&digest)) {
+            found = Some(host);
+        }
+    }
+    match found {
+        Some(host) => Ok(std::sync::Arc::from(host.name.as_str())),
+        None => Err(unauthorized(
+            "Unauthorized: the bearer token is not one mcpmux knows",
+            "Bearer realm=\"mcpmux\", error=\"invalid_token\"",
+        )),
+    }
 }
 
 #[cfg(test)]

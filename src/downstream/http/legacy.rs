@@ -23,13 +23,19 @@ use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
 /// Messages a legacy stream may fall behind by.
 const STREAM: usize = 1024;
 
+/// An open legacy stream and the principal that opened it.
+type Stream = (mpsc::Sender<String>, Option<Arc<str>>);
+
 /// Open legacy streams, by session id.
 #[derive(Debug, Default)]
-pub(super) struct Connections(Mutex<HashMap<String, mpsc::Sender<String>>>);
+pub(super) struct Connections(Mutex<HashMap<String, Stream>>);
 
 impl Connections {
-    fn get(&self, id: &str) -> Option<mpsc::Sender<String>> {
-        crate::sync::lock(&self.0).get(id).cloned()
+    /// The stream of session `id`, if `principal` opened it.
+    fn get(&self, id: &str, principal: Option<&Arc<str>>) -> Option<mpsc::Sender<String>> {
+        let streams = crate::sync::lock(&self.0);
+        let (stream, owner) = streams.get(id)?;
+        (owner.as_ref() == principal).then(|| stream.clone())
     }
 }
 
@@ -49,12 +55,16 @@ impl Drop for Closing {
 }
 
 pub(super) async fn handle_sse(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    if let Err(refusal) = state.check_origin(&headers) {
-        return refusal.into_response();
-    }
+    let principal = match state
+        .check_origin(&headers)
+        .and_then(|()| state.principal(&headers))
+    {
+        Ok(principal) => principal,
+        Err(refusal) => return refusal.into_response(),
+    };
     let id = new_id();
     let (tx, rx) = mpsc::channel::<String>(STREAM);
-    crate::sync::lock(&state.legacy.0).insert(id.clone(), tx);
+    crate::sync::lock(&state.legacy.0).insert(id.clone(), (tx, principal));
     let endpoint = Event::default()
         .event("endpoint")
         .data(format!("/messages?sessionId={id}"));
@@ -85,14 +95,18 @@ pub(super) async fn handle_message(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Err(refusal) = state.check_origin(&headers) {
-        return refusal.into_response();
-    }
+    let principal = match state
+        .check_origin(&headers)
+        .and_then(|()| state.principal(&headers))
+    {
+        Ok(principal) => principal,
+        Err(refusal) => return refusal.into_response(),
+    };
     let body = match state.body(body, &headers).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
-    let Some(stream) = state.legacy.get(&target.session_id) else {
+    let Some(stream) = state.legacy.get(&target.session_id, principal.as_ref()) else {
         return refuse(
             StatusCode::NOT_FOUND,
             codes::INVALID_REQUEST,
@@ -119,7 +133,7 @@ pub(super) async fn handle_message(
     match message {
         Message::Request { id, method, params } if method == "initialize" => {
             let line = match service
-                .initialize(id, params, Some(target.session_id.clone()))
+                .initialize(id, params, Some(target.session_id.clone()), principal)
                 .await
             {
                 Ok((session, line)) => {

@@ -26,6 +26,7 @@ impl HostService {
         id: &RawValue,
         params: Option<&RawValue>,
         session_id: Option<String>,
+        principal: Option<Arc<str>>,
     ) -> Result<(Arc<Session>, String), RpcError> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
@@ -60,7 +61,7 @@ impl HostService {
             capabilities: params.capabilities,
             client_info: params.client_info,
         };
-        let session = self.delivery.sessions.open(session_id, host);
+        let session = self.delivery.sessions.open(session_id, host, principal);
         self.audit_event(
             "session.opened",
             &session.id,

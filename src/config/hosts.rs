@@ -1,0 +1,120 @@
+//! `[hosts.NAME]`: the principals that may use mcpmux. Each is known by the SHA-256 digest of
+//! its bearer token (`token_sha256`, or a `token_file` whose content is hashed at load): the
+//! config never holds a host's token, and mcpmux compares digests in constant time.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use sha2::Digest;
+
+use super::error::ConfigError;
+
+/// One principal and the digest of its token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HostCredential {
+    pub name: String,
+    pub token_sha256: [u8; 32],
+}
+
+impl std::fmt::Debug for HostCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostCredential")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `[hosts.NAME]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHost {
+    pub token_sha256: Option<String>,
+    pub token_file: Option<PathBuf>,
+}
+
+/// Validates `[hosts]`: each host has exactly one credential, a digest is 64 hex digits, a
+/// token file is readable and not empty; no two hosts share a token.
+pub(super) fn hosts(
+    file: &Path,
+    base_dir: &Path,
+    raw: BTreeMap<String, RawHost>,
+) -> Result<Vec<HostCredential>, ConfigError> {
+    let mut hosts: Vec<HostCredential> = Vec::new();
+    for (name, host) in raw {
+        let key = |field: &str| format!("hosts.{name}.{field}");
+        let token_sha256 = match (host.token_sha256, host.token_file) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::invalid(
+                    file,
+                    key("token_file"),
+                    "set together with `token_sha256`",
+                    "give each host one credential: keep token_sha256 or token_file",
+                ));
+            }
+            (None, None) => {
+                return Err(ConfigError::invalid(
+                    file,
+                    format!("hosts.{name}"),
+                    "has no credential",
+                    "set token_sha256 = \"<sha256 hex of its bearer token>\" (e.g. `printf %s TOKEN | sha256sum`) or token_file = \"PATH\"",
+                ));
+            }
+            (Some(hex), None) => parse_digest(&hex).ok_or_else(|| {
+                ConfigError::invalid(
+                    file,
+                    key("token_sha256"),
+                    "is not 64 hexadecimal digits",
+                    "set the SHA-256 digest of the host's bearer token in hex, e.g. from `printf %s TOKEN | sha256sum`",
+                )
+            })?,
+            (None, Some(path)) => {
+                let path = if path.is_relative() {
+                    base_dir.join(path)
+                } else {
+                    path
+                };
+                let token = std::fs::read_to_string(&path).map_err(|e| {
+                    ConfigError::invalid(
+                        file,
+                        key("token_file"),
+                        format!("cannot read {}: {e}", path.display()),
+                        "point it at a readable file holding the host's bearer token",
+                    )
+                })?;
+                let token = token.trim();
+                if token.is_empty() {
+                    return Err(ConfigError::invalid(
+                        file,
+                        key("token_file"),
+                        format!("{} is empty", path.display()),
+                        "write the host's bearer token into it",
+                    ));
+                }
+                sha2::Sha256::digest(token.as_bytes()).into()
+            }
+        };
+        if let Some(twin) = hosts.iter().find(|h| h.token_sha256 == token_sha256) {
+            return Err(ConfigError::invalid(
+                file,
+                key("token_sha256"),
+                format!("the same token as host `{}`", twin.name),
+                "give each host its own token, so mcpmux can tell them apart",
+            ));
+        }
+        hosts.push(HostCredential { name, token_sha256 });
+    }
+    Ok(hosts)
+}
+
+fn parse_digest(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (i, byte) in digest.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(digest)
+}

@@ -1,0 +1,190 @@
+//! Hosts as principals (`[hosts.NAME]` with the SHA-256 digest of a bearer token, or a token
+//! file): once any host is configured, a request without a valid token is 401 with a Bearer
+//! challenge, on every endpoint and both HTTP transports; a session belongs to the principal
+//! that opened it (another principal presenting its id gets 404); audit records name the
+//! principal; no token appears in the daemon's log; listening beyond loopback with no host
+//! configured is refused at startup.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{Client, Daemon, MCPMUX, test_upstream};
+use serde_json::{Value, json};
+use sha2::Digest;
+
+const ALICE: &str = "alice-secret-token-3f9a";
+const BOB: &str = "bob-secret-token-7c21";
+
+fn sha256_hex(text: &str) -> String {
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A daemon with hosts `alice` (by digest) and `bob` (by token file) and one test upstream.
+fn start() -> (Daemon, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let bob_file = dir.path().join("bob.token");
+    std::fs::write(&bob_file, format!("{BOB}\n")).unwrap();
+    let daemon = Daemon::start(&format!(
+        "[hosts.alice]\ntoken_sha256 = \"{}\"\n[hosts.bob]\ntoken_file = {}\n{}",
+        sha256_hex(ALICE),
+        serde_json::to_string(bob_file.to_str().unwrap()).unwrap(),
+        test_upstream("up", &[])
+    ));
+    (daemon, dir)
+}
+
+async fn initialize(url: &str, token: Option<&str>) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    request
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_configured_hosts_get_in_and_a_session_is_its_principals_alone() {
+    let (daemon, _dir) = start();
+
+    // No token, a wrong one, a malformed header: 401 with a Bearer challenge.
+    for token in [None, Some("not-a-known-token"), Some("")] {
+        let refused = initialize(&daemon.url, token).await;
+        assert_eq!(refused.status(), 401, "{token:?}");
+        let challenge = refused.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(challenge.starts_with("Bearer"), "{challenge}");
+        if token.is_some_and(|t| !t.is_empty()) {
+            assert!(challenge.contains("invalid_token"), "{challenge}");
+        }
+    }
+    let legacy = reqwest::get(daemon.url.replace("/mcp", "/sse"))
+        .await
+        .unwrap();
+    assert_eq!(legacy.status(), 401);
+
+    // Alice and Bob each get in with their own token.
+    let alice = Client::connect_as(&daemon.url, ALICE).await;
+    let bob = Client::connect_as(&daemon.url, BOB).await;
+    daemon
+        .wait_for_tools(&alice, |n| n.iter().any(|t| t == "up__echo"))
+        .await;
+    assert!(
+        alice
+            .tool_text("up__echo", json!({"who": "alice"}))
+            .await
+            .contains("alice")
+    );
+    assert!(
+        bob.tool_text("up__echo", json!({"who": "bob"}))
+            .await
+            .contains("bob")
+    );
+
+    // Alice's session id in Bob's hands (or with no token) does not exist: 404 or 401, on
+    // POST, GET and DELETE.
+    let stolen = alice.impersonate(Some(BOB));
+    let ping = json!({"jsonrpc": "2.0", "id": 5, "method": "ping"});
+    assert_eq!(stolen.post(&ping).await.status(), 404);
+    assert_eq!(stolen.delete().await, 404);
+    let get = reqwest::Client::new()
+        .get(&daemon.url)
+        .bearer_auth(BOB)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", alice.session.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 404);
+    assert_eq!(alice.impersonate(None).post(&ping).await.status(), 401);
+    // Alice's session is untouched.
+    assert!(
+        alice
+            .tool_text("up__echo", json!({"still": 1}))
+            .await
+            .contains("still")
+    );
+
+    // Audit records name the principal; `--host` filters by it.
+    let admin = daemon.admin_url.clone().unwrap();
+    let query = |principal: &'static str| {
+        let admin = admin.clone();
+        async move {
+            let records: Value = reqwest::get(format!(
+                "{admin}/audit/query?principal={principal}&method=tools/call&limit=100"
+            ))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+            records["records"].as_array().cloned().unwrap_or_default()
+        }
+    };
+    let alices = query("alice").await;
+    let bobs = query("bob").await;
+    assert_eq!(alices.len(), 2, "{alices:?}");
+    assert_eq!(bobs.len(), 1, "{bobs:?}");
+    assert!(
+        alices.iter().all(|r| r["principal"] == "alice"),
+        "{alices:?}"
+    );
+    let printed = std::process::Command::new(MCPMUX)
+        .args([
+            "audit", "query", "--admin", &admin, "--host", "bob", "--format", "json",
+        ])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&printed.stdout).into_owned();
+    assert!(
+        printed.contains("\"bob\"") && !printed.contains("\"alice\""),
+        "{printed}"
+    );
+
+    // No token in the log.
+    let log = daemon.stderr();
+    for token in [ALICE, BOB] {
+        assert!(!log.contains(token), "a host token leaked into the log");
+    }
+}
+
+#[test]
+fn listening_beyond_loopback_without_any_host_is_refused_at_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mcpmux.toml");
+    std::fs::write(&config, test_upstream("up", &[])).unwrap();
+    // Refused before it binds: nothing listens beyond loopback.
+    let out = std::process::Command::new(MCPMUX)
+        .args([
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .args(["--state-dir", dir.path().join("state").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("0.0.0.0") && stderr.contains("[hosts"),
+        "{stderr}"
+    );
+}
