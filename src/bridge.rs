@@ -27,7 +27,7 @@ struct Bridge {
 }
 
 /// Runs the bridge until stdin closes.
-pub async fn run(url: String) -> std::io::Result<()> {
+pub async fn run(url: String, token: Option<String>) -> std::io::Result<()> {
     let (out, mut rx) = mpsc::channel::<String>(1024);
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -44,7 +44,7 @@ pub async fn run(url: String) -> std::io::Result<()> {
         }
     });
     let bridge = Arc::new(Bridge {
-        session: RwLock::new(HttpSession::new(url)),
+        session: RwLock::new(HttpSession::new(url).with_token(token.as_deref())),
         initialize: RwLock::new(None),
         out,
     });

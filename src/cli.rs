@@ -94,6 +94,10 @@ enum Command {
         /// The daemon's endpoint (default: derived from the config's `server.listen`).
         #[arg(long, env = "MCPMUX_URL")]
         url: Option<String>,
+        /// A file holding this host's bearer token, for a daemon with `[hosts]` (or set
+        /// MCPMUX_TOKEN).
+        #[arg(long, env = "MCPMUX_TOKEN_FILE")]
+        token_file: Option<PathBuf>,
     },
     /// Validate the config and print its upstreams.
     Check {
@@ -156,12 +160,27 @@ impl Cli {
                 runtime.block_on(crate::daemon::serve(config))?;
                 Ok(ExitCode::SUCCESS)
             }
-            Command::Stdio { config, url } => {
+            Command::Stdio {
+                config,
+                url,
+                token_file,
+            } => {
                 let url = match url {
                     Some(url) => url,
                     None => load(config)?.endpoint_url(),
                 };
-                runtime.block_on(crate::bridge::run(url))?;
+                let token = match token_file {
+                    Some(path) => Some(
+                        std::fs::read_to_string(&path)
+                            .map_err(|e| {
+                                anyhow::anyhow!("cannot read --token-file {}: {e}", path.display())
+                            })?
+                            .trim()
+                            .to_owned(),
+                    ),
+                    None => std::env::var("MCPMUX_TOKEN").ok(),
+                };
+                runtime.block_on(crate::bridge::run(url, token))?;
                 Ok(ExitCode::SUCCESS)
             }
             Command::Check { config } => {

@@ -9,9 +9,10 @@
 
 mod common;
 
-use common::{Client, Daemon, MCPMUX, test_upstream};
+use common::{Client, Daemon, MCPMUX, spawn_bridge_as, test_upstream};
 use serde_json::{Value, json};
 use sha2::Digest;
+use tokio::io::AsyncWriteExt;
 
 const ALICE: &str = "alice-secret-token-3f9a";
 const BOB: &str = "bob-secret-token-7c21";
@@ -187,4 +188,34 @@ fn listening_beyond_loopback_without_any_host_is_refused_at_startup() {
         stderr.contains("0.0.0.0") && stderr.contains("[hosts"),
         "{stderr}"
     );
+}
+
+/// `mcpmux stdio` presents its host's token (`MCPMUX_TOKEN`); without one the daemon refuses it
+/// and the bridge says so in the error it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stdio_bridge_presents_its_hosts_token() {
+    let (daemon, _dir) = start();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "bridge-host", "version": "1"}}});
+    for (token, admitted) in [(Some(ALICE), true), (None, false)] {
+        let mut bridge = spawn_bridge_as(&daemon.url, token);
+        let line = format!("{initialize}\n");
+        bridge.stdin.write_all(line.as_bytes()).await.unwrap();
+        let answer = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            bridge.stdout.next_line(),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        if admitted {
+            assert!(answer["result"]["protocolVersion"].is_string(), "{answer}");
+        } else {
+            let message = answer["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("401"), "{answer}");
+        }
+    }
 }

@@ -44,6 +44,8 @@ impl Sink<'_> {
 pub struct HttpSession {
     http: reqwest::Client,
     url: String,
+    /// `Authorization: Bearer …` for a daemon that knows its hosts (marked sensitive).
+    token: Option<HeaderValue>,
     session_id: Option<String>,
     protocol_version: Option<String>,
 }
@@ -53,9 +55,21 @@ impl HttpSession {
         Self {
             http: reqwest::Client::new(),
             url: url.into(),
+            token: None,
             session_id: None,
             protocol_version: None,
         }
+    }
+
+    /// Presents `token` (a host's bearer token) on every request.
+    pub fn with_token(mut self, token: Option<&str>) -> Self {
+        self.token = token
+            .and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok())
+            .map(|mut v| {
+                v.set_sensitive(true);
+                v
+            });
+        self
     }
 
     pub fn url(&self) -> &str {
@@ -79,6 +93,9 @@ impl HttpSession {
             HeaderValue::from_static("application/json, text/event-stream"),
         );
         h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(token) = &self.token {
+            h.insert(reqwest::header::AUTHORIZATION, token.clone());
+        }
         if let Some(id) = self
             .session_id
             .as_deref()

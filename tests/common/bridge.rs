@@ -18,7 +18,16 @@ pub struct Bridge {
 /// Spawns `mcpmux stdio --url url` with no `MCPMUX_CONFIG` of the test's environment and its
 /// stderr discarded.
 pub fn spawn_bridge(url: &str) -> Bridge {
-    let mut child = tokio::process::Command::new(MCPMUX)
+    spawn_bridge_as(url, None)
+}
+
+/// [`spawn_bridge`] presenting a host's bearer `token` (through `MCPMUX_TOKEN`).
+pub fn spawn_bridge_as(url: &str, token: Option<&str>) -> Bridge {
+    let mut command = tokio::process::Command::new(MCPMUX);
+    if let Some(token) = token {
+        command.env("MCPMUX_TOKEN", token);
+    }
+    let mut child = command
         .arg("stdio")
         .arg("--url")
         .arg(url)

@@ -22,7 +22,7 @@ mod schema;
 
 // Each test binary uses its own part of these, so an unused re-export is no sign of dead code.
 #[allow(unused_imports)]
-pub use bridge::{Bridge, spawn_bridge};
+pub use bridge::{Bridge, spawn_bridge, spawn_bridge_as};
 #[allow(unused_imports)]
 pub use client::{Call, Client};
 #[allow(unused_imports)]
