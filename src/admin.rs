@@ -29,6 +29,8 @@ pub struct AdminState {
     pub audit: AuditHandle,
     /// How many host sessions are open now.
     pub sessions: Box<dyn Fn() -> usize + Send + Sync>,
+    /// Each configured host's limits and counts (empty while hosts are anonymous).
+    pub hosts: Box<dyn Fn() -> Vec<Value> + Send + Sync>,
     /// Sign-ins started through `POST /upstreams/{name}/login`, by upstream.
     pub logins: std::sync::Mutex<HashMap<String, LoginState>>,
 }
@@ -112,6 +114,7 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
         "version": env!("CARGO_PKG_VERSION"),
         "catalog_generation": snapshot.generation,
         "sessions": (admin.sessions)(),
+        "hosts": (admin.hosts)(),
         "upstreams": upstreams,
         "audit": {
             "enabled": audit.is_enabled(),

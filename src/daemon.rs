@@ -91,6 +91,9 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     ));
     service.spawn_reaper();
     service.spawn_change_notices();
+    let principals: Vec<Arc<crate::downstream::Principal>> = (config.hosts.iter())
+        .map(|h| Arc::new(crate::downstream::Principal::new(h)))
+        .collect();
 
     tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), "mcpmux is listening.");
     // One line on stdout for scripts and tests that start the daemon on port 0.
@@ -107,6 +110,10 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
                     supervisor: supervisor.clone(),
                     audit: audit.clone(),
                     sessions: Box::new(move || sessions.len()),
+                    hosts: Box::new({
+                        let principals = principals.clone();
+                        move || principals.iter().map(|p| p.status()).collect()
+                    }),
                     logins: std::sync::Mutex::default(),
                 };
                 let app = crate::admin::app(Arc::new(state));
@@ -122,7 +129,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = axum::serve(
         listener,
-        app(Arc::clone(&service), &config.server, &config.hosts),
+        app(Arc::clone(&service), &config.server, &principals),
     )
     .with_graceful_shutdown(async {
         let _ = stop_rx.await;

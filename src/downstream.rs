@@ -12,11 +12,13 @@
 mod caller;
 mod delivery;
 mod http;
+mod principal;
 mod service;
 mod session;
 mod tables;
 
 pub use delivery::Delivery;
 pub use http::app;
+pub use principal::Principal;
 pub use service::{HostRequest, HostService, RequestContext};
 pub use session::{HostInfo, Session, SessionStore};

@@ -219,3 +219,66 @@ async fn the_stdio_bridge_presents_its_hosts_token() {
         }
     }
 }
+
+/// A host's limits: requests in flight at once (-32011) and requests per second (-32012), each
+/// error naming the limit and its key; other hosts are not held back; status counts per host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_host_is_held_to_its_own_limits() {
+    let daemon = Daemon::start(&format!(
+        "[hosts.alice]\ntoken_sha256 = \"{}\"\nmax_in_flight = 1\n\
+         [hosts.bob]\ntoken_sha256 = \"{}\"\nmax_calls_per_second = 5\n{}",
+        sha256_hex(ALICE),
+        sha256_hex(BOB),
+        test_upstream("up", &[])
+    ));
+    let alice = Client::connect_as(&daemon.url, ALICE).await;
+    let bob = Client::connect_as(&daemon.url, BOB).await;
+    daemon
+        .wait_for_tools(&alice, |n| n.iter().any(|t| t == "up__slow"))
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+
+    // Alice: one at a time.
+    let slow = alice.start_tool("up__slow", json!({"ms": 1000}));
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let second = alice.request("ping", json!({})).await;
+    assert_eq!(second["error"]["code"], -32011, "{second}");
+    let message = second["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("alice") && message.contains("max_in_flight"),
+        "{message}"
+    );
+    // Bob is not held back by Alice's slot.
+    assert!(bob.request("ping", json!({})).await["result"].is_object());
+    let (_, answer) = slow.finish().await;
+    assert!(answer["result"].is_object(), "{answer}");
+    assert!(alice.request("ping", json!({})).await["result"].is_object());
+
+    // Bob: 5 per second; a burst of 20 gets 5 or so through.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let mut refused = Vec::new();
+    for _ in 0..20 {
+        let answer = bob.request("ping", json!({})).await;
+        if answer["error"]["code"] == -32012 {
+            refused.push(
+                answer["error"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
+        }
+    }
+    assert!((13..=16).contains(&refused.len()), "{refused:?}");
+    assert!(refused[0].contains("max_calls_per_second"), "{refused:?}");
+
+    let status = daemon.status().await;
+    let host = |name: &str| {
+        status["hosts"]
+            .as_array()
+            .and_then(|a| a.iter().find(|h| h["name"] == name).cloned())
+            .unwrap_or_default()
+    };
+    assert_eq!(host("alice")["refused"], 1, "{status}");
+    assert_eq!(host("bob")["refused"], refused.len(), "{status}");
+    assert_eq!(host("alice")["max_in_flight"], 1);
+}

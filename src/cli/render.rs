@@ -113,6 +113,36 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
             ])
         })
         .collect();
+    let hosts: Vec<Vec<String>> = status["hosts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|h| {
+            let limit = |k: &str| h[k].as_f64().map_or("-".to_owned(), |v| v.to_string());
+            vec![
+                h["name"].as_str().unwrap_or_default().to_owned(),
+                h["in_flight"].to_string(),
+                h["requests"].to_string(),
+                h["refused"].to_string(),
+                limit("max_in_flight"),
+                limit("max_calls_per_second"),
+            ]
+        })
+        .collect();
+    if !hosts.is_empty() {
+        out.push('\n');
+        out.push_str(&table(
+            &[
+                "HOST",
+                "IN-FLIGHT",
+                "REQUESTS",
+                "REFUSED",
+                "MAX IN-FLIGHT",
+                "MAX PER SECOND",
+            ],
+            &hosts,
+        ));
+    }
     if !remote.is_empty() {
         out.push('\n');
         out.push_str(&table(

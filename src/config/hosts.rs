@@ -10,11 +10,15 @@ use sha2::Digest;
 
 use super::error::ConfigError;
 
-/// One principal and the digest of its token.
-#[derive(Clone, PartialEq, Eq)]
+/// One principal, the digest of its token and its limits.
+#[derive(Clone, PartialEq)]
 pub struct HostCredential {
     pub name: String,
     pub token_sha256: [u8; 32],
+    /// Most requests of this host in flight at once (`None`: unlimited).
+    pub max_in_flight: Option<usize>,
+    /// Most requests per second, as a token bucket of that many (`None`: unlimited).
+    pub max_calls_per_second: Option<f64>,
 }
 
 impl std::fmt::Debug for HostCredential {
@@ -31,6 +35,8 @@ impl std::fmt::Debug for HostCredential {
 pub(super) struct RawHost {
     pub token_sha256: Option<String>,
     pub token_file: Option<PathBuf>,
+    pub max_in_flight: Option<usize>,
+    pub max_calls_per_second: Option<f64>,
 }
 
 /// Validates `[hosts]`: each host has exactly one credential, a digest is 64 hex digits, a
@@ -102,7 +108,30 @@ pub(super) fn hosts(
                 "give each host its own token, so mcpmux can tell them apart",
             ));
         }
-        hosts.push(HostCredential { name, token_sha256 });
+        if host.max_in_flight == Some(0) {
+            return Err(ConfigError::invalid(
+                file,
+                key("max_in_flight"),
+                "is 0, which would refuse every request",
+                "allow at least 1, or leave it out for no limit",
+            ));
+        }
+        if let Some(rate) = host.max_calls_per_second {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(ConfigError::invalid(
+                    file,
+                    key("max_calls_per_second"),
+                    format!("{rate} is not a positive rate"),
+                    "set the calls per second it may make, e.g. 20, or leave it out for no limit",
+                ));
+            }
+        }
+        hosts.push(HostCredential {
+            name,
+            token_sha256,
+            max_in_flight: host.max_in_flight,
+            max_calls_per_second: host.max_calls_per_second,
+        });
     }
     Ok(hosts)
 }

@@ -22,9 +22,10 @@ use futures_util::Stream;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
+use super::principal::Principal;
 use super::service::{HostRequest, HostService};
 use super::session::Session;
-use crate::config::{HostCredential, ServerConfig};
+use crate::config::ServerConfig;
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
 use guard::{Refusal, check_origin, check_version, refuse};
 
@@ -42,11 +43,11 @@ struct AppState {
     /// Largest request body accepted (`server.max_body_bytes`).
     max_body_bytes: usize,
     /// The principals; none: hosts are anonymous.
-    hosts: Vec<HostCredential>,
+    hosts: Vec<Arc<Principal>>,
 }
 
 /// The host-facing HTTP application.
-pub fn app(service: Arc<HostService>, config: &ServerConfig, hosts: &[HostCredential]) -> Router {
+pub fn app(service: Arc<HostService>, config: &ServerConfig, hosts: &[Arc<Principal>]) -> Router {
     let state = Arc::new(AppState {
         service,
         allowed_origins: config.allowed_origins.clone(),
@@ -99,7 +100,7 @@ impl AppState {
 
     /// Who is asking: `None` while no host is configured; else the host whose token the
     /// request carries, or a 401.
-    fn principal(&self, headers: &HeaderMap) -> Result<Option<Arc<str>>, Refusal> {
+    fn principal(&self, headers: &HeaderMap) -> Result<Option<Arc<Principal>>, Refusal> {
         if self.hosts.is_empty() {
             return Ok(None);
         }
@@ -115,7 +116,7 @@ fn json_response(body: String) -> Response {
 fn session_of(
     state: &AppState,
     headers: &HeaderMap,
-    principal: Option<&Arc<str>>,
+    principal: Option<&Arc<Principal>>,
 ) -> Result<Arc<Session>, Refusal> {
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return Err(refuse(
@@ -125,7 +126,11 @@ fn session_of(
         ));
     };
     // Another principal's session does not exist for this one.
-    let own = |s: &Arc<Session>| s.principal.as_ref() == principal;
+    let own = |s: &Arc<Session>| match (&s.principal, principal) {
+        (None, None) => true,
+        (Some(owner), Some(asking)) => Arc::ptr_eq(owner, asking),
+        _ => false,
+    };
     state.service.session(id).filter(own).ok_or_else(|| {
         refuse(
             StatusCode::NOT_FOUND,
@@ -373,7 +378,7 @@ async fn handle_batch(
     state: &AppState,
     headers: &HeaderMap,
     text: &str,
-    principal: Option<&Arc<str>>,
+    principal: Option<&Arc<Principal>>,
 ) -> Response {
     let session = match session_of(state, headers, principal) {
         Ok(session) => session,

@@ -97,7 +97,7 @@ impl HostRequest {
         Self {
             ctx: RequestContext {
                 host: Arc::clone(&session.host),
-                principal: session.principal.clone(),
+                principal: session.principal.as_ref().map(|p| Arc::clone(&p.name)),
                 trace_id,
             },
             session,
@@ -164,11 +164,42 @@ impl HostService {
     ) -> String {
         let started = std::time::Instant::now();
         let too_deep = params.is_some_and(|p| nests_deeper_than(p.get(), MAX_DEPTH));
-        let answer = match method {
-            _ if too_deep => Err(RpcError::new(
+        // The host's own limits (with `[hosts]`): its slot is held until the answer.
+        let admitted = (host.session.principal.as_ref())
+            .map(|p| p.admit())
+            .transpose();
+        let answer = match admitted {
+            Err(refused) => Err(refused),
+            Ok(_admitted) if too_deep => Err(RpcError::new(
                 codes::INVALID_PARAMS,
                 format!("Invalid params: nested deeper than {MAX_DEPTH} levels, mcpmux's limit"),
             )),
+            Ok(_admitted) => self.answer(host, method, params).await,
+        };
+        let id = &host.id;
+        let line = match &answer {
+            Ok(Answer::Result(result) | Answer::Upstream(Reply::Result(result))) => {
+                response_line(id, result)
+            }
+            Ok(Answer::Upstream(Reply::Error(error))) => raw_error_line(Some(id), error.get()),
+            Err(error) => {
+                tracing::debug!(code = error.code, error = %error.message, "Refused a host request.");
+                error_line(Some(id), error)
+            }
+        };
+        let request_bytes = params.map_or(0, |p| p.get().len());
+        self.audit_request(host, method, request_bytes, &answer, line.len(), started);
+        line
+    }
+
+    /// What `method` answers, by method family.
+    async fn answer(
+        &self,
+        host: &HostRequest,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<Answer, RpcError> {
+        match method {
             "ping" => Ok(Answer::Result(to_raw(&json!({})))),
             "tools/list" => self.list(ListKind::Tools, params),
             "prompts/list" => self.list(ListKind::Prompts, params),
@@ -193,21 +224,7 @@ impl HostService {
                 "this session is already initialized",
             )),
             other => Err(RpcError::method_not_found(other)),
-        };
-        let id = &host.id;
-        let line = match &answer {
-            Ok(Answer::Result(result) | Answer::Upstream(Reply::Result(result))) => {
-                response_line(id, result)
-            }
-            Ok(Answer::Upstream(Reply::Error(error))) => raw_error_line(Some(id), error.get()),
-            Err(error) => {
-                tracing::debug!(code = error.code, error = %error.message, "Refused a host request.");
-                error_line(Some(id), error)
-            }
-        };
-        let request_bytes = params.map_or(0, |p| p.get().len());
-        self.audit_request(host, method, request_bytes, &answer, line.len(), started);
-        line
+        }
     }
 }
 

@@ -64,7 +64,7 @@ pub struct Session {
     /// What the host declared at `initialize`.
     pub host: Arc<HostInfo>,
     /// The principal that opened it (`None` while hosts are anonymous); only it may use it.
-    pub principal: Option<Arc<str>>,
+    pub principal: Option<Arc<super::Principal>>,
     /// Milliseconds since the store's epoch when the host last used this session.
     last_seen: AtomicU64,
     /// Messages for the host that belong to no open request stream.
@@ -214,7 +214,7 @@ impl SessionStore {
         &self,
         id: Option<String>,
         host: HostInfo,
-        principal: Option<Arc<str>>,
+        principal: Option<Arc<super::Principal>>,
     ) -> Arc<Session> {
         let id = id.unwrap_or_else(new_id);
         let (outbox, rx) = mpsc::channel(OUTBOX);

@@ -19,6 +19,8 @@ pub mod codes {
     pub const UPSTREAM_UNAVAILABLE: i64 = -32010;
     /// mcpmux: too many requests in flight (to one upstream, or from one host session); retry.
     pub const BUSY: i64 = -32011;
+    /// mcpmux: the host is over its requests-per-second limit; retry later.
+    pub const RATE_LIMITED: i64 = -32012;
 }
 
 /// A JSON-RPC error object, as sent to a peer.

@@ -168,8 +168,8 @@ fn is_loopback_host(host: &str) -> bool {
 /// digest in constant time against every configured host; else 401 with a Bearer challenge.
 pub(super) fn authenticate(
     headers: &HeaderMap,
-    hosts: &[crate::config::HostCredential],
-) -> Result<std::sync::Arc<str>, Refusal> {
+    hosts: &[std::sync::Arc<crate::downstream::Principal>],
+) -> Result<std::sync::Arc<crate::downstream::Principal>, Refusal> {
     use sha2::Digest;
     use subtle::ConstantTimeEq;
     let token = headers
@@ -195,7 +195,7 @@ pub(super) fn authenticate(
         }
     }
     match found {
-        Some(host) => Ok(std::sync::Arc::from(host.name.as_str())),
+        Some(host) => Ok(std::sync::Arc::clone(host)),
         None => Err(unauthorized(
             "Unauthorized: the bearer token is not one mcpmux knows",
             "Bearer realm=\"mcpmux\", error=\"invalid_token\"",

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::guard::refuse;
 use super::{AppState, accept, sse};
+use crate::downstream::Principal;
 use crate::downstream::service::{HostRequest, HostService};
 use crate::downstream::session::new_id;
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
@@ -24,7 +25,7 @@ use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
 const STREAM: usize = 1024;
 
 /// An open legacy stream and the principal that opened it.
-type Stream = (mpsc::Sender<String>, Option<Arc<str>>);
+type Stream = (mpsc::Sender<String>, Option<Arc<Principal>>);
 
 /// Open legacy streams, by session id.
 #[derive(Debug, Default)]
@@ -32,10 +33,15 @@ pub(super) struct Connections(Mutex<HashMap<String, Stream>>);
 
 impl Connections {
     /// The stream of session `id`, if `principal` opened it.
-    fn get(&self, id: &str, principal: Option<&Arc<str>>) -> Option<mpsc::Sender<String>> {
+    fn get(&self, id: &str, principal: Option<&Arc<Principal>>) -> Option<mpsc::Sender<String>> {
         let streams = crate::sync::lock(&self.0);
         let (stream, owner) = streams.get(id)?;
-        (owner.as_ref() == principal).then(|| stream.clone())
+        let own = match (owner, principal) {
+            (None, None) => true,
+            (Some(owner), Some(asking)) => Arc::ptr_eq(owner, asking),
+            _ => false,
+        };
+        own.then(|| stream.clone())
     }
 }
 

@@ -26,7 +26,7 @@ impl HostService {
         id: &RawValue,
         params: Option<&RawValue>,
         session_id: Option<String>,
-        principal: Option<Arc<str>>,
+        principal: Option<Arc<crate::downstream::Principal>>,
     ) -> Result<(Arc<Session>, String), RpcError> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]

@@ -1,0 +1,182 @@
+//! A host known by its token ([`Principal`]) and its limits: requests in flight at once, and
+//! requests per second (a GCRA token bucket, lock-free). Its counts show in `mcpmux status`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use crate::config::HostCredential;
+use crate::jsonrpc::{RpcError, codes};
+
+/// A configured host, its limits and its counts.
+#[derive(Debug)]
+pub struct Principal {
+    pub name: Arc<str>,
+    pub token_sha256: [u8; 32],
+    max_in_flight: Option<usize>,
+    rate: Option<Rate>,
+    in_flight: AtomicUsize,
+    calls: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// Requests per second as the generic cell rate algorithm: the theoretical arrival time of the
+/// next request advances by one interval per request and may run ahead of now by a burst.
+#[derive(Debug)]
+struct Rate {
+    per_second: f64,
+    interval_ns: u64,
+    /// How far ahead of now the arrival time may be: a burst of `per_second` requests.
+    burst_ns: u64,
+    epoch: Instant,
+    tat: AtomicU64,
+}
+
+/// One admitted request; its in-flight slot is given back when dropped.
+#[derive(Debug)]
+pub struct Admitted<'a>(&'a Principal);
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if self.0.max_in_flight.is_some() {
+            self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Principal {
+    pub fn new(host: &HostCredential) -> Self {
+        let rate = host.max_calls_per_second.map(|per_second| {
+            let interval_ns = (1e9 / per_second).max(1.0) as u64;
+            Rate {
+                per_second,
+                interval_ns,
+                burst_ns: interval_ns.saturating_mul((per_second.ceil() as u64).max(1) - 1),
+                epoch: Instant::now(),
+                tat: AtomicU64::new(0),
+            }
+        });
+        Self {
+            name: Arc::from(host.name.as_str()),
+            token_sha256: host.token_sha256,
+            max_in_flight: host.max_in_flight,
+            rate,
+            in_flight: AtomicUsize::new(0),
+            calls: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// Admits one request within this host's limits, or says which limit it met.
+    pub fn admit(&self) -> Result<Admitted<'_>, RpcError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if let Some(rate) = &self.rate {
+            if !rate.take() {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                return Err(RpcError::new(
+                    codes::RATE_LIMITED,
+                    format!(
+                        "host `{}` is over its limit of {} requests per second (hosts.{}.max_calls_per_second); retry later",
+                        self.name, rate.per_second, self.name
+                    ),
+                ));
+            }
+        }
+        if let Some(max) = self.max_in_flight {
+            if self.in_flight.fetch_add(1, Ordering::Relaxed) >= max {
+                self.in_flight.fetch_sub(1, Ordering::Relaxed);
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                return Err(RpcError::new(
+                    codes::BUSY,
+                    format!(
+                        "host `{}` already has {max} requests in flight (hosts.{}.max_in_flight); retry when one ends",
+                        self.name, self.name
+                    ),
+                ));
+            }
+        }
+        Ok(Admitted(self))
+    }
+
+    /// Its limits and counts, for status.
+    pub fn status(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": &*self.name,
+            "in_flight": self.in_flight.load(Ordering::Relaxed),
+            "requests": self.calls.load(Ordering::Relaxed),
+            "refused": self.refused.load(Ordering::Relaxed),
+            "max_in_flight": self.max_in_flight,
+            "max_calls_per_second": self.rate.as_ref().map(|r| r.per_second),
+        })
+    }
+}
+
+impl Rate {
+    /// Takes one request's worth, if the bucket has it.
+    fn take(&self) -> bool {
+        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let mut tat = self.tat.load(Ordering::Relaxed);
+        loop {
+            let start = tat.max(now);
+            if start - now > self.burst_ns {
+                return false;
+            }
+            match self.tat.compare_exchange_weak(
+                tat,
+                start + self.interval_ns,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(seen) => tat = seen,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(max_in_flight: Option<usize>, rate: Option<f64>) -> Principal {
+        Principal::new(&HostCredential {
+            name: "h".into(),
+            token_sha256: [0; 32],
+            max_in_flight,
+            max_calls_per_second: rate,
+        })
+    }
+
+    #[test]
+    fn in_flight_slots_are_counted_and_given_back() {
+        let p = host(Some(2), None);
+        let a = p
+            .admit()
+            .map_err(|e| e.message)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let _b = p
+            .admit()
+            .map_err(|e| e.message)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let refused = p
+            .admit()
+            .err()
+            .map(|e| (e.code, e.message))
+            .unwrap_or_default();
+        assert_eq!(refused.0, codes::BUSY);
+        assert!(refused.1.contains("max_in_flight"), "{}", refused.1);
+        drop(a);
+        assert!(p.admit().is_ok());
+        assert_eq!(p.status()["refused"], 1);
+    }
+
+    #[test]
+    fn a_rate_allows_its_burst_then_refuses_until_time_passes() {
+        let p = host(None, Some(5.0));
+        let admitted = (0..20).filter(|_| p.admit().is_ok()).count();
+        assert_eq!(admitted, 5);
+        std::thread::sleep(std::time::Duration::from_millis(450));
+        let later = (0..20).filter(|_| p.admit().is_ok()).count();
+        assert!((2..=3).contains(&later), "{later}");
+    }
+}
