@@ -160,11 +160,11 @@ async fn restart(State(admin): State<Arc<AdminState>>, Path(name): Path<String>)
     }
 }
 
-/// The upstream `name`'s remote settings, when it signs in with OAuth.
+/// The upstream `name`, when it signs in with OAuth; else the status and why.
 fn oauth_upstream(
     admin: &AdminState,
     name: &str,
-) -> Result<(crate::upstream::UpstreamHandle, crate::config::RemoteConfig), (StatusCode, String)> {
+) -> Result<crate::upstream::UpstreamHandle, (StatusCode, String)> {
     let snapshot = admin.router.snapshot();
     let Some(handle) = snapshot.upstreams().find(|h| h.name() == name).cloned() else {
         return Err((
@@ -172,45 +172,33 @@ fn oauth_upstream(
             format!("no upstream is named `{name}`"),
         ));
     };
-    match &handle.config().transport {
-        Transport::Remote(remote) if remote.oauth.is_some() => {
-            let remote = remote.clone();
-            Ok((handle, remote))
-        }
-        _ => {
-            let why = format!(
-                "upstream `{name}` does not sign in with OAuth (it is a command, or has a bearer token configured)"
-            );
-            Err((StatusCode::BAD_REQUEST, why))
-        }
+    if handle.oauth().is_none() {
+        let why = format!(
+            "upstream `{name}` does not sign in with OAuth (it is a command, or has a bearer token configured)"
+        );
+        return Err((StatusCode::BAD_REQUEST, why));
     }
+    Ok(handle)
+}
+
+/// A refusal as the admin API answers one: the status and `{"error": why}`.
+fn refusal((status, why): (StatusCode, String)) -> Response {
+    (status, Json(json!({ "error": why }))).into_response()
 }
 
 /// `POST /upstreams/{name}/login`: starts signing in. Answers the authorization URL to open
 /// (or `done` when no person is needed); once the tokens are stored the upstream restarts.
 async fn login(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
-    let (handle, remote) = match oauth_upstream(&admin, &name) {
-        Ok(found) => found,
-        Err((status, why)) => return (status, Json(json!({ "error": why }))).into_response(),
+    let handle = match oauth_upstream(&admin, &name) {
+        Ok(handle) => handle,
+        Err(refused) => return refusal(refused),
     };
-    let Some(oauth) = remote.oauth.as_deref().cloned() else {
-        return StatusCode::BAD_REQUEST.into_response();
+    let login = match handle.sign_in() {
+        Some(Ok(login)) => login,
+        Some(Err(why)) => return refusal((StatusCode::BAD_GATEWAY, why)),
+        None => return StatusCode::BAD_REQUEST.into_response(),
     };
-    let http = match crate::upstream::http_client(&remote) {
-        Ok(http) => http,
-        Err(why) => {
-            return (StatusCode::BAD_GATEWAY, Json(json!({ "error": why }))).into_response();
-        }
-    };
-    let started = crate::oauth::Login {
-        upstream: name.clone(),
-        url: remote.url.clone(),
-        oauth,
-        http,
-        challenge: handle.diagnostics().challenge(),
-    }
-    .start()
-    .await;
+    let started = login.start().await;
     let started = match started {
         Ok(started) => started,
         Err(e) => {
@@ -277,11 +265,11 @@ async fn login_state(
 /// `POST /upstreams/{name}/logout`: forgets the upstream's tokens and restarts it (it then
 /// needs a sign-in again).
 async fn logout(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
-    let (_, remote) = match oauth_upstream(&admin, &name) {
-        Ok(found) => found,
-        Err((status, why)) => return (status, Json(json!({ "error": why }))).into_response(),
+    let handle = match oauth_upstream(&admin, &name) {
+        Ok(handle) => handle,
+        Err(refused) => return refusal(refused),
     };
-    let Some(oauth) = &remote.oauth else {
+    let Some(oauth) = handle.oauth() else {
         return StatusCode::BAD_REQUEST.into_response();
     };
     match std::fs::remove_file(&oauth.token_file) {

@@ -10,7 +10,6 @@
 
 mod audit;
 mod error;
-mod hosts;
 mod load;
 mod mcp_servers;
 mod model;
@@ -21,10 +20,10 @@ mod validate;
 
 pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir};
 pub use error::ConfigError;
-pub use hosts::HostCredential;
 pub use load::{default_path, load};
 pub use model::{
-    CatalogConfig, Config, DEFAULT_INHERITED_ENV, Isolation, ServerConfig, UpstreamConfig,
+    CatalogConfig, Config, DEFAULT_INHERITED_ENV, HostCredential, Isolation, ServerConfig,
+    UpstreamConfig,
 };
 pub use policy::Policy;
 pub use transport::{

@@ -597,12 +597,9 @@ fn backoff(failures: u32, initial: Duration, max: Duration) -> Duration {
 /// [`RENEWALS`] times per [`RENEWAL_WINDOW`]. New tokens start it again; a refused renewal
 /// leaves it in `needs-login`, saying why.
 fn renew(myself: &ActorRef<SupervisorMsg>, slot: &mut Slot, key: Key) {
-    let Transport::Remote(remote) = &slot.handle.config().transport else {
+    if slot.handle.oauth().is_none() {
         return;
-    };
-    let Some(oauth) = remote.oauth.as_deref() else {
-        return;
-    };
+    }
     let now = Instant::now();
     slot.renewals
         .retain(|t| now.duration_since(*t) <= RENEWAL_WINDOW);
@@ -610,19 +607,13 @@ fn renew(myself: &ActorRef<SupervisorMsg>, slot: &mut Slot, key: Key) {
         return;
     }
     slot.renewals.push_back(now);
-    let http = match crate::upstream::http_client(remote) {
-        Ok(http) => http,
-        Err(e) => {
+    let login = match slot.handle.sign_in() {
+        Some(Ok(login)) => login,
+        Some(Err(e)) => {
             tracing::warn!(upstream = %key.upstream, error = %e, "Cannot renew its sign-in.");
             return;
         }
-    };
-    let login = crate::oauth::Login {
-        upstream: key.upstream.clone(),
-        url: remote.url.clone(),
-        oauth: oauth.clone(),
-        http,
-        challenge: slot.handle.diagnostics().challenge(),
+        None => return,
     };
     let handle = slot.handle.clone();
     let myself = myself.clone();

@@ -31,4 +31,4 @@ pub use connection::{
 pub use error::{Reply, StopReason, UpstreamError};
 pub use handle::UpstreamHandle;
 pub use status::{Phase, Status};
-pub use transport::{Diagnostics, http_client};
+pub use transport::Diagnostics;

@@ -43,7 +43,7 @@ pub struct Config {
     /// Enabled and disabled upstreams, in name order.
     pub upstreams: Vec<UpstreamConfig>,
     /// The principals that may use mcpmux; none: every host that reaches it (loopback only).
-    pub hosts: Vec<super::hosts::HostCredential>,
+    pub hosts: Vec<HostCredential>,
 }
 
 #[derive(Debug, Clone)]
@@ -178,5 +178,25 @@ impl Config {
     /// The URL hosts use, as `mcpmux stdio` reaches the daemon.
     pub fn endpoint_url(&self) -> String {
         format!("http://{}/mcp", self.server.listen)
+    }
+}
+
+/// `[hosts.NAME]`: a principal that may use mcpmux, known by the SHA-256 digest of its bearer
+/// token (the config never holds the token), and its limits.
+#[derive(Clone, PartialEq)]
+pub struct HostCredential {
+    pub name: String,
+    pub token_sha256: [u8; 32],
+    /// Most requests of this host in flight at once (`None`: unlimited).
+    pub max_in_flight: Option<usize>,
+    /// Most requests per second, as a token bucket of that many (`None`: unlimited).
+    pub max_calls_per_second: Option<f64>,
+}
+
+impl std::fmt::Debug for HostCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostCredential")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }

@@ -32,7 +32,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub upstreams: BTreeMap<String, RawUpstream>,
     #[serde(default)]
-    pub hosts: BTreeMap<String, super::hosts::RawHost>,
+    pub hosts: BTreeMap<String, RawHost>,
 }
 
 impl RawConfig {
@@ -147,6 +147,16 @@ pub(super) struct RawOAuth {
     pub client_id_metadata_url: Option<String>,
     pub grant: Option<OAuthGrant>,
     pub redirect_port: Option<u16>,
+}
+
+/// `[hosts.NAME]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHost {
+    pub token_sha256: Option<String>,
+    pub token_file: Option<PathBuf>,
+    pub max_in_flight: Option<usize>,
+    pub max_calls_per_second: Option<f64>,
 }
 
 /// A duration written like "30s" or "5m".

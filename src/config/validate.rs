@@ -19,6 +19,7 @@ use super::raw::{
 use crate::mcp::ListKind;
 use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
 
+mod hosts;
 mod transport;
 
 /// Validates `raw`, read from the file at `path`.
@@ -30,7 +31,7 @@ pub(super) fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigErro
     let upstreams = upstreams(path, &base_dir, raw.defaults, raw.upstreams)?;
     let state_dir = raw.state_dir.map(|d| resolve(&base_dir, d));
     let audit = audit(path, raw.audit, state_dir.as_deref())?;
-    let hosts = super::hosts::hosts(path, &base_dir, raw.hosts)?;
+    let hosts = hosts::hosts(path, &base_dir, raw.hosts)?;
     let mut config = Config {
         source: path.into(),
         hosts,

@@ -126,11 +126,7 @@ fn session_of(
         ));
     };
     // Another principal's session does not exist for this one.
-    let own = |s: &Arc<Session>| match (&s.principal, principal) {
-        (None, None) => true,
-        (Some(owner), Some(asking)) => Arc::ptr_eq(owner, asking),
-        _ => false,
-    };
+    let own = |s: &Arc<Session>| Principal::same(s.principal.as_ref(), principal);
     state.service.session(id).filter(own).ok_or_else(|| {
         refuse(
             StatusCode::NOT_FOUND,

@@ -67,6 +67,15 @@ impl Principal {
         }
     }
 
+    /// Whether `asking` may use what `owner` opened: the same principal, or both anonymous.
+    pub fn same(owner: Option<&Arc<Self>>, asking: Option<&Arc<Self>>) -> bool {
+        match (owner, asking) {
+            (None, None) => true,
+            (Some(owner), Some(asking)) => Arc::ptr_eq(owner, asking),
+            _ => false,
+        }
+    }
+
     /// Admits one request within this host's limits, or says which limit it met.
     pub fn admit(&self) -> Result<Admitted<'_>, RpcError> {
         self.calls.fetch_add(1, Ordering::Relaxed);

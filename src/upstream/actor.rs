@@ -21,7 +21,6 @@ use super::handle::UpstreamHandle;
 use super::handshake;
 use super::status::Phase;
 use super::transport::{self, Teardown};
-use crate::config::Transport;
 use crate::mcp::ListKind;
 
 /// Bounds of the health/idle timer.
@@ -344,8 +343,7 @@ impl UpstreamActor {
         ) {
             return;
         }
-        let signs_in =
-            matches!(&state.handle.config().transport, Transport::Remote(r) if r.oauth.is_some());
+        let signs_in = state.handle.oauth().is_some();
         let name = state.handle.name().to_owned();
         let (phase, refused) = if signs_in {
             tracing::warn!(upstream = %name, error = %refused, "The upstream wants an OAuth sign-in; not retrying it until `mcpmux login {name}`.");

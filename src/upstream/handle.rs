@@ -15,7 +15,7 @@ use super::connection::{CallContext, Connection, HostEvents, UpstreamId};
 use super::error::{Reply, UpstreamError};
 use super::status::{Phase, Status};
 use super::transport::Diagnostics;
-use crate::config::UpstreamConfig;
+use crate::config::{OAuthConfig, Transport, UpstreamConfig};
 use crate::mcp::names::Prefix;
 
 struct Shared {
@@ -293,6 +293,33 @@ impl UpstreamHandle {
             state: status.phase,
             reason: status.last_error,
         }
+    }
+
+    /// Its OAuth settings, when it signs in with OAuth (a remote upstream without a configured
+    /// token).
+    pub fn oauth(&self) -> Option<&OAuthConfig> {
+        match &self.shared.config.transport {
+            Transport::Remote(remote) => remote.oauth.as_deref(),
+            Transport::Stdio(_) => None,
+        }
+    }
+
+    /// A sign-in for it, starting from the challenge it last refused mcpmux with: `None` when it
+    /// does not sign in with OAuth, an error when its HTTP client cannot be set up.
+    pub fn sign_in(&self) -> Option<Result<crate::oauth::Login, String>> {
+        let Transport::Remote(remote) = &self.shared.config.transport else {
+            return None;
+        };
+        let oauth = remote.oauth.as_deref()?;
+        Some(
+            super::transport::http_client(remote).map(|http| crate::oauth::Login {
+                upstream: self.name().to_owned(),
+                url: remote.url.clone(),
+                oauth: oauth.clone(),
+                http,
+                challenge: self.diagnostics().challenge(),
+            }),
+        )
     }
 
     /// What its transport observed besides messages (a child's last stderr lines).

@@ -36,12 +36,7 @@ impl Connections {
     fn get(&self, id: &str, principal: Option<&Arc<Principal>>) -> Option<mpsc::Sender<String>> {
         let streams = crate::sync::lock(&self.0);
         let (stream, owner) = streams.get(id)?;
-        let own = match (owner, principal) {
-            (None, None) => true,
-            (Some(owner), Some(asking)) => Arc::ptr_eq(owner, asking),
-            _ => false,
-        };
-        own.then(|| stream.clone())
+        Principal::same(owner.as_ref(), principal).then(|| stream.clone())
     }
 }
 

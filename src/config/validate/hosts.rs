@@ -1,43 +1,17 @@
-//! `[hosts.NAME]`: the principals that may use mcpmux. Each is known by the SHA-256 digest of
-//! its bearer token (`token_sha256`, or a `token_file` whose content is hashed at load): the
-//! config never holds a host's token, and mcpmux compares digests in constant time.
+//! `[hosts.NAME]`: each host has exactly one credential — the SHA-256 digest of its bearer token
+//! (`token_sha256`), or a `token_file` whose content is hashed at load — and no two hosts share
+//! a token; its limits, if set, admit something.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::Deserialize;
 use sha2::Digest;
 
-use super::error::ConfigError;
-
-/// One principal, the digest of its token and its limits.
-#[derive(Clone, PartialEq)]
-pub struct HostCredential {
-    pub name: String,
-    pub token_sha256: [u8; 32],
-    /// Most requests of this host in flight at once (`None`: unlimited).
-    pub max_in_flight: Option<usize>,
-    /// Most requests per second, as a token bucket of that many (`None`: unlimited).
-    pub max_calls_per_second: Option<f64>,
-}
-
-impl std::fmt::Debug for HostCredential {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostCredential")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
-
-/// `[hosts.NAME]` as written.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawHost {
-    pub token_sha256: Option<String>,
-    pub token_file: Option<PathBuf>,
-    pub max_in_flight: Option<usize>,
-    pub max_calls_per_second: Option<f64>,
-}
+use super::super::error::ConfigError;
+use super::super::model::HostCredential;
+use super::super::raw::RawHost;
+use super::super::transport::TokenSource;
+use super::resolve;
 
 /// Validates `[hosts]`: each host has exactly one credential, a digest is 64 hex digits, a
 /// token file is readable and not empty; no two hosts share a token.
@@ -75,28 +49,14 @@ pub(super) fn hosts(
                 )
             })?,
             (None, Some(path)) => {
-                let path = if path.is_relative() {
-                    base_dir.join(path)
-                } else {
-                    path
-                };
-                let token = std::fs::read_to_string(&path).map_err(|e| {
+                let token = TokenSource::File(resolve(base_dir, path)).read().map_err(|why| {
                     ConfigError::invalid(
                         file,
                         key("token_file"),
-                        format!("cannot read {}: {e}", path.display()),
+                        why,
                         "point it at a readable file holding the host's bearer token",
                     )
                 })?;
-                let token = token.trim();
-                if token.is_empty() {
-                    return Err(ConfigError::invalid(
-                        file,
-                        key("token_file"),
-                        format!("{} is empty", path.display()),
-                        "write the host's bearer token into it",
-                    ));
-                }
                 sha2::Sha256::digest(token.as_bytes()).into()
             }
         };
