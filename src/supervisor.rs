@@ -15,19 +15,16 @@ use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
 };
 
+mod credentials;
+
+use credentials::{CREDENTIAL_CHECK, renew, token_file};
+
 use crate::audit::{AuditHandle, Record};
-use crate::config::{TokenSource, Transport};
 use crate::sync::lock;
 use crate::upstream::{Phase, StopReason, UpstreamError, UpstreamHandle};
 
 /// Longest wait for one supervisor request (restart, shutdown).
 const CALL_DEADLINE: Duration = Duration::from_secs(30);
-/// How often an unauthorized upstream's token file is looked at.
-const CREDENTIAL_CHECK: Duration = Duration::from_secs(2);
-/// Sign-ins renewed without a person (a refresh, the client credentials grant) per upstream
-/// within [`RENEWAL_WINDOW`]; past that it waits for `mcpmux login` (no token storm).
-const RENEWALS: usize = 3;
-const RENEWAL_WINDOW: Duration = Duration::from_secs(600);
 /// How long stopping a session's instances may take.
 const INSTANCE_STOP: Duration = Duration::from_secs(5);
 
@@ -575,64 +572,10 @@ fn on_failure(
     myself.send_after(delay, move || SupervisorMsg::Start(key));
 }
 
-/// The file an upstream's bearer token is read from, if it has one.
-fn token_file(handle: &UpstreamHandle) -> Option<&std::path::Path> {
-    match &handle.config().transport {
-        Transport::Remote(remote) => match &remote.bearer_token {
-            Some(TokenSource::File(path)) => Some(path),
-            _ => None,
-        },
-        Transport::Stdio(_) => None,
-    }
-}
-
 /// Exponential backoff from `initial` to `max`, with ±20% jitter.
 fn backoff(failures: u32, initial: Duration, max: Duration) -> Duration {
     let exp = initial.saturating_mul(1 << failures.saturating_sub(1).min(16));
     exp.min(max).mul_f64(rand::random_range(0.8..1.2))
-}
-
-/// Renews the sign-in of an upstream that needs one, where no person is needed (a refresh
-/// token, unless the server wants wider scopes; the client credentials grant), at most
-/// [`RENEWALS`] times per [`RENEWAL_WINDOW`]. New tokens start it again; a refused renewal
-/// leaves it in `needs-login`, saying why.
-fn renew(myself: &ActorRef<SupervisorMsg>, slot: &mut Slot, key: Key) {
-    if slot.handle.oauth().is_none() {
-        return;
-    }
-    let now = Instant::now();
-    slot.renewals
-        .retain(|t| now.duration_since(*t) <= RENEWAL_WINDOW);
-    if slot.renewals.len() >= RENEWALS {
-        return;
-    }
-    slot.renewals.push_back(now);
-    let login = match slot.handle.sign_in() {
-        Some(Ok(login)) => login,
-        Some(Err(e)) => {
-            tracing::warn!(upstream = %key.upstream, error = %e, "Cannot renew its sign-in.");
-            return;
-        }
-        None => return,
-    };
-    let handle = slot.handle.clone();
-    let myself = myself.clone();
-    tokio::spawn(async move {
-        match login.renew().await {
-            Ok(true) => {
-                let _ = myself.send_message(SupervisorMsg::Renewed(key));
-            }
-            Ok(false) => {}
-            Err(e) => {
-                let name = &key.upstream;
-                tracing::warn!(upstream = %name, error = %e, "Renewing its sign-in failed; it needs `mcpmux login {name}`.");
-                let why = format!(
-                    "it needs a sign-in: run `mcpmux login {name}` (renewing its tokens failed: {e})"
-                );
-                handle.set_phase(Phase::NeedsLogin, Some(why));
-            }
-        }
-    });
 }
 
 #[cfg(test)]

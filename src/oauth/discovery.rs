@@ -89,9 +89,9 @@ pub async fn discover(
         // 2025-03-26: no metadata means the default endpoints at the authorization server's
         // origin.
         None => AuthServerMetadata {
-            authorization_endpoint: Some(at(&issuer, "/authorize")),
-            token_endpoint: Some(at(&issuer, "/token")),
-            registration_endpoint: Some(at(&issuer, "/register")),
+            authorization_endpoint: Some(at(&issuer, "/authorize").into()),
+            token_endpoint: Some(at(&issuer, "/token").into()),
+            registration_endpoint: Some(at(&issuer, "/register").into()),
             code_challenge_methods_supported: vec!["S256".to_owned()],
             ..AuthServerMetadata::default()
         },
@@ -114,11 +114,11 @@ pub async fn discover(
 }
 
 /// `path` at `base`'s origin.
-fn at(base: &Url, path: &str) -> String {
+fn at(base: &Url, path: &str) -> Url {
     let mut url = base.clone();
     url.set_path(path);
     url.set_query(None);
-    url.to_string()
+    url
 }
 
 /// The server's resource metadata: from the challenge's URL, else the well-known URLs; `None`
@@ -147,15 +147,7 @@ async fn resource_metadata(
         candidates.push(format!("/.well-known/oauth-protected-resource{path}"));
     }
     candidates.push("/.well-known/oauth-protected-resource".to_owned());
-    for candidate in candidates {
-        let mut url = server.clone();
-        url.set_path(&candidate);
-        url.set_query(None);
-        if let Some(prm) = get_json(http, &url).await? {
-            return Ok(Some(prm));
-        }
-    }
-    Ok(None)
+    first_published(http, server, &candidates).await
 }
 
 /// The authorization server's metadata, from the URLs the spec lists in its order.
@@ -176,12 +168,18 @@ async fn server_metadata(
             format!("{path}/.well-known/openid-configuration"),
         ]
     };
-    for candidate in candidates {
-        let mut url = issuer.clone();
-        url.set_path(&candidate);
-        url.set_query(None);
-        if let Some(metadata) = get_json(http, &url).await? {
-            return Ok(Some(metadata));
+    first_published(http, issuer, &candidates).await
+}
+
+/// The first document published at one of `paths` (in order) of `base`'s origin.
+async fn first_published<T: serde::de::DeserializeOwned>(
+    http: &reqwest::Client,
+    base: &Url,
+    paths: &[String],
+) -> Result<Option<T>, OAuthError> {
+    for path in paths {
+        if let Some(document) = get_json(http, &at(base, path)).await? {
+            return Ok(Some(document));
         }
     }
     Ok(None)

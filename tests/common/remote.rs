@@ -156,15 +156,24 @@ pub enum Via {
 /// The `[upstreams.NAME]` table of our test upstream with `args`, reached `via`, and its server
 /// process when it is remote (keep it alive as long as the daemon uses it).
 pub fn test_upstream_via(name: &str, via: Via, args: &[&str]) -> (String, Option<RemoteServer>) {
-    let (path, transport) = match via {
-        Via::Stdio => return (super::test_upstream(name, args), None),
-        Via::Http => ("/mcp", "streamable-http"),
-        Via::Sse => ("/sse", "sse"),
-    };
+    if let Via::Stdio = via {
+        return (super::test_upstream(name, args), None);
+    }
     let server = RemoteServer::test_upstream(name, 0, args);
-    let table = format!(
-        "[upstreams.{name}]\nurl = \"{}\"\ntransport = \"{transport}\"\n",
-        server.url(path)
-    );
-    (table, Some(server))
+    (server.table(name, via), Some(server))
+}
+
+impl RemoteServer {
+    /// The `[upstreams.NAME]` table reaching this test upstream over `via` (Http or Sse): its
+    /// URL for that transport, and the transport named.
+    pub fn table(&self, name: &str, via: Via) -> String {
+        let (path, transport) = match via {
+            Via::Sse => ("/sse", "sse"),
+            Via::Http | Via::Stdio => ("/mcp", "streamable-http"),
+        };
+        format!(
+            "[upstreams.{name}]\nurl = \"{}\"\ntransport = \"{transport}\"\n",
+            self.url(path)
+        )
+    }
 }

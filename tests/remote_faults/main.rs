@@ -48,14 +48,7 @@ fn web_server(args: &[&str]) -> RemoteServer {
 /// The `[upstreams.web]` table reaching `server` the way `via` says (Http or Sse), then
 /// `policy` lines.
 fn web_table(server: &RemoteServer, via: Via, policy: &[(&str, &str)]) -> String {
-    let (path, transport) = match via {
-        Via::Sse => ("/sse", "sse"),
-        _ => ("/mcp", "streamable-http"),
-    };
-    let mut table = format!(
-        "[upstreams.{WEB}]\nurl = \"{}\"\ntransport = \"{transport}\"\n",
-        server.url(path)
-    );
+    let mut table = server.table(WEB, via);
     for (key, value) in policy {
         table.push_str(&format!("{key} = {value}\n"));
     }
