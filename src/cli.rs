@@ -98,6 +98,9 @@ enum Command {
         /// MCPMUX_TOKEN).
         #[arg(long, env = "MCPMUX_TOKEN_FILE")]
         token_file: Option<PathBuf>,
+        /// Use the profile served at `/mcp/NAME` (one with `path = true`).
+        #[arg(long, env = "MCPMUX_PROFILE")]
+        profile: Option<String>,
     },
     /// Validate the config and print its upstreams.
     Check {
@@ -164,11 +167,15 @@ impl Cli {
                 config,
                 url,
                 token_file,
+                profile,
             } => {
-                let url = match url {
+                let mut url = match url {
                     Some(url) => url,
                     None => load(config)?.endpoint_url(),
                 };
+                if let Some(profile) = profile {
+                    url = format!("{}/{profile}", url.trim_end_matches('/'));
+                }
                 let token = match token_file {
                     Some(path) => Some(
                         std::fs::read_to_string(&path)

@@ -3,13 +3,15 @@
 //! nothing of the runtime.
 //!
 //! - `model`: the validated config and its defaults; `policy`: per-upstream policy;
-//!   `transport`: how an upstream is reached (stdio or remote); `audit`: the audit settings.
+//!   `transport`: how an upstream is reached (stdio or remote); `audit`: the audit settings;
+//!   `filter`: a profile's name filter.
 //! - `load`: finding and reading the file; `error`: [`ConfigError`].
 //! - `raw`: the TOML as written (serde); `mcp_servers`: the `mcpServers` JSON, into the same shape.
 //! - `validate`: raw → model, one function per section.
 
 mod audit;
 mod error;
+mod filter;
 mod load;
 mod mcp_servers;
 mod model;
@@ -20,9 +22,10 @@ mod validate;
 
 pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir};
 pub use error::ConfigError;
+pub use filter::NameFilter;
 pub use load::{default_path, load};
 pub use model::{
-    CatalogConfig, Config, DEFAULT_INHERITED_ENV, HostCredential, Isolation, ServerConfig,
+    CatalogConfig, Config, DEFAULT_INHERITED_ENV, HostCredential, Isolation, Profile, ServerConfig,
     UpstreamConfig,
 };
 pub use policy::Policy;

@@ -71,7 +71,9 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let sessions = SessionStore::new(config.server.session_idle_timeout);
     let delivery = Delivery::new(Arc::clone(&sessions), audit.clone());
     let events: Arc<dyn HostEvents> = delivery.clone();
-    let router = RouterHandle::new(&config.catalog);
+    let profiles: Vec<Arc<crate::config::Profile>> =
+        config.profiles.iter().cloned().map(Arc::new).collect();
+    let router = RouterHandle::new(&config.catalog, &profiles);
     let upstreams: Vec<UpstreamHandle> = config
         .upstreams
         .iter()
@@ -92,7 +94,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     service.spawn_reaper();
     service.spawn_change_notices();
     let principals: Vec<Arc<crate::downstream::Principal>> = (config.hosts.iter())
-        .map(|h| Arc::new(crate::downstream::Principal::new(h)))
+        .map(|h| Arc::new(crate::downstream::Principal::new(h, &profiles)))
         .collect();
 
     tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), "mcpmux is listening.");
@@ -129,7 +131,8 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = axum::serve(
         listener,
-        app(Arc::clone(&service), &config.server, &principals),
+        app(Arc::clone(&service), &config.server, &principals, &profiles)
+            .into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
     .with_graceful_shutdown(async {
         let _ = stop_rx.await;

@@ -19,6 +19,6 @@ mod tables;
 
 pub use delivery::Delivery;
 pub use http::app;
-pub use principal::Principal;
+pub use principal::{Access, Principal};
 pub use service::{HostRequest, HostService, RequestContext};
 pub use session::{HostInfo, Session, SessionStore};

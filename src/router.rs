@@ -1,8 +1,10 @@
 //! The router: owns the merged catalog and publishes it as immutable, generation-numbered,
-//! deterministically ordered snapshots. Upstreams know it only as their [`CatalogSink`]: each
-//! publish or withdrawal rebuilds one snapshot on the caller, under the router's one lock, and
-//! makes it current before returning (so an upstream reported ready is already listed). Request
-//! handling reads the current snapshot (or a recent one, for cursors) lock-free.
+//! deterministically ordered snapshots — one per view: the whole catalog, and each profile's.
+//! Upstreams know it only as their [`CatalogSink`]: each publish or withdrawal rebuilds every
+//! view on the caller, under the router's one lock, and makes them current before returning (so
+//! an upstream reported ready is already listed). Request handling reads the current view (or a
+//! recent one, for cursors) lock-free; a profile's view is computed once per generation, never per
+//! request.
 //!
 //! - `catalog`: a [`Snapshot`] and how one is built from the upstreams' catalogs.
 
@@ -15,9 +17,9 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
-pub use catalog::{Entry, Snapshot};
+pub use catalog::{Entry, Lens, Snapshot};
 
-use crate::config::CatalogConfig;
+use crate::config::{CatalogConfig, Profile};
 use crate::sync::lock;
 use crate::upstream::{CatalogLink, CatalogSink, UpstreamCatalog, UpstreamHandle};
 
@@ -30,9 +32,35 @@ pub struct RouterHandle {
     inner: Arc<Inner>,
 }
 
+/// Every view of one catalog generation: view 0 is the whole catalog, view `i + 1` profile `i`'s.
+#[derive(Debug)]
+pub struct Views {
+    pub generation: u64,
+    views: Vec<Arc<Snapshot>>,
+}
+
+impl Views {
+    /// The view `profile` sees (the whole catalog for `None`, and for a profile it does not know).
+    pub fn of(&self, profile: Option<&Profile>) -> &Arc<Snapshot> {
+        let all = &self.views[0];
+        let Some(profile) = profile else {
+            return all;
+        };
+        self.views[1..]
+            .iter()
+            .find(|v| v.profile_name() == Some(profile.name.as_str()))
+            .unwrap_or(all)
+    }
+
+    /// View number `view`, if this generation has it.
+    pub fn at(&self, view: u16) -> Option<&Arc<Snapshot>> {
+        self.views.get(usize::from(view))
+    }
+}
+
 struct Inner {
-    current: ArcSwap<Snapshot>,
-    history: Mutex<VecDeque<(Arc<Snapshot>, Instant)>>,
+    current: ArcSwap<Views>,
+    history: Mutex<VecDeque<(Arc<Views>, Instant)>>,
     generation: watch::Sender<u64>,
     /// What the next snapshot is built from; held while one is built, so builds never interleave.
     sources: Mutex<Sources>,
@@ -40,6 +68,8 @@ struct Inner {
 
 struct Sources {
     config: Arc<CatalogConfig>,
+    /// The views to build, the whole catalog's first.
+    lenses: Vec<Lens>,
     upstreams: Vec<UpstreamHandle>,
     catalogs: BTreeMap<String, UpstreamCatalog>,
     generation: u64,
@@ -48,23 +78,47 @@ struct Sources {
 impl std::fmt::Debug for RouterHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RouterHandle")
-            .field("generation", &self.snapshot().generation)
+            .field("generation", &self.views().generation)
             .finish()
     }
 }
 
 impl RouterHandle {
-    /// A router with an empty catalog; [`Self::set_upstreams`] tells it which upstreams exist.
-    pub fn new(config: &CatalogConfig) -> Self {
+    /// A router with an empty catalog and a view per profile; [`Self::set_upstreams`] tells it
+    /// which upstreams exist.
+    pub fn new(config: &CatalogConfig, profiles: &[Arc<Profile>]) -> Self {
         let config = Arc::new(config.clone());
-        let first = Arc::new(Snapshot::empty(0, &config, &[]));
+        let mut lenses = vec![Lens {
+            view: 0,
+            profile: None,
+            config: Arc::clone(&config),
+        }];
+        for (i, profile) in profiles.iter().enumerate() {
+            lenses.push(Lens {
+                view: u16::try_from(i + 1).unwrap_or(u16::MAX),
+                profile: Some(Arc::clone(profile)),
+                config: Arc::new(CatalogConfig {
+                    cursor_retention: config.cursor_retention,
+                    max_items_per_upstream: config.max_items_per_upstream,
+                    ..profile.catalog.clone()
+                }),
+            });
+        }
+        let first = Views {
+            generation: 0,
+            views: lenses
+                .iter()
+                .map(|lens| Arc::new(Snapshot::empty(0, lens, &[])))
+                .collect(),
+        };
         let (generation, _) = watch::channel(0);
         Self {
             inner: Arc::new(Inner {
-                current: ArcSwap::new(first),
+                current: ArcSwap::new(Arc::new(first)),
                 history: Mutex::new(VecDeque::new()),
                 generation,
                 sources: Mutex::new(Sources {
+                    lenses,
                     config,
                     upstreams: Vec::new(),
                     catalogs: BTreeMap::new(),
@@ -92,21 +146,31 @@ impl RouterHandle {
         });
     }
 
-    /// The current catalog. Lock-free.
+    /// The whole current catalog. Lock-free.
     pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.view(None)
+    }
+
+    /// The current catalog as `profile` sees it (`None`: all of it). Lock-free.
+    pub fn view(&self, profile: Option<&Profile>) -> Arc<Snapshot> {
+        Arc::clone(self.inner.current.load().of(profile))
+    }
+
+    /// Every view of the current catalog.
+    pub fn views(&self) -> Arc<Views> {
         self.inner.current.load_full()
     }
 
-    /// The catalog of `generation`, if it is current or still retained.
-    pub fn generation(&self, generation: u64) -> Option<Arc<Snapshot>> {
-        let current = self.snapshot();
+    /// View `view` of the catalog of `generation`, if it is current or still retained.
+    pub fn generation(&self, generation: u64, view: u16) -> Option<Arc<Snapshot>> {
+        let current = self.inner.current.load();
         if current.generation == generation {
-            return Some(current);
+            return current.at(view).cloned();
         }
         lock(&self.inner.history)
             .iter()
             .find(|(s, _)| s.generation == generation)
-            .map(|(s, _)| Arc::clone(s))
+            .and_then(|(s, _)| s.at(view).cloned())
     }
 
     /// Notified with the new generation number each time a snapshot is published.
@@ -143,21 +207,27 @@ impl Inner {
             return;
         }
         sources.generation += 1;
-        let next = Snapshot::build(
-            sources.generation,
-            &sources.config,
-            &sources.upstreams,
-            &sources.catalogs,
-        );
+        let generation = sources.generation;
+        let views = (sources.lenses.iter())
+            .map(|lens| {
+                Arc::new(Snapshot::build(
+                    generation,
+                    lens,
+                    &sources.upstreams,
+                    &sources.catalogs,
+                ))
+            })
+            .collect();
+        let next = Views { generation, views };
         tracing::debug!(
-            generation = sources.generation,
-            tools = next.list(crate::mcp::ListKind::Tools).len(),
+            generation,
+            tools = next.of(None).list(crate::mcp::ListKind::Tools).len(),
             "Published a new catalog."
         );
         self.publish(next, sources.config.cursor_retention);
     }
 
-    fn publish(&self, next: Snapshot, retention: Duration) {
+    fn publish(&self, next: Views, retention: Duration) {
         let generation = next.generation;
         let previous = self.current.swap(Arc::new(next));
         {

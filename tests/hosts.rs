@@ -9,20 +9,12 @@
 
 mod common;
 
-use common::{Client, Daemon, MCPMUX, spawn_bridge_as, test_upstream};
+use common::{Client, Daemon, MCPMUX, initialize_as, sha256_hex, spawn_bridge_as, test_upstream};
 use serde_json::{Value, json};
-use sha2::Digest;
 use tokio::io::AsyncWriteExt;
 
 const ALICE: &str = "alice-secret-token-3f9a";
 const BOB: &str = "bob-secret-token-7c21";
-
-fn sha256_hex(text: &str) -> String {
-    sha2::Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// A daemon with hosts `alice` (by digest) and `bob` (by token file) and one test upstream.
 fn start() -> (Daemon, tempfile::TempDir) {
@@ -38,33 +30,13 @@ fn start() -> (Daemon, tempfile::TempDir) {
     (daemon, dir)
 }
 
-async fn initialize(url: &str, token: Option<&str>) -> reqwest::Response {
-    let mut request = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream");
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    request
-        .body(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"}}})
-            .to_string(),
-        )
-        .send()
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_configured_hosts_get_in_and_a_session_is_its_principals_alone() {
     let (daemon, _dir) = start();
 
     // No token, a wrong one, a malformed header: 401 with a Bearer challenge.
     for token in [None, Some("not-a-known-token"), Some("")] {
-        let refused = initialize(&daemon.url, token).await;
+        let refused = initialize_as(&daemon.url, token).await;
         assert_eq!(refused.status(), 401, "{token:?}");
         let challenge = refused.headers()["www-authenticate"]
             .to_str()

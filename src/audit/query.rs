@@ -27,6 +27,7 @@ pub struct Filter {
     pub method: Option<String>,
     pub session: Option<String>,
     pub principal: Option<String>,
+    pub profile: Option<String>,
     /// `ok`, `error`, `tool_error` or `info`.
     pub outcome: Option<String>,
     pub min_latency_us: Option<u64>,
@@ -72,6 +73,7 @@ impl Filter {
             && eq(&self.tool, &r.target)
             && eq(&self.session, &r.session)
             && eq(&self.principal, &r.principal)
+            && eq(&self.profile, &r.profile)
             && self.method.as_ref().is_none_or(|m| *m == r.method)
             && self
                 .outcome
@@ -276,6 +278,9 @@ pub struct FilterArgs {
     /// The host (principal) that made the request.
     #[arg(long, visible_alias = "host")]
     pub principal: Option<String>,
+    /// The profile the host saw the catalog through.
+    #[arg(long)]
+    pub profile: Option<String>,
     /// ok, error, tool_error or info.
     #[arg(long)]
     pub outcome: Option<String>,
@@ -316,6 +321,7 @@ impl FilterArgs {
             method: self.method.clone(),
             session: self.session.clone(),
             principal: self.principal.clone(),
+            profile: self.profile.clone(),
             outcome: self.outcome.clone(),
             min_latency_us: self.min_latency_ms.map(|ms| ms.saturating_mul(1000)),
             cursor: self.cursor.clone(),
@@ -340,6 +346,7 @@ impl FilterArgs {
         put("method", &self.method);
         put("session", &self.session);
         put("principal", &self.principal);
+        put("profile", &self.profile);
         put("outcome", &self.outcome);
         put("cursor", &self.cursor);
         put(

@@ -63,9 +63,12 @@ pub struct Record {
     pub direction: Option<Direction>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
-    /// Who the host is, once hosts are identified (tokens/profiles); `None` until then.
+    /// Who the host is, once hosts are identified (`[hosts]`); `None` until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<String>,
+    /// The profile the host saw the catalog through (`None`: all of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream: Option<String>,
     /// The JSON-RPC method, or the event name (`session.opened`, `upstream.crashed`, …).
@@ -119,6 +122,7 @@ impl Record {
             direction: None,
             session: None,
             principal: None,
+            profile: None,
             upstream: None,
             method: method.into(),
             target: None,

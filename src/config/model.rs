@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::audit::{AuditConfig, Redaction};
+use super::filter::NameFilter;
 use super::policy::Policy;
 use super::transport::Transport;
 use crate::mcp::ListKind;
@@ -44,6 +45,8 @@ pub struct Config {
     pub upstreams: Vec<UpstreamConfig>,
     /// The principals that may use mcpmux; none: every host that reaches it (loopback only).
     pub hosts: Vec<HostCredential>,
+    /// Views of the catalog that hosts, paths and anonymous clients are given, in name order.
+    pub profiles: Vec<Profile>,
 }
 
 #[derive(Debug, Clone)]
@@ -63,6 +66,8 @@ pub struct ServerConfig {
     pub max_in_flight_per_session: usize,
     /// How long in-flight host requests may take to finish after a shutdown signal.
     pub drain_timeout: Duration,
+    /// The profile a loopback client without a credential gets (`server.anonymous_profile`).
+    pub anonymous_profile: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -75,6 +80,7 @@ impl Default for ServerConfig {
             initialize_wait: Duration::from_secs(10),
             max_in_flight_per_session: 32,
             drain_timeout: Duration::from_secs(10),
+            anonymous_profile: None,
         }
     }
 }
@@ -191,6 +197,8 @@ pub struct HostCredential {
     pub max_in_flight: Option<usize>,
     /// Most requests per second, as a token bucket of that many (`None`: unlimited).
     pub max_calls_per_second: Option<f64>,
+    /// The profile it sees (`None`: the whole catalog).
+    pub profile: Option<String>,
 }
 
 impl std::fmt::Debug for HostCredential {
@@ -198,5 +206,54 @@ impl std::fmt::Debug for HostCredential {
         f.debug_struct("HostCredential")
             .field("name", &self.name)
             .finish_non_exhaustive()
+    }
+}
+
+/// `[profiles.NAME]`: one view of the catalog — which upstreams it holds, which exposed names it
+/// lets through, what it renames or re-describes, its own page sizes and name budget, and whether
+/// it is served at its own path.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    /// The upstreams it holds, by name (`None`: every upstream).
+    pub upstreams: Option<Vec<String>>,
+    pub filter: NameFilter,
+    /// Exposed tool or prompt name (as the profile would expose it) → the name hosts see instead.
+    pub renames: BTreeMap<String, String>,
+    /// Exposed tool or prompt name (before any rename) → the description hosts see instead.
+    pub descriptions: BTreeMap<String, String>,
+    /// Its page sizes and name budget (the catalog's, unless the profile sets them).
+    pub catalog: CatalogConfig,
+    /// Its one upstream's names and URIs pass through without a prefix.
+    pub unprefixed: bool,
+    /// Served at `/mcp/NAME` too.
+    pub path: bool,
+    /// Whether its path needs a host credential (else loopback clients may use it without one).
+    pub path_requires_credential: bool,
+}
+
+/// The prefix every view without a prefix uses.
+static NO_PREFIX: Prefix = Prefix::NONE;
+
+impl Profile {
+    /// Whether the profile holds the upstream named `upstream`.
+    pub fn holds(&self, upstream: &str) -> bool {
+        self.upstreams
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|n| n == upstream))
+    }
+
+    /// The prefix an upstream's names and URIs carry in this profile (`None`: the full catalog).
+    pub fn prefix_for<'a>(profile: Option<&Self>, prefix: &'a Prefix) -> &'a Prefix {
+        match profile {
+            Some(p) if p.unprefixed => &NO_PREFIX,
+            _ => prefix,
+        }
+    }
+
+    /// Whether an exposed tool or prompt name the upstream would answer for unlisted (with an
+    /// unprefixed upstream) is one this profile lets through.
+    pub fn passes_unlisted(&self, kind: ListKind, exposed: &str) -> bool {
+        self.filter.admits(kind, exposed) && !self.renames.contains_key(exposed)
     }
 }

@@ -33,6 +33,8 @@ pub(super) struct RawConfig {
     pub upstreams: BTreeMap<String, RawUpstream>,
     #[serde(default)]
     pub hosts: BTreeMap<String, RawHost>,
+    #[serde(default)]
+    pub profiles: BTreeMap<String, RawProfile>,
 }
 
 impl RawConfig {
@@ -58,6 +60,8 @@ pub(super) struct RawServer {
     pub max_in_flight_per_session: Option<usize>,
     #[serde(default, with = "humantime_serde")]
     pub drain_timeout: Option<Duration>,
+    /// The profile loopback clients without a credential get.
+    pub anonymous_profile: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -80,7 +84,7 @@ pub(super) struct RawAdmin {
     pub listen: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCatalog {
     pub page_size: Option<usize>,
@@ -157,6 +161,35 @@ pub(super) struct RawHost {
     pub token_file: Option<PathBuf>,
     pub max_in_flight: Option<usize>,
     pub max_calls_per_second: Option<f64>,
+    pub profile: Option<String>,
+}
+
+/// `[profiles.NAME]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProfile {
+    pub upstreams: Option<Vec<String>>,
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+    #[serde(default)]
+    pub rename: BTreeMap<String, String>,
+    #[serde(default)]
+    pub describe: BTreeMap<String, String>,
+    #[serde(default)]
+    pub unprefixed: bool,
+    #[serde(default)]
+    pub path: bool,
+    #[serde(default)]
+    pub path_requires_credential: bool,
+    pub page_size: Option<usize>,
+    pub tools_page_size: Option<usize>,
+    pub prompts_page_size: Option<usize>,
+    pub resources_page_size: Option<usize>,
+    pub resource_templates_page_size: Option<usize>,
+    pub name_pattern: Option<String>,
+    pub name_max_length: Option<usize>,
 }
 
 /// A duration written like "30s" or "5m".

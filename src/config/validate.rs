@@ -20,21 +20,41 @@ use crate::mcp::ListKind;
 use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
 
 mod hosts;
+mod profiles;
 mod transport;
 
 /// Validates `raw`, read from the file at `path`.
-pub(super) fn validate(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
+pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, ConfigError> {
     let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let anonymous_profile = raw.server.anonymous_profile.take();
     let server = server(path, raw.server)?;
     let admin = admin(path, raw.admin)?;
-    let catalog = catalog(path, raw.catalog)?;
+    let raw_catalog = raw.catalog.clone();
+    let catalog = catalog(path, "catalog", raw.catalog)?;
     let upstreams = upstreams(path, &base_dir, raw.defaults, raw.upstreams)?;
     let state_dir = raw.state_dir.map(|d| resolve(&base_dir, d));
     let audit = audit(path, raw.audit, state_dir.as_deref())?;
-    let hosts = hosts::hosts(path, &base_dir, raw.hosts)?;
+    let profiles = profiles::profiles(path, &raw_catalog, &upstreams, raw.profiles)?;
+    let hosts = hosts::hosts(path, &base_dir, raw.hosts, &profiles)?;
+    if let Some(p) = (profiles.iter()).find(|p| p.path_requires_credential && hosts.is_empty()) {
+        return Err(ConfigError::invalid(
+            path,
+            format!("profiles.{}.path_requires_credential", p.name),
+            "is set but no [hosts] are configured, so no credential could pass",
+            "add a [hosts.NAME] table with a token, or leave path_requires_credential out",
+        ));
+    }
+    let mut server = server;
+    server.anonymous_profile = profiles::named(
+        path,
+        "server.anonymous_profile",
+        anonymous_profile,
+        &profiles,
+    )?;
     let mut config = Config {
         source: path.into(),
         hosts,
+        profiles,
         state_dir: PathBuf::new(),
         audit,
         server,
@@ -78,6 +98,8 @@ fn server(file: &Path, s: RawServer) -> Result<ServerConfig, ConfigError> {
             .max_in_flight_per_session
             .unwrap_or(d.max_in_flight_per_session),
         drain_timeout: s.drain_timeout.unwrap_or(d.drain_timeout),
+        // Checked against the profiles once they are read.
+        anonymous_profile: None,
     };
     if server.max_in_flight_per_session == 0 {
         return Err(ConfigError::invalid(
@@ -106,7 +128,12 @@ fn admin(file: &Path, a: RawAdmin) -> Result<Option<SocketAddr>, ConfigError> {
     }
 }
 
-fn catalog(file: &Path, c: RawCatalog) -> Result<CatalogConfig, ConfigError> {
+/// `[catalog]` (or a profile's overrides of it, under `section`).
+pub(super) fn catalog(
+    file: &Path,
+    section: &str,
+    c: RawCatalog,
+) -> Result<CatalogConfig, ConfigError> {
     let mut page_sizes = BTreeMap::new();
     for (kind, key, value) in [
         (ListKind::Tools, "tools_page_size", c.tools_page_size),
@@ -126,7 +153,7 @@ fn catalog(file: &Path, c: RawCatalog) -> Result<CatalogConfig, ConfigError> {
         if size == 0 {
             return Err(ConfigError::invalid(
                 file,
-                format!("catalog.{key}"),
+                format!("{section}.{key}"),
                 "a page size of 0 would never list anything",
                 "use a positive number",
             ));
@@ -140,7 +167,7 @@ fn catalog(file: &Path, c: RawCatalog) -> Result<CatalogConfig, ConfigError> {
     .map_err(|e| {
         ConfigError::invalid(
             file,
-            "catalog.name_pattern",
+            format!("{section}.name_pattern"),
             e,
             "use a regular expression and a name_max_length of at least 52",
         )

@@ -12,8 +12,9 @@ use super::caller::SessionCaller;
 use super::session::{LOG_LEVELS, Session, SessionStore, log_rank};
 use super::tables::{LogLevels, Subscriptions, TaskOwners};
 use crate::audit::{AuditHandle, Direction, Kind, Outcome, Record};
+use crate::config::Profile;
 use crate::jsonrpc::{Members, notification_line, raw_string};
-use crate::mcp::names;
+use crate::mcp::names::{self, Prefix};
 use crate::upstream::{Caller, HostEvents, UpstreamId};
 
 /// The host side's sessions and cross-session tables, as upstream connections reach them.
@@ -37,21 +38,25 @@ impl Delivery {
         })
     }
 
-    /// The sessions a message from `upstream` may reach.
+    /// The sessions a message from `upstream` may reach: its own session, or those whose
+    /// profile holds it.
     fn targets(&self, upstream: &UpstreamId) -> Vec<Arc<Session>> {
-        match &upstream.scope {
+        let mut sessions = match &upstream.scope {
             Some(id) => self.sessions.get(id).into_iter().collect(),
             None => self.sessions.all(),
-        }
+        };
+        sessions.retain(|s| s.sees(&upstream.name));
+        sessions
     }
 
-    /// The most verbose level any session asked for, when it differs from what `upstream` was
-    /// last told.
+    /// The most verbose level any session that sees `upstream` asked for, when it differs from
+    /// what `upstream` was last told.
     pub fn wanted_log_level(&self, upstream: &str) -> Option<usize> {
         let wanted = self
             .sessions
             .all()
             .iter()
+            .filter(|s| s.sees(upstream))
             .filter_map(|s| s.tables().log_level)
             .min()?;
         self.log_levels.set(upstream, wanted).then_some(wanted)
@@ -100,14 +105,22 @@ impl HostEvents for Delivery {
     }
 
     fn resource_updated(&self, upstream: &UpstreamId, params: &RawValue) {
-        let expose = |uri: &str| names::expose_uri(&upstream.prefix, uri);
-        let Some((params, uri)) = rewrite_member(params, "uri", expose) else {
-            return;
-        };
-        let exposed = expose(&uri);
-        let line = notification_line("notifications/resources/updated", Some(&params));
+        // The URI as each session's view exposes it: prefixed, or bare in an unprefixed profile.
+        let mut forms: Vec<(Prefix, String, String)> = Vec::new();
         for session in self.targets(upstream) {
-            if session.tables().subscriptions.contains(&exposed) {
+            let prefix = Profile::prefix_for(session.profile(), &upstream.prefix);
+            if !forms.iter().any(|(p, ..)| p == prefix) {
+                let expose = |uri: &str| names::expose_uri(prefix, uri);
+                let Some((params, uri)) = rewrite_member(params, "uri", expose) else {
+                    return;
+                };
+                let line = notification_line("notifications/resources/updated", Some(&params));
+                forms.push((prefix.clone(), expose(&uri), line));
+            }
+            let Some((_, exposed, line)) = forms.iter().find(|(p, ..)| p == prefix) else {
+                continue;
+            };
+            if session.tables().subscriptions.contains(exposed) {
                 session.deliver(line.clone());
             }
         }

@@ -1,19 +1,25 @@
 //! Streamable HTTP at `/mcp` (MCP 2025-03-26 and later): POST carries host messages and answers
 //! with JSON, or with an event stream when the request produces messages (progress, server
 //! requests) before its answer; GET opens the session's event stream; DELETE ends the session.
-//! `legacy` serves the 2024-11-05 HTTP+SSE transport at `/sse` + `/messages`.
+//! A profile with `path = true` is served the same way at `/mcp/NAME`. `legacy` serves the
+//! 2024-11-05 HTTP+SSE transport at `/sse` + `/messages`.
+//!
+//! Every request is first given its [`Access`]: the host its bearer token names (with `[hosts]`),
+//! and the profile it sees — its path's, its host's, or `server.anonymous_profile` for a loopback
+//! client without a credential.
 
 mod body;
 mod guard;
 mod legacy;
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -22,10 +28,10 @@ use futures_util::Stream;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-use super::principal::Principal;
+use super::principal::{Access, Principal};
 use super::service::{HostRequest, HostService};
 use super::session::Session;
-use crate::config::ServerConfig;
+use crate::config::{Profile, ServerConfig};
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
 use guard::{Refusal, check_origin, check_version, refuse};
 
@@ -44,10 +50,20 @@ struct AppState {
     max_body_bytes: usize,
     /// The principals; none: hosts are anonymous.
     hosts: Vec<Arc<Principal>>,
+    /// The profiles served at their own path.
+    paths: Vec<Arc<Profile>>,
+    /// What a loopback client without a credential sees.
+    anonymous: Option<Arc<Profile>>,
 }
 
-/// The host-facing HTTP application.
-pub fn app(service: Arc<HostService>, config: &ServerConfig, hosts: &[Arc<Principal>]) -> Router {
+/// The host-facing HTTP application (served with `ConnectInfo<SocketAddr>`, which tells which
+/// clients are on loopback).
+pub fn app(
+    service: Arc<HostService>,
+    config: &ServerConfig,
+    hosts: &[Arc<Principal>],
+    profiles: &[Arc<Profile>],
+) -> Router {
     let state = Arc::new(AppState {
         service,
         allowed_origins: config.allowed_origins.clone(),
@@ -55,11 +71,20 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig, hosts: &[Arc<Princi
         legacy: legacy::Connections::default(),
         max_body_bytes: config.max_body_bytes,
         hosts: hosts.to_vec(),
+        paths: profiles.iter().filter(|p| p.path).cloned().collect(),
+        anonymous: (config.anonymous_profile.as_ref())
+            .and_then(|name| profiles.iter().find(|p| &p.name == name).cloned()),
     });
     Router::new()
         .route(
             "/mcp",
             post(handle_post).get(handle_get).delete(handle_delete),
+        )
+        .route(
+            "/mcp/{profile}",
+            post(handle_post_at)
+                .get(handle_get_at)
+                .delete(handle_delete_at),
         )
         .route("/sse", get(legacy::handle_sse))
         .route("/messages", post(legacy::handle_message))
@@ -98,13 +123,61 @@ impl AppState {
         check_origin(headers, &self.allowed_origins, self.loopback_only)
     }
 
-    /// Who is asking: `None` while no host is configured; else the host whose token the
-    /// request carries, or a 401.
-    fn principal(&self, headers: &HeaderMap) -> Result<Option<Arc<Principal>>, Refusal> {
-        if self.hosts.is_empty() {
-            return Ok(None);
+    /// Who is asking and what they see. With `[hosts]`, a request needs a valid credential
+    /// unless it comes from loopback to a profile path that does not require one, or (on `/mcp`)
+    /// `server.anonymous_profile` is set; a host with a profile may use only that profile's path.
+    fn access(
+        &self,
+        headers: &HeaderMap,
+        peer: SocketAddr,
+        path: Option<&str>,
+    ) -> Result<Access, Refusal> {
+        let at = match path {
+            None => None,
+            Some(name) => Some(
+                (self.paths.iter())
+                    .find(|p| p.name == name)
+                    .cloned()
+                    .ok_or_else(|| {
+                        refuse(
+                            StatusCode::NOT_FOUND,
+                            codes::INVALID_REQUEST,
+                            format!("Not Found: no profile is served at /mcp/{name}"),
+                        )
+                    })?,
+            ),
+        };
+        let presented = headers.contains_key(header::AUTHORIZATION);
+        let anonymous_allowed = peer.ip().is_loopback()
+            && match &at {
+                Some(profile) => !profile.path_requires_credential,
+                None => self.anonymous.is_some(),
+            };
+        if self.hosts.is_empty() || (!presented && anonymous_allowed) {
+            return Ok(Access {
+                principal: None,
+                profile: at.or_else(|| self.anonymous.clone()),
+            });
         }
-        guard::authenticate(headers, &self.hosts).map(Some)
+        let principal = guard::authenticate(headers, &self.hosts)?;
+        let profile = match (at, &principal.profile) {
+            (Some(at), Some(own)) if !Arc::ptr_eq(&at, own) => {
+                return Err(refuse(
+                    StatusCode::FORBIDDEN,
+                    codes::INVALID_REQUEST,
+                    format!(
+                        "Forbidden: host `{}` sees the profile `{}`, not `{}`; use /mcp or /mcp/{}",
+                        principal.name, own.name, at.name, own.name
+                    ),
+                ));
+            }
+            (Some(at), _) => Some(at),
+            (None, own) => own.clone(),
+        };
+        Ok(Access {
+            principal: Some(principal),
+            profile,
+        })
     }
 }
 
@@ -116,7 +189,7 @@ fn json_response(body: String) -> Response {
 fn session_of(
     state: &AppState,
     headers: &HeaderMap,
-    principal: Option<&Arc<Principal>>,
+    access: &Access,
 ) -> Result<Arc<Session>, Refusal> {
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return Err(refuse(
@@ -125,8 +198,8 @@ fn session_of(
             "Bad Request: Mcp-Session-Id header is required",
         ));
     };
-    // Another principal's session does not exist for this one.
-    let own = |s: &Arc<Session>| Principal::same(s.principal.as_ref(), principal);
+    // Another principal's (or another profile's) session does not exist for this one.
+    let own = |s: &Arc<Session>| s.access.same(access);
     state.service.session(id).filter(own).ok_or_else(|| {
         refuse(
             StatusCode::NOT_FOUND,
@@ -138,14 +211,35 @@ fn session_of(
 
 async fn handle_post(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    post_message(state, peer, None, headers, body).await
+}
+
+async fn handle_post_at(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(profile): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    post_message(state, peer, Some(&profile), headers, body).await
+}
+
+async fn post_message(
+    state: Arc<AppState>,
+    peer: SocketAddr,
+    path: Option<&str>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.answering(None, &headers).into_response();
     }
-    let principal = match state.principal(&headers) {
-        Ok(principal) => principal,
+    let access = match state.access(&headers, peer, path) {
+        Ok(access) => access,
         Err(refusal) => return refusal.answering(None, &headers).into_response(),
     };
     let body = match state.body(body, &headers).await {
@@ -174,7 +268,7 @@ async fn handle_post(
         .into_response();
     };
     if text.trim_start().starts_with('[') {
-        return handle_batch(&state, &headers, text, principal.as_ref()).await;
+        return handle_batch(&state, &headers, text, &access).await;
     }
     let message = match Incoming::parse(text) {
         Ok(message) => message,
@@ -202,7 +296,7 @@ async fn handle_post(
     }
     match message {
         Message::Request { id, method, params } if method == "initialize" => {
-            match state.service.initialize(id, params, None, principal).await {
+            match state.service.initialize(id, params, None, access).await {
                 Ok((session, line)) => {
                     let mut response = if accepts.stream_answers() {
                         Sse::new(futures_util::stream::iter([event(line)])).into_response()
@@ -220,16 +314,14 @@ async fn handle_post(
                 }
             }
         }
-        Message::Request { id, method, params } => {
-            match session_of(&state, &headers, principal.as_ref()) {
-                Ok(session) => {
-                    let service = Arc::clone(&state.service);
-                    answer(service, session, id, &method, params, accepts).await
-                }
-                Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
+        Message::Request { id, method, params } => match session_of(&state, &headers, &access) {
+            Ok(session) => {
+                let service = Arc::clone(&state.service);
+                answer(service, session, id, &method, params, accepts).await
             }
-        }
-        other => match session_of(&state, &headers, principal.as_ref()) {
+            Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
+        },
+        other => match session_of(&state, &headers, &access) {
             Ok(session) => {
                 accept(&state.service, &session, other);
                 StatusCode::ACCEPTED.into_response()
@@ -374,9 +466,9 @@ async fn handle_batch(
     state: &AppState,
     headers: &HeaderMap,
     text: &str,
-    principal: Option<&Arc<Principal>>,
+    access: &Access,
 ) -> Response {
-    let session = match session_of(state, headers, principal) {
+    let session = match session_of(state, headers, access) {
         Ok(session) => session,
         Err(refusal) => return refusal.answering(None, headers).into_response(),
     };
@@ -438,7 +530,29 @@ async fn handle_batch(
 }
 
 /// The session's event stream: notifications and server requests that belong to no open request.
-async fn handle_get(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+async fn handle_get(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    get_stream(state, peer, None, headers)
+}
+
+async fn handle_get_at(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(profile): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    get_stream(state, peer, Some(&profile), headers)
+}
+
+fn get_stream(
+    state: Arc<AppState>,
+    peer: SocketAddr,
+    path: Option<&str>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(refusal) = state
         .check_origin(&headers)
         .and_then(|()| check_version(&headers))
@@ -458,8 +572,8 @@ async fn handle_get(State(state): State<Arc<AppState>>, headers: HeaderMap) -> R
         return refusal.answering(None, &headers).into_response();
     }
     let session = match state
-        .principal(&headers)
-        .and_then(|principal| session_of(&state, &headers, principal.as_ref()))
+        .access(&headers, peer, path)
+        .and_then(|access| session_of(&state, &headers, &access))
     {
         Ok(session) => session,
         Err(refusal) => return refusal.answering(None, &headers).into_response(),
@@ -485,13 +599,35 @@ fn sse(stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static) -
         .into_response()
 }
 
-async fn handle_delete(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+async fn handle_delete(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    delete(state, peer, None, headers).await
+}
+
+async fn handle_delete_at(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(profile): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    delete(state, peer, Some(&profile), headers).await
+}
+
+async fn delete(
+    state: Arc<AppState>,
+    peer: SocketAddr,
+    path: Option<&str>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.answering(None, &headers).into_response();
     }
     match state
-        .principal(&headers)
-        .and_then(|principal| session_of(&state, &headers, principal.as_ref()))
+        .access(&headers, peer, path)
+        .and_then(|access| session_of(&state, &headers, &access))
     {
         Ok(session) => {
             state.service.close_session(&session.id).await;

@@ -1,11 +1,12 @@
 //! A host known by its token ([`Principal`]) and its limits: requests in flight at once, and
 //! requests per second (a GCRA token bucket, lock-free). Its counts show in `mcpmux status`.
+//! [`Access`] is what one request is granted: its principal (if any) and the profile it sees.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use crate::config::HostCredential;
+use crate::config::{HostCredential, Profile};
 use crate::jsonrpc::{RpcError, codes};
 
 /// A configured host, its limits and its counts.
@@ -13,6 +14,8 @@ use crate::jsonrpc::{RpcError, codes};
 pub struct Principal {
     pub name: Arc<str>,
     pub token_sha256: [u8; 32],
+    /// The profile it sees (`None`: the whole catalog).
+    pub profile: Option<Arc<Profile>>,
     max_in_flight: Option<usize>,
     rate: Option<Rate>,
     in_flight: AtomicUsize,
@@ -44,8 +47,30 @@ impl Drop for Admitted<'_> {
     }
 }
 
+/// What one request is granted: who it comes from (`None`: anonymous) and the profile it sees
+/// (`None`: the whole catalog). A session keeps the access it was opened with, and only the same
+/// access may use it.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    pub principal: Option<Arc<Principal>>,
+    pub profile: Option<Arc<Profile>>,
+}
+
+impl Access {
+    /// Whether this access may use what `other` opened: the same principal and the same profile.
+    pub fn same(&self, other: &Self) -> bool {
+        let same_profile = match (&self.profile, &other.profile) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        same_profile && Principal::same(self.principal.as_ref(), other.principal.as_ref())
+    }
+}
+
 impl Principal {
-    pub fn new(host: &HostCredential) -> Self {
+    /// The principal of `host`; its profile is looked up in `profiles` (validation made sure it is there).
+    pub fn new(host: &HostCredential, profiles: &[Arc<Profile>]) -> Self {
         let rate = host.max_calls_per_second.map(|per_second| {
             let interval_ns = (1e9 / per_second).max(1.0) as u64;
             Rate {
@@ -59,6 +84,8 @@ impl Principal {
         Self {
             name: Arc::from(host.name.as_str()),
             token_sha256: host.token_sha256,
+            profile: (host.profile.as_ref())
+                .and_then(|name| profiles.iter().find(|p| &p.name == name).cloned()),
             max_in_flight: host.max_in_flight,
             rate,
             in_flight: AtomicUsize::new(0),
@@ -111,6 +138,7 @@ impl Principal {
     pub fn status(&self) -> serde_json::Value {
         serde_json::json!({
             "name": &*self.name,
+            "profile": self.profile.as_ref().map(|p| p.name.as_str()),
             "in_flight": self.in_flight.load(Ordering::Relaxed),
             "requests": self.calls.load(Ordering::Relaxed),
             "refused": self.refused.load(Ordering::Relaxed),
@@ -148,12 +176,16 @@ mod tests {
     use super::*;
 
     fn host(max_in_flight: Option<usize>, rate: Option<f64>) -> Principal {
-        Principal::new(&HostCredential {
-            name: "h".into(),
-            token_sha256: [0; 32],
-            max_in_flight,
-            max_calls_per_second: rate,
-        })
+        Principal::new(
+            &HostCredential {
+                name: "h".into(),
+                token_sha256: [0; 32],
+                max_in_flight,
+                max_calls_per_second: rate,
+                profile: None,
+            },
+            &[],
+        )
     }
 
     #[test]

@@ -97,7 +97,7 @@ impl HostRequest {
         Self {
             ctx: RequestContext {
                 host: Arc::clone(&session.host),
-                principal: session.principal.as_ref().map(|p| Arc::clone(&p.name)),
+                principal: (session.access.principal.as_ref()).map(|p| Arc::clone(&p.name)),
                 trace_id,
             },
             session,
@@ -165,7 +165,7 @@ impl HostService {
         let started = std::time::Instant::now();
         let too_deep = params.is_some_and(|p| nests_deeper_than(p.get(), MAX_DEPTH));
         // The host's own limits (with `[hosts]`): its slot is held until the answer.
-        let admitted = (host.session.principal.as_ref())
+        let admitted = (host.session.access.principal.as_ref())
             .map(|p| p.admit())
             .transpose();
         let answer = match admitted {
@@ -201,10 +201,10 @@ impl HostService {
     ) -> Result<Answer, RpcError> {
         match method {
             "ping" => Ok(Answer::Result(to_raw(&json!({})))),
-            "tools/list" => self.list(ListKind::Tools, params),
-            "prompts/list" => self.list(ListKind::Prompts, params),
-            "resources/list" => self.list(ListKind::Resources, params),
-            "resources/templates/list" => self.list(ListKind::ResourceTemplates, params),
+            "tools/list" => self.list(host, ListKind::Tools, params),
+            "prompts/list" => self.list(host, ListKind::Prompts, params),
+            "resources/list" => self.list(host, ListKind::Resources, params),
+            "resources/templates/list" => self.list(host, ListKind::ResourceTemplates, params),
             "tools/call" => self.call_named(host, ListKind::Tools, method, params).await,
             "prompts/get" => {
                 self.call_named(host, ListKind::Prompts, method, params)

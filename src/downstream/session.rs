@@ -63,8 +63,8 @@ pub struct Session {
     pub id: String,
     /// What the host declared at `initialize`.
     pub host: Arc<HostInfo>,
-    /// The principal that opened it (`None` while hosts are anonymous); only it may use it.
-    pub principal: Option<Arc<super::Principal>>,
+    /// Who opened it and the profile it sees; only the same access may use it.
+    pub access: super::Access,
     /// Milliseconds since the store's epoch when the host last used this session.
     last_seen: AtomicU64,
     /// Messages for the host that belong to no open request stream.
@@ -114,6 +114,16 @@ pub(super) struct SessionTables {
 }
 
 impl Session {
+    /// The profile this session sees (`None`: the whole catalog).
+    pub fn profile(&self) -> Option<&crate::config::Profile> {
+        self.access.profile.as_deref()
+    }
+
+    /// Whether the session's profile holds `upstream`: what it does not hold does not exist for it.
+    pub fn sees(&self, upstream: &str) -> bool {
+        self.profile().is_none_or(|p| p.holds(upstream))
+    }
+
     fn touch(&self, now_ms: u64) {
         self.last_seen.store(now_ms, Ordering::Relaxed);
     }
@@ -210,18 +220,13 @@ impl SessionStore {
     }
 
     /// Opens a session (with `id`, or a fresh unguessable one).
-    pub fn open(
-        &self,
-        id: Option<String>,
-        host: HostInfo,
-        principal: Option<Arc<super::Principal>>,
-    ) -> Arc<Session> {
+    pub fn open(&self, id: Option<String>, host: HostInfo, access: super::Access) -> Arc<Session> {
         let id = id.unwrap_or_else(new_id);
         let (outbox, rx) = mpsc::channel(OUTBOX);
         let session = Arc::new(Session {
             id: id.clone(),
             host: Arc::new(host),
-            principal,
+            access,
             last_seen: AtomicU64::new(self.now_ms()),
             outbox,
             outbox_rx: Mutex::new(Some(rx)),
@@ -232,7 +237,11 @@ impl SessionStore {
             in_flight: AtomicUsize::new(0),
         });
         self.write().insert(id, Arc::clone(&session));
-        tracing::info!(session = %session.id, version = %session.host.version, client = %session.host.client_info, "Host session opened.");
+        let (principal, profile) = (
+            session.access.principal.as_ref().map(|p| &*p.name),
+            session.access.profile.as_ref().map(|p| p.name.as_str()),
+        );
+        tracing::info!(session = %session.id, version = %session.host.version, client = %session.host.client_info, principal, profile, "Host session opened.");
         session
     }
 

@@ -1,6 +1,7 @@
 //! Opaque, versioned, integrity-protected cursors for aggregate listings (DESIGN rule 3).
 //!
-//! A cursor names a catalog generation, a listing and a position. It is HMAC-SHA256-signed with a
+//! A cursor names a catalog generation, a view of it (the whole catalog or a profile's), a
+//! listing and a position. It is HMAC-SHA256-signed with a
 //! key drawn at process start, so a host can neither forge nor edit one, and base64url-encoded.
 
 use base64::Engine as _;
@@ -10,14 +11,16 @@ use sha2::Sha256;
 
 use super::ListKind;
 
-const VERSION: u8 = 1;
-const BODY_LEN: usize = 1 + 1 + 8 + 4;
+const VERSION: u8 = 2;
+const BODY_LEN: usize = 1 + 1 + 8 + 2 + 4;
 const MAC_LEN: usize = 16;
 
 /// Where a listing continues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Position {
     pub generation: u64,
+    /// The view it pages (0: the whole catalog; otherwise a profile's).
+    pub view: u16,
     pub offset: u32,
 }
 
@@ -32,6 +35,8 @@ pub enum CursorError {
     Forged,
     #[error("invalid cursor: it belongs to another listing")]
     WrongListing,
+    #[error("invalid cursor: it belongs to another profile's listing")]
+    WrongView,
 }
 
 /// Signs and checks cursors with one per-process key.
@@ -59,13 +64,15 @@ impl CursorCodec {
         buf[0] = VERSION;
         buf[1] = kind.tag();
         buf[2..10].copy_from_slice(&at.generation.to_be_bytes());
-        buf[10..14].copy_from_slice(&at.offset.to_be_bytes());
+        buf[10..12].copy_from_slice(&at.view.to_be_bytes());
+        buf[12..16].copy_from_slice(&at.offset.to_be_bytes());
         let mac = self.mac(&buf[..BODY_LEN]);
         buf[BODY_LEN..].copy_from_slice(&mac);
         URL_SAFE_NO_PAD.encode(buf)
     }
 
-    pub fn decode(&self, kind: ListKind, cursor: &str) -> Result<Position, CursorError> {
+    /// The position `cursor` names, if it is one of ours for listing `kind` of view `view`.
+    pub fn decode(&self, kind: ListKind, view: u16, cursor: &str) -> Result<Position, CursorError> {
         let bytes = URL_SAFE_NO_PAD
             .decode(cursor)
             .map_err(|_| CursorError::Malformed)?;
@@ -83,12 +90,24 @@ impl CursorCodec {
         }
         let generation =
             u64::from_be_bytes(body[2..10].try_into().map_err(|_| CursorError::Malformed)?);
-        let offset = u32::from_be_bytes(
-            body[10..14]
+        let at_view = u16::from_be_bytes(
+            body[10..12]
                 .try_into()
                 .map_err(|_| CursorError::Malformed)?,
         );
-        Ok(Position { generation, offset })
+        if at_view != view {
+            return Err(CursorError::WrongView);
+        }
+        let offset = u32::from_be_bytes(
+            body[12..16]
+                .try_into()
+                .map_err(|_| CursorError::Malformed)?,
+        );
+        Ok(Position {
+            generation,
+            view,
+            offset,
+        })
     }
 
     fn hmac(&self) -> Hmac<Sha256> {
@@ -115,31 +134,36 @@ mod tests {
         let codec = CursorCodec::random();
         let at = Position {
             generation: 7,
+            view: 2,
             offset: 250,
         };
         let c = codec.encode(ListKind::Tools, at);
         assert!(!c.is_empty());
-        assert_eq!(codec.decode(ListKind::Tools, &c), Ok(at));
+        assert_eq!(codec.decode(ListKind::Tools, 2, &c), Ok(at));
         assert_eq!(
-            codec.decode(ListKind::Prompts, &c),
+            codec.decode(ListKind::Prompts, 2, &c),
             Err(CursorError::WrongListing)
         );
         assert_eq!(
-            CursorCodec::random().decode(ListKind::Tools, &c),
+            codec.decode(ListKind::Tools, 0, &c),
+            Err(CursorError::WrongView)
+        );
+        assert_eq!(
+            CursorCodec::random().decode(ListKind::Tools, 2, &c),
             Err(CursorError::Forged)
         );
         assert_eq!(
-            codec.decode(ListKind::Tools, "garbage!"),
+            codec.decode(ListKind::Tools, 2, "garbage!"),
             Err(CursorError::Malformed)
         );
         assert_eq!(
-            codec.decode(ListKind::Tools, ""),
+            codec.decode(ListKind::Tools, 2, ""),
             Err(CursorError::Malformed)
         );
         let mut bytes = URL_SAFE_NO_PAD.decode(&c).unwrap_or_default();
         bytes[13] ^= 1;
         assert_eq!(
-            codec.decode(ListKind::Tools, &URL_SAFE_NO_PAD.encode(&bytes)),
+            codec.decode(ListKind::Tools, 2, &URL_SAFE_NO_PAD.encode(&bytes)),
             Err(CursorError::Forged)
         );
     }

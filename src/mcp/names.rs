@@ -63,8 +63,10 @@ impl Prefix {
     }
 
     /// No namespace: names and URIs pass through unchanged (the only upstream a host sees).
+    pub const NONE: Self = Self(String::new());
+
     pub fn none() -> Self {
-        Self(String::new())
+        Self::NONE
     }
 
     pub fn is_none(&self) -> bool {
@@ -109,6 +111,11 @@ impl NameBudget {
             ));
         }
         Ok(Self { pattern, max_len })
+    }
+
+    /// Whether a host accepts `name` as it is.
+    pub fn accepts(&self, name: &str) -> bool {
+        name.len() <= self.max_len && self.pattern.is_match(name)
     }
 
     /// The exposed name of `original` from the upstream with `prefix`, or `None` when even the

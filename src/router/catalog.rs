@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
-use crate::config::CatalogConfig;
+use crate::config::{CatalogConfig, Profile};
 use crate::jsonrpc::{Members, raw_string};
 use crate::mcp::ListKind;
 use crate::mcp::names::{self, NameBudget, Prefix};
@@ -33,10 +33,23 @@ struct Listing {
     fingerprint: u64,
 }
 
-/// An immutable view of the merged catalog.
+/// Which view of the catalog a snapshot is: the whole catalog (view 0, no profile) or one
+/// profile's, with the catalog settings it pages and names with.
+#[derive(Debug, Clone)]
+pub struct Lens {
+    pub view: u16,
+    pub profile: Option<Arc<Profile>>,
+    pub config: Arc<CatalogConfig>,
+}
+
+/// An immutable view of the merged catalog: everything, or what one profile lets through.
 #[derive(Debug)]
 pub struct Snapshot {
     pub generation: u64,
+    /// Which view this is (cursors name it, so a cursor made for one profile fails in another).
+    pub view: u16,
+    /// The profile it is the view of (`None`: the whole catalog).
+    profile: Option<Arc<Profile>>,
     /// The catalog settings it was built with (page sizes are read from the snapshot being paged).
     config: Arc<CatalogConfig>,
     lists: BTreeMap<ListKind, Listing>,
@@ -45,28 +58,40 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    pub fn empty(
-        generation: u64,
-        config: &Arc<CatalogConfig>,
-        upstreams: &[UpstreamHandle],
-    ) -> Self {
+    /// A view with no items yet: it knows only which upstreams it holds.
+    pub fn empty(generation: u64, lens: &Lens, upstreams: &[UpstreamHandle]) -> Self {
+        let profile = lens.profile.as_deref();
+        let by_prefix = upstreams
+            .iter()
+            .filter(|h| profile.is_none_or(|p| p.holds(h.name())))
+            .map(|h| {
+                let prefix = Profile::prefix_for(profile, h.prefix());
+                (prefix.as_str().to_owned(), h.clone())
+            })
+            .collect();
         Self {
             generation,
-            config: Arc::clone(config),
+            view: lens.view,
+            profile: lens.profile.clone(),
+            config: Arc::clone(&lens.config),
             lists: BTreeMap::new(),
-            by_prefix: prefix_map(upstreams),
+            by_prefix,
             ready: Vec::new(),
         }
     }
 
     pub fn build(
         generation: u64,
-        config: &Arc<CatalogConfig>,
+        lens: &Lens,
         upstreams: &[UpstreamHandle],
         catalogs: &BTreeMap<String, UpstreamCatalog>,
     ) -> Self {
-        let mut snapshot = Self::empty(generation, config, upstreams);
+        let mut snapshot = Self::empty(generation, lens, upstreams);
+        let profile = lens.profile.as_deref();
         for handle in upstreams {
+            if profile.is_some_and(|p| !p.holds(handle.name())) {
+                continue;
+            }
             if let Some(catalog) = catalogs.get(handle.name()) {
                 snapshot
                     .ready
@@ -80,11 +105,14 @@ impl Snapshot {
                 else {
                     continue;
                 };
-                entries.extend(
-                    items
-                        .iter()
-                        .filter_map(|item| expose(kind, &config.name_budget, handle, item)),
-                );
+                let exposer = Exposer {
+                    kind,
+                    budget: &lens.config.name_budget,
+                    handle,
+                    prefix: Profile::prefix_for(profile, handle.prefix()),
+                    profile,
+                };
+                entries.extend(items.iter().filter_map(|item| exposer.expose(item)));
             }
             entries.sort_by(|a, b| a.exposed.cmp(&b.exposed));
             entries.dedup_by(|later, kept| {
@@ -137,7 +165,7 @@ impl Snapshot {
     /// The upstream and original name an exposed tool or prompt name routes to: the catalog's
     /// map, or — when the one upstream is unprefixed, its names passing through — the name
     /// itself, listed or not (that upstream answers for names it does not know, as it would
-    /// without mcpmux).
+    /// without mcpmux), unless the profile would hide it.
     pub fn route_name<'a>(
         &'a self,
         kind: ListKind,
@@ -146,18 +174,58 @@ impl Snapshot {
         if let Some(entry) = self.lookup(kind, exposed) {
             return Some((&entry.upstream, &entry.original));
         }
-        self.by_prefix.get("").map(|h| (h, exposed))
+        let passes = self
+            .profile
+            .as_deref()
+            .is_none_or(|p| p.passes_unlisted(kind, exposed));
+        self.by_prefix
+            .get("")
+            .filter(|_| passes)
+            .map(|h| (h, exposed))
     }
 
-    /// The upstream an exposed URI belongs to and the upstream's own URI. Resources read through
-    /// a template are not listed, so URIs route by their prefix, which names one upstream exactly.
-    pub fn route_uri<'a>(&self, exposed: &'a str) -> Option<(&UpstreamHandle, &'a str)> {
-        // An unprefixed upstream is the only one configured: every URI is its own.
+    /// The upstream an exposed resource URI (`kind` Resources) or URI template (`kind`
+    /// ResourceTemplates) belongs to and the upstream's own form. Resources read through a
+    /// template are not listed, so URIs route by their prefix, which names one upstream exactly;
+    /// the profile's filter still applies to them.
+    pub fn route_uri<'a>(
+        &self,
+        kind: ListKind,
+        exposed: &'a str,
+    ) -> Option<(&UpstreamHandle, &'a str)> {
+        if let Some(p) = self.profile.as_deref() {
+            if !p.filter.admits(kind, exposed) {
+                return None;
+            }
+        }
+        // An unprefixed upstream is the only one in view: every URI is its own.
         if let Some(h) = self.by_prefix.get("") {
             return Some((h, exposed));
         }
         let (prefix, uri) = names::split_uri(exposed)?;
         self.by_prefix.get(prefix).map(|h| (h, uri))
+    }
+
+    /// The upstream an exposed task id belongs to and the upstream's own id. Task ids carry the
+    /// upstream's configured prefix in every view (they are opaque to hosts).
+    pub fn route_task<'a>(&self, exposed: &'a str) -> Option<(&UpstreamHandle, &'a str)> {
+        let mut held = self.by_prefix.values();
+        if let Some(bare) = held.clone().find(|h| h.prefix().is_none()) {
+            return Some((bare, exposed));
+        }
+        let (prefix, id) = names::split_uri(exposed)?;
+        held.find(|h| h.prefix().as_str() == prefix)
+            .map(|h| (h, id))
+    }
+
+    /// The name of the profile this is the view of (`None`: the whole catalog).
+    pub fn profile_name(&self) -> Option<&str> {
+        self.profile.as_deref().map(|p| p.name.as_str())
+    }
+
+    /// The prefix `upstream`'s names and URIs carry in this view.
+    pub fn prefix_of<'a>(&self, upstream: &'a UpstreamHandle) -> &'a Prefix {
+        Profile::prefix_for(self.profile.as_deref(), upstream.prefix())
     }
 
     /// The configured upstream with `prefix`, ready or not.
@@ -194,43 +262,56 @@ impl Snapshot {
     }
 }
 
-fn prefix_map(upstreams: &[UpstreamHandle]) -> HashMap<String, UpstreamHandle> {
-    upstreams
-        .iter()
-        .map(|h| (h.prefix().as_str().to_owned(), h.clone()))
-        .collect()
+/// Exposes one upstream's items of one listing in one view.
+struct Exposer<'a> {
+    kind: ListKind,
+    budget: &'a NameBudget,
+    handle: &'a UpstreamHandle,
+    prefix: &'a Prefix,
+    profile: Option<&'a Profile>,
 }
 
-/// Namespaces one upstream item; `None` (with a warning) when it cannot be exposed.
-fn expose(
-    kind: ListKind,
-    budget: &NameBudget,
-    handle: &UpstreamHandle,
-    item: &UpstreamItem,
-) -> Option<Entry> {
-    let prefix: &Prefix = handle.prefix();
-    let exposed = if kind.is_uri() {
-        Some(names::expose_uri(prefix, &item.key))
-    } else {
-        budget.expose(prefix, &item.key)
-    };
-    let Some(exposed) = exposed else {
-        tracing::warn!(upstream = %handle.name(), name = %item.key, "Left out an item whose name cannot fit the name budget.");
-        return None;
-    };
-    let Some(mut members) = Members::of(&item.json) else {
-        tracing::warn!(upstream = %handle.name(), name = %item.key, "Left out an item that is not a JSON object.");
-        return None;
-    };
-    let exposed_raw = raw_string(&exposed);
-    members.insert(kind.key(), &exposed_raw);
-    let json = members.to_raw();
-    Some(Entry {
-        exposed: exposed.into(),
-        upstream: handle.clone(),
-        original: item.key.as_str().into(),
-        json,
-    })
+impl Exposer<'_> {
+    /// Namespaces one item and applies the profile (its filter, rename and description); `None`
+    /// when the profile hides it, or (with a warning) when it cannot be exposed.
+    fn expose(&self, item: &UpstreamItem) -> Option<Entry> {
+        let (kind, handle) = (self.kind, self.handle);
+        let exposed = if kind.is_uri() {
+            Some(names::expose_uri(self.prefix, &item.key))
+        } else {
+            self.budget.expose(self.prefix, &item.key)
+        };
+        let Some(mut exposed) = exposed else {
+            tracing::warn!(upstream = %handle.name(), name = %item.key, "Left out an item whose name cannot fit the name budget.");
+            return None;
+        };
+        let mut description = None;
+        if let Some(profile) = self.profile {
+            if !profile.filter.admits(kind, &exposed) {
+                return None;
+            }
+            description = profile.descriptions.get(&exposed).map(|d| raw_string(d));
+            if let Some(renamed) = profile.renames.get(&exposed).filter(|_| !kind.is_uri()) {
+                exposed.clone_from(renamed);
+            }
+        }
+        let Some(mut members) = Members::of(&item.json) else {
+            tracing::warn!(upstream = %handle.name(), name = %item.key, "Left out an item that is not a JSON object.");
+            return None;
+        };
+        let exposed_raw = raw_string(&exposed);
+        members.insert(kind.key(), &exposed_raw);
+        if let Some(description) = &description {
+            members.insert("description", description);
+        }
+        let json = members.to_raw();
+        Some(Entry {
+            exposed: exposed.into(),
+            upstream: handle.clone(),
+            original: item.key.as_str().into(),
+            json,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -293,8 +374,12 @@ mod tests {
             ("a".to_owned(), catalog(&["echo", "sum"])),
             ("b".to_owned(), catalog(&["echo", &long])),
         ]);
-        let config = Arc::new(CatalogConfig::default());
-        let s = Snapshot::build(1, &config, &ups, &catalogs);
+        let lens = Lens {
+            view: 0,
+            profile: None,
+            config: Arc::new(CatalogConfig::default()),
+        };
+        let s = Snapshot::build(1, &lens, &ups, &catalogs);
         let exposed: Vec<&str> = s
             .list(ListKind::Tools)
             .iter()
@@ -319,7 +404,8 @@ mod tests {
         }
         assert!(s.lookup(ListKind::Tools, "a__nope").is_none());
         assert_eq!(
-            s.route_uri("a+file:///x").map(|(h, u)| (h.name(), u)),
+            s.route_uri(ListKind::Resources, "a+file:///x")
+                .map(|(h, u)| (h.name(), u)),
             Some(("a", "file:///x"))
         );
     }

@@ -64,6 +64,36 @@ pub fn npm_upstream(name: &str, bin: &str, args: &[&str]) -> String {
     )
 }
 
+/// The hex SHA-256 digest of a host token, as `[hosts.NAME] token_sha256` takes it.
+pub fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// POSTs an `initialize` to `url`, with `token` as bearer if given; the raw response.
+pub async fn initialize_as(url: &str, token: Option<&str>) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    request
+        .body(
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap()
+}
+
 pub fn toml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }

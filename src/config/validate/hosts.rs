@@ -8,7 +8,7 @@ use std::path::Path;
 use sha2::Digest;
 
 use super::super::error::ConfigError;
-use super::super::model::HostCredential;
+use super::super::model::{HostCredential, Profile};
 use super::super::raw::RawHost;
 use super::super::transport::TokenSource;
 use super::resolve;
@@ -19,6 +19,7 @@ pub(super) fn hosts(
     file: &Path,
     base_dir: &Path,
     raw: BTreeMap<String, RawHost>,
+    profiles: &[Profile],
 ) -> Result<Vec<HostCredential>, ConfigError> {
     let mut hosts: Vec<HostCredential> = Vec::new();
     for (name, host) in raw {
@@ -86,7 +87,9 @@ pub(super) fn hosts(
                 ));
             }
         }
+        let profile = super::profiles::named(file, &key("profile"), host.profile, profiles)?;
         hosts.push(HostCredential {
+            profile,
             name,
             token_sha256,
             max_in_flight: host.max_in_flight,

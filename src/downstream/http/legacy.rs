@@ -4,10 +4,11 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
@@ -16,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::guard::refuse;
 use super::{AppState, accept, sse};
-use crate::downstream::Principal;
+use crate::downstream::Access;
 use crate::downstream::service::{HostRequest, HostService};
 use crate::downstream::session::new_id;
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
@@ -24,19 +25,19 @@ use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
 /// Messages a legacy stream may fall behind by.
 const STREAM: usize = 1024;
 
-/// An open legacy stream and the principal that opened it.
-type Stream = (mpsc::Sender<String>, Option<Arc<Principal>>);
+/// An open legacy stream and the access that opened it.
+type Stream = (mpsc::Sender<String>, Access);
 
 /// Open legacy streams, by session id.
 #[derive(Debug, Default)]
 pub(super) struct Connections(Mutex<HashMap<String, Stream>>);
 
 impl Connections {
-    /// The stream of session `id`, if `principal` opened it.
-    fn get(&self, id: &str, principal: Option<&Arc<Principal>>) -> Option<mpsc::Sender<String>> {
+    /// The stream of session `id`, if the same `access` opened it.
+    fn get(&self, id: &str, access: &Access) -> Option<mpsc::Sender<String>> {
         let streams = crate::sync::lock(&self.0);
         let (stream, owner) = streams.get(id)?;
-        Principal::same(owner.as_ref(), principal).then(|| stream.clone())
+        owner.same(access).then(|| stream.clone())
     }
 }
 
@@ -55,17 +56,21 @@ impl Drop for Closing {
     }
 }
 
-pub(super) async fn handle_sse(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    let principal = match state
+pub(super) async fn handle_sse(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    let access = match state
         .check_origin(&headers)
-        .and_then(|()| state.principal(&headers))
+        .and_then(|()| state.access(&headers, peer, None))
     {
-        Ok(principal) => principal,
+        Ok(access) => access,
         Err(refusal) => return refusal.into_response(),
     };
     let id = new_id();
     let (tx, rx) = mpsc::channel::<String>(STREAM);
-    crate::sync::lock(&state.legacy.0).insert(id.clone(), (tx, principal));
+    crate::sync::lock(&state.legacy.0).insert(id.clone(), (tx, access));
     let endpoint = Event::default()
         .event("endpoint")
         .data(format!("/messages?sessionId={id}"));
@@ -92,22 +97,23 @@ pub(super) struct Target {
 
 pub(super) async fn handle_message(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Query(target): Query<Target>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let principal = match state
+    let access = match state
         .check_origin(&headers)
-        .and_then(|()| state.principal(&headers))
+        .and_then(|()| state.access(&headers, peer, None))
     {
-        Ok(principal) => principal,
+        Ok(access) => access,
         Err(refusal) => return refusal.into_response(),
     };
     let body = match state.body(body, &headers).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
-    let Some(stream) = state.legacy.get(&target.session_id, principal.as_ref()) else {
+    let Some(stream) = state.legacy.get(&target.session_id, &access) else {
         return refuse(
             StatusCode::NOT_FOUND,
             codes::INVALID_REQUEST,
@@ -134,7 +140,7 @@ pub(super) async fn handle_message(
     match message {
         Message::Request { id, method, params } if method == "initialize" => {
             let line = match service
-                .initialize(id, params, Some(target.session_id.clone()), principal)
+                .initialize(id, params, Some(target.session_id.clone()), access)
                 .await
             {
                 Ok((session, line)) => {

@@ -109,7 +109,9 @@ impl HostService {
             );
         }
         for uri in subscriptions {
-            let Ok((upstream, original)) = self.route_uri(&uri) else {
+            let Ok((upstream, original)) =
+                self.route_uri(session.profile(), crate::mcp::ListKind::Resources, &uri)
+            else {
                 continue;
             };
             // A session's own instances stop with it; a shared upstream is told when no one is left.

@@ -7,15 +7,11 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::mcp::names;
+use crate::mcp::names::Prefix;
 use crate::mcp::version::Version;
-use crate::upstream::UpstreamHandle;
 
 /// The result with resource URIs exposed and content fitted to `version`.
-pub(super) fn fit(
-    upstream: &UpstreamHandle,
-    result: Box<RawValue>,
-    version: Version,
-) -> Box<RawValue> {
+pub(super) fn fit(prefix: &Prefix, result: Box<RawValue>, version: Version) -> Box<RawValue> {
     let text = result.get();
     let has_resources = text.contains(r#""resource"#);
     let has_newer = !version.has_resource_links()
@@ -29,22 +25,22 @@ pub(super) fn fit(
     if let Some(content) = value.get_mut("content").and_then(Value::as_array_mut) {
         content
             .iter_mut()
-            .for_each(|item| fit_item(upstream, item, version));
+            .for_each(|item| fit_item(prefix, item, version));
     }
     if let Some(messages) = value.get_mut("messages").and_then(Value::as_array_mut) {
         for message in messages {
             if let Some(item) = message.get_mut("content") {
-                fit_item(upstream, item, version);
+                fit_item(prefix, item, version);
             }
         }
     }
     serde_json::value::to_raw_value(&value).unwrap_or(result)
 }
 
-fn fit_item(upstream: &UpstreamHandle, item: &mut Value, version: Version) {
+fn fit_item(prefix: &Prefix, item: &mut Value, version: Version) {
     let expose = |uri: &mut Value| {
         if let Some(original) = uri.as_str() {
-            *uri = Value::String(names::expose_uri(upstream.prefix(), original));
+            *uri = Value::String(names::expose_uri(prefix, original));
         }
     };
     match item.get("type").and_then(Value::as_str) {

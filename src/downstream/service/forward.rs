@@ -9,10 +9,11 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::{Answer, HostRequest, HostService, content, unknown, upstream_error};
-use crate::config::Isolation;
+use crate::config::{Isolation, Profile};
 use crate::downstream::caller::{InFlightGuard, SessionCaller};
 use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, to_raw};
-use crate::mcp::{ListKind, names};
+use crate::mcp::ListKind;
+use crate::mcp::names::{self, Prefix};
 use crate::upstream::{CallContext, ProgressTokens, Reply, UpstreamHandle};
 
 /// Whether [`HostService::instance`] may start a session's own instance.
@@ -42,7 +43,7 @@ impl HostService {
             .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string `name`")))?;
         host.note(|n| n.target = Some(name.clone()));
         tracing::Span::current().record("target", name.as_str());
-        let snapshot = self.router.snapshot();
+        let snapshot = self.router.view(host.session.profile());
         let Some((upstream, original_name)) = snapshot.route_name(kind, &name) else {
             return Err(unknown(&snapshot, kind, &name));
         };
@@ -69,7 +70,7 @@ impl HostService {
                 self.expose_created_task(host, &upstream, result),
             )),
             Reply::Result(result) => Ok(Answer::Result(content::fit(
-                &upstream,
+                host.prefix_of(&upstream),
                 result,
                 host.ctx.host.version,
             ))),
@@ -90,7 +91,8 @@ impl HostService {
             .string("uri")
             .ok_or_else(|| RpcError::invalid_params("resources/read needs a string `uri`"))?;
         host.note(|n| n.target = Some(uri.clone()));
-        let (upstream, original) = self.route_uri(&uri)?;
+        let (upstream, original) =
+            self.route_uri(host.session.profile(), ListKind::Resources, &uri)?;
         host.routed(&upstream, &uri);
         let original = raw_string(&original);
         members.insert("uri", &original);
@@ -98,15 +100,24 @@ impl HostService {
             .forward(host, &upstream, "resources/read", members)
             .await?
         {
-            Reply::Result(result) => Ok(Answer::Result(expose_contents(&upstream, result))),
+            Reply::Result(result) => Ok(Answer::Result(expose_contents(
+                host.prefix_of(&upstream),
+                result,
+            ))),
             error => Ok(Answer::Upstream(error)),
         }
     }
 
-    /// The upstream an exposed URI belongs to, and the upstream's own URI.
-    pub(super) fn route_uri(&self, uri: &str) -> Result<(UpstreamHandle, String), RpcError> {
-        let snapshot = self.router.snapshot();
-        let (upstream, original) = snapshot.route_uri(uri).ok_or_else(|| {
+    /// The upstream an exposed resource URI (or, for `kind` ResourceTemplates, URI template)
+    /// belongs to in the host's view, and the upstream's own form.
+    pub(super) fn route_uri(
+        &self,
+        profile: Option<&Profile>,
+        kind: ListKind,
+        uri: &str,
+    ) -> Result<(UpstreamHandle, String), RpcError> {
+        let snapshot = self.router.view(profile);
+        let (upstream, original) = snapshot.route_uri(kind, uri).ok_or_else(|| {
             RpcError::new(
                 codes::RESOURCE_NOT_FOUND,
                 format!("Resource not found: {uri}"),
@@ -230,6 +241,11 @@ impl HostService {
 }
 
 impl HostRequest {
+    /// The prefix `upstream`'s names and URIs carry in this host's view.
+    pub(super) fn prefix_of<'a>(&self, upstream: &'a UpstreamHandle) -> &'a Prefix {
+        Profile::prefix_for(self.session.profile(), upstream.prefix())
+    }
+
     /// Notes the upstream and target a request was routed to (for its audit record and span).
     pub(super) fn routed(&self, upstream: &UpstreamHandle, target: &str) {
         tracing::Span::current().record("target", target);
@@ -241,14 +257,14 @@ impl HostRequest {
 }
 
 /// Rewrites `contents[].uri` of a resources/read result to the exposed form.
-fn expose_contents(upstream: &UpstreamHandle, result: Box<RawValue>) -> Box<RawValue> {
+fn expose_contents(prefix: &Prefix, result: Box<RawValue>) -> Box<RawValue> {
     let rewrite = || -> Option<Box<RawValue>> {
         let mut top = Members::of(&result)?;
         let contents: Vec<&RawValue> = serde_json::from_str(top.get("contents")?.get()).ok()?;
         let mut exposed = Vec::with_capacity(contents.len());
         for item in contents {
             let mut item = Members::of(item)?;
-            let uri = raw_string(&names::expose_uri(upstream.prefix(), &item.string("uri")?));
+            let uri = raw_string(&names::expose_uri(prefix, &item.string("uri")?));
             item.insert("uri", &uri);
             exposed.push(item.to_raw());
         }

@@ -26,7 +26,7 @@ impl HostService {
         id: &RawValue,
         params: Option<&RawValue>,
         session_id: Option<String>,
-        principal: Option<Arc<crate::downstream::Principal>>,
+        access: crate::downstream::Access,
     ) -> Result<(Arc<Session>, String), RpcError> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
@@ -47,7 +47,9 @@ impl HostService {
             None => return Err(RpcError::invalid_params("initialize needs params")),
         };
         let version = Version::negotiate(&params.protocol_version);
-        let starting: Vec<UpstreamHandle> = self.router.snapshot().upstreams().cloned().collect();
+        let profile = access.profile.as_deref();
+        let starting: Vec<UpstreamHandle> =
+            self.router.view(profile).upstreams().cloned().collect();
         for upstream in &starting {
             upstream.start_if_lazy();
         }
@@ -55,13 +57,13 @@ impl HostService {
             .iter()
             .filter(|h| h.phase() == Phase::Starting || h.never_started());
         futures_util::future::join_all(starting.map(|h| h.settled(self.initialize_wait))).await;
-        let snapshot = self.router.snapshot();
+        let snapshot = self.router.view(profile);
         let host = HostInfo {
             version,
             capabilities: params.capabilities,
             client_info: params.client_info,
         };
-        let session = self.delivery.sessions.open(session_id, host, principal);
+        let session = self.delivery.sessions.open(session_id, host, access);
         self.audit_event(
             "session.opened",
             &session.id,
@@ -107,13 +109,13 @@ fn initialize_result(snapshot: &Snapshot, version: Version) -> Value {
         .iter()
         .filter_map(|(h, info)| {
             info.instructions.as_ref().map(|i| {
-                if h.prefix().is_none() {
+                let prefix = snapshot.prefix_of(h);
+                if prefix.is_none() {
                     return format!("## {}\n{i}", h.name());
                 }
                 format!(
-                    "## {} (tools prefixed `{}{SEPARATOR}`)\n{i}",
+                    "## {} (tools prefixed `{prefix}{SEPARATOR}`)\n{i}",
                     h.name(),
-                    h.prefix()
                 )
             })
         })

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Answer, HostService, internal};
+use super::{Answer, HostRequest, HostService, internal};
 use crate::jsonrpc::RpcError;
 use crate::mcp::ListKind;
 use crate::mcp::cursor::Position;
@@ -13,6 +13,7 @@ impl HostService {
     /// One page of an aggregate listing.
     pub(super) fn list(
         &self,
+        host: &HostRequest,
         kind: ListKind,
         params: Option<&RawValue>,
     ) -> Result<Answer, RpcError> {
@@ -28,14 +29,19 @@ impl HostService {
             }
             None => None,
         };
+        let current = self.router.view(host.session.profile());
         let (snapshot, offset) = match cursor {
-            None => (self.router.snapshot(), 0),
+            None => (current, 0),
             Some(cursor) => {
-                let Position { generation, offset } = self
+                let Position {
+                    generation,
+                    view,
+                    offset,
+                } = self
                     .cursors
-                    .decode(kind, &cursor)
+                    .decode(kind, current.view, &cursor)
                     .map_err(|e| RpcError::invalid_params(e.to_string()))?;
-                let snapshot = self.router.generation(generation).ok_or_else(|| {
+                let snapshot = self.router.generation(generation, view).ok_or_else(|| {
                     RpcError::invalid_params("invalid cursor: the catalog it belongs to has expired; list again from the start")
                 })?;
                 (snapshot, offset as usize)
@@ -60,6 +66,7 @@ impl HostService {
         if end < entries.len() {
             let position = Position {
                 generation: snapshot.generation,
+                view: snapshot.view,
                 offset: u32::try_from(end).unwrap_or(u32::MAX),
             };
             out.push_str(",\"nextCursor\":\"");

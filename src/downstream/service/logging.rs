@@ -32,7 +32,7 @@ impl HostService {
         host.session.tables().log_level = Some(rank);
         let loggers: Vec<UpstreamHandle> = self
             .router
-            .snapshot()
+            .view(host.session.profile())
             .offering("/logging")
             .cloned()
             .collect();

@@ -28,25 +28,19 @@ impl HostService {
     }
 
     /// Tells sessions with an event stream when a listing they see changed: one notification per
-    /// listing per burst (the watch channel keeps only the newest generation).
+    /// listing per burst (the watch channel keeps only the newest generation), and only for the
+    /// session's own view, so a change to items its profile hides says nothing.
     pub fn spawn_change_notices(self: &Arc<Self>) {
         let weak = Arc::downgrade(self);
         let mut rx = self.router.watch();
-        let mut seen = self.router.snapshot();
+        let mut seen = self.router.views();
         tokio::spawn(async move {
             while rx.changed().await.is_ok() {
                 rx.borrow_and_update();
                 let Some(service) = weak.upgrade() else {
                     return;
                 };
-                let current = service.router.snapshot();
-                let mut methods: Vec<&str> = ListKind::ALL
-                    .into_iter()
-                    .filter(|k| seen.fingerprint(*k) != current.fingerprint(*k))
-                    .map(|k| k.changed_notification())
-                    .collect();
-                methods.dedup();
-                seen = current;
+                let current = service.router.views();
                 for session in service
                     .delivery
                     .sessions
@@ -54,10 +48,18 @@ impl HostService {
                     .iter()
                     .filter(|s| s.is_streaming())
                 {
-                    for method in &methods {
+                    let (before, now) = (seen.of(session.profile()), current.of(session.profile()));
+                    let mut methods: Vec<&str> = ListKind::ALL
+                        .into_iter()
+                        .filter(|k| before.fingerprint(*k) != now.fingerprint(*k))
+                        .map(|k| k.changed_notification())
+                        .collect();
+                    methods.dedup();
+                    for method in methods {
                         session.deliver(notification_line(method, None));
                     }
                 }
+                seen = current;
             }
         });
     }

@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 use super::forward::Start;
 use super::{Answer, HostRequest, HostService, upstream_error};
 use crate::jsonrpc::{Members, RpcError, to_raw};
+use crate::mcp::ListKind;
 use crate::upstream::Reply;
 
 impl HostService {
@@ -24,7 +25,8 @@ impl HostService {
         let uri = members
             .string("uri")
             .ok_or_else(|| RpcError::invalid_params("needs a string `uri`"))?;
-        let (upstream, original) = self.route_uri(&uri)?;
+        let (upstream, original) =
+            self.route_uri(host.session.profile(), ListKind::Resources, &uri)?;
         host.routed(&upstream, &uri);
         let target = self
             .instance(&host.session.id, &upstream, Start::IfNeeded)
