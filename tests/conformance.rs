@@ -1,7 +1,8 @@
 //! The official MCP conformance suite (`@modelcontextprotocol/conformance` 0.1.16, server mode,
 //! on the Node 22 the peers install) against server-everything over Streamable HTTP, directly and
-//! through mcpmux fronting it unprefixed: every check scores through mcpmux what it scores
-//! directly. Most scenarios call names only the suite's own reference server implements and
+//! through mcpmux, at the path of a profile that holds only that remote server, unprefixed (the
+//! daemon has another upstream the profile hides): every check scores through mcpmux what it
+//! scores directly. Most scenarios call names only the suite's own reference server implements and
 //! fail either way; the point is that mcpmux changes no outcome. One check may differ, for the
 //! better: mcpmux answers DNS-rebinding probes correctly.
 
@@ -74,15 +75,19 @@ async fn the_conformance_suite_scores_through_mcpmux_what_it_scores_directly() {
     );
 
     let daemon = Daemon::start(&format!(
-        "[upstreams.everything]\nurl = \"{}\"\nprefix = \"\"\n",
-        server.url("/mcp")
+        "[upstreams.everything]\nurl = \"{}\"\n{}\n\
+         [profiles.conformance]\nupstreams = [\"everything\"]\nunprefixed = true\npath = true\n",
+        server.url("/mcp"),
+        common::test_upstream("other", &[]),
     ));
     let ready = common::poll_until(Duration::from_secs(60), || async {
         daemon.upstream_status("everything").await["state"] == "ready"
+            && daemon.upstream_status("other").await["state"] == "ready"
     })
     .await;
     assert!(ready, "{}", daemon.stderr());
-    let via = run_suite(&daemon.url, &results.path().join("via"));
+    let profile_url = format!("{}/conformance", daemon.url);
+    let via = run_suite(&profile_url, &results.path().join("via"));
 
     let mut differences = Vec::new();
     for (id, status) in &direct {
