@@ -25,8 +25,8 @@ pub use error::ConfigError;
 pub use filter::NameFilter;
 pub use load::{default_path, load};
 pub use model::{
-    CatalogConfig, Config, DEFAULT_INHERITED_ENV, HostCredential, Isolation, Profile, ServerConfig,
-    UpstreamConfig,
+    Authorization, CatalogConfig, Config, Credential, DEFAULT_INHERITED_ENV, HostCredential,
+    Isolation, JwksSource, JwtIssuer, Profile, ServerConfig, UpstreamConfig,
 };
 pub use policy::Policy;
 pub use transport::{

@@ -35,14 +35,51 @@ pub enum DaemonError {
     #[error("serving HTTP failed: {0}")]
     Serve(std::io::Error),
     #[error(
-        "refusing to listen on {0}: it is reachable beyond this machine, and no [hosts] credential is configured, so anyone who reaches the port could see and call every upstream. Fix: add [hosts.NAME] with token_sha256 or token_file, or listen on 127.0.0.1"
+        "refusing to listen on {0}: it is reachable beyond this machine, and no [hosts] credential is configured, so anyone who reaches the port could see and call every upstream. Fix: add [hosts.NAME] with token_sha256 or token_file (or [server.authorization] for JWTs), or listen on 127.0.0.1"
     )]
     Exposed(std::net::SocketAddr),
 }
 
+/// Who may use the host endpoint, once it listens at `local`: the `[hosts]`, the JWT issuers, and
+/// (with `[server.authorization]`) the protected resource at `http://LOCAL/mcp` unless configured.
+fn gate(
+    config: &Config,
+    local: std::net::SocketAddr,
+    principals: Vec<Arc<crate::downstream::Principal>>,
+    profiles: Vec<Arc<crate::config::Profile>>,
+) -> crate::downstream::Gate {
+    let authorization = config.server.authorization.as_ref();
+    let resource = authorization.map(|a| {
+        a.resource
+            .clone()
+            .unwrap_or_else(|| format!("http://{local}/mcp"))
+    });
+    let jwt = crate::downstream::JwtGate::new(
+        &config.hosts,
+        &principals,
+        authorization.zip(resource.as_deref()),
+        &profiles,
+    );
+    let protected =
+        authorization
+            .zip(resource)
+            .map(|(a, resource)| crate::downstream::ProtectedResource {
+                resource,
+                authorization_servers: vec![a.issuer.issuer.clone()],
+                scopes_supported: a.scopes_supported.clone(),
+            });
+    crate::downstream::Gate {
+        principals,
+        profiles,
+        jwt,
+        protected,
+    }
+}
+
 /// Runs the daemon until a shutdown signal.
 pub async fn serve(config: Config) -> Result<(), DaemonError> {
-    if !config.server.listen.ip().is_loopback() && config.hosts.is_empty() {
+    let credentialed = !config.hosts.is_empty() || config.server.authorization.is_some();
+    if !config.server.listen.ip().is_loopback() && !credentialed {
         return Err(DaemonError::Exposed(config.server.listen));
     }
     let listener = TcpListener::bind(config.server.listen)
@@ -131,8 +168,12 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = axum::serve(
         listener,
-        app(Arc::clone(&service), &config.server, &principals, &profiles)
-            .into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        app(
+            Arc::clone(&service),
+            &config.server,
+            gate(&config, local, principals, profiles),
+        )
+        .into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
     .with_graceful_shutdown(async {
         let _ = stop_rx.await;

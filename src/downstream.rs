@@ -8,17 +8,20 @@
 //! - `tables`: what is kept across sessions (subscription counts, task owners, log levels).
 //! - `caller`: the host side of one forwarded request, as upstream connections see it.
 //! - `http`: Streamable HTTP at `/mcp`, and the legacy HTTP+SSE transport (axum).
+//! - `principal`: a host's identity, limits and [`Access`]; `jwt`: hosts known by JWTs.
 
 mod caller;
 mod delivery;
 mod http;
+mod jwt;
 mod principal;
 mod service;
 mod session;
 mod tables;
 
 pub use delivery::Delivery;
-pub use http::app;
+pub use http::{Gate, ProtectedResource, app};
+pub use jwt::JwtGate;
 pub use principal::{Access, Principal};
 pub use service::{HostRequest, HostService, RequestContext};
 pub use session::{HostInfo, Session, SessionStore};

@@ -360,7 +360,10 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(c.hosts.len(), 1);
         assert_eq!(c.hosts[0].name, "alice");
-        assert_eq!(c.hosts[0].token_sha256, [0xab; 32]);
+        assert_eq!(
+            c.hosts[0].credential,
+            crate::config::Credential::Token { sha256: [0xab; 32] }
+        );
         assert!(!format!("{:?}", c.hosts[0]).contains("ab, "));
         for (text, key) in [
             ("[hosts.a]\n".to_owned(), "hosts.a"),

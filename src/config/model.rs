@@ -68,6 +68,8 @@ pub struct ServerConfig {
     pub drain_timeout: Duration,
     /// The profile a loopback client without a credential gets (`server.anonymous_profile`).
     pub anonymous_profile: Option<String>,
+    /// mcpmux as an OAuth protected resource (`[server.authorization]`).
+    pub authorization: Option<Authorization>,
 }
 
 impl Default for ServerConfig {
@@ -81,6 +83,7 @@ impl Default for ServerConfig {
             max_in_flight_per_session: 32,
             drain_timeout: Duration::from_secs(10),
             anonymous_profile: None,
+            authorization: None,
         }
     }
 }
@@ -188,16 +191,61 @@ impl Config {
 }
 
 /// `[hosts.NAME]`: a principal that may use mcpmux, known by the SHA-256 digest of its bearer
-/// token (the config never holds the token), and its limits.
+/// token (the config never holds the token) or by a JSON Web Token naming it, and its limits.
 #[derive(Clone, PartialEq)]
 pub struct HostCredential {
     pub name: String,
-    pub token_sha256: [u8; 32],
+    pub credential: Credential,
     /// Most requests of this host in flight at once (`None`: unlimited).
     pub max_in_flight: Option<usize>,
     /// Most requests per second, as a token bucket of that many (`None`: unlimited).
     pub max_calls_per_second: Option<f64>,
     /// The profile it sees (`None`: the whole catalog).
+    pub profile: Option<String>,
+}
+
+/// How a host proves who it is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Credential {
+    /// A bearer token, by its SHA-256 digest.
+    Token { sha256: [u8; 32] },
+    /// A JWT whose principal claim is `subject`, signed by `issuer` (`None`: the server's
+    /// `[server.authorization]` issuer).
+    Jwt {
+        subject: String,
+        issuer: Option<JwtIssuer>,
+    },
+}
+
+/// An identity provider whose JWTs mcpmux accepts: its `iss`, the audiences a token must name
+/// one of, where its signing keys are, and the claim that names the principal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JwtIssuer {
+    pub issuer: String,
+    pub audience: Vec<String>,
+    pub jwks: JwksSource,
+    pub claim: String,
+}
+
+/// Where an issuer's JSON Web Key Set is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JwksSource {
+    File(PathBuf),
+    Url(String),
+}
+
+/// `[server.authorization]`: mcpmux as an OAuth protected resource (RFC 9728) for hosts that sign
+/// in against the team's identity provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Authorization {
+    /// The provider; its audience is filled in with `resource` once the listener is up.
+    pub issuer: JwtIssuer,
+    /// This server's resource URL (`None`: `http://LISTEN/mcp` of the bound address).
+    pub resource: Option<String>,
+    pub scopes_supported: Vec<String>,
+    /// Scopes every token must carry.
+    pub required_scopes: Vec<String>,
+    /// What a signed-in user no `[hosts]` entry names sees (`None`: the whole catalog).
     pub profile: Option<String>,
 }
 

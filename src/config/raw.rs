@@ -62,6 +62,23 @@ pub(super) struct RawServer {
     pub drain_timeout: Option<Duration>,
     /// The profile loopback clients without a credential get.
     pub anonymous_profile: Option<String>,
+    pub authorization: Option<RawAuthorization>,
+}
+
+/// `[server.authorization]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAuthorization {
+    pub issuer: Option<String>,
+    pub jwks_file: Option<PathBuf>,
+    pub jwks_url: Option<String>,
+    pub resource: Option<String>,
+    #[serde(default)]
+    pub scopes_supported: Vec<String>,
+    #[serde(default)]
+    pub required_scopes: Vec<String>,
+    pub principal_claim: Option<String>,
+    pub profile: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -162,6 +179,14 @@ pub(super) struct RawHost {
     pub max_in_flight: Option<usize>,
     pub max_calls_per_second: Option<f64>,
     pub profile: Option<String>,
+    /// A JWT credential: the principal claim's value (with `jwks_*`, `issuer`, `audience` and
+    /// `claim` for the host's own issuer; without, `[server.authorization]`'s).
+    pub subject: Option<String>,
+    pub jwks_file: Option<PathBuf>,
+    pub jwks_url: Option<String>,
+    pub issuer: Option<String>,
+    pub audience: Option<Vec<String>>,
+    pub claim: Option<String>,
 }
 
 /// `[profiles.NAME]` as written.

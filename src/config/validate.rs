@@ -27,6 +27,7 @@ mod transport;
 pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, ConfigError> {
     let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let anonymous_profile = raw.server.anonymous_profile.take();
+    let authorization = hosts::authorization(path, &base_dir, raw.server.authorization.take())?;
     let server = server(path, raw.server)?;
     let admin = admin(path, raw.admin)?;
     let raw_catalog = raw.catalog.clone();
@@ -35,7 +36,13 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
     let state_dir = raw.state_dir.map(|d| resolve(&base_dir, d));
     let audit = audit(path, raw.audit, state_dir.as_deref())?;
     let profiles = profiles::profiles(path, &raw_catalog, &upstreams, raw.profiles)?;
-    let hosts = hosts::hosts(path, &base_dir, raw.hosts, &profiles)?;
+    let hosts = hosts::hosts(
+        path,
+        &base_dir,
+        raw.hosts,
+        &profiles,
+        authorization.as_ref(),
+    )?;
     if let Some(p) = (profiles.iter()).find(|p| p.path_requires_credential && hosts.is_empty()) {
         return Err(ConfigError::invalid(
             path,
@@ -45,6 +52,14 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
         ));
     }
     let mut server = server;
+    server.authorization = match authorization {
+        Some(mut a) => {
+            let profile = a.profile.take();
+            a.profile = profiles::named(path, "server.authorization.profile", profile, &profiles)?;
+            Some(a)
+        }
+        None => None,
+    };
     server.anonymous_profile = profiles::named(
         path,
         "server.anonymous_profile",
@@ -100,6 +115,7 @@ fn server(file: &Path, s: RawServer) -> Result<ServerConfig, ConfigError> {
         drain_timeout: s.drain_timeout.unwrap_or(d.drain_timeout),
         // Checked against the profiles once they are read.
         anonymous_profile: None,
+        authorization: None,
     };
     if server.max_in_flight_per_session == 0 {
         return Err(ConfigError::invalid(

@@ -28,6 +28,7 @@ use futures_util::Stream;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
+use super::jwt::JwtGate;
 use super::principal::{Access, Principal};
 use super::service::{HostRequest, HostService};
 use super::session::Session;
@@ -48,29 +49,78 @@ struct AppState {
     legacy: legacy::Connections,
     /// Largest request body accepted (`server.max_body_bytes`).
     max_body_bytes: usize,
-    /// The principals; none: hosts are anonymous.
-    hosts: Vec<Arc<Principal>>,
+    /// Who checks credentials; no hosts and no JWT issuer: hosts are anonymous.
+    credentials: guard::Credentials,
+    /// The protected resource metadata document, with `[server.authorization]`.
+    resource_metadata: Option<String>,
     /// The profiles served at their own path.
     paths: Vec<Arc<Profile>>,
     /// What a loopback client without a credential sees.
     anonymous: Option<Arc<Profile>>,
 }
 
+/// Who may use the host endpoint and what they see.
+#[derive(Debug)]
+pub struct Gate {
+    /// The `[hosts]` principals, in config order.
+    pub principals: Vec<Arc<Principal>>,
+    pub profiles: Vec<Arc<Profile>>,
+    /// The JWT issuers, if any host signs in with a JWT.
+    pub jwt: Option<JwtGate>,
+    /// mcpmux as an OAuth protected resource (`[server.authorization]`).
+    pub protected: Option<ProtectedResource>,
+}
+
+/// What RFC 9728's protected resource metadata says about mcpmux.
+#[derive(Debug)]
+pub struct ProtectedResource {
+    pub resource: String,
+    pub authorization_servers: Vec<String>,
+    pub scopes_supported: Vec<String>,
+}
+
+impl ProtectedResource {
+    /// Where the metadata is: the well-known path inserted before the resource's path.
+    fn metadata_url(&self) -> String {
+        match url::Url::parse(&self.resource) {
+            Ok(url) => format!(
+                "{}/.well-known/oauth-protected-resource{}",
+                url.origin().ascii_serialization(),
+                url.path().trim_end_matches('/')
+            ),
+            Err(_) => self.resource.clone(),
+        }
+    }
+
+    fn document(&self) -> String {
+        serde_json::json!({
+            "resource": self.resource,
+            "authorization_servers": self.authorization_servers,
+            "scopes_supported": self.scopes_supported,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "mcpmux",
+        })
+        .to_string()
+    }
+}
+
 /// The host-facing HTTP application (served with `ConnectInfo<SocketAddr>`, which tells which
 /// clients are on loopback).
-pub fn app(
-    service: Arc<HostService>,
-    config: &ServerConfig,
-    hosts: &[Arc<Principal>],
-    profiles: &[Arc<Profile>],
-) -> Router {
+pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> Router {
+    let profiles = gate.profiles;
+    let metadata_url = gate.protected.as_ref().map(ProtectedResource::metadata_url);
     let state = Arc::new(AppState {
         service,
         allowed_origins: config.allowed_origins.clone(),
         loopback_only: config.listen.ip().is_loopback(),
         legacy: legacy::Connections::default(),
         max_body_bytes: config.max_body_bytes,
-        hosts: hosts.to_vec(),
+        credentials: guard::Credentials {
+            hosts: gate.principals,
+            jwt: gate.jwt,
+            resource_metadata: metadata_url,
+        },
+        resource_metadata: gate.protected.as_ref().map(ProtectedResource::document),
         paths: profiles.iter().filter(|p| p.path).cloned().collect(),
         anonymous: (config.anonymous_profile.as_ref())
             .and_then(|name| profiles.iter().find(|p| &p.name == name).cloned()),
@@ -85,6 +135,14 @@ pub fn app(
             post(handle_post_at)
                 .get(handle_get_at)
                 .delete(handle_delete_at),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/{*path}",
+            get(protected_resource),
         )
         .route("/sse", get(legacy::handle_sse))
         .route("/messages", post(legacy::handle_message))
@@ -126,7 +184,7 @@ impl AppState {
     /// Who is asking and what they see. With `[hosts]`, a request needs a valid credential
     /// unless it comes from loopback to a profile path that does not require one, or (on `/mcp`)
     /// `server.anonymous_profile` is set; a host with a profile may use only that profile's path.
-    fn access(
+    async fn access(
         &self,
         headers: &HeaderMap,
         peer: SocketAddr,
@@ -153,13 +211,14 @@ impl AppState {
                 Some(profile) => !profile.path_requires_credential,
                 None => self.anonymous.is_some(),
             };
-        if self.hosts.is_empty() || (!presented && anonymous_allowed) {
+        let anonymous = self.credentials.hosts.is_empty() && self.credentials.jwt.is_none();
+        if anonymous || (!presented && anonymous_allowed) {
             return Ok(Access {
                 principal: None,
                 profile: at.or_else(|| self.anonymous.clone()),
             });
         }
-        let principal = guard::authenticate(headers, &self.hosts)?;
+        let principal = self.credentials.authenticate(headers).await?;
         let profile = match (at, &principal.profile) {
             (Some(at), Some(own)) if !Arc::ptr_eq(&at, own) => {
                 return Err(refuse(
@@ -178,6 +237,14 @@ impl AppState {
             principal: Some(principal),
             profile,
         })
+    }
+}
+
+/// RFC 9728 protected resource metadata, with `[server.authorization]`.
+async fn protected_resource(State(state): State<Arc<AppState>>) -> Response {
+    match &state.resource_metadata {
+        Some(document) => json_response(document.clone()),
+        None => StatusCode::NOT_FOUND.into_response(),
     }
 }
 
@@ -238,7 +305,7 @@ async fn post_message(
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.answering(None, &headers).into_response();
     }
-    let access = match state.access(&headers, peer, path) {
+    let access = match state.access(&headers, peer, path).await {
         Ok(access) => access,
         Err(refusal) => return refusal.answering(None, &headers).into_response(),
     };
@@ -535,7 +602,7 @@ async fn handle_get(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    get_stream(state, peer, None, headers)
+    get_stream(state, peer, None, headers).await
 }
 
 async fn handle_get_at(
@@ -544,10 +611,10 @@ async fn handle_get_at(
     Path(profile): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    get_stream(state, peer, Some(&profile), headers)
+    get_stream(state, peer, Some(&profile), headers).await
 }
 
-fn get_stream(
+async fn get_stream(
     state: Arc<AppState>,
     peer: SocketAddr,
     path: Option<&str>,
@@ -571,8 +638,7 @@ fn get_stream(
         );
         return refusal.answering(None, &headers).into_response();
     }
-    let session = match state
-        .access(&headers, peer, path)
+    let session = match (state.access(&headers, peer, path).await)
         .and_then(|access| session_of(&state, &headers, &access))
     {
         Ok(session) => session,
@@ -625,8 +691,7 @@ async fn delete(
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.answering(None, &headers).into_response();
     }
-    match state
-        .access(&headers, peer, path)
+    match (state.access(&headers, peer, path).await)
         .and_then(|access| session_of(&state, &headers, &access))
     {
         Ok(session) => {

@@ -6,14 +6,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use crate::config::{HostCredential, Profile};
+use crate::config::{Credential, HostCredential, Profile};
 use crate::jsonrpc::{RpcError, codes};
 
 /// A configured host, its limits and its counts.
 #[derive(Debug)]
 pub struct Principal {
     pub name: Arc<str>,
-    pub token_sha256: [u8; 32],
+    /// The digest of its bearer token (`None`: it signs in with a JWT).
+    pub token_sha256: Option<[u8; 32]>,
     /// The profile it sees (`None`: the whole catalog).
     pub profile: Option<Arc<Profile>>,
     max_in_flight: Option<usize>,
@@ -83,11 +84,28 @@ impl Principal {
         });
         Self {
             name: Arc::from(host.name.as_str()),
-            token_sha256: host.token_sha256,
+            token_sha256: match &host.credential {
+                Credential::Token { sha256 } => Some(*sha256),
+                Credential::Jwt { .. } => None,
+            },
             profile: (host.profile.as_ref())
                 .and_then(|name| profiles.iter().find(|p| &p.name == name).cloned()),
             max_in_flight: host.max_in_flight,
             rate,
+            in_flight: AtomicUsize::new(0),
+            calls: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// A user signed in through `[server.authorization]` whom no host entry names: no limits.
+    pub fn signed_in(name: &str, profile: Option<Arc<Profile>>) -> Self {
+        Self {
+            name: Arc::from(name),
+            token_sha256: None,
+            profile,
+            max_in_flight: None,
+            rate: None,
             in_flight: AtomicUsize::new(0),
             calls: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -179,7 +197,7 @@ mod tests {
         Principal::new(
             &HostCredential {
                 name: "h".into(),
-                token_sha256: [0; 32],
+                credential: Credential::Token { sha256: [0; 32] },
                 max_in_flight,
                 max_calls_per_second: rate,
                 profile: None,

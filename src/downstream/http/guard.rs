@@ -4,6 +4,10 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::value::RawValue;
 
+use std::sync::Arc;
+
+use super::super::jwt::{JwtGate, JwtRefusal};
+use super::super::principal::Principal;
 use crate::jsonrpc::{RpcError, codes, error_line, error_line_without_id};
 use crate::mcp::version::Version;
 
@@ -18,8 +22,8 @@ pub(super) struct Refusal {
     id: Option<Box<RawValue>>,
     /// Since 2025-11-25 an error without a known id omits `id`; before, JSON-RPC's `null` is used.
     omit_unknown_id: bool,
-    /// The `WWW-Authenticate` challenge of a 401.
-    challenge: Option<&'static str>,
+    /// The `WWW-Authenticate` challenge of a 401 or 403.
+    challenge: Option<String>,
 }
 
 pub(super) fn refuse(status: StatusCode, code: i64, message: impl Into<String>) -> Refusal {
@@ -32,11 +36,30 @@ pub(super) fn refuse(status: StatusCode, code: i64, message: impl Into<String>) 
     }
 }
 
-/// A 401 with a Bearer challenge.
-fn unauthorized(message: &'static str, challenge: &'static str) -> Refusal {
+/// A 401 (or 403) with a Bearer challenge: `error` (if any) and its description, and where the
+/// protected resource's metadata is when mcpmux has `[server.authorization]`.
+fn challenge(
+    status: StatusCode,
+    message: String,
+    error: Option<(&str, &str)>,
+    resource_metadata: Option<&str>,
+) -> Refusal {
+    let mut challenge = String::from("Bearer realm=\"mcpmux\"");
+    if let Some(url) = resource_metadata {
+        challenge.push_str(&format!(", resource_metadata=\"{url}\""));
+    }
+    if let Some((error, detail)) = error {
+        let detail = detail.replace(['"', '\\'], "'");
+        let key = if error == "insufficient_scope" {
+            "scope"
+        } else {
+            "error_description"
+        };
+        challenge.push_str(&format!(", error=\"{error}\", {key}=\"{detail}\""));
+    }
     Refusal {
         challenge: Some(challenge),
-        ..refuse(StatusCode::UNAUTHORIZED, codes::INVALID_REQUEST, message)
+        ..refuse(status, codes::INVALID_REQUEST, message)
     }
 }
 
@@ -78,11 +101,12 @@ impl IntoResponse for Refusal {
         };
         let mut response =
             (self.status, [(header::CONTENT_TYPE, content_type)], body).into_response();
-        if let Some(challenge) = self.challenge {
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                axum::http::HeaderValue::from_static(challenge),
-            );
+        if let Some(value) =
+            (self.challenge.as_deref()).and_then(|c| axum::http::HeaderValue::from_str(c).ok())
+        {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
         }
         response
     }
@@ -164,42 +188,77 @@ fn is_loopback_host(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The host whose bearer token `headers` carry (`Authorization: Bearer …`), compared by SHA-256
-/// digest in constant time against every configured host; else 401 with a Bearer challenge.
-pub(super) fn authenticate(
-    headers: &HeaderMap,
-    hosts: &[std::sync::Arc<crate::downstream::Principal>],
-) -> Result<std::sync::Arc<crate::downstream::Principal>, Refusal> {
-    use sha2::Digest;
-    use subtle::ConstantTimeEq;
-    let token = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    let Some(token) = token.filter(|t| !t.is_empty()) else {
-        return Err(unauthorized(
-            "Unauthorized: send the host's bearer token (Authorization: Bearer …)",
-            "Bearer realm=\"mcpmux\"",
-        ));
-    };
-    let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
-    // Every host is compared, whichever matches, so the time taken tells nothing.
-    let mut found = None;
-    for host in hosts {
-        if bool::from(host.token_sha256.ct_eq(&digest)) {
-            found = Some(host);
+/// Who checks a request's credential: the token hosts, the JWT issuers, and the protected
+/// resource metadata URL a 401 points to.
+#[derive(Debug)]
+pub(super) struct Credentials {
+    pub hosts: Vec<Arc<Principal>>,
+    pub jwt: Option<JwtGate>,
+    pub resource_metadata: Option<String>,
+}
+
+impl Credentials {
+    /// The host whose bearer token `headers` carry (`Authorization: Bearer …`): a token compared
+    /// by SHA-256 digest in constant time against every token host, or a JWT one of the trusted
+    /// issuers signed; else 401 (403 for missing scopes) with a Bearer challenge.
+    pub(super) async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<Arc<Principal>, Refusal> {
+        use sha2::Digest;
+        use subtle::ConstantTimeEq;
+        let metadata = self.resource_metadata.as_deref();
+        let token = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim);
+        let Some(token) = token.filter(|t| !t.is_empty()) else {
+            return Err(challenge(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized: send the host's bearer token (Authorization: Bearer …)".into(),
+                None,
+                metadata,
+            ));
+        };
+        let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        // Every host is compared, whichever matches, so the time taken tells nothing.
+        let mut found = None;
+        for host in &self.hosts {
+            if host
+                .token_sha256
+                .is_some_and(|d| bool::from(d.ct_eq(&digest)))
+            {
+                found = Some(host);
+            }
         }
-    }
-    match found {
-        Some(host) => Ok(std::sync::Arc::clone(host)),
-        None => Err(unauthorized(
-            "Unauthorized: the bearer token is not one mcpmux knows",
-            "Bearer realm=\"mcpmux\", error=\"invalid_token\"",
-        )),
+        if let Some(host) = found {
+            return Ok(Arc::clone(host));
+        }
+        let refusal = match &self.jwt {
+            Some(gate) if JwtGate::looks_like_jwt(token) => match gate.verify(token).await {
+                Ok(principal) => return Ok(principal),
+                Err(refusal) => refusal,
+            },
+            _ => JwtRefusal::Invalid("the bearer token is not one mcpmux knows".into()),
+        };
+        Err(match refusal {
+            JwtRefusal::Invalid(why) => challenge(
+                StatusCode::UNAUTHORIZED,
+                format!("Unauthorized: {why}"),
+                Some(("invalid_token", &why)),
+                metadata,
+            ),
+            JwtRefusal::InsufficientScope(scopes) => challenge(
+                StatusCode::FORBIDDEN,
+                format!("Forbidden: the token lacks the scopes {scopes}"),
+                Some(("insufficient_scope", &scopes)),
+                metadata,
+            ),
+        })
     }
 }
 

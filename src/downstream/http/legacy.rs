@@ -61,10 +61,10 @@ pub(super) async fn handle_sse(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    let access = match state
-        .check_origin(&headers)
-        .and_then(|()| state.access(&headers, peer, None))
-    {
+    if let Err(refusal) = state.check_origin(&headers) {
+        return refusal.into_response();
+    }
+    let access = match state.access(&headers, peer, None).await {
         Ok(access) => access,
         Err(refusal) => return refusal.into_response(),
     };
@@ -102,10 +102,10 @@ pub(super) async fn handle_message(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let access = match state
-        .check_origin(&headers)
-        .and_then(|()| state.access(&headers, peer, None))
-    {
+    if let Err(refusal) = state.check_origin(&headers) {
+        return refusal.into_response();
+    }
+    let access = match state.access(&headers, peer, None).await {
         Ok(access) => access,
         Err(refusal) => return refusal.into_response(),
     };

@@ -1,0 +1,347 @@
+//! Hosts known by JSON Web Tokens ([`JwtGate`]): a token is accepted when an issuer mcpmux trusts
+//! signed it (a key of its JWKS, from a file or fetched and refreshed when a new key id appears),
+//! it names an accepted audience, has not expired, carries the required scopes, and its principal
+//! claim names a configured host — or, for `[server.authorization]`, any user, who becomes a
+//! principal of that name. Verified tokens are remembered by digest until they expire, so a
+//! signature is checked once per token, not once per request.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{DecodingKey, Validation};
+use sha2::Digest;
+
+use super::principal::Principal;
+use crate::config::{Authorization, Credential, HostCredential, JwksSource, JwtIssuer, Profile};
+use crate::sync::lock;
+
+/// Clock skew allowed on `exp` and `nbf`.
+const LEEWAY_SECS: u64 = 30;
+/// A JWKS fetched from a URL is fetched again at most this often for an unknown key id.
+const REFETCH_AFTER: Duration = Duration::from_secs(10);
+/// Tokens remembered at most; beyond, the memory starts over.
+const MAX_REMEMBERED: usize = 10_000;
+/// Signed-in users remembered at most (each is a principal with its own counts).
+const MAX_SIGNED_IN: usize = 10_000;
+
+/// Why a JWT was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwtRefusal {
+    /// 401 `invalid_token`, with what was wrong.
+    Invalid(String),
+    /// 403 `insufficient_scope`: the scopes it lacks.
+    InsufficientScope(String),
+}
+
+/// Every issuer mcpmux accepts JWTs from.
+pub struct JwtGate {
+    issuers: Vec<Issuer>,
+    remembered: Mutex<HashMap<[u8; 32], Remembered>>,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for JwtGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JwtGate")
+            .field("issuers", &self.issuers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A verified token's principal and its `exp`, by the token's digest.
+type Remembered = (Arc<Principal>, u64);
+
+struct Issuer {
+    config: JwtIssuer,
+    required_scopes: Vec<String>,
+    /// The hosts its tokens may name, by subject.
+    hosts: HashMap<String, Arc<Principal>>,
+    /// For `[server.authorization]`: users no host names are principals of their own, seeing
+    /// this profile.
+    signed_in: Option<SignedIn>,
+    keys: Mutex<Keys>,
+}
+
+struct SignedIn {
+    profile: Option<Arc<Profile>>,
+    users: Mutex<HashMap<String, Arc<Principal>>>,
+}
+
+#[derive(Default)]
+struct Keys {
+    set: Option<Arc<JwkSet>>,
+    fetched: Option<Instant>,
+}
+
+/// The claims mcpmux reads; signature, `iss`, `aud`, `exp` and `nbf` are checked by the decoder.
+#[derive(serde::Deserialize)]
+struct Claims {
+    exp: u64,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    scp: Option<serde_json::Value>,
+    #[serde(flatten)]
+    rest: serde_json::Map<String, serde_json::Value>,
+}
+
+impl JwtGate {
+    /// The gate for `hosts` with JWT credentials and the server's `authorization` (its audience
+    /// being `resource`); `None` when no JWT is accepted at all.
+    pub fn new(
+        hosts: &[HostCredential],
+        principals: &[Arc<Principal>],
+        authorization: Option<(&Authorization, &str)>,
+        profiles: &[Arc<Profile>],
+    ) -> Option<Self> {
+        let mut issuers: Vec<Issuer> = Vec::new();
+        if let Some((a, resource)) = authorization {
+            let mut config = a.issuer.clone();
+            config.audience = vec![resource.to_owned()];
+            let profile = (a.profile.as_ref())
+                .and_then(|name| profiles.iter().find(|p| &p.name == name).cloned());
+            issuers.push(Issuer::new(
+                config,
+                a.required_scopes.clone(),
+                Some(profile),
+            ));
+        }
+        for (host, principal) in hosts.iter().zip(principals) {
+            let Credential::Jwt { subject, issuer } = &host.credential else {
+                continue;
+            };
+            let index = match issuer {
+                None => 0,
+                Some(own) => match issuers.iter().position(|i| i.config == *own) {
+                    Some(i) => i,
+                    None => {
+                        issuers.push(Issuer::new(own.clone(), Vec::new(), None));
+                        issuers.len() - 1
+                    }
+                },
+            };
+            if let Some(issuer) = issuers.get_mut(index) {
+                issuer.hosts.insert(subject.clone(), Arc::clone(principal));
+            }
+        }
+        if issuers.is_empty() {
+            return None;
+        }
+        Some(Self {
+            issuers,
+            remembered: Mutex::new(HashMap::new()),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .unwrap_or_default(),
+        })
+    }
+
+    /// Whether `token` has the shape of a JWT (three dot-separated parts).
+    pub fn looks_like_jwt(token: &str) -> bool {
+        token.split('.').count() == 3
+    }
+
+    /// The principal `token` proves, or why it proves none.
+    pub async fn verify(&self, token: &str) -> Result<Arc<Principal>, JwtRefusal> {
+        let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        let now = unix_now();
+        if let Some((principal, exp)) = lock(&self.remembered).get(&digest) {
+            if *exp + LEEWAY_SECS > now {
+                return Ok(Arc::clone(principal));
+            }
+        }
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| JwtRefusal::Invalid(format!("the token is not a JWT: {e}")))?;
+        let iss = jsonwebtoken::dangerous::insecure_decode::<serde_json::Value>(token)
+            .ok()
+            .and_then(|t| {
+                t.claims
+                    .get("iss")
+                    .and_then(|i| i.as_str())
+                    .map(str::to_owned)
+            })
+            .ok_or_else(|| JwtRefusal::Invalid("the token names no issuer (`iss`)".into()))?;
+        let issuer = (self.issuers.iter())
+            .find(|i| i.config.issuer == iss)
+            .ok_or_else(|| {
+                JwtRefusal::Invalid(format!(
+                    "the token's issuer `{iss}` is not one mcpmux trusts"
+                ))
+            })?;
+        let key = self.key(issuer, header.kid.as_deref(), header.alg).await?;
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[&issuer.config.issuer]);
+        validation.set_audience(&issuer.config.audience);
+        validation.leeway = LEEWAY_SECS;
+        validation.validate_nbf = true;
+        let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+            .map_err(|e| JwtRefusal::Invalid(describe(&e)))?
+            .claims;
+        let missing: Vec<&str> = (issuer.required_scopes.iter())
+            .filter(|s| !has_scope(&claims, s))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(JwtRefusal::InsufficientScope(missing.join(" ")));
+        }
+        let name = claims
+            .rest
+            .get(&issuer.config.claim)
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| {
+                JwtRefusal::Invalid(format!(
+                    "the token has no string claim `{}` naming its principal",
+                    issuer.config.claim
+                ))
+            })?;
+        let principal = issuer.principal(name)?;
+        let mut remembered = lock(&self.remembered);
+        if remembered.len() >= MAX_REMEMBERED {
+            remembered.clear();
+        }
+        remembered.insert(digest, (Arc::clone(&principal), claims.exp));
+        Ok(principal)
+    }
+
+    /// The key that signed a token of `issuer` with key id `kid`: from its JWKS, fetched (again)
+    /// when the set is not loaded yet or does not know the key id.
+    async fn key(
+        &self,
+        issuer: &Issuer,
+        kid: Option<&str>,
+        alg: jsonwebtoken::Algorithm,
+    ) -> Result<DecodingKey, JwtRefusal> {
+        let find = |set: &JwkSet| -> Option<DecodingKey> {
+            let jwk = match kid {
+                Some(kid) => set.find(kid),
+                None => (set.keys.len() == 1).then(|| &set.keys[0]),
+            }?;
+            DecodingKey::from_jwk(jwk).ok()
+        };
+        let (cached, stale) = {
+            let keys = lock(&issuer.keys);
+            let stale = keys.fetched.is_none_or(|at| at.elapsed() >= REFETCH_AFTER);
+            (keys.set.clone(), stale)
+        };
+        if let Some(key) = cached.as_deref().and_then(find) {
+            return Ok(key);
+        }
+        if cached.is_none() || stale {
+            let set = Arc::new(self.load(&issuer.config.jwks).await?);
+            let mut keys = lock(&issuer.keys);
+            keys.set = Some(Arc::clone(&set));
+            keys.fetched = Some(Instant::now());
+            drop(keys);
+            if let Some(key) = find(&set) {
+                return Ok(key);
+            }
+        }
+        Err(JwtRefusal::Invalid(format!(
+            "no key of issuer `{}` matches the token (kid {kid:?}, {alg:?})",
+            issuer.config.issuer
+        )))
+    }
+
+    async fn load(&self, source: &JwksSource) -> Result<JwkSet, JwtRefusal> {
+        let unavailable = |why: String| {
+            tracing::warn!(jwks = ?source, error = %why, "Cannot read an issuer's signing keys.");
+            JwtRefusal::Invalid(
+                "the issuer's signing keys are unavailable; see the mcpmux log".into(),
+            )
+        };
+        match source {
+            JwksSource::File(path) => {
+                let text = tokio::fs::read_to_string(path)
+                    .await
+                    .map_err(|e| unavailable(e.to_string()))?;
+                serde_json::from_str(&text).map_err(|e| unavailable(e.to_string()))
+            }
+            JwksSource::Url(url) => {
+                let response = (self.http.get(url).send().await)
+                    .and_then(reqwest::Response::error_for_status)
+                    .map_err(|e| unavailable(e.to_string()))?;
+                response
+                    .json()
+                    .await
+                    .map_err(|e| unavailable(e.to_string()))
+            }
+        }
+    }
+}
+
+impl Issuer {
+    fn new(
+        config: JwtIssuer,
+        required_scopes: Vec<String>,
+        signed_in: Option<Option<Arc<Profile>>>,
+    ) -> Self {
+        Self {
+            config,
+            required_scopes,
+            hosts: HashMap::new(),
+            signed_in: signed_in.map(|profile| SignedIn {
+                profile,
+                users: Mutex::new(HashMap::new()),
+            }),
+            keys: Mutex::new(Keys::default()),
+        }
+    }
+
+    /// The principal a token of this issuer names: a configured host, or a signed-in user.
+    fn principal(&self, name: &str) -> Result<Arc<Principal>, JwtRefusal> {
+        if let Some(host) = self.hosts.get(name) {
+            return Ok(Arc::clone(host));
+        }
+        let Some(signed_in) = &self.signed_in else {
+            return Err(JwtRefusal::Invalid(format!(
+                "the token names `{name}`, which is not a configured host"
+            )));
+        };
+        let mut users = lock(&signed_in.users);
+        if let Some(user) = users.get(name) {
+            return Ok(Arc::clone(user));
+        }
+        if users.len() >= MAX_SIGNED_IN {
+            return Err(JwtRefusal::Invalid(
+                "too many signed-in users; configure them as [hosts]".into(),
+            ));
+        }
+        let user = Arc::new(Principal::signed_in(name, signed_in.profile.clone()));
+        users.insert(name.to_owned(), Arc::clone(&user));
+        Ok(user)
+    }
+}
+
+/// Whether the token grants `scope` (`scope` as a space-separated string, or `scp` as a list or
+/// string, as providers write it).
+fn has_scope(claims: &Claims, scope: &str) -> bool {
+    let in_text = |s: &str| s.split_whitespace().any(|s| s == scope);
+    claims.scope.as_deref().is_some_and(in_text)
+        || match &claims.scp {
+            Some(serde_json::Value::String(s)) => in_text(s),
+            Some(serde_json::Value::Array(list)) => list.iter().any(|s| s == scope),
+            _ => false,
+        }
+}
+
+fn describe(e: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match e.kind() {
+        ErrorKind::ExpiredSignature => "the token expired".into(),
+        ErrorKind::ImmatureSignature => "the token is not valid yet (`nbf`)".into(),
+        ErrorKind::InvalidAudience => "the token is for another audience".into(),
+        ErrorKind::InvalidIssuer => "the token is from another issuer".into(),
+        ErrorKind::InvalidSignature => "the token's signature does not verify".into(),
+        ErrorKind::MissingRequiredClaim(claim) => format!("the token has no `{claim}` claim"),
+        other => format!("the token is not valid: {other:?}"),
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
