@@ -1,7 +1,9 @@
 //! The admin API, on its own loopback listener: `GET /status` (every upstream's state, version,
 //! catalog counts, restarts, last error), `POST /upstreams/{name}/restart`, `GET /health`
 //! (the daemon answers), `GET /ready` (no upstream is still starting) and the audit log
-//! (`GET /audit/query`, `/audit/stats`, `/audit/verify`). `mcpmux status`, `restart` and `audit` use it.
+//! (`GET /audit/query`, `/audit/stats`, `/audit/verify`), and tool pins (`GET /pins`,
+//! `POST /pins/{upstream}/{tool}/approve`). `mcpmux status`, `restart`, `audit`, `pins` and
+//! `approve` use it.
 //! It reads a small state of its own ([`AdminState`]): the router's snapshots, the supervisor,
 //! the audit handle and a session count — nothing of the host side's internals.
 
@@ -59,6 +61,8 @@ pub fn app(state: Arc<AdminState>) -> Router {
         .route("/upstreams/{name}/restart", post(restart))
         .route("/upstreams/{name}/login", post(login).get(login_state))
         .route("/upstreams/{name}/logout", post(logout))
+        .route("/pins", get(pins))
+        .route("/pins/{upstream}/{tool}/approve", post(approve))
         .with_state(Arc::clone(&state))
         .merge(audit_routes(state))
 }
@@ -105,6 +109,11 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
                 "resource_templates": count(ListKind::ResourceTemplates),
                 "in_flight": h.in_flight(),
                 "idle_seconds": h.idle_for().as_secs(),
+                "changed_tools": admin.router.changed_tools(h.name()),
+                "pin": match h.config().pin {
+                    crate::config::PinMode::Record => "record",
+                    crate::config::PinMode::Strict => "strict",
+                },
             })
         })
         .collect();
@@ -123,6 +132,30 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
             "records": audit.store().map(crate::audit::Store::len),
         },
     }))
+}
+
+/// Every tool pin: its digest, and the new one when the definition changed.
+async fn pins(State(admin): State<Arc<AdminState>>) -> Json<Value> {
+    Json(json!({ "pins": admin.router.pins().unwrap_or_default() }))
+}
+
+/// Pins a changed tool's new definition (and shows it again where `pin = "strict"` withheld it).
+async fn approve(
+    State(admin): State<Arc<AdminState>>,
+    Path((upstream, tool)): Path<(String, String)>,
+) -> Response {
+    if admin.router.approve(&upstream, &tool) {
+        tracing::info!(upstream, tool, "A changed tool definition was approved.");
+        let mut record = crate::audit::Record::event("tool.approved", Some(&upstream), None, None);
+        record.target = Some(tool.clone());
+        admin.audit.record(record);
+        Json(json!({ "approved": { "upstream": upstream, "tool": tool } })).into_response()
+    } else {
+        let error = format!(
+            "`{tool}` of upstream `{upstream}` has no changed definition to approve (see `mcpmux pins`)"
+        );
+        (StatusCode::NOT_FOUND, Json(json!({ "error": error }))).into_response()
+    }
 }
 
 async fn ready(State(admin): State<Arc<AdminState>>) -> Response {

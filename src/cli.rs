@@ -56,6 +56,28 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the pinned tool definitions, and the ones that changed since they were pinned.
+    Pins {
+        #[arg(long, env = "MCPMUX_CONFIG")]
+        config: Option<PathBuf>,
+        #[arg(long, env = "MCPMUX_ADMIN")]
+        admin: Option<String>,
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a tool's changed definition (after reviewing it): it is pinned as it is now, and
+    /// shown again where `pin = "strict"` withheld it.
+    Approve {
+        /// The upstream's name.
+        upstream: String,
+        /// The tool's name as the upstream knows it (unprefixed).
+        tool: String,
+        #[arg(long, env = "MCPMUX_CONFIG")]
+        config: Option<PathBuf>,
+        #[arg(long, env = "MCPMUX_ADMIN")]
+        admin: Option<String>,
+    },
     /// Restart one upstream now (also takes it out of crash-loop).
     Restart {
         /// The upstream's name.
@@ -208,6 +230,37 @@ impl Cli {
                 } else {
                     print!("{}", status_table(&status));
                 }
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Pins {
+                config,
+                admin,
+                json,
+            } => {
+                let admin = Admin::required(admin.as_deref(), config)?;
+                let pins: serde_json::Value =
+                    runtime.block_on(admin.request(reqwest::Method::GET, "/pins", &[]))?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&pins)?);
+                } else {
+                    print!("{}", render::pins(&pins));
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Approve {
+                upstream,
+                tool,
+                config,
+                admin,
+            } => {
+                let admin = Admin::required(admin.as_deref(), config)?;
+                let path = format!("/pins/{upstream}/{tool}/approve");
+                runtime.block_on(admin.request::<serde_json::Value>(
+                    reqwest::Method::POST,
+                    &path,
+                    &[],
+                ))?;
+                println!("approved the new definition of {upstream}/{tool}");
                 Ok(ExitCode::SUCCESS)
             }
             Command::Restart {

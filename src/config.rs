@@ -26,7 +26,7 @@ pub use filter::NameFilter;
 pub use load::{default_path, load};
 pub use model::{
     Authorization, CatalogConfig, Config, Credential, DEFAULT_INHERITED_ENV, HostCredential,
-    Isolation, JwksSource, JwtIssuer, Profile, ServerConfig, UpstreamConfig,
+    Isolation, JwksSource, JwtIssuer, PinMode, Profile, ServerConfig, UpstreamConfig,
 };
 pub use policy::Policy;
 pub use transport::{

@@ -30,6 +30,8 @@ pub enum DaemonError {
     },
     #[error("{0}")]
     Audit(crate::audit::StoreError),
+    #[error("{0}")]
+    Pins(#[from] crate::pins::PinError),
     #[error("could not start an internal actor: {0}")]
     Actor(#[from] ractor::SpawnErr),
     #[error("serving HTTP failed: {0}")]
@@ -110,7 +112,30 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let events: Arc<dyn HostEvents> = delivery.clone();
     let profiles: Vec<Arc<crate::config::Profile>> =
         config.profiles.iter().cloned().map(Arc::new).collect();
-    let router = RouterHandle::new(&config.catalog, &profiles);
+    let pins = {
+        let audit = audit.clone();
+        crate::pins::PinStore::open(
+            &config.state_dir,
+            Box::new(move |upstream, tool, pinned, now| {
+                tracing::warn!(
+                    upstream,
+                    tool,
+                    pinned,
+                    now,
+                    "A tool's definition changed since it was first seen; approve it with `mcpmux approve {upstream} {tool}` once reviewed."
+                );
+                let mut record = Record::event(
+                    "tool.changed",
+                    Some(upstream),
+                    None,
+                    Some(format!("definition {pinned} → {now}")),
+                );
+                record.target = Some(tool.to_owned());
+                audit.record(record);
+            }),
+        )?
+    };
+    let router = RouterHandle::new(&config.catalog, &profiles, Some(Arc::new(pins)));
     let upstreams: Vec<UpstreamHandle> = config
         .upstreams
         .iter()

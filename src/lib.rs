@@ -9,11 +9,15 @@
 //!   framing, error codes.
 //! - [`mcp`]: protocol knowledge — versions, listings, the namespacing codec, cursors.
 //! - [`upstream`]: one actor and one connection per upstream server (or per host session), over a
-//!   transport behind one seam (a stdio child process today).
+//!   transport behind one seam (a stdio child process, or a remote server over HTTP).
+//! - [`oauth`]: signing in to remote upstreams (discovery, registration, PKCE, tokens).
 //! - [`supervisor`]: starts upstreams and per-session instances, restarts failed ones with backoff.
-//! - [`router`]: the merged catalog upstreams publish to, as immutable snapshots.
+//! - [`router`]: the merged catalog upstreams publish to, as immutable snapshots — one view per
+//!   profile.
+//! - [`pins`]: tool-definition pinning (first-seen digests in the state directory; rug-pull
+//!   detection).
 //! - [`downstream`]: host sessions, the host service (what each method does, per-request context),
-//!   Streamable HTTP and legacy SSE.
+//!   who a host is (tokens, JWTs, profiles), Streamable HTTP and legacy SSE.
 //! - [`bridge`]: `mcpmux stdio`, a stdio host's bridge to the daemon, and the daemon's HTTP client
 //!   (bridge and CLI).
 //! - [`audit`]: the hash-chained audit log in sled (the only module that knows sled).
@@ -30,6 +34,7 @@ pub mod downstream;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod oauth;
+pub mod pins;
 pub mod router;
 pub mod supervisor;
 pub mod sync;

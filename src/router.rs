@@ -10,7 +10,7 @@
 
 mod catalog;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,8 @@ use tokio::sync::watch;
 pub use catalog::{Entry, Lens, Snapshot};
 
 use crate::config::{CatalogConfig, Profile};
+use crate::mcp::ListKind;
+use crate::pins::{PinRow, PinStore};
 use crate::sync::lock;
 use crate::upstream::{CatalogLink, CatalogSink, UpstreamCatalog, UpstreamHandle};
 
@@ -72,7 +74,24 @@ struct Sources {
     lenses: Vec<Lens>,
     upstreams: Vec<UpstreamHandle>,
     catalogs: BTreeMap<String, UpstreamCatalog>,
+    /// Where tool definitions are pinned (`None`: no pinning).
+    pins: Option<Arc<PinStore>>,
+    /// Per upstream, the tools whose definition changed since it was pinned.
+    changed: BTreeMap<String, BTreeSet<String>>,
     generation: u64,
+}
+
+impl Sources {
+    /// Reviews `upstream`'s tools against their pins (from its catalog as published).
+    fn review_pins(&mut self, upstream: &str) {
+        let (Some(pins), Some(catalog)) = (&self.pins, self.catalogs.get(upstream)) else {
+            return;
+        };
+        let tools = catalog.lists.get(&ListKind::Tools);
+        let items = tools.iter().flat_map(|t| t.iter());
+        let changed = pins.review(upstream, items.map(|i| (i.key.as_str(), i.json.get())));
+        self.changed.insert(upstream.to_owned(), changed);
+    }
 }
 
 impl std::fmt::Debug for RouterHandle {
@@ -86,7 +105,11 @@ impl std::fmt::Debug for RouterHandle {
 impl RouterHandle {
     /// A router with an empty catalog and a view per profile; [`Self::set_upstreams`] tells it
     /// which upstreams exist.
-    pub fn new(config: &CatalogConfig, profiles: &[Arc<Profile>]) -> Self {
+    pub fn new(
+        config: &CatalogConfig,
+        profiles: &[Arc<Profile>],
+        pins: Option<Arc<PinStore>>,
+    ) -> Self {
         let config = Arc::new(config.clone());
         let mut lenses = vec![Lens {
             view: 0,
@@ -122,6 +145,8 @@ impl RouterHandle {
                     config,
                     upstreams: Vec::new(),
                     catalogs: BTreeMap::new(),
+                    pins,
+                    changed: BTreeMap::new(),
                     generation: 0,
                 }),
             }),
@@ -173,6 +198,38 @@ impl RouterHandle {
             .and_then(|(s, _)| s.at(view).cloned())
     }
 
+    /// Pins `upstream`'s changed `tool` as it is now, and shows it again where it was withheld;
+    /// false when it has no change to approve.
+    pub fn approve(&self, upstream: &str, tool: &str) -> bool {
+        let Some(pins) = lock(&self.inner.sources).pins.clone() else {
+            return false;
+        };
+        if !pins.approve(upstream, tool) {
+            return false;
+        }
+        self.inner.rebuild(|s| {
+            s.review_pins(upstream);
+            true
+        });
+        true
+    }
+
+    /// Every tool pin (`None`: pinning is off).
+    pub fn pins(&self) -> Option<Vec<PinRow>> {
+        let pins = lock(&self.inner.sources).pins.clone()?;
+        Some(pins.rows())
+    }
+
+    /// The tools of `upstream` whose definition changed since it was pinned.
+    pub fn changed_tools(&self, upstream: &str) -> Vec<String> {
+        let sources = lock(&self.inner.sources);
+        sources
+            .changed
+            .get(upstream)
+            .map(|c| c.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Notified with the new generation number each time a snapshot is published.
     pub fn watch(&self) -> watch::Receiver<u64> {
         self.inner.generation.subscribe()
@@ -187,6 +244,7 @@ impl CatalogSink for Sink {
         if let Some(inner) = self.0.upgrade() {
             inner.rebuild(|s| {
                 s.catalogs.insert(upstream.to_owned(), catalog);
+                s.review_pins(upstream);
                 true
             });
         }
@@ -215,6 +273,7 @@ impl Inner {
                     lens,
                     &sources.upstreams,
                     &sources.catalogs,
+                    &sources.changed,
                 ))
             })
             .collect();

@@ -150,7 +150,49 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
             &remote,
         ));
     }
+    for u in status["upstreams"].as_array().into_iter().flatten() {
+        let changed: Vec<&str> = (u["changed_tools"].as_array().into_iter().flatten())
+            .filter_map(|t| t.as_str())
+            .collect();
+        if !changed.is_empty() {
+            let fate = if u["pin"] == "strict" {
+                "withheld until approved"
+            } else {
+                "still shown"
+            };
+            out.push_str(&format!(
+                "\nchanged tool definitions of {} ({fate}; review, then `mcpmux approve {} TOOL`): {}\n",
+                u["name"].as_str().unwrap_or_default(),
+                u["name"].as_str().unwrap_or_default(),
+                changed.join(", ")
+            ));
+        }
+    }
     out
+}
+
+/// `mcpmux pins`: one row per pinned tool; a changed one shows its new digest.
+pub(super) fn pins(pins: &serde_json::Value) -> String {
+    let rows: Vec<Vec<String>> = (pins["pins"].as_array().into_iter().flatten())
+        .map(|p| {
+            let short = |k: &str| {
+                p[k].as_str()
+                    .map_or("-".to_owned(), |d| d.chars().take(12).collect())
+            };
+            vec![
+                p["upstream"].as_str().unwrap_or_default().to_owned(),
+                p["tool"].as_str().unwrap_or_default().to_owned(),
+                short("digest"),
+                if p["changed_to"].is_string() {
+                    "CHANGED".to_owned()
+                } else {
+                    "pinned".to_owned()
+                },
+                short("changed_to"),
+            ]
+        })
+        .collect();
+    table(&["UPSTREAM", "TOOL", "PINNED", "STATE", "NOW"], &rows)
 }
 
 /// `mcpmux check`: the config is valid, then one row per upstream.

@@ -134,6 +134,8 @@ pub struct UpstreamConfig {
     pub policy: Policy,
     /// One shared connection, or one per host session.
     pub isolation: Isolation,
+    /// What a tool whose definition changed since it was pinned becomes.
+    pub pin: PinMode,
     /// Roots mcpmux answers `roots/list` with for this upstream (then never asks a host).
     pub roots: Option<Vec<String>>,
     /// How this upstream's call arguments are audited (`None`: the global setting).
@@ -148,6 +150,17 @@ impl UpstreamConfig {
         tool.and_then(|t| self.audit_redaction_tools.get(t).copied())
             .or(self.audit_redaction)
     }
+}
+
+/// What a tool whose definition changed since it was first seen (or last approved) becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PinMode {
+    /// Audited and shown in status; hosts still see it.
+    #[default]
+    Record,
+    /// Also withheld from hosts until `mcpmux approve UPSTREAM TOOL`.
+    Strict,
 }
 
 /// How many connections an upstream gets.
@@ -278,6 +291,8 @@ pub struct Profile {
     pub path: bool,
     /// Whether its path needs a host credential (else loopback clients may use it without one).
     pub path_requires_credential: bool,
+    /// Changed tools are withheld in this view until approved (`pin = "strict"`).
+    pub strict_pins: bool,
 }
 
 /// The prefix every view without a prefix uses.

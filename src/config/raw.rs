@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::audit::{Durability, Redaction};
 use super::error::ConfigError;
-use super::model::Isolation;
+use super::model::{Isolation, PinMode};
 use super::policy::RawPolicy;
 use super::transport::{OAuthGrant, RemoteKind};
 
@@ -144,6 +144,8 @@ pub(super) struct RawUpstream {
     pub prefix: Option<String>,
     #[serde(default)]
     pub isolation: Isolation,
+    #[serde(default)]
+    pub pin: PinMode,
     pub roots: Option<Vec<String>>,
     #[serde(default)]
     pub tool_timeouts: BTreeMap<String, HumanDuration>,
@@ -208,6 +210,7 @@ pub(super) struct RawProfile {
     pub path: bool,
     #[serde(default)]
     pub path_requires_credential: bool,
+    pub pin: Option<PinMode>,
     pub page_size: Option<usize>,
     pub tools_page_size: Option<usize>,
     pub prompts_page_size: Option<usize>,
@@ -222,7 +225,7 @@ pub(super) struct RawProfile {
 pub(super) struct HumanDuration(#[serde(with = "humantime_serde")] pub Duration);
 
 /// The keys of [`RawUpstream`] besides the policy's, for unknown-key messages.
-pub(super) const UPSTREAM_KEYS: [&str; 22] = [
+pub(super) const UPSTREAM_KEYS: [&str; 23] = [
     "command",
     "oauth",
     "url",
@@ -241,6 +244,7 @@ pub(super) const UPSTREAM_KEYS: [&str; 22] = [
     "enabled",
     "prefix",
     "isolation",
+    "pin",
     "roots",
     "tool_timeouts",
     "audit_redaction",

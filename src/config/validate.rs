@@ -295,6 +295,7 @@ fn upstream(
         enabled: u.enabled.unwrap_or(true),
         policy,
         isolation: u.isolation,
+        pin: u.pin,
         roots: u.roots,
         audit_redaction: u.audit_redaction,
         audit_redaction_tools: u.audit_redaction_tools,

@@ -1,13 +1,13 @@
 //! A catalog snapshot: every ready upstream's tools, prompts, resources and templates, namespaced,
 //! sorted by exposed name, with the exposed → (upstream, original) map that all routing goes through.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
-use crate::config::{CatalogConfig, Profile};
+use crate::config::{CatalogConfig, PinMode, Profile};
 use crate::jsonrpc::{Members, raw_string};
 use crate::mcp::ListKind;
 use crate::mcp::names::{self, NameBudget, Prefix};
@@ -55,6 +55,8 @@ pub struct Snapshot {
     lists: BTreeMap<ListKind, Listing>,
     by_prefix: HashMap<String, UpstreamHandle>,
     ready: Vec<(UpstreamHandle, Arc<ServerInfo>)>,
+    /// Per upstream, the changed tools this view withholds until they are approved.
+    withheld: HashMap<String, BTreeSet<String>>,
 }
 
 impl Snapshot {
@@ -77,6 +79,7 @@ impl Snapshot {
             lists: BTreeMap::new(),
             by_prefix,
             ready: Vec::new(),
+            withheld: HashMap::new(),
         }
     }
 
@@ -85,9 +88,11 @@ impl Snapshot {
         lens: &Lens,
         upstreams: &[UpstreamHandle],
         catalogs: &BTreeMap<String, UpstreamCatalog>,
+        changed: &BTreeMap<String, BTreeSet<String>>,
     ) -> Self {
         let mut snapshot = Self::empty(generation, lens, upstreams);
         let profile = lens.profile.as_deref();
+        let strict_view = profile.is_some_and(|p| p.strict_pins);
         for handle in upstreams {
             if profile.is_some_and(|p| !p.holds(handle.name())) {
                 continue;
@@ -96,6 +101,15 @@ impl Snapshot {
                 snapshot
                     .ready
                     .push((handle.clone(), Arc::clone(&catalog.info)));
+            }
+            let strict = strict_view || handle.config().pin == PinMode::Strict;
+            if let Some(tools) = changed
+                .get(handle.name())
+                .filter(|c| strict && !c.is_empty())
+            {
+                snapshot
+                    .withheld
+                    .insert(handle.name().to_owned(), tools.clone());
             }
         }
         for kind in ListKind::ALL {
@@ -111,6 +125,9 @@ impl Snapshot {
                     handle,
                     prefix: Profile::prefix_for(profile, handle.prefix()),
                     profile,
+                    withheld: (kind == ListKind::Tools)
+                        .then(|| snapshot.withheld.get(handle.name()))
+                        .flatten(),
                 };
                 entries.extend(items.iter().filter_map(|item| exposer.expose(item)));
             }
@@ -178,9 +195,16 @@ impl Snapshot {
             .profile
             .as_deref()
             .is_none_or(|p| p.passes_unlisted(kind, exposed));
+        let withheld = |h: &UpstreamHandle| {
+            kind == ListKind::Tools
+                && self
+                    .withheld
+                    .get(h.name())
+                    .is_some_and(|w| w.contains(exposed))
+        };
         self.by_prefix
             .get("")
-            .filter(|_| passes)
+            .filter(|h| passes && !withheld(h))
             .map(|h| (h, exposed))
     }
 
@@ -269,6 +293,8 @@ struct Exposer<'a> {
     handle: &'a UpstreamHandle,
     prefix: &'a Prefix,
     profile: Option<&'a Profile>,
+    /// Changed tools (by the upstream's name) left out until approved.
+    withheld: Option<&'a BTreeSet<String>>,
 }
 
 impl Exposer<'_> {
@@ -276,6 +302,9 @@ impl Exposer<'_> {
     /// when the profile hides it, or (with a warning) when it cannot be exposed.
     fn expose(&self, item: &UpstreamItem) -> Option<Entry> {
         let (kind, handle) = (self.kind, self.handle);
+        if self.withheld.is_some_and(|w| w.contains(&item.key)) {
+            return None;
+        }
         let exposed = if kind.is_uri() {
             Some(names::expose_uri(self.prefix, &item.key))
         } else {
@@ -334,6 +363,7 @@ mod tests {
                 enabled: true,
                 policy: Default::default(),
                 isolation: Default::default(),
+                pin: Default::default(),
                 roots: None,
                 audit_redaction: None,
                 audit_redaction_tools: Default::default(),
@@ -379,7 +409,7 @@ mod tests {
             profile: None,
             config: Arc::new(CatalogConfig::default()),
         };
-        let s = Snapshot::build(1, &lens, &ups, &catalogs);
+        let s = Snapshot::build(1, &lens, &ups, &catalogs, &BTreeMap::new());
         let exposed: Vec<&str> = s
             .list(ListKind::Tools)
             .iter()

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::super::error::ConfigError;
 use super::super::filter::{KIND_QUALIFIERS, NameFilter};
-use super::super::model::{Profile, UpstreamConfig};
+use super::super::model::{PinMode, Profile, UpstreamConfig};
 use super::super::raw::{RawCatalog, RawProfile};
 use super::catalog;
 
@@ -146,6 +146,7 @@ fn profile(
         unprefixed: p.unprefixed,
         path: p.path,
         path_requires_credential: p.path_requires_credential,
+        strict_pins: p.pin == Some(PinMode::Strict),
         name,
     })
 }

@@ -12,8 +12,8 @@
 //!   listing full of fields a gateway might drop), `slow` (answers after `ms`
 //!   milliseconds without blocking other requests), `fail` (tool error result),
 //!   `crash` (exits with status 3 mid-call), `huge` (one very long line),
-//!   `add_tool` (adds an echo tool named `name` and sends
-//!   `notifications/tools/list_changed`), plus
+//!   `add_tool` (adds an echo tool named `name`, or with an added tool's name gives it the
+//!   new `description` — a rug pull — and sends `notifications/tools/list_changed`), plus
 //!   `--tools N` generated tools `tool_00000`, `tool_00001`, ...;
 //! - protocol-routing tools, always callable but listed in `tools/list` only
 //!   with `--protocol-tools` (so the default listing stays the 7 tools above):
@@ -164,6 +164,10 @@ struct Args {
     /// as tasks (tasks/get, tasks/result, tasks/list, tasks/cancel, notifications/tasks/status).
     #[arg(long)]
     tasks: bool,
+    /// Gives a listed tool another description: `TOOL=TEXT` (repeatable), as a server whose
+    /// definitions changed between runs would.
+    #[arg(long, value_name = "TOOL=TEXT")]
+    describe: Vec<String>,
     /// Serve MCP over HTTP instead of stdio: Streamable HTTP at `http://ADDR/mcp`, legacy
     /// HTTP+SSE at `http://ADDR/sse` (port 0: any free port; printed on stdout as
     /// `listening on http://ADDR/mcp`).

@@ -94,6 +94,12 @@ impl Server {
         if args.fault_tools {
             tools.extend(fault_tools());
         }
+        for spec in &args.describe {
+            let (tool, text) = spec.split_once('=').unwrap_or((spec, ""));
+            for listed in tools.iter_mut().filter(|t| t["name"] == tool) {
+                listed["description"] = json!(text);
+            }
+        }
         tools.extend((0..args.tools).map(|i| {
             json!({"name": format!("tool_{i:05}"),
                    "description": format!("Generated tool number {i} of upstream {name}"),

@@ -67,11 +67,18 @@ impl Server {
                     .and_then(Value::as_str)
                     .ok_or_else(|| invalid_params("add_tool: `name` must be a string"))?
                     .to_owned();
+                let description = params
+                    .get("arguments")
+                    .and_then(|a| a.get("description"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("Added at run time; echoes");
                 if let Ok(mut added) = self.added_tools.lock() {
-                    added.push(
-                        json!({"name": new, "description": "Added at run time; echoes",
-                                      "inputSchema": {"type": "object"}}),
-                    );
+                    let tool = json!({"name": new, "description": description,
+                                      "inputSchema": {"type": "object"}});
+                    match added.iter_mut().find(|t| t["name"] == new.as_str()) {
+                        Some(existing) => *existing = tool,
+                        None => added.push(tool),
+                    }
                 }
                 let changed = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
                 let _ = self.out.send(Out::Line(changed.to_owned()));
