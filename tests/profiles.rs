@@ -42,9 +42,12 @@ deny = ["tool:crash", "tool:add_tool"]
 fn config() -> String {
     format!(
         "{}{}{}{PROFILES}",
-        test_upstream("a", &["--tasks"]),
+        test_upstream(
+            "a",
+            &["--tasks", "--instructions", "Use a's tools for A-things."]
+        ),
         test_upstream("b", &[]),
-        test_upstream("solo", &[]),
+        test_upstream("solo", &["--instructions", "Solo knows solo things."]),
     )
 }
 
@@ -290,9 +293,33 @@ async fn what_a_profile_hides_does_not_exist_on_any_method() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unprefixed_profile_serves_its_one_upstream_bare() {
     let daemon = start().await;
-    let solo = Client::connect(&format!("{}/solo", daemon.url)).await;
-    let init = solo.result("ping", json!({})).await;
-    assert_eq!(init, json!({}));
+    let solo_url = format!("{}/solo", daemon.url);
+    // Its handshake names only its own upstream: instructions (without a prefix) and
+    // capabilities (no tasks: only `a`, which it does not hold, has them).
+    let init: Value = initialize_as(&solo_url, None).await.json().await.unwrap();
+    let result = &init["result"];
+    let instructions = result["instructions"].as_str().unwrap();
+    assert!(
+        instructions.contains("Solo knows solo things."),
+        "{instructions}"
+    );
+    assert!(
+        !instructions.contains("A-things") && !instructions.contains("prefixed"),
+        "{instructions}"
+    );
+    assert!(result["capabilities"].get("tasks").is_none(), "{result}");
+    let full: Value = initialize_as(&daemon.url, None).await.json().await.unwrap();
+    assert!(
+        full["result"]["capabilities"]["tasks"].is_object(),
+        "{full}"
+    );
+    assert!(
+        full["result"]["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("A-things")
+    );
+    let solo = Client::connect(&solo_url).await;
     let tools = names(&solo.list_all("tools/list", "tools").await, "name");
     assert_eq!(
         tools,

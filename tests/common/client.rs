@@ -47,6 +47,11 @@ impl Client {
         Self::connect_full(url, "2025-11-25", json!({}), Some(token)).await
     }
 
+    /// Initializes a session as the host whose bearer token is `token`, declaring `capabilities`.
+    pub async fn connect_as_with(url: &str, token: &str, capabilities: Value) -> Self {
+        Self::connect_full(url, "2025-11-25", capabilities, Some(token)).await
+    }
+
     /// This session's id and version, presented with `token` instead (or no token).
     pub fn impersonate(&self, token: Option<&str>) -> Self {
         Self {
