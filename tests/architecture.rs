@@ -21,6 +21,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("jsonrpc", RUNTIME),
     ("mcp", RUNTIME),
     ("config", RUNTIME),
+    ("pins", RUNTIME),
     (
         "upstream",
         &[
