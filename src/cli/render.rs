@@ -1,7 +1,7 @@
-//! What the CLI prints for people: plain left-aligned tables of the config's upstreams, of the
-//! daemon's status and of its tools.
+//! What the CLI prints for people: plain left-aligned tables of the config's upstreams, hosts and
+//! profiles, of the daemon's status, of its tools and of its tool pins.
 
-use crate::config::{Config, Transport};
+use crate::config::{Config, Credential, Transport};
 
 /// A plain left-aligned text table.
 fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -248,6 +248,51 @@ pub(super) fn upstream_table(config: &Config) -> String {
         ],
         &rows,
     ));
+    let hosts: Vec<Vec<String>> = (config.hosts.iter())
+        .map(|h| {
+            let credential = match &h.credential {
+                Credential::Token { .. } => "token".to_owned(),
+                Credential::Jwt { subject, issuer } => format!(
+                    "JWT sub={subject} from {}",
+                    issuer
+                        .as_ref()
+                        .map_or("[server.authorization]", |i| i.issuer.as_str())
+                ),
+            };
+            vec![
+                h.name.clone(),
+                credential,
+                h.profile.clone().unwrap_or_else(|| "(everything)".into()),
+            ]
+        })
+        .collect();
+    if !hosts.is_empty() {
+        out.push('\n');
+        out.push_str(&table(&["HOST", "CREDENTIAL", "PROFILE"], &hosts));
+    }
+    let profiles: Vec<Vec<String>> = (config.profiles.iter())
+        .map(|p| {
+            vec![
+                p.name.clone(),
+                p.upstreams
+                    .as_ref()
+                    .map_or("(all)".into(), |u| u.join(", ")),
+                if p.path {
+                    format!("/mcp/{}", p.name)
+                } else {
+                    "-".into()
+                },
+                if p.unprefixed { "no" } else { "yes" }.into(),
+            ]
+        })
+        .collect();
+    if !profiles.is_empty() {
+        out.push('\n');
+        out.push_str(&table(
+            &["PROFILE", "UPSTREAMS", "PATH", "PREFIXED"],
+            &profiles,
+        ));
+    }
     out
 }
 
