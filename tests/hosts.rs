@@ -264,3 +264,35 @@ async fn each_host_is_held_to_its_own_limits() {
     assert_eq!(host("bob")["refused"], refused.len(), "{status}");
     assert_eq!(host("alice")["max_in_flight"], 1);
 }
+
+/// A host's bearer token is never passed to an upstream: a remote upstream sees only its own
+/// configured token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosts_token_never_reaches_an_upstream() {
+    let (table, far) = common::test_upstream_via("far", common::Via::Http, &[]);
+    let far = far.unwrap();
+    let daemon = Daemon::start_with_env(
+        &format!(
+            "[hosts.alice]\ntoken_sha256 = \"{}\"\n{table}bearer_token_env = \"FAR_TOKEN\"\n",
+            sha256_hex(ALICE)
+        ),
+        &[("FAR_TOKEN", "far-upstream-token")],
+    );
+    let alice = Client::connect_as(&daemon.url, ALICE).await;
+    daemon
+        .wait_for_tools(&alice, |n| n.iter().any(|t| t == "far__echo"))
+        .await;
+    assert!(
+        alice
+            .tool_text("far__echo", json!({"x": 1}))
+            .await
+            .contains('x')
+    );
+    let seen: Vec<String> = reqwest::get(far.url("/authorizations"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(seen, ["Bearer far-upstream-token"]);
+}

@@ -8,7 +8,9 @@
 //! [`Server::handle_line`], as a stdin line would; what the server sends later is routed by
 //! [`route`]. A session this process never assigned is 404, so a restarted server looks like an
 //! expired session. `crash` exits the process mid-call, as on stdio. `GET /sessions` (not MCP)
-//! answers the ids of the open sessions, oldest first, for tests to count instances by.
+//! answers the ids of the open sessions, oldest first, for tests to count instances by;
+//! `GET /authorizations` every distinct `Authorization` header `/mcp` received (for tests that
+//! check what a gateway forwards).
 //!
 //! The faults (`--http-fault`, repeatable), each for `tools/call` only unless said (and, with
 //! `--http-fault-tool NAME`, only for calls of that tool, so the others show the upstream is back):
@@ -109,6 +111,8 @@ struct App {
     next_session: AtomicU64,
     /// `--oauth-token-ttl`: `/mcp` wants an access token from this authorization server.
     oauth: Option<Arc<oauth::Authority>>,
+    /// Every distinct `Authorization` header `/mcp` received.
+    authorizations: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// Serves `args` (its `--http` address, faults and record file) until the process exits.
@@ -125,6 +129,7 @@ pub(crate) async fn serve(args: Args, record: Option<std::fs::File>) {
         record: Mutex::new(record),
         sessions: Mutex::new(HashMap::new()),
         next_session: AtomicU64::new(1),
+        authorizations: Mutex::default(),
     });
     let router = Router::new()
         .route(
@@ -136,6 +141,7 @@ pub(crate) async fn serve(args: Args, record: Option<std::fs::File>) {
         .route("/sse", get(legacy::on_get))
         .route("/messages", post(legacy::on_post))
         .route("/sessions", get(on_sessions))
+        .route("/authorizations", get(on_authorizations))
         .with_state(app);
     let router = match authority {
         None => router,
@@ -197,9 +203,27 @@ async fn on_sessions(State(app): State<Arc<App>>) -> Response {
     axum::Json(ids).into_response()
 }
 
+async fn on_authorizations(State(app): State<Arc<App>>) -> Response {
+    let seen: Vec<String> = (app
+        .authorizations
+        .lock()
+        .map(|s| s.iter().cloned().collect()))
+    .unwrap_or_default();
+    axum::Json(seen).into_response()
+}
+
 impl App {
-    /// The 401 for a `/mcp` request without a live access token (with `--oauth-token-ttl`).
+    /// The 401 for a `/mcp` request without a live access token (with `--oauth-token-ttl`);
+    /// notes the request's `Authorization` header first.
     fn refuses(&self, headers: &axum::http::HeaderMap) -> Option<Response> {
+        if let Some(value) = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+        {
+            if let Ok(mut seen) = self.authorizations.lock() {
+                seen.insert(value.to_owned());
+            }
+        }
         let authority = self.oauth.as_ref()?;
         (!authority.admits(headers)).then(|| authority.challenge(&oauth::origin(headers)))
     }
