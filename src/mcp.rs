@@ -1,8 +1,9 @@
-//! What mcpmux knows about MCP itself: protocol versions, the listable kinds, the namespacing codec
-//! and the aggregate-listing cursors. No I/O here.
+//! What mcpmux knows about MCP itself: protocol versions, the listable kinds, the namespacing codec,
+//! the aggregate-listing cursors and URI-template matching. No I/O here.
 
 pub mod cursor;
 pub mod names;
+pub mod template;
 pub mod version;
 
 /// The four aggregate listings, with the wire names that belong to each.

@@ -22,7 +22,7 @@ const BOB: &str = "bob-profile-token-9e2d";
 const PROFILES: &str = r#"
 [profiles.reader]
 upstreams = ["a", "b"]
-allow = ["tool:a__echo", "tool:a__fancy", "tool:a__slow", "tool:a__crash", "tool:b__*", "prompt:b__*", "resource:a+*", "template:b+*"]
+allow = ["tool:a__echo", "tool:a__fancy", "tool:a__slow", "tool:a__crash", "tool:b__*", "prompt:b__*", "resource:a+*", "resource:b+test://b/item/*", "template:b+*"]
 deny = ["tool:b__crash", "tool:b__fail", "tool:a__crash"]
 page_size = 2
 path = true
@@ -185,11 +185,16 @@ async fn what_a_profile_hides_does_not_exist_on_any_method() {
         .await;
     assert!(greeting.to_string().contains("Hello, Ada from b"));
 
-    // Reads and subscriptions: a's resources pass (template-derived too), b's do not.
+    // Reads and subscriptions: a listed resource, or one from a template the profile shows, pass;
+    // one from a hidden template (a's) does not, even where the resource globs would let it.
     let read = reader
-        .result("resources/read", json!({"uri": "a+test://a/item/7"}))
+        .result("resources/read", json!({"uri": "b+test://b/item/7"}))
         .await;
-    assert_eq!(read["contents"][0]["uri"], "a+test://a/item/7");
+    assert_eq!(read["contents"][0]["uri"], "b+test://b/item/7");
+    let read = reader
+        .result("resources/read", json!({"uri": "a+test://a/hello"}))
+        .await;
+    assert_eq!(read["contents"][0]["text"], "hello from a");
     let unknown_uri = error(
         &reader
             .request("resources/read", json!({"uri": "zz+test://zz/hello"}))
@@ -198,6 +203,7 @@ async fn what_a_profile_hides_does_not_exist_on_any_method() {
     for (method, uri) in [
         ("resources/read", "b+test://b/hello"),
         ("resources/subscribe", "b+test://b/hello"),
+        ("resources/read", "a+test://a/item/7"),
         ("resources/read", "solo+test://solo/hello"),
     ] {
         let (code, message) = error(&reader.request(method, json!({"uri": uri})).await);

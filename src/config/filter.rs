@@ -37,6 +37,11 @@ impl NameFilter {
         self.allow.is_empty() && self.deny.is_empty()
     }
 
+    /// Whether any pattern applies to `kind`.
+    pub fn restricts(&self, kind: ListKind) -> bool {
+        self.allow.contains_key(&kind) || self.deny.contains_key(&kind)
+    }
+
     /// Whether an item of `kind` exposed as `exposed` passes.
     pub fn admits(&self, kind: ListKind, exposed: &str) -> bool {
         if self.deny.get(&kind).is_some_and(|d| d.is_match(exposed)) {

@@ -11,6 +11,7 @@ use crate::config::{CatalogConfig, PinMode, Profile};
 use crate::jsonrpc::{Members, raw_string};
 use crate::mcp::ListKind;
 use crate::mcp::names::{self, NameBudget, Prefix};
+use crate::mcp::template;
 use crate::upstream::{ServerInfo, UpstreamCatalog, UpstreamHandle, UpstreamItem};
 
 /// One exposed item.
@@ -210,8 +211,9 @@ impl Snapshot {
 
     /// The upstream an exposed resource URI (`kind` Resources) or URI template (`kind`
     /// ResourceTemplates) belongs to and the upstream's own form. Resources read through a
-    /// template are not listed, so URIs route by their prefix, which names one upstream exactly;
-    /// the profile's filter still applies to them.
+    /// template are not listed, so URIs route by their prefix, which names one upstream exactly.
+    /// In a profile that filters resources or templates, a URI must also be listed in the view or
+    /// come from a template the view lists: a hidden template's resources are hidden too.
     pub fn route_uri<'a>(
         &self,
         kind: ListKind,
@@ -219,6 +221,19 @@ impl Snapshot {
     ) -> Option<(&UpstreamHandle, &'a str)> {
         if let Some(p) = self.profile.as_deref() {
             if !p.filter.admits(kind, exposed) {
+                return None;
+            }
+            let filtered = p.filter.restricts(ListKind::Resources)
+                || p.filter.restricts(ListKind::ResourceTemplates);
+            let shown = match kind {
+                ListKind::Resources => {
+                    self.lookup(kind, exposed).is_some()
+                        || (self.list(ListKind::ResourceTemplates).iter())
+                            .any(|t| template::matches(&t.exposed, exposed))
+                }
+                _ => self.lookup(kind, exposed).is_some(),
+            };
+            if filtered && !shown {
                 return None;
             }
         }
