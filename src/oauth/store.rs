@@ -77,10 +77,12 @@ pub(super) fn write_client(path: &Path, client: &ClientIdentity) -> std::io::Res
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
+    // Unique per write: a sign-in and a renewal of one upstream may store at the same moment.
     let tmp = dir.join(format!(
-        ".{}.{}.tmp",
+        ".{}.{}.{:08x}.tmp",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("token"),
-        std::process::id()
+        std::process::id(),
+        rand::random::<u32>()
     ));
     {
         let mut file = std::fs::OpenOptions::new()
