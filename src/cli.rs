@@ -38,9 +38,10 @@ enum Command {
         /// Listen address (overrides `server.listen`), e.g. 127.0.0.1:7332; port 0 picks a free port.
         #[arg(long)]
         listen: Option<std::net::SocketAddr>,
-        /// Admin API address (overrides `admin.listen`); port 0 picks a free port.
-        #[arg(long)]
-        admin: Option<std::net::SocketAddr>,
+        /// Admin API address (overrides `admin.listen`); port 0 picks a free port; `off` turns
+        /// it off.
+        #[arg(long, value_parser = parse_admin)]
+        admin: Option<AdminListen>,
         /// State directory (overrides `state_dir`; the audit store lives in <dir>/audit).
         #[arg(long, env = "MCPMUX_STATE_DIR")]
         state_dir: Option<PathBuf>,
@@ -176,7 +177,7 @@ impl Cli {
                 if let Some(listen) = listen {
                     config.server.listen = listen;
                 }
-                if admin.is_some() {
+                if let Some(AdminListen(admin)) = admin {
                     config.admin = admin;
                 }
                 if let Some(dir) = state_dir {
@@ -193,7 +194,7 @@ impl Cli {
             } => {
                 let mut url = match url {
                     Some(url) => url,
-                    None => load(config)?.endpoint_url(),
+                    None => admin::locate(config)?.url,
                 };
                 if let Some(profile) = profile {
                     url = format!("{}/{profile}", url.trim_end_matches('/'));
@@ -314,7 +315,7 @@ impl Cli {
             Command::Tools { config, url } => {
                 let url = match url {
                     Some(url) => url,
-                    None => load(config)?.endpoint_url(),
+                    None => admin::locate(config)?.url,
                 };
                 let tools = runtime.block_on(list_tools(url))?;
                 print!("{}", tools_table(&tools));
@@ -322,6 +323,19 @@ impl Cli {
             }
         }
     }
+}
+
+/// `serve --admin`: an address, or `off` (as `admin.listen` takes them).
+#[derive(Debug, Clone, Copy)]
+struct AdminListen(Option<std::net::SocketAddr>);
+
+fn parse_admin(text: &str) -> Result<AdminListen, String> {
+    if text == "off" {
+        return Ok(AdminListen(None));
+    }
+    text.parse().map(|a| AdminListen(Some(a))).map_err(|e| {
+        format!("`{text}` is not an address ({e}); write IP:PORT, e.g. 127.0.0.1:7333, or off")
+    })
 }
 
 fn load(path: Option<PathBuf>) -> anyhow::Result<Config> {

@@ -160,14 +160,12 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         .collect();
 
     tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), "mcpmux is listening.");
-    // One line on stdout for scripts and tests that start the daemon on port 0.
-    let mut stdout = std::io::stdout();
-    let _ = writeln!(stdout, "mcpmux: listening on http://{local}/mcp");
+    let mut admin_url = None;
     if let Some(addr) = config.admin {
         match TcpListener::bind(addr).await {
             Ok(admin) => {
                 let admin_addr = admin.local_addr().map_err(DaemonError::Serve)?;
-                let _ = writeln!(stdout, "mcpmux: admin on http://{admin_addr}");
+                admin_url = Some(format!("http://{admin_addr}"));
                 tracing::info!(url = %format!("http://{admin_addr}"), "Admin API is listening.");
                 let state = AdminState {
                     router: router.clone(),
@@ -187,6 +185,21 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
                 tracing::warn!(%addr, error = %e, "The admin API is not available (set admin.listen or --admin).")
             }
         }
+    }
+    // Where the CLI finds this daemon (removed when it stops), left before it says it listens.
+    let _published = crate::locator::publish(&crate::locator::DaemonRecord {
+        pid: std::process::id(),
+        url: format!("http://{local}/mcp"),
+        admin: admin_url.clone(),
+        config: std::fs::canonicalize(&config.source).unwrap_or_else(|_| config.source.clone()),
+        state_dir: config.state_dir.clone(),
+    });
+    // One line on stdout (two with the admin API) for scripts and tests that start the daemon
+    // on port 0.
+    let mut stdout = std::io::stdout();
+    let _ = writeln!(stdout, "mcpmux: listening on http://{local}/mcp");
+    if let Some(url) = &admin_url {
+        let _ = writeln!(stdout, "mcpmux: admin on {url}");
     }
     let _ = stdout.flush();
 

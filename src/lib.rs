@@ -21,6 +21,7 @@
 //! - [`bridge`]: `mcpmux stdio`, a stdio host's bridge to the daemon, and the daemon's HTTP client
 //!   (bridge and CLI).
 //! - [`audit`]: the hash-chained audit log in sled (the only module that knows sled).
+//! - [`locator`]: where a running daemon is (records it leaves for the CLI).
 //! - [`sync`]: the one mutex-poison policy.
 //! - [`telemetry`]: logging setup.
 
@@ -32,6 +33,7 @@ pub mod config;
 pub mod daemon;
 pub mod downstream;
 pub mod jsonrpc;
+pub mod locator;
 pub mod mcp;
 pub mod oauth;
 pub mod pins;

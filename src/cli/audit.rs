@@ -77,7 +77,8 @@ pub struct Access {
     /// The running daemon's admin API (default: from the config).
     #[arg(long, env = "MCPMUX_ADMIN")]
     admin: Option<String>,
-    /// Read the store in this state directory directly (the daemon must be stopped).
+    /// The state directory: its daemon is asked if one runs there, else its store is read
+    /// directly.
     #[arg(long, env = "MCPMUX_STATE_DIR")]
     state_dir: Option<PathBuf>,
 }
@@ -90,12 +91,18 @@ enum Source {
 
 impl Source {
     async fn open(access: &Access) -> anyhow::Result<Self> {
-        if access.state_dir.is_none() {
-            let admin = Admin::configured(access.admin.as_deref(), access.config.clone());
-            if let Some(admin) = admin.ok().flatten() {
-                if admin.is_up().await {
-                    return Ok(Self::Admin(admin));
-                }
+        // A daemon that runs owns the store: ask it (the one of --state-dir, if given).
+        let admin = match &access.state_dir {
+            Some(dir) => crate::locator::in_state_dir(dir)
+                .and_then(|r| r.admin)
+                .map(|a| Admin::at(&a)),
+            None => Admin::configured(access.admin.as_deref(), access.config.clone())
+                .ok()
+                .flatten(),
+        };
+        if let Some(admin) = admin {
+            if admin.is_up().await {
+                return Ok(Self::Admin(admin));
             }
         }
         let dir = match &access.state_dir {

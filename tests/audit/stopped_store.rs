@@ -127,13 +127,10 @@ async fn stopped_store_reads_the_same_and_tampering_is_detected() {
     );
     let out = mcpmux_ok(&["audit", "verify", "--admin", &admin]).await;
     assert!(out.starts_with("ok: "), "{out}");
-    // While the daemon has it open, the store itself cannot be opened: a clear error, not a hang.
+    // While the daemon has the store open, naming its state directory asks the daemon.
     let run = mcpmux(&["audit", "verify", "--state-dir", &state_arg]).await;
-    assert!(!run.status.success(), "{run:?}");
-    assert!(
-        run.stderr.contains("cannot open the audit store"),
-        "{run:?}"
-    );
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.starts_with("ok: "), "{run:?}");
 
     daemon.terminate();
     let status = daemon.wait_exit(Duration::from_secs(20)).await;

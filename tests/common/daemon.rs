@@ -38,6 +38,14 @@ impl Daemon {
         Self::start_file(dir, &config_path, extra_args)
     }
 
+    /// [`Self::start_with`] with `env` added to the daemon's environment.
+    pub fn start_with_args_env(config: &str, extra_args: &[&str], env: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config_path = dir.path().join("mcpmux.toml");
+        std::fs::write(&config_path, config).unwrap();
+        Self::start_file_env(dir, &config_path, extra_args, env)
+    }
+
     pub fn start_file(dir: tempfile::TempDir, config_path: &Path, extra_args: &[&str]) -> Self {
         Self::start_file_env(dir, config_path, extra_args, &[])
     }
