@@ -1,6 +1,6 @@
 //! The host side of a forwarded request, as the upstream connection sees it ([`Caller`]): where
-//! progress and server requests for it go (the request's own event stream while it is open, the
-//! session's stream otherwise), how the host cancels it, and which server requests the host may
+//! progress and server requests for it go (the request's own event stream while it is open —
+//! nowhere once it has ended — or the session's stream for a host without one), how the host cancels it, and which server requests the host may
 //! receive (by the version and capabilities its request carries).
 
 use std::sync::Arc;
@@ -45,9 +45,13 @@ impl Caller for SessionCaller {
         let line = match &self.sink {
             Some(sink) => match sink.try_send(line) {
                 Ok(()) => return,
-                Err(
-                    mpsc::error::TrySendError::Closed(line) | mpsc::error::TrySendError::Full(line),
-                ) => line,
+                // The request's stream has ended: the request was answered or cancelled, so
+                // what still comes for it (late progress) belongs nowhere.
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    tracing::debug!(session = %self.session.id, "Dropped a message for a host request that has ended.");
+                    return;
+                }
+                Err(mpsc::error::TrySendError::Full(line)) => line,
             },
             None => line,
         };
@@ -60,6 +64,12 @@ impl Caller for SessionCaller {
         params: Option<&RawValue>,
         reply: ServerRequestReply,
     ) -> Result<Box<RawValue>, RpcError> {
+        if self.sink.as_ref().is_some_and(mpsc::Sender::is_closed) {
+            return Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("mcpmux refused `{method}`: the host request it belongs to has ended"),
+            ));
+        }
         if let Some(why) = self.unfit(method, params) {
             return Err(RpcError::new(
                 codes::INTERNAL_ERROR,
