@@ -1,6 +1,8 @@
 //! `mcpmux serve`: builds every part from the config, serves hosts until SIGTERM/SIGINT, then
 //! shuts down in order — stop accepting, end host sessions, stop upstreams (and their process groups).
 
+mod systemd;
+
 use std::future::IntoFuture;
 use std::io::Write;
 use std::sync::Arc;
@@ -202,6 +204,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         let _ = writeln!(stdout, "mcpmux: admin on {url}");
     }
     let _ = stdout.flush();
+    systemd::ready(&router, &format!("http://{local}/mcp"));
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = axum::serve(
@@ -220,6 +223,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let served = tokio::select! {
         finished = &mut server => finished,
         () = shutdown_signal() => {
+            systemd::stopping();
             let _ = stop_tx.send(());
             // In-flight requests finish; open event streams would hold the drain forever.
             match tokio::time::timeout(config.server.drain_timeout, &mut server).await {

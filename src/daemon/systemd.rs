@@ -1,0 +1,102 @@
+//! systemd service notifications (`Type=notify`), sent to `$NOTIFY_SOCKET`: `READY=1` once the
+//! listeners are up, `STATUS=` lines as upstreams become ready or fail, `WATCHDOG=1` at half of
+//! `WatchdogSec` while the runtime answers, `STOPPING=1` when shutdown begins. Without
+//! `NOTIFY_SOCKET` (not under systemd) every call does nothing.
+
+use std::time::Duration;
+
+use sd_notify::NotifyState;
+
+use crate::router::RouterHandle;
+
+/// How often the status line is looked at besides on catalog changes.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+
+/// Sends `states`; a failure is logged once at debug (systemd may simply not listen).
+fn notify(states: &[NotifyState<'_>]) {
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return;
+    }
+    if let Err(e) = sd_notify::notify(false, states) {
+        tracing::debug!(error = %e, "Could not notify systemd.");
+    }
+}
+
+/// The listeners are up: `READY=1` with the first status line; then status lines follow the
+/// catalog, and the watchdog is fed if systemd asked for one.
+pub fn ready(router: &RouterHandle, url: &str) {
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return;
+    }
+    let status = status_line(router, url);
+    notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
+    let router = router.clone();
+    let url = url.to_owned();
+    tokio::spawn(async move {
+        // An upstream's phase changes after its catalog is published, so the status is looked at
+        // on every new catalog and once a second, and sent when it reads differently.
+        let mut generations = router.watch();
+        let mut tick = tokio::time::interval(STATUS_EVERY);
+        let mut last = status;
+        loop {
+            tokio::select! {
+                changed = generations.changed() => if changed.is_err() { return },
+                _ = tick.tick() => {}
+            }
+            let status = status_line(&router, &url);
+            if status != last {
+                notify(&[NotifyState::Status(&status)]);
+                last = status;
+            }
+        }
+    });
+    if let Some(usec) = watchdog_usec() {
+        let every = Duration::from_micros(usec / 2);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                notify(&[NotifyState::Watchdog]);
+            }
+        });
+    }
+}
+
+/// `WATCHDOG_USEC`, when systemd set it for this process (`WATCHDOG_PID` absent or ours, as
+/// `sd_watchdog_enabled(3)` reads them).
+fn watchdog_usec() -> Option<u64> {
+    let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
+    let ours = match std::env::var("WATCHDOG_PID") {
+        Ok(pid) => pid.parse::<u32>().ok() == Some(std::process::id()),
+        Err(_) => true,
+    };
+    (ours && usec > 0).then_some(usec)
+}
+
+/// Shutdown begins.
+pub fn stopping() {
+    notify(&[
+        NotifyState::Stopping,
+        NotifyState::Status("stopping: draining host requests, then upstreams"),
+    ]);
+}
+
+/// `serving N/M upstreams ready at URL`, with the upstreams that are not ready.
+fn status_line(router: &RouterHandle, url: &str) -> String {
+    let snapshot = router.snapshot();
+    let mut waiting: Vec<String> = snapshot
+        .upstreams()
+        .filter(|h| h.config().enabled && h.phase() != crate::upstream::Phase::Ready)
+        .map(|h| format!("{} {}", h.name(), h.phase()))
+        .collect();
+    waiting.sort();
+    let total = snapshot.upstreams().filter(|h| h.config().enabled).count();
+    let mut line = format!(
+        "serving {url}: {}/{total} upstreams ready",
+        total - waiting.len()
+    );
+    if !waiting.is_empty() {
+        line.push_str(&format!(" ({})", waiting.join(", ")));
+    }
+    line
+}
