@@ -351,6 +351,22 @@ mod tests {
     }
 
     #[test]
+    fn roots_are_uris_or_paths_relative_to_the_config_file() {
+        let c = load_text(
+            "roots.toml",
+            "[upstreams.u]\ncommand = \"x\"\nroots = [\"file:///srv/data\", \"scratch\", \"/abs/dir\"]\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let roots = c.upstreams[0].roots.clone().unwrap_or_default();
+        assert_eq!(roots[0], "file:///srv/data");
+        assert!(
+            roots[1].starts_with("file:///") && roots[1].ends_with("/scratch"),
+            "{roots:?}"
+        );
+        assert_eq!(roots[2], "file:///abs/dir");
+    }
+
+    #[test]
     fn hosts_need_one_valid_credential_each_and_tokens_of_their_own() {
         let digest = "ab".repeat(32);
         let c = load_text(

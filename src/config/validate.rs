@@ -280,14 +280,23 @@ fn upstream(
     if let Some((k, problem, fix)) = policy.problem() {
         return Err(ConfigError::invalid(file, key(k), problem, fix));
     }
-    if let Some(bad) = u.roots.iter().flatten().find(|r| !r.contains(':')) {
-        return Err(ConfigError::invalid(
-            file,
-            key("roots"),
-            format!("`{bad}` is not a URI"),
-            "write roots as URIs, e.g. \"file:///home/me/project\"",
-        ));
-    }
+    let roots = match u.roots {
+        None => None,
+        Some(roots) => Some(
+            roots
+                .into_iter()
+                .map(|r| root_uri(base_dir, r))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|bad| {
+                    ConfigError::invalid(
+                        file,
+                        key("roots"),
+                        format!("`{bad}` is neither a URI nor a path"),
+                        "write roots as URIs (\"file:///home/me/project\") or paths (relative to the config file)",
+                    )
+                })?,
+        ),
+    };
     Ok(UpstreamConfig {
         name,
         prefix,
@@ -296,10 +305,31 @@ fn upstream(
         policy,
         isolation: u.isolation,
         pin: u.pin,
-        roots: u.roots,
+        roots,
         audit_redaction: u.audit_redaction,
         audit_redaction_tools: u.audit_redaction_tools,
     })
+}
+
+/// A root as written: a URI as it is; a path (relative to the config file) as its `file://` URI.
+fn root_uri(base_dir: &Path, root: String) -> Result<String, String> {
+    if root.contains("://")
+        || (root.contains(':') && !root.starts_with('.') && !root.starts_with('/'))
+    {
+        return Ok(root);
+    }
+    let path = resolve(base_dir, PathBuf::from(&root));
+    let path = std::fs::canonicalize(&path).unwrap_or(path);
+    let path = if path.is_absolute() {
+        path
+    } else {
+        std::env::current_dir()
+            .map_err(|_| root.clone())?
+            .join(path)
+    };
+    url::Url::from_file_path(&path)
+        .map(String::from)
+        .map_err(|()| root)
 }
 
 /// The upstream's namespace: the one `given`, else derived from its `name`.
