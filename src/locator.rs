@@ -86,12 +86,19 @@ pub fn running() -> Vec<DaemonRecord> {
     let Ok(entries) = std::fs::read_dir(runtime_dir().join("daemons")) else {
         return Vec::new();
     };
-    let mut records: Vec<DaemonRecord> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter_map(|p| read(&p))
-        .collect();
+    let mut records = Vec::new();
+    for path in entries.flatten().map(|e| e.path()) {
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        match read(&path) {
+            Some(record) => records.push(record),
+            // A daemon that was killed leaves its record behind: tidy it away.
+            None => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
     records.sort_by_key(|r| r.pid);
     records
 }
@@ -103,13 +110,18 @@ fn read(path: &Path) -> Option<DaemonRecord> {
     alive(record.pid).then_some(record)
 }
 
+/// Whether `pid` is a running mcpmux (not a process that inherited the pid of one that died).
 fn alive(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
+    let Ok(raw) = i32::try_from(pid) else {
         return false;
     };
     // Signal 0 checks the process exists; EPERM means it does, as another user's.
-    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+    let exists = match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None) {
         Ok(()) => true,
         Err(e) => e == nix::errno::Errno::EPERM,
-    }
+    };
+    exists
+        && std::fs::read(format!("/proc/{pid}/cmdline")).map_or(true, |cmdline| {
+            String::from_utf8_lossy(&cmdline).contains("mcpmux")
+        })
 }
