@@ -1,11 +1,14 @@
 //! The admin API, on its own loopback listener: `GET /status` (every upstream's state, version,
-//! catalog counts, restarts, last error), `POST /upstreams/{name}/restart`, `GET /health`
-//! (the daemon answers), `GET /ready` (no upstream is still starting) and the audit log
+//! catalog counts, restarts, last error), `POST /upstreams/{name}/restart`, `GET /health` or
+//! `/healthz` (the daemon answers), `GET /ready` or `/readyz` (no upstream is still starting),
+//! `GET /metrics` (Prometheus text format, in `metrics`) and the audit log
 //! (`GET /audit/query`, `/audit/stats`, `/audit/verify`), and tool pins (`GET /pins`,
 //! `POST /pins/{upstream}/{tool}/approve`). `mcpmux status`, `restart`, `audit`, `pins` and
 //! `approve` use it.
 //! It reads a small state of its own ([`AdminState`]): the router's snapshots, the supervisor,
 //! the audit handle and a session count — nothing of the host side's internals.
+
+mod metrics;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -57,7 +60,10 @@ pub fn app(state: Arc<AdminState>) -> Router {
     Router::new()
         .route("/status", get(status))
         .route("/health", get(|| async { "ok" }))
+        .route("/healthz", get(|| async { "ok" }))
         .route("/ready", get(ready))
+        .route("/readyz", get(ready))
+        .route("/metrics", get(metrics::metrics))
         .route("/upstreams/{name}/restart", post(restart))
         .route("/upstreams/{name}/login", post(login).get(login_state))
         .route("/upstreams/{name}/logout", post(logout))

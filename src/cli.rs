@@ -255,12 +255,7 @@ impl Cli {
                 admin,
             } => {
                 let admin = Admin::required(admin.as_deref(), config)?;
-                let path = format!("/pins/{upstream}/{tool}/approve");
-                runtime.block_on(admin.request::<serde_json::Value>(
-                    reqwest::Method::POST,
-                    &path,
-                    &[],
-                ))?;
+                runtime.block_on(admin.post(&format!("/pins/{upstream}/{tool}/approve")))?;
                 println!("approved the new definition of {upstream}/{tool}");
                 Ok(ExitCode::SUCCESS)
             }
@@ -270,12 +265,7 @@ impl Cli {
                 admin,
             } => {
                 let admin = Admin::required(admin.as_deref(), config)?;
-                let path = format!("/upstreams/{name}/restart");
-                runtime.block_on(admin.request::<serde_json::Value>(
-                    reqwest::Method::POST,
-                    &path,
-                    &[],
-                ))?;
+                runtime.block_on(admin.post(&format!("/upstreams/{name}/restart")))?;
                 println!("restarted {name}");
                 Ok(ExitCode::SUCCESS)
             }
@@ -295,12 +285,7 @@ impl Cli {
                 admin,
             } => {
                 let admin = Admin::required(admin.as_deref(), config)?;
-                let path = format!("/upstreams/{name}/logout");
-                runtime.block_on(admin.request::<serde_json::Value>(
-                    reqwest::Method::POST,
-                    &path,
-                    &[],
-                ))?;
+                runtime.block_on(admin.post(&format!("/upstreams/{name}/logout")))?;
                 println!("signed out of {name}; it needs `mcpmux login {name}` again");
                 Ok(ExitCode::SUCCESS)
             }

@@ -320,14 +320,7 @@ fn jwt_credential_mistakes_are_named_with_their_fix() {
         ),
     ];
     for (extra, culprit) in cases {
-        let path = dir.path().join("mcpmux.toml");
-        std::fs::write(&path, format!("{extra}{}", test_upstream("up", &[]))).unwrap();
-        let out = std::process::Command::new(common::MCPMUX)
-            .args(["check", "--config", path.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{extra}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(culprit), "{extra}: {stderr}");
+        let config = format!("{extra}{}", test_upstream("up", &[]));
+        common::assert_check_refuses(dir.path(), &config, culprit);
     }
 }

@@ -533,23 +533,8 @@ fn profile_mistakes_are_named_with_their_fix() {
             "profiles.p.path_requires_credential",
         ),
     ];
+    let upstreams = format!("{}{}", test_upstream("a", &[]), test_upstream("b", &[]));
     for (extra, culprit) in cases {
-        let path = dir.path().join("mcpmux.toml");
-        std::fs::write(
-            &path,
-            format!(
-                "{extra}{}{}",
-                test_upstream("a", &[]),
-                test_upstream("b", &[])
-            ),
-        )
-        .unwrap();
-        let out = std::process::Command::new(common::MCPMUX)
-            .args(["check", "--config", path.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{extra}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(culprit), "{extra}: {stderr}");
+        common::assert_check_refuses(dir.path(), &format!("{extra}{upstreams}"), culprit);
     }
 }

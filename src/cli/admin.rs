@@ -148,6 +148,13 @@ impl Admin {
             .is_ok_and(|r| r.status().is_success())
     }
 
+    /// `POST path`, for an action whose answer only says it was done.
+    pub async fn post(&self, path: &str) -> anyhow::Result<()> {
+        self.request::<serde_json::Value>(Method::POST, path, &[])
+            .await
+            .map(drop)
+    }
+
     /// `method path?query`, its JSON answer decoded; an error answer becomes its `error` text.
     pub async fn request<T: DeserializeOwned>(
         &self,

@@ -94,6 +94,19 @@ pub async fn initialize_as(url: &str, token: Option<&str>) -> reqwest::Response 
         .unwrap()
 }
 
+/// Asserts `mcpmux check` refuses `config` (written to `dir/mcpmux.toml`) naming `culprit`.
+pub fn assert_check_refuses(dir: &std::path::Path, config: &str, culprit: &str) {
+    let path = dir.join("mcpmux.toml");
+    std::fs::write(&path, config).unwrap();
+    let out = std::process::Command::new(MCPMUX)
+        .args(["check", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "accepted:\n{config}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(culprit), "{config}\n{stderr}");
+}
+
 pub fn toml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
