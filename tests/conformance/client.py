@@ -188,15 +188,19 @@ def run(daemon):
     host = None
     calls = [("tools/list", {}), ("tools/call", {"name": "test-tool", "arguments": {}})]
     for method, params in calls:
-        for _attempt in range(2):
+        wants_sign_in = False
+        for _attempt in range(4):
             state = daemon.settled()
-            if state in ("needs-login", "unauthorized"):
+            # A refused call may answer before the upstream's state says so: its error tells.
+            if wants_sign_in or state in ("needs-login", "unauthorized"):
+                wants_sign_in = False
                 if sign_ins == MAX_SIGN_INS:
                     log("giving up after", sign_ins, "sign-ins")
                     return 1
                 sign_ins += 1
+                # mcpmux may be renewing the sign-in itself just then: try again, within limits.
                 if not daemon.sign_in():
-                    return 1
+                    continue
                 state = daemon.settled()
             host = host or Host(daemon.url)
             answer = host.request(method, params)
@@ -204,6 +208,8 @@ def run(daemon):
                 log(method, "answered")
                 break
             log(method, "failed:", answer.get("error"))
+            message = (answer.get("error") or {}).get("message", "")
+            wants_sign_in = "needs-login" in message or "needs a sign-in" in message
         else:
             return 1
     return 0
