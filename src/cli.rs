@@ -1,4 +1,5 @@
-//! The command line: `serve`, `stdio`, `check`, `tools`, `status`, `restart`, `audit`.
+//! The command line: `serve`, `stdio`, `check`, `tools`, `status`, `pins`, `approve`, `restart`,
+//! `login`, `logout`, `audit`, `completions`, `man`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -142,6 +143,10 @@ enum Command {
         #[arg(long, env = "MCPMUX_URL")]
         url: Option<String>,
     },
+    /// Print a shell completion script (e.g. `mcpmux completions bash > /etc/bash_completion.d/mcpmux`).
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page (roff), e.g. `mcpmux man > /usr/local/share/man/man1/mcpmux.1`.
+    Man,
 }
 
 impl Cli {
@@ -306,7 +311,31 @@ impl Cli {
                 print!("{}", tools_table(&tools));
                 Ok(ExitCode::SUCCESS)
             }
+            Command::Completions { shell } => {
+                let mut command = <Self as clap::CommandFactory>::command();
+                let mut script = Vec::new();
+                clap_complete::generate(shell, &mut command, "mcpmux", &mut script);
+                print_bytes(&script)?;
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Man => {
+                let mut page = Vec::new();
+                clap_mangen::Man::new(<Self as clap::CommandFactory>::command())
+                    .render(&mut page)?;
+                print_bytes(&page)?;
+                Ok(ExitCode::SUCCESS)
+            }
         }
+    }
+}
+
+/// Writes `bytes` to stdout; a reader that stopped early (`| head`) is not an error.
+fn print_bytes(bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
     }
 }
 
