@@ -10,6 +10,7 @@ use crate::config::{self, Config};
 
 mod admin;
 mod audit;
+mod import;
 mod render;
 
 use admin::Admin;
@@ -142,6 +143,23 @@ enum Command {
         config: Option<PathBuf>,
         #[arg(long, env = "MCPMUX_URL")]
         url: Option<String>,
+    },
+    /// Make an mcpmux config of a host's MCP servers (stdio and remote) and print the one entry
+    /// that replaces them in the host's config.
+    Import {
+        /// The host whose config to read.
+        host: import::Host,
+        /// Its config file (default: where that host keeps it).
+        path: Option<PathBuf>,
+        /// The mcpmux config to write (default: ~/.config/mcpmux/mcpmux.toml).
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Print the config instead of writing it.
+        #[arg(long)]
+        dry_run: bool,
+        /// Replace the output file if it exists.
+        #[arg(long)]
+        force: bool,
     },
     /// Print a shell completion script (e.g. `mcpmux completions bash > /etc/bash_completion.d/mcpmux`).
     Completions { shell: clap_complete::Shell },
@@ -309,6 +327,25 @@ impl Cli {
                 };
                 let tools = runtime.block_on(list_tools(url))?;
                 print!("{}", tools_table(&tools));
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Import {
+                host,
+                path,
+                output,
+                dry_run,
+                force,
+            } => {
+                let output = output.unwrap_or_else(|| {
+                    let config = std::env::var_os("XDG_CONFIG_HOME")
+                        .map(PathBuf::from)
+                        .or_else(|| {
+                            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config"))
+                        })
+                        .unwrap_or_default();
+                    config.join("mcpmux/mcpmux.toml")
+                });
+                print!("{}", import::run(host, path, &output, dry_run, force)?);
                 Ok(ExitCode::SUCCESS)
             }
             Command::Completions { shell } => {

@@ -24,6 +24,7 @@ pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretK
 pub use error::ConfigError;
 pub use filter::NameFilter;
 pub use load::{default_path, load};
+pub use mcp_servers::{ImportedServer, imported_servers};
 pub use model::{
     Authorization, CatalogConfig, Config, Credential, DEFAULT_INHERITED_ENV, HostCredential,
     Isolation, JwksSource, JwtIssuer, PinMode, Profile, ServerConfig, UpstreamConfig,

@@ -36,6 +36,57 @@ struct McpServerEntry {
     headers: BTreeMap<String, String>,
 }
 
+/// A host's server entry, for `mcpmux import`: a command, or a remote URL with its transport.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ImportedServer {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transport: Option<&'static str>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// The host had it turned off (written as `enabled = false`).
+    #[serde(skip)]
+    pub disabled: bool,
+}
+
+/// The servers of a host's `mcpServers` (or VS Code `servers`) file, by name, checked as `serve`
+/// would read them.
+pub fn imported_servers(
+    path: &Path,
+    text: &str,
+) -> Result<BTreeMap<String, ImportedServer>, ConfigError> {
+    let raw = from_mcp_servers_json(path, text)?;
+    Ok(raw
+        .upstreams
+        .into_iter()
+        .map(|(name, u)| {
+            let server = ImportedServer {
+                command: u.command,
+                args: u.args,
+                env: u.env,
+                cwd: u.cwd,
+                url: u.url,
+                transport: u.transport.map(|t| match t {
+                    RemoteKind::Sse => "sse",
+                    _ => "streamable-http",
+                }),
+                headers: u.headers,
+                disabled: u.enabled == Some(false),
+            };
+            (name, server)
+        })
+        .collect())
+}
+
 pub(super) fn from_mcp_servers_json(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
     let file: McpServersFile = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
         file: path.into(),
