@@ -8,6 +8,8 @@
 //! and the profile it sees — its path's, its host's, or `server.anonymous_profile` for a loopback
 //! client without a credential.
 
+mod accepts;
+mod access;
 mod body;
 mod guard;
 mod legacy;
@@ -28,12 +30,13 @@ use futures_util::Stream;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-use super::jwt::JwtGate;
-use super::principal::{Access, Principal};
+use super::principal::Access;
 use super::service::{HostRequest, HostService};
 use super::session::Session;
-use crate::config::{Profile, ServerConfig};
+use crate::config::ServerConfig;
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
+use accepts::Accepts;
+pub use access::{Gate, ProtectedResource};
 use guard::{Refusal, check_origin, check_version, refuse};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -49,81 +52,20 @@ struct AppState {
     legacy: legacy::Connections,
     /// Largest request body accepted (`server.max_body_bytes`).
     max_body_bytes: usize,
-    /// Who checks credentials; no hosts and no JWT issuer: hosts are anonymous.
-    credentials: guard::Credentials,
-    /// The protected resource metadata document, with `[server.authorization]`.
-    resource_metadata: Option<String>,
-    /// The profiles served at their own path.
-    paths: Vec<Arc<Profile>>,
-    /// What a loopback client without a credential sees.
-    anonymous: Option<Arc<Profile>>,
-}
-
-/// Who may use the host endpoint and what they see.
-#[derive(Debug)]
-pub struct Gate {
-    /// The `[hosts]` principals, in config order.
-    pub principals: Vec<Arc<Principal>>,
-    pub profiles: Vec<Arc<Profile>>,
-    /// The JWT issuers, if any host signs in with a JWT.
-    pub jwt: Option<JwtGate>,
-    /// mcpmux as an OAuth protected resource (`[server.authorization]`).
-    pub protected: Option<ProtectedResource>,
-}
-
-/// What RFC 9728's protected resource metadata says about mcpmux.
-#[derive(Debug)]
-pub struct ProtectedResource {
-    pub resource: String,
-    pub authorization_servers: Vec<String>,
-    pub scopes_supported: Vec<String>,
-}
-
-impl ProtectedResource {
-    /// Where the metadata is: the well-known path inserted before the resource's path.
-    fn metadata_url(&self) -> String {
-        match url::Url::parse(&self.resource) {
-            Ok(url) => format!(
-                "{}/.well-known/oauth-protected-resource{}",
-                url.origin().ascii_serialization(),
-                url.path().trim_end_matches('/')
-            ),
-            Err(_) => self.resource.clone(),
-        }
-    }
-
-    fn document(&self) -> String {
-        serde_json::json!({
-            "resource": self.resource,
-            "authorization_servers": self.authorization_servers,
-            "scopes_supported": self.scopes_supported,
-            "bearer_methods_supported": ["header"],
-            "resource_name": "mcpmux",
-        })
-        .to_string()
-    }
+    /// Who a request is and what it sees.
+    admission: access::Admission,
 }
 
 /// The host-facing HTTP application (served with `ConnectInfo<SocketAddr>`, which tells which
 /// clients are on loopback).
 pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> Router {
-    let profiles = gate.profiles;
-    let metadata_url = gate.protected.as_ref().map(ProtectedResource::metadata_url);
     let state = Arc::new(AppState {
         service,
         allowed_origins: config.allowed_origins.clone(),
         loopback_only: config.listen.ip().is_loopback(),
         legacy: legacy::Connections::default(),
         max_body_bytes: config.max_body_bytes,
-        credentials: guard::Credentials {
-            hosts: gate.principals,
-            jwt: gate.jwt,
-            resource_metadata: metadata_url,
-        },
-        resource_metadata: gate.protected.as_ref().map(ProtectedResource::document),
-        paths: profiles.iter().filter(|p| p.path).cloned().collect(),
-        anonymous: (config.anonymous_profile.as_ref())
-            .and_then(|name| profiles.iter().find(|p| &p.name == name).cloned()),
+        admission: access::Admission::new(gate, config),
     });
     Router::new()
         .route(
@@ -138,11 +80,11 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> Rout
         )
         .route(
             "/.well-known/oauth-protected-resource",
-            get(protected_resource),
+            get(access::protected_resource),
         )
         .route(
             "/.well-known/oauth-protected-resource/{*path}",
-            get(protected_resource),
+            get(access::protected_resource),
         )
         .route("/sse", get(legacy::handle_sse))
         .route("/messages", post(legacy::handle_message))
@@ -179,75 +121,6 @@ impl AppState {
 
     fn check_origin(&self, headers: &HeaderMap) -> Result<(), Refusal> {
         check_origin(headers, &self.allowed_origins, self.loopback_only)
-    }
-
-    /// Who is asking and what they see. With `[hosts]`, a request needs a valid credential
-    /// unless it comes from loopback to a profile path that does not require one, or (on `/mcp`)
-    /// `server.anonymous_profile` is set; a host with a profile may use only that profile's path.
-    async fn access(
-        &self,
-        headers: &HeaderMap,
-        peer: SocketAddr,
-        path: Option<&str>,
-    ) -> Result<Access, Refusal> {
-        let at = match path {
-            None => None,
-            Some(name) => Some(
-                (self.paths.iter())
-                    .find(|p| p.name == name)
-                    .cloned()
-                    .ok_or_else(|| {
-                        refuse(
-                            StatusCode::NOT_FOUND,
-                            codes::INVALID_REQUEST,
-                            format!("Not Found: no profile is served at /mcp/{name}"),
-                        )
-                    })?,
-            ),
-        };
-        let no_credentials = self.credentials.hosts.is_empty() && self.credentials.jwt.is_none();
-        let anonymous_allowed = || {
-            !headers.contains_key(header::AUTHORIZATION)
-                && peer.ip().is_loopback()
-                && match &at {
-                    Some(profile) => !profile.path_requires_credential,
-                    None => self.anonymous.is_some(),
-                }
-        };
-        if no_credentials || anonymous_allowed() {
-            return Ok(Access {
-                principal: None,
-                profile: at.or_else(|| self.anonymous.clone()),
-            });
-        }
-        // Boxed: the anonymous fast path keeps a small future.
-        let principal = Box::pin(self.credentials.authenticate(headers)).await?;
-        let profile = match (at, &principal.profile) {
-            (Some(at), Some(own)) if !Arc::ptr_eq(&at, own) => {
-                return Err(refuse(
-                    StatusCode::FORBIDDEN,
-                    codes::INVALID_REQUEST,
-                    format!(
-                        "Forbidden: host `{}` sees the profile `{}`, not `{}`; use /mcp or /mcp/{}",
-                        principal.name, own.name, at.name, own.name
-                    ),
-                ));
-            }
-            (Some(at), _) => Some(at),
-            (None, own) => own.clone(),
-        };
-        Ok(Access {
-            principal: Some(principal),
-            profile,
-        })
-    }
-}
-
-/// RFC 9728 protected resource metadata, with `[server.authorization]`.
-async fn protected_resource(State(state): State<Arc<AppState>>) -> Response {
-    match &state.resource_metadata {
-        Some(document) => json_response(document.clone()),
-        None => StatusCode::NOT_FOUND.into_response(),
     }
 }
 
@@ -308,7 +181,7 @@ async fn post_message(
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.answering(None, &headers).into_response();
     }
-    let access = match state.access(&headers, peer, path).await {
+    let access = match state.admission.resolve(&headers, peer, path).await {
         Ok(access) => access,
         Err(refusal) => return refusal.answering(None, &headers).into_response(),
     };
@@ -463,70 +336,6 @@ async fn answer(
     }
 }
 
-/// What a host's `Accept` lets it read as an answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Accepts {
-    json: bool,
-    stream: bool,
-    /// It ranks `text/event-stream` above `application/json` (by q-value, then by order).
-    stream_first: bool,
-}
-
-impl Accepts {
-    /// Reads `Accept` (wildcards included, `q=0` excluded). The SDKs' value — JSON first,
-    /// without q-values, then streams — is recognised without parsing it.
-    fn of(headers: &HeaderMap) -> Self {
-        let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
-            return Self {
-                json: false,
-                stream: false,
-                stream_first: false,
-            };
-        };
-        if accept == "application/json, text/event-stream" {
-            return Self {
-                json: true,
-                stream: true,
-                stream_first: false,
-            };
-        }
-        let (mut json, mut stream) = (false, false);
-        let mut best: Option<(f32, bool)> = None;
-        for range in accept.split(',') {
-            let mut parts = range.split(';');
-            let media = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
-            let q: f32 = parts
-                .find_map(|p| p.trim().strip_prefix("q="))
-                .and_then(|q| q.parse().ok())
-                .unwrap_or(1.0);
-            if q <= 0.0 {
-                continue;
-            }
-            let (is_json, is_stream) = match media.as_str() {
-                "application/json" | "application/*" => (true, false),
-                "text/event-stream" | "text/*" => (false, true),
-                "*/*" => (true, true),
-                _ => continue,
-            };
-            json |= is_json;
-            stream |= is_stream;
-            if best.is_none_or(|(top, _)| q > top) {
-                best = Some((q, !is_json));
-            }
-        }
-        Self {
-            json,
-            stream,
-            stream_first: best.is_some_and(|(_, stream)| stream),
-        }
-    }
-
-    /// Whether an answer that comes first goes as an event stream.
-    fn stream_answers(self) -> bool {
-        self.stream && (self.stream_first || !self.json)
-    }
-}
-
 fn event(line: String) -> Result<Event, Infallible> {
     Ok(Event::default().data(line))
 }
@@ -641,7 +450,7 @@ async fn get_stream(
         );
         return refusal.answering(None, &headers).into_response();
     }
-    let session = match (state.access(&headers, peer, path).await)
+    let session = match (state.admission.resolve(&headers, peer, path).await)
         .and_then(|access| session_of(&state, &headers, &access))
     {
         Ok(session) => session,
@@ -694,7 +503,7 @@ async fn delete(
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.answering(None, &headers).into_response();
     }
-    match (state.access(&headers, peer, path).await)
+    match (state.admission.resolve(&headers, peer, path).await)
         .and_then(|access| session_of(&state, &headers, &access))
     {
         Ok(session) => {
@@ -702,52 +511,5 @@ async fn delete(
             StatusCode::OK.into_response()
         }
         Err(refusal) => refusal.answering(None, &headers).into_response(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn accepting(accept: &str) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::ACCEPT,
-            HeaderValue::from_str(accept).unwrap_or_else(|e| panic!("{e}")),
-        );
-        headers
-    }
-
-    #[test]
-    fn accept_says_what_a_host_can_read_and_which_it_ranks_first() {
-        let of = |accept: &str| {
-            let a = Accepts::of(&accepting(accept));
-            (a.json, a.stream, a.stream_answers())
-        };
-        for (accept, expected) in [
-            ("application/json, text/event-stream", (true, true, false)),
-            ("text/event-stream, application/json", (true, true, true)),
-            (
-                "text/event-stream;q=0.5, application/json",
-                (true, true, false),
-            ),
-            (
-                "application/json;q=0.9, text/event-stream",
-                (true, true, true),
-            ),
-            (
-                "Text/Event-Stream ; q=1, application/json",
-                (true, true, true),
-            ),
-            ("*/*", (true, true, false)),
-            ("application/json", (true, false, false)),
-            ("text/event-stream", (false, true, true)),
-            ("text/html", (false, false, false)),
-            ("application/json;q=0, text/html", (false, false, false)),
-        ] {
-            assert_eq!(of(accept), expected, "{accept}");
-        }
-        let none = Accepts::of(&HeaderMap::new());
-        assert!(!none.json && !none.stream);
     }
 }

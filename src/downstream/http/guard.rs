@@ -198,6 +198,11 @@ pub(super) struct Credentials {
 }
 
 impl Credentials {
+    /// No host and no JWT issuer: every host is anonymous.
+    pub(super) fn is_empty(&self) -> bool {
+        self.hosts.is_empty() && self.jwt.is_none()
+    }
+
     /// The host whose bearer token `headers` carry (`Authorization: Bearer …`): a token compared
     /// by SHA-256 digest in constant time against every token host, or a JWT one of the trusted
     /// issuers signed; else 401 (403 for missing scopes) with a Bearer challenge.

@@ -1,0 +1,162 @@
+//! Who a host request is and what it sees ([`Admission`]): the host its bearer token names (with
+//! `[hosts]` or `[server.authorization]`), and the profile it gets — its path's, its host's, or
+//! `server.anonymous_profile` for a loopback client without a credential. Also what RFC 9728's
+//! protected resource metadata says about mcpmux.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::super::jwt::JwtGate;
+use super::super::principal::{Access, Principal};
+use super::guard::{Credentials, Refusal, refuse};
+use super::{AppState, json_response};
+use crate::config::{Profile, ServerConfig};
+use crate::jsonrpc::codes;
+
+/// Who may use the host endpoint and what they see.
+#[derive(Debug)]
+pub struct Gate {
+    /// The `[hosts]` principals, in config order.
+    pub principals: Vec<Arc<Principal>>,
+    pub profiles: Vec<Arc<Profile>>,
+    /// The JWT issuers, if any host signs in with a JWT.
+    pub jwt: Option<JwtGate>,
+    /// mcpmux as an OAuth protected resource (`[server.authorization]`).
+    pub protected: Option<ProtectedResource>,
+}
+
+/// What RFC 9728's protected resource metadata says about mcpmux.
+#[derive(Debug)]
+pub struct ProtectedResource {
+    pub resource: String,
+    pub authorization_servers: Vec<String>,
+    pub scopes_supported: Vec<String>,
+}
+
+impl ProtectedResource {
+    /// Where the metadata is: the well-known path inserted before the resource's path.
+    fn metadata_url(&self) -> String {
+        match url::Url::parse(&self.resource) {
+            Ok(url) => format!(
+                "{}/.well-known/oauth-protected-resource{}",
+                url.origin().ascii_serialization(),
+                url.path().trim_end_matches('/')
+            ),
+            Err(_) => self.resource.clone(),
+        }
+    }
+
+    fn document(&self) -> String {
+        serde_json::json!({
+            "resource": self.resource,
+            "authorization_servers": self.authorization_servers,
+            "scopes_supported": self.scopes_supported,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "mcpmux",
+        })
+        .to_string()
+    }
+}
+
+/// What decides a request's [`Access`].
+#[derive(Debug)]
+pub(super) struct Admission {
+    /// Who checks credentials; no hosts and no JWT issuer: hosts are anonymous.
+    credentials: Credentials,
+    /// The protected resource metadata document, with `[server.authorization]`.
+    resource_metadata: Option<String>,
+    /// The profiles served at their own path.
+    paths: Vec<Arc<Profile>>,
+    /// What a loopback client without a credential sees.
+    anonymous: Option<Arc<Profile>>,
+}
+
+impl Admission {
+    pub(super) fn new(gate: Gate, config: &ServerConfig) -> Self {
+        let profiles = gate.profiles;
+        Self {
+            credentials: Credentials {
+                hosts: gate.principals,
+                jwt: gate.jwt,
+                resource_metadata: gate.protected.as_ref().map(ProtectedResource::metadata_url),
+            },
+            resource_metadata: gate.protected.as_ref().map(ProtectedResource::document),
+            paths: profiles.iter().filter(|p| p.path).cloned().collect(),
+            anonymous: (config.anonymous_profile.as_ref())
+                .and_then(|name| profiles.iter().find(|p| &p.name == name).cloned()),
+        }
+    }
+
+    /// Who is asking and what they see. With `[hosts]`, a request needs a valid credential
+    /// unless it comes from loopback to a profile path that does not require one, or (on `/mcp`)
+    /// `server.anonymous_profile` is set; a host with a profile may use only that profile's path.
+    pub(super) async fn resolve(
+        &self,
+        headers: &HeaderMap,
+        peer: SocketAddr,
+        path: Option<&str>,
+    ) -> Result<Access, Refusal> {
+        let at = match path {
+            None => None,
+            Some(name) => Some(
+                (self.paths.iter())
+                    .find(|p| p.name == name)
+                    .cloned()
+                    .ok_or_else(|| {
+                        refuse(
+                            StatusCode::NOT_FOUND,
+                            codes::INVALID_REQUEST,
+                            format!("Not Found: no profile is served at /mcp/{name}"),
+                        )
+                    })?,
+            ),
+        };
+        let no_credentials = self.credentials.is_empty();
+        let anonymous_allowed = || {
+            !headers.contains_key(header::AUTHORIZATION)
+                && peer.ip().is_loopback()
+                && match &at {
+                    Some(profile) => !profile.path_requires_credential,
+                    None => self.anonymous.is_some(),
+                }
+        };
+        if no_credentials || anonymous_allowed() {
+            return Ok(Access {
+                principal: None,
+                profile: at.or_else(|| self.anonymous.clone()),
+            });
+        }
+        // Boxed: the anonymous fast path keeps a small future.
+        let principal = Box::pin(self.credentials.authenticate(headers)).await?;
+        let profile = match (at, &principal.profile) {
+            (Some(at), Some(own)) if !Arc::ptr_eq(&at, own) => {
+                return Err(refuse(
+                    StatusCode::FORBIDDEN,
+                    codes::INVALID_REQUEST,
+                    format!(
+                        "Forbidden: host `{}` sees the profile `{}`, not `{}`; use /mcp or /mcp/{}",
+                        principal.name, own.name, at.name, own.name
+                    ),
+                ));
+            }
+            (Some(at), _) => Some(at),
+            (None, own) => own.clone(),
+        };
+        Ok(Access {
+            principal: Some(principal),
+            profile,
+        })
+    }
+}
+
+/// RFC 9728 protected resource metadata, with `[server.authorization]`.
+pub(super) async fn protected_resource(State(state): State<Arc<AppState>>) -> Response {
+    match &state.admission.resource_metadata {
+        Some(document) => json_response(document.clone()),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
