@@ -1,5 +1,5 @@
 //! systemd service notifications (`Type=notify`), sent to `$NOTIFY_SOCKET`: `READY=1` once the
-//! listeners are up, `STATUS=` lines as upstreams become ready or fail, `WATCHDOG=1` at half of
+//! listeners are up, `STATUS=` lines as upstreams change phase (ready, restarting, failed…), `WATCHDOG=1` at half of
 //! `WatchdogSec` while the runtime answers, `STOPPING=1` when shutdown begins. Without
 //! `NOTIFY_SOCKET` (not under systemd) every call does nothing.
 
@@ -8,9 +8,6 @@ use std::time::Duration;
 use sd_notify::NotifyState;
 
 use crate::router::RouterHandle;
-
-/// How often the status line is looked at besides on catalog changes.
-const STATUS_EVERY: Duration = Duration::from_secs(1);
 
 /// Sends `states`; a failure is logged once at debug (systemd may simply not listen).
 fn notify(states: &[NotifyState<'_>]) {
@@ -23,25 +20,32 @@ fn notify(states: &[NotifyState<'_>]) {
 }
 
 /// The listeners are up: `READY=1` with the first status line; then status lines follow the
-/// catalog, and the watchdog is fed if systemd asked for one.
+/// upstreams' phases, and the watchdog is fed if systemd asked for one.
 pub fn ready(router: &RouterHandle, url: &str) {
     if std::env::var_os("NOTIFY_SOCKET").is_none() {
         return;
     }
+    // Watched from before the first status is read, so no change falls in between.
+    let mut phases: Vec<_> = router
+        .snapshot()
+        .upstreams()
+        .map(|h| h.watch_phase())
+        .collect();
     let status = status_line(router, url);
     notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
     let router = router.clone();
     let url = url.to_owned();
     tokio::spawn(async move {
-        // An upstream's phase changes after its catalog is published, so the status is looked at
-        // on every new catalog and once a second, and sent when it reads differently.
-        let mut generations = router.watch();
-        let mut tick = tokio::time::interval(STATUS_EVERY);
+        // The status is looked at whenever an upstream's phase changes, and sent when it reads
+        // differently.
         let mut last = status;
-        loop {
-            tokio::select! {
-                changed = generations.changed() => if changed.is_err() { return },
-                _ = tick.tick() => {}
+        while !phases.is_empty() {
+            let changes = phases.iter_mut().map(|rx| Box::pin(rx.changed()));
+            let (changed, index, rest) = futures_util::future::select_all(changes).await;
+            drop(rest);
+            if changed.is_err() {
+                phases.remove(index);
+                continue;
             }
             let status = status_line(&router, &url);
             if status != last {

@@ -269,6 +269,11 @@ impl UpstreamHandle {
         *self.shared.phase_tx.borrow()
     }
 
+    /// Notified each time the upstream's phase changes.
+    pub fn watch_phase(&self) -> watch::Receiver<Phase> {
+        self.shared.phase_tx.subscribe()
+    }
+
     /// Waits until the upstream is no longer starting (nor a lazy one about to start), or
     /// `deadline` passes.
     pub async fn settled(&self, deadline: Duration) {
