@@ -32,12 +32,38 @@ pub struct AdminState {
     pub router: RouterHandle,
     pub supervisor: SupervisorHandle,
     pub audit: AuditHandle,
-    /// How many host sessions are open now.
-    pub sessions: Box<dyn Fn() -> usize + Send + Sync>,
+    /// Every open host session: who, which profile, how old, requests in flight.
+    pub sessions: Box<dyn Fn() -> Vec<Value> + Send + Sync>,
     /// Each configured host's limits and counts (empty while hosts are anonymous).
     pub hosts: Box<dyn Fn() -> Vec<Value> + Send + Sync>,
     /// Sign-ins started through `POST /upstreams/{name}/login`, by upstream.
     pub logins: std::sync::Mutex<HashMap<String, LoginState>>,
+    /// The running config, and reloading it.
+    pub reloader: Arc<dyn Reload>,
+}
+
+/// Reloading the daemon's config (`POST /reload`), and how it went.
+pub trait Reload: Send + Sync {
+    /// Reads the config file again and applies it: what changed, or why nothing did.
+    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<Value, String>>;
+    /// The config file and its last reload.
+    fn status(&self) -> Value;
+    /// Reloads applied, and refused.
+    fn counts(&self) -> (u64, u64);
+}
+
+impl Reload for crate::daemon::reload::Reloader {
+    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<Value, String>> {
+        Box::pin(self.reload(crate::daemon::reload::Trigger::Admin))
+    }
+
+    fn status(&self) -> Value {
+        self.status()
+    }
+
+    fn counts(&self) -> (u64, u64) {
+        self.counts()
+    }
 }
 
 /// Where a sign-in started through the admin API is.
@@ -64,6 +90,8 @@ pub fn app(state: Arc<AdminState>) -> Router {
         .route("/ready", get(ready))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics::metrics))
+        .route("/sessions", get(sessions))
+        .route("/reload", post(reload))
         .route("/upstreams/{name}/restart", post(restart))
         .route("/upstreams/{name}/login", post(login).get(login_state))
         .route("/upstreams/{name}/logout", post(logout))
@@ -128,7 +156,8 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "catalog_generation": snapshot.generation,
-        "sessions": (admin.sessions)(),
+        "sessions": (admin.sessions)().len(),
+        "config": admin.reloader.status(),
         "hosts": (admin.hosts)(),
         "upstreams": upstreams,
         "audit": {
@@ -138,6 +167,25 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
             "records": audit.store().map(crate::audit::Store::len),
         },
     }))
+}
+
+/// Every open host session.
+async fn sessions(State(admin): State<Arc<AdminState>>) -> Json<Value> {
+    let mut sessions = (admin.sessions)();
+    sessions.sort_by(|a, b| a["age_seconds"].as_u64().cmp(&b["age_seconds"].as_u64()));
+    Json(json!({ "sessions": sessions }))
+}
+
+/// Reloads the config: 200 with what changed, 422 with why the file was refused.
+async fn reload(State(admin): State<Arc<AdminState>>) -> Response {
+    match admin.reloader.reload().await {
+        Ok(changes) => Json(json!({ "reloaded": changes })).into_response(),
+        Err(error) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({ "error": error })),
+        )
+            .into_response(),
+    }
 }
 
 /// Every tool pin: its digest, and the new one when the definition changed.

@@ -81,6 +81,24 @@ enum Command {
         #[arg(long, env = "MCPMUX_ADMIN")]
         admin: Option<String>,
     },
+    /// Make the running daemon read its config file again and apply what changed (as saving the
+    /// file or SIGHUP do); prints what changed, or why the file was refused.
+    Reload {
+        #[arg(long, env = "MCPMUX_CONFIG")]
+        config: Option<PathBuf>,
+        #[arg(long, env = "MCPMUX_ADMIN")]
+        admin: Option<String>,
+    },
+    /// List the open host sessions: who, which profile, how long open, requests in flight.
+    Sessions {
+        #[arg(long, env = "MCPMUX_CONFIG")]
+        config: Option<PathBuf>,
+        #[arg(long, env = "MCPMUX_ADMIN")]
+        admin: Option<String>,
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Restart one upstream now (also takes it out of crash-loop).
     Restart {
         /// The upstream's name.
@@ -197,16 +215,13 @@ impl Cli {
                 state_dir,
             } => {
                 let mut config = load(config)?;
-                if let Some(listen) = listen {
-                    config.server.listen = listen;
-                }
-                if let Some(AdminListen(admin)) = admin {
-                    config.admin = admin;
-                }
-                if let Some(dir) = state_dir {
-                    config.set_state_dir(dir, true);
-                }
-                runtime.block_on(crate::daemon::serve(config))?;
+                let overrides = crate::daemon::reload::Overrides {
+                    listen,
+                    admin: admin.map(|AdminListen(a)| a),
+                    state_dir,
+                };
+                overrides.apply(&mut config);
+                runtime.block_on(crate::daemon::serve(config, overrides))?;
                 Ok(ExitCode::SUCCESS)
             }
             Command::Stdio {
@@ -280,6 +295,28 @@ impl Cli {
                 let admin = Admin::required(admin.as_deref(), config)?;
                 runtime.block_on(admin.post(&format!("/pins/{upstream}/{tool}/approve")))?;
                 println!("approved the new definition of {upstream}/{tool}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Reload { config, admin } => {
+                let admin = Admin::required(admin.as_deref(), config)?;
+                let answer: serde_json::Value =
+                    runtime.block_on(admin.request(reqwest::Method::POST, "/reload", &[]))?;
+                print!("{}", render::reload_summary(&answer["reloaded"]));
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Sessions {
+                config,
+                admin,
+                json,
+            } => {
+                let admin = Admin::required(admin.as_deref(), config)?;
+                let answer: serde_json::Value =
+                    runtime.block_on(admin.request(reqwest::Method::GET, "/sessions", &[]))?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&answer)?);
+                } else {
+                    print!("{}", render::sessions_table(&answer["sessions"]));
+                }
                 Ok(ExitCode::SUCCESS)
             }
             Command::Restart {

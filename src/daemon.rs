@@ -1,6 +1,7 @@
 //! `mcpmux serve`: builds every part from the config, serves hosts until SIGTERM/SIGINT, then
 //! shuts down in order — stop accepting, end host sessions, stop upstreams (and their process groups).
 
+pub mod reload;
 mod systemd;
 
 use std::future::IntoFuture;
@@ -80,8 +81,8 @@ fn gate(
     }
 }
 
-/// Runs the daemon until a shutdown signal.
-pub async fn serve(config: Config) -> Result<(), DaemonError> {
+/// Runs the daemon until a shutdown signal; `overrides` are the flags a reload applies again.
+pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), DaemonError> {
     let credentialed = !config.hosts.is_empty() || config.server.authorization.is_some();
     if !config.server.listen.ip().is_loopback() && !credentialed {
         return Err(DaemonError::Exposed(config.server.listen));
@@ -147,7 +148,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         tracing::info!(upstream = %u.name(), "Upstream is disabled in the config.");
     }
     router.set_upstreams(upstreams.clone());
-    let supervisor = SupervisorHandle::start(upstreams, audit.clone()).await?;
+    let supervisor = SupervisorHandle::start(upstreams.clone(), audit.clone()).await?;
     let service = Arc::new(HostService::new(
         router.clone(),
         delivery,
@@ -160,6 +161,27 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let principals: Vec<Arc<crate::downstream::Principal>> = (config.hosts.iter())
         .map(|h| Arc::new(crate::downstream::Principal::new(h, &profiles)))
         .collect();
+    let hosts = Arc::new(arc_swap::ArcSwap::from_pointee(principals.clone()));
+    let (app, edge) = app(
+        Arc::clone(&service),
+        &config.server,
+        gate(&config, local, principals, profiles),
+    );
+    let reloader = reload::Reloader::new(
+        config.clone(),
+        upstreams,
+        overrides,
+        reload::Parts {
+            router: router.clone(),
+            supervisor: supervisor.clone(),
+            service: Arc::clone(&service),
+            edge,
+            events,
+            audit: audit.clone(),
+            hosts: Arc::clone(&hosts),
+            local,
+        },
+    );
 
     tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), "mcpmux is listening.");
     let mut admin_url = None;
@@ -173,12 +195,10 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
                     router: router.clone(),
                     supervisor: supervisor.clone(),
                     audit: audit.clone(),
-                    sessions: Box::new(move || sessions.len()),
-                    hosts: Box::new({
-                        let principals = principals.clone();
-                        move || principals.iter().map(|p| p.status()).collect()
-                    }),
+                    sessions: Box::new(move || sessions.all().iter().map(|s| s.status()).collect()),
+                    hosts: Box::new(move || hosts.load().iter().map(|p| p.status()).collect()),
                     logins: std::sync::Mutex::default(),
+                    reloader: Arc::clone(&reloader) as Arc<dyn crate::admin::Reload>,
                 };
                 let app = crate::admin::app(Arc::new(state));
                 tokio::spawn(async move { axum::serve(admin, app).await });
@@ -205,16 +225,12 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     }
     let _ = stdout.flush();
     systemd::ready(&router, &format!("http://{local}/mcp"));
+    reload::spawn_triggers(Arc::clone(&reloader));
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = axum::serve(
         listener,
-        app(
-            Arc::clone(&service),
-            &config.server,
-            gate(&config, local, principals, profiles),
-        )
-        .into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
     .with_graceful_shutdown(async {
         let _ = stop_rx.await;
@@ -226,7 +242,8 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
             systemd::stopping();
             let _ = stop_tx.send(());
             // In-flight requests finish; open event streams would hold the drain forever.
-            match tokio::time::timeout(config.server.drain_timeout, &mut server).await {
+            let drain = reloader.current().server.drain_timeout;
+            match tokio::time::timeout(drain, &mut server).await {
                 Ok(finished) => finished,
                 Err(_) => {
                     server.abort();

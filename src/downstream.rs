@@ -20,7 +20,7 @@ mod session;
 mod tables;
 
 pub use delivery::Delivery;
-pub use http::{Gate, ProtectedResource, app};
+pub use http::{EdgeControl, Gate, ProtectedResource, app};
 pub use jwt::JwtGate;
 pub use principal::{Access, Principal};
 pub use service::{HostRequest, HostService, RequestContext};

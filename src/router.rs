@@ -111,22 +111,7 @@ impl RouterHandle {
         pins: Option<Arc<PinStore>>,
     ) -> Self {
         let config = Arc::new(config.clone());
-        let mut lenses = vec![Lens {
-            view: 0,
-            profile: None,
-            config: Arc::clone(&config),
-        }];
-        for (i, profile) in profiles.iter().enumerate() {
-            lenses.push(Lens {
-                view: u16::try_from(i + 1).unwrap_or(u16::MAX),
-                profile: Some(Arc::clone(profile)),
-                config: Arc::new(CatalogConfig {
-                    cursor_retention: config.cursor_retention,
-                    max_items_per_upstream: config.max_items_per_upstream,
-                    ..profile.catalog.clone()
-                }),
-            });
-        }
+        let lenses = lenses(&config, profiles);
         let first = Views {
             generation: 0,
             views: lenses
@@ -151,6 +136,27 @@ impl RouterHandle {
                 }),
             }),
         }
+    }
+
+    /// A reloaded config, in one publish: the catalog settings and profiles, and every
+    /// configured upstream. The catalogs of upstreams that are gone leave with them; a replaced
+    /// upstream's catalog stays listed (served by its successor) until the successor publishes.
+    pub fn reconfigure(
+        &self,
+        config: &CatalogConfig,
+        profiles: &[Arc<Profile>],
+        upstreams: Vec<UpstreamHandle>,
+    ) {
+        let config = Arc::new(config.clone());
+        self.inner.rebuild(|s| {
+            s.lenses = lenses(&config, profiles);
+            s.config = config;
+            let names: BTreeSet<&str> = upstreams.iter().map(UpstreamHandle::name).collect();
+            s.catalogs.retain(|name, _| names.contains(name.as_str()));
+            s.changed.retain(|name, _| names.contains(name.as_str()));
+            s.upstreams = upstreams;
+            true
+        });
     }
 
     /// What a shared upstream publishes through.
@@ -234,6 +240,27 @@ impl RouterHandle {
     pub fn watch(&self) -> watch::Receiver<u64> {
         self.inner.generation.subscribe()
     }
+}
+
+/// The views to build from `config` and `profiles`: the whole catalog's, then each profile's.
+fn lenses(config: &Arc<CatalogConfig>, profiles: &[Arc<Profile>]) -> Vec<Lens> {
+    let mut lenses = vec![Lens {
+        view: 0,
+        profile: None,
+        config: Arc::clone(config),
+    }];
+    for (i, profile) in profiles.iter().enumerate() {
+        lenses.push(Lens {
+            view: u16::try_from(i + 1).unwrap_or(u16::MAX),
+            profile: Some(Arc::clone(profile)),
+            config: Arc::new(CatalogConfig {
+                cursor_retention: config.cursor_retention,
+                max_items_per_upstream: config.max_items_per_upstream,
+                ..profile.catalog.clone()
+            }),
+        });
+    }
+    lenses
 }
 
 /// The router as upstreams see it. Weak, so upstream handles do not keep the router alive.

@@ -27,6 +27,8 @@ use crate::upstream::{Phase, StopReason, UpstreamError, UpstreamHandle};
 const CALL_DEADLINE: Duration = Duration::from_secs(30);
 /// How long stopping a session's instances may take.
 const INSTANCE_STOP: Duration = Duration::from_secs(5);
+/// How often a retired upstream is checked for requests still in flight.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
 
 /// One supervised upstream: the shared instance (`session: None`) or a session's own.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -138,6 +140,22 @@ impl SupervisorHandle {
         }
     }
 
+    /// Applies a reloaded config: `retire` (removed or changed upstreams, by name) leave at
+    /// once — their shared instance and every session's own instance finish what they have in
+    /// flight, at most `grace`, and then stop — and `add` (new or changed ones) start as at
+    /// startup. Upstreams in neither list are not touched.
+    pub async fn reconcile(&self, add: Vec<UpstreamHandle>, retire: Vec<String>, grace: Duration) {
+        let deadline = u64::try_from(CALL_DEADLINE.as_millis()).unwrap_or(u64::MAX);
+        let _ = ractor::call_t!(
+            self.actor,
+            SupervisorMsg::Reconcile,
+            deadline,
+            add,
+            retire,
+            grace
+        );
+    }
+
     /// Stops every upstream and instance (killing their process groups) and then the supervisor.
     pub async fn shutdown(&self) {
         let deadline = u64::try_from(CALL_DEADLINE.as_millis()).unwrap_or(u64::MAX);
@@ -156,6 +174,8 @@ enum SupervisorMsg {
     Instance(UpstreamHandle, String, RpcReplyPort<UpstreamHandle>),
     StopInstances(String, RpcReplyPort<()>),
     Restart(String, RpcReplyPort<bool>),
+    /// A reloaded config: upstreams to start, and names to drain and stop.
+    Reconcile(Vec<UpstreamHandle>, Vec<String>, Duration, RpcReplyPort<()>),
     /// Whether an unauthorized upstream's token file changed since `seen` (then it starts again).
     CheckCredential(Key, Option<Vec<u8>>),
     /// An upstream that needed a sign-in has new tokens: start it again.
@@ -207,35 +227,17 @@ impl Actor for Supervisor {
         myself: ActorRef<Self::Msg>,
         (upstreams, audit, instances): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let mut slots = HashMap::new();
-        for handle in upstreams.into_iter().filter(|h| h.config().enabled) {
-            let name = handle.name().to_owned();
-            let wake = myself.clone();
-            let woken = name.clone();
-            handle.set_waker(move || {
-                let _ = wake.send_message(SupervisorMsg::Wake(woken.clone()));
-            });
-            let key = Key {
-                upstream: name,
-                session: None,
-            };
-            if handle.config().policy.lazy_start {
-                handle.set_phase(
-                    Phase::Stopped,
-                    Some("not started yet: it starts with the first host session".into()),
-                );
-            } else {
-                let _ = myself.send_message(SupervisorMsg::Start(key.clone()));
-            }
-            slots.insert(key, Slot::new(handle));
-        }
-        Ok(SupervisorState {
-            slots,
+        let mut state = SupervisorState {
+            slots: HashMap::new(),
             by_actor: HashMap::new(),
             instances,
             audit,
             shutting_down: false,
-        })
+        };
+        for handle in upstreams {
+            adopt(&myself, &mut state, handle);
+        }
+        Ok(state)
     }
 
     async fn handle(
@@ -303,6 +305,15 @@ impl Actor for Supervisor {
                 }
                 start(&myself, state, &key).await;
                 let _ = reply.send(true);
+            }
+            SupervisorMsg::Reconcile(add, retire, grace, reply) => {
+                for name in &retire {
+                    self::retire(state, name, grace);
+                }
+                for handle in add {
+                    adopt(&myself, state, handle);
+                }
+                let _ = reply.send(());
             }
             SupervisorMsg::CheckCredential(key, seen) => {
                 let Some(slot) = state.slots.get(&key) else {
@@ -439,6 +450,73 @@ impl Actor for Supervisor {
         let why = failure.unwrap_or_else(|| "its actor stopped unexpectedly".to_owned());
         on_failure(&myself, &key, slot, &state.audit, why);
         Ok(())
+    }
+}
+
+/// Takes `handle` under supervision, if it is enabled: started now, or (lazy) when first wanted.
+fn adopt(myself: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, handle: UpstreamHandle) {
+    if !handle.config().enabled {
+        return;
+    }
+    let name = handle.name().to_owned();
+    let wake = myself.clone();
+    let woken = name.clone();
+    handle.set_waker(move || {
+        let _ = wake.send_message(SupervisorMsg::Wake(woken.clone()));
+    });
+    let key = Key {
+        upstream: name,
+        session: None,
+    };
+    if handle.config().policy.lazy_start {
+        handle.set_phase(
+            Phase::Stopped,
+            Some("not started yet: it starts with the first host session".into()),
+        );
+    } else {
+        let _ = myself.send_message(SupervisorMsg::Start(key.clone()));
+    }
+    state.slots.insert(key, Slot::new(handle));
+}
+
+/// Forgets the upstream `name` (its shared instance and every session's own): each stops once
+/// what it has in flight is answered, or `grace` passes. Its handles publish nothing more, and
+/// their ends are not failures.
+fn retire(state: &mut SupervisorState, name: &str, grace: Duration) {
+    let keys: Vec<Key> = (state.slots.keys())
+        .filter(|k| k.upstream == name)
+        .cloned()
+        .collect();
+    for key in keys {
+        let Some(slot) = state.slots.remove(&key) else {
+            continue;
+        };
+        if let Some(session) = &key.session {
+            lock(&state.instances).remove(&(key.upstream.clone(), session.clone()));
+        }
+        slot.handle.retire();
+        let actor = slot.actor;
+        if let Some(actor) = &actor {
+            state.by_actor.remove(&actor.get_id());
+        }
+        state.audit.record(Record::event(
+            "upstream.stopped",
+            Some(&key.upstream),
+            key.session.as_deref(),
+            Some(StopReason::Reload.as_str().into()),
+        ));
+        tokio::spawn(async move {
+            let drained = Instant::now() + grace;
+            while slot.handle.in_flight() > 0 && Instant::now() < drained {
+                tokio::time::sleep(DRAIN_POLL).await;
+            }
+            if let Some(actor) = actor {
+                let reason = StopReason::Reload.as_str().to_owned();
+                let _ = actor.stop_and_wait(Some(reason), Some(INSTANCE_STOP)).await;
+            }
+            slot.handle
+                .set_phase(Phase::Stopped, Some("removed by a reload".into()));
+        });
     }
 }
 

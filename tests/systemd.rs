@@ -1,7 +1,7 @@
 //! Running under systemd: both units in `systemd/` pass `systemd-analyze verify`, and the daemon
 //! speaks the notify protocol to a real `NOTIFY_SOCKET` — `READY=1` with a `STATUS=` line once it
-//! listens, a new status as upstreams become ready, `WATCHDOG=1` at half of `WATCHDOG_USEC`, and
-//! `STOPPING=1` when it is told to stop.
+//! listens, a new status as upstreams become ready, `WATCHDOG=1` at half of `WATCHDOG_USEC`,
+//! `RELOADING=1` then `READY=1` around a reload, and `STOPPING=1` when it is told to stop.
 
 #![allow(clippy::unwrap_used)]
 
@@ -104,6 +104,28 @@ async fn the_daemon_tells_systemd_it_is_ready_alive_and_stopping() {
     assert!(
         (5..=20).contains(&pings),
         "{pings} watchdog pings: {messages:?}"
+    );
+
+    // A reload (SIGHUP, as `ExecReload` sends it) is bracketed by RELOADING=1 and READY=1.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.pid() as i32),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    let reload: Vec<String> = receive(&socket, Duration::from_secs(2))
+        .into_iter()
+        .filter(|m| m.trim() != "WATCHDOG=1")
+        .collect();
+    let at = |line: &str| reload.iter().position(|m| m.lines().any(|l| l == line));
+    let (reloading, ready) = (at("RELOADING=1"), at("READY=1"));
+    assert!(
+        reloading.is_some() && ready > reloading,
+        "{reload:?}\n{}",
+        daemon.stderr()
+    );
+    assert!(
+        reload[reloading.unwrap()].contains("MONOTONIC_USEC="),
+        "{reload:?}"
     );
 
     daemon.terminate();

@@ -46,6 +46,80 @@ pub(super) fn tools_table(tools: &[serde_json::Value]) -> String {
     table(&["TOOL", "DESCRIPTION"], &rows)
 }
 
+/// `mcpmux reload`: what the reload changed.
+pub(super) fn reload_summary(changes: &serde_json::Value) -> String {
+    let names = |k: &str| -> String {
+        let list: Vec<&str> = (changes[k].as_array().into_iter().flatten())
+            .filter_map(|v| v.as_str())
+            .collect();
+        if list.is_empty() {
+            "-".into()
+        } else {
+            list.join(", ")
+        }
+    };
+    let mut out = format!(
+        "reloaded: added {}; removed {}; changed {}; {} unchanged\n",
+        names("added"),
+        names("removed"),
+        names("changed"),
+        changes["unchanged"].as_array().map_or(0, Vec::len),
+    );
+    if changes["sessions_ended"].as_u64().unwrap_or(0) > 0 {
+        out.push_str(&format!(
+            "{} host sessions ended: the new config no longer admits them\n",
+            changes["sessions_ended"]
+        ));
+    }
+    if changes["restart_needed"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty())
+    {
+        out.push_str(&format!(
+            "needs a restart to take effect (running with the old value): {}\n",
+            names("restart_needed")
+        ));
+    }
+    out
+}
+
+/// `mcpmux sessions`: one row per open host session.
+pub(super) fn sessions_table(sessions: &serde_json::Value) -> String {
+    let rows: Vec<Vec<String>> = (sessions.as_array().into_iter().flatten())
+        .map(|s| {
+            let text = |k: &str| {
+                s[k].as_str()
+                    .map_or_else(|| s[k].to_string(), str::to_owned)
+            };
+            let or_dash = |k: &str| s[k].as_str().unwrap_or("-").to_owned();
+            vec![
+                text("id"),
+                or_dash("principal"),
+                or_dash("profile"),
+                or_dash("client"),
+                text("protocol_version"),
+                humantime::format_duration(std::time::Duration::from_secs(
+                    s["age_seconds"].as_u64().unwrap_or(0),
+                ))
+                .to_string(),
+                text("in_flight"),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "SESSION",
+            "PRINCIPAL",
+            "PROFILE",
+            "CLIENT",
+            "VERSION",
+            "AGE",
+            "IN-FLIGHT",
+        ],
+        &rows,
+    )
+}
+
 /// `mcpmux status`: the daemon, then one row per upstream.
 pub(super) fn status_table(status: &serde_json::Value) -> String {
     let rows: Vec<Vec<String>> = status["upstreams"]
@@ -85,6 +159,18 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
         status["sessions"],
         status["catalog_generation"]
     );
+    let config = &status["config"];
+    if let Some(file) = config["file"].as_str() {
+        out.push_str(&format!(
+            "config {file} — {} reloads, {} refused\n",
+            config["reloads"], config["rejected"]
+        ));
+    }
+    if let Some(error) = config["last_reload"]["error"].as_str() {
+        out.push_str(&format!(
+            "THE CONFIG FILE IS NOT RUNNING (the previous one is): {error}\n"
+        ));
+    }
     out.push_str(&table(
         &[
             "UPSTREAM",

@@ -49,7 +49,65 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     } else {
         RawConfig::from_toml(path, &text)?
     };
-    validate(path, raw)
+    validate(path, raw).map_err(|e| match e {
+        ConfigError::Invalid {
+            file,
+            key,
+            problem,
+            fix,
+        } if !is_json => {
+            // `path:LINE`, as compilers point at a line.
+            let file = match line_of(&text, &key) {
+                Some(line) => PathBuf::from(format!("{}:{line}", file.display())),
+                None => file,
+            };
+            ConfigError::Invalid {
+                file,
+                key,
+                problem,
+                fix,
+            }
+        }
+        other => other,
+    })
+}
+
+/// The line of TOML `text` where `key` (`table.name.field`, as validation names it) is written:
+/// the field's line within its table, else the table's header; `None` when neither is found.
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    let key = key.split('[').next().unwrap_or(key);
+    let parts: Vec<&str> = key.split('.').collect();
+    let bare = |s: &str| s.trim().trim_matches('"').trim_matches('\'').to_owned();
+    let header_of = |line: &str| -> Option<Vec<String>> {
+        let inner = line.trim().strip_prefix('[')?.trim_start_matches('[');
+        let inner = inner.split(']').next()?;
+        Some(inner.split('.').map(bare).collect())
+    };
+    // The longest table header that `key` starts with, then the field within that table.
+    let mut best: Option<(usize, usize)> = None;
+    let mut in_table: Option<usize> = None;
+    let mut field_line = None;
+    for (n, line) in text.lines().enumerate() {
+        if let Some(header) = header_of(line) {
+            let matches =
+                header.len() <= parts.len() && header.iter().zip(&parts).all(|(h, p)| h == p);
+            in_table = None;
+            if matches && best.is_none_or(|(len, _)| header.len() >= len) {
+                best = Some((header.len(), n + 1));
+                in_table = Some(header.len());
+                field_line = None;
+            }
+            continue;
+        }
+        if let (Some(depth), None) = (in_table, field_line) {
+            let field = parts.get(depth).copied();
+            let name = line.split('=').next().map(bare);
+            if field.is_some() && name.as_deref() == field && line.contains('=') {
+                field_line = Some(n + 1);
+            }
+        }
+    }
+    field_line.or(best.map(|(_, line)| line))
 }
 
 #[cfg(test)]
@@ -72,6 +130,15 @@ mod tests {
             source,
         })?;
         load(&path)
+    }
+
+    #[test]
+    fn an_invalid_value_is_pointed_at_by_line() {
+        let text = "[server]\nlisten = \"127.0.0.1:0\"\n\n[upstreams.a]\ncommand = \"x\"\nrequest_timeout = \"soon\"\n";
+        assert_eq!(line_of(text, "upstreams.a.request_timeout"), Some(6));
+        assert_eq!(line_of(text, "upstreams.a.url"), Some(4));
+        assert_eq!(line_of(text, "server.listen"), Some(2));
+        assert_eq!(line_of(text, "profiles.x"), None);
     }
 
     #[test]

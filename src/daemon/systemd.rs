@@ -20,33 +20,37 @@ fn notify(states: &[NotifyState<'_>]) {
 }
 
 /// The listeners are up: `READY=1` with the first status line; then status lines follow the
-/// upstreams' phases, and the watchdog is fed if systemd asked for one.
+/// upstreams' phases (and the set of upstreams, which a reload changes), and the watchdog is fed
+/// if systemd asked for one.
 pub fn ready(router: &RouterHandle, url: &str) {
     if std::env::var_os("NOTIFY_SOCKET").is_none() {
         return;
     }
     // Watched from before the first status is read, so no change falls in between.
-    let mut phases: Vec<_> = router
-        .snapshot()
-        .upstreams()
-        .map(|h| h.watch_phase())
-        .collect();
+    let mut catalog = router.watch();
+    let mut phases = watch_phases(router);
     let status = status_line(router, url);
+    *URL.lock().unwrap_or_else(|p| p.into_inner()) = url.to_owned();
     notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
     let router = router.clone();
     let url = url.to_owned();
     tokio::spawn(async move {
-        // The status is looked at whenever an upstream's phase changes, and sent when it reads
-        // differently.
+        // The status is looked at whenever an upstream's phase or the catalog changes, and sent
+        // when it reads differently.
         let mut last = status;
-        while !phases.is_empty() {
-            let changes = phases.iter_mut().map(|rx| Box::pin(rx.changed()));
-            let (changed, index, rest) = futures_util::future::select_all(changes).await;
-            drop(rest);
-            if changed.is_err() {
-                phases.remove(index);
-                continue;
+        loop {
+            let phase = async {
+                if phases.is_empty() {
+                    return std::future::pending().await;
+                }
+                let changes = phases.iter_mut().map(|rx| Box::pin(rx.changed()));
+                futures_util::future::select_all(changes).await.0
+            };
+            tokio::select! {
+                _ = phase => {}
+                changed = catalog.changed() => if changed.is_err() { return },
             }
+            phases = watch_phases(&router);
             let status = status_line(&router, &url);
             if status != last {
                 notify(&[NotifyState::Status(&status)]);
@@ -64,6 +68,36 @@ pub fn ready(router: &RouterHandle, url: &str) {
             }
         });
     }
+}
+
+/// Where hosts reach the daemon, for the status line after a reload.
+static URL: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+fn watch_phases(
+    router: &RouterHandle,
+) -> Vec<tokio::sync::watch::Receiver<crate::upstream::Phase>> {
+    router
+        .snapshot()
+        .upstreams()
+        .map(|h| h.watch_phase())
+        .collect()
+}
+
+/// A reload begins: `RELOADING=1`, with the monotonic time systemd wants beside it.
+pub fn reloading() {
+    let mut states = vec![
+        NotifyState::Reloading,
+        NotifyState::Status("reloading the config"),
+    ];
+    states.extend(NotifyState::monotonic_usec_now().ok());
+    notify(&states);
+}
+
+/// A reload ended (applied or refused): `READY=1` and the status line again.
+pub fn reloaded(router: &RouterHandle) {
+    let url = URL.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let status = status_line(router, &url);
+    notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
 }
 
 /// `WATCHDOG_USEC`, when systemd set it for this process (`WATCHDOG_PID` absent or ours, as

@@ -108,7 +108,7 @@ impl HostEvents for Delivery {
         // The URI as each session's view exposes it: prefixed, or bare in an unprefixed profile.
         let mut forms: Vec<(Prefix, String, String)> = Vec::new();
         for session in self.targets(upstream) {
-            let prefix = Profile::prefix_for(session.profile(), &upstream.prefix);
+            let prefix = Profile::prefix_for(session.profile().as_deref(), &upstream.prefix);
             if !forms.iter().any(|(p, ..)| p == prefix) {
                 let expose = |uri: &str| names::expose_uri(prefix, uri);
                 let Some((params, uri)) = rewrite_member(params, "uri", expose) else {

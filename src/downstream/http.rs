@@ -46,28 +46,77 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 struct AppState {
     service: Arc<HostService>,
-    allowed_origins: Vec<String>,
     /// When listening on loopback, `Host` must name loopback too (DNS-rebinding protection).
     loopback_only: bool,
     legacy: legacy::Connections,
+    /// What the running config says about who may come in; a reload replaces it.
+    edge: arc_swap::ArcSwap<Edge>,
+}
+
+/// The settings of the host endpoint a reload may change.
+#[derive(Debug)]
+struct Edge {
+    allowed_origins: Vec<String>,
     /// Largest request body accepted (`server.max_body_bytes`).
     max_body_bytes: usize,
     /// Who a request is and what it sees.
     admission: access::Admission,
 }
 
+impl Edge {
+    fn new(config: &ServerConfig, gate: Gate) -> Self {
+        Self {
+            allowed_origins: config.allowed_origins.clone(),
+            max_body_bytes: config.max_body_bytes,
+            admission: access::Admission::new(gate, config),
+        }
+    }
+}
+
+/// What a reload changes of the host endpoint: its origins, body limit and admission, and the
+/// access of every open session.
+#[derive(Clone)]
+pub struct EdgeControl(Arc<AppState>);
+
+impl std::fmt::Debug for EdgeControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EdgeControl")
+    }
+}
+
+impl EdgeControl {
+    /// Applies a reloaded `config` and `gate`: requests from now on are admitted by them, and each
+    /// open session gets what they grant it now (its host's new limits and profile); a session
+    /// they grant nothing any more ends. Returns how many sessions ended.
+    pub async fn reload(&self, config: &ServerConfig, gate: Gate) -> usize {
+        let edge = Arc::new(Edge::new(config, gate));
+        self.0.edge.store(Arc::clone(&edge));
+        let mut ended = 0;
+        for session in self.0.service.sessions() {
+            match edge.admission.remap(&session.access()) {
+                Some(access) => session.set_access(access),
+                None => {
+                    ended += 1;
+                    tracing::info!(session = %session.id, "Ending a host session: the reloaded config no longer admits it.");
+                    self.0.service.close_session(&session.id).await;
+                }
+            }
+        }
+        ended
+    }
+}
+
 /// The host-facing HTTP application (served with `ConnectInfo<SocketAddr>`, which tells which
-/// clients are on loopback).
-pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> Router {
+/// clients are on loopback), and what reloads change of it.
+pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> (Router, EdgeControl) {
     let state = Arc::new(AppState {
         service,
-        allowed_origins: config.allowed_origins.clone(),
         loopback_only: config.listen.ip().is_loopback(),
         legacy: legacy::Connections::default(),
-        max_body_bytes: config.max_body_bytes,
-        admission: access::Admission::new(gate, config),
+        edge: arc_swap::ArcSwap::from_pointee(Edge::new(config, gate)),
     });
-    Router::new()
+    let control = EdgeControl(Arc::clone(&state));
+    let router = Router::new()
         .route(
             "/mcp",
             post(handle_post).get(handle_get).delete(handle_delete),
@@ -90,13 +139,15 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> Rout
         .route("/messages", post(legacy::handle_message))
         // Bodies are read within the limit by `body::read`, which answers 413 cleanly.
         .layer(DefaultBodyLimit::disable())
-        .with_state(state)
+        .with_state(state);
+    (router, control)
 }
 
 impl AppState {
     /// The request body within `max_body_bytes`, or the refusal to send instead.
     async fn body(&self, body: Body, headers: &HeaderMap) -> Result<Bytes, Response> {
-        body::read(body, self.max_body_bytes).await.map_err(|e| {
+        let max_body_bytes = self.edge.load().max_body_bytes;
+        body::read(body, max_body_bytes).await.map_err(|e| {
             let refusal = match e {
                 body::BodyError::TooLarge(limit) => refuse(
                     StatusCode::PAYLOAD_TOO_LARGE,
@@ -120,7 +171,11 @@ impl AppState {
     }
 
     fn check_origin(&self, headers: &HeaderMap) -> Result<(), Refusal> {
-        check_origin(headers, &self.allowed_origins, self.loopback_only)
+        check_origin(
+            headers,
+            &self.edge.load().allowed_origins,
+            self.loopback_only,
+        )
     }
 }
 
@@ -142,7 +197,7 @@ fn session_of(
         ));
     };
     // Another principal's (or another profile's) session does not exist for this one.
-    let own = |s: &Arc<Session>| s.access.same(access);
+    let own = |s: &Arc<Session>| s.access().same(access);
     state.service.session(id).filter(own).ok_or_else(|| {
         refuse(
             StatusCode::NOT_FOUND,
@@ -181,7 +236,13 @@ async fn post_message(
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.answering(None, &headers).into_response();
     }
-    let access = match state.admission.resolve(&headers, peer, path).await {
+    let access = match state
+        .edge
+        .load_full()
+        .admission
+        .resolve(&headers, peer, path)
+        .await
+    {
         Ok(access) => access,
         Err(refusal) => return refusal.answering(None, &headers).into_response(),
     };
@@ -450,7 +511,12 @@ async fn get_stream(
         );
         return refusal.answering(None, &headers).into_response();
     }
-    let session = match (state.admission.resolve(&headers, peer, path).await)
+    let session = match (state
+        .edge
+        .load_full()
+        .admission
+        .resolve(&headers, peer, path)
+        .await)
         .and_then(|access| session_of(&state, &headers, &access))
     {
         Ok(session) => session,
@@ -503,7 +569,12 @@ async fn delete(
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.answering(None, &headers).into_response();
     }
-    match (state.admission.resolve(&headers, peer, path).await)
+    match (state
+        .edge
+        .load_full()
+        .admission
+        .resolve(&headers, peer, path)
+        .await)
         .and_then(|access| session_of(&state, &headers, &access))
     {
         Ok(session) => {

@@ -88,6 +88,13 @@ struct Claims {
 }
 
 impl JwtGate {
+    /// The principal of a user signed in through `[server.authorization]` (a session opened
+    /// before a reload keeps its user); `None` when such users are not accepted.
+    pub fn signed_in_user(&self, name: &str) -> Option<Arc<Principal>> {
+        let issuer = self.issuers.iter().find(|i| i.signed_in.is_some())?;
+        issuer.principal(name).ok()
+    }
+
     /// The gate for `hosts` with JWT credentials and the server's `authorization` (its audience
     /// being `resource`); `None` when no JWT is accepted at all.
     pub fn new(

@@ -49,20 +49,23 @@ impl Drop for Admitted<'_> {
 }
 
 /// What one request is granted: who it comes from (`None`: anonymous) and the profile it sees
-/// (`None`: the whole catalog). A session keeps the access it was opened with, and only the same
-/// access may use it.
+/// (`None`: the whole catalog). A session keeps the access it was opened with (as a reload
+/// updates it), and only the same access may use it.
 #[derive(Debug, Clone, Default)]
 pub struct Access {
     pub principal: Option<Arc<Principal>>,
     pub profile: Option<Arc<Profile>>,
+    /// The profile is the one of the path the request came to (`/mcp/NAME`).
+    pub via_path: bool,
 }
 
 impl Access {
-    /// Whether this access may use what `other` opened: the same principal and the same profile.
+    /// Whether this access may use what `other` opened: the same principal and the same profile,
+    /// by name (a reload replaces both with their new settings; the names stay).
     pub fn same(&self, other: &Self) -> bool {
         let same_profile = match (&self.profile, &other.profile) {
             (None, None) => true,
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (Some(a), Some(b)) => a.name == b.name,
             _ => false,
         };
         same_profile && Principal::same(self.principal.as_ref(), other.principal.as_ref())
@@ -116,7 +119,7 @@ impl Principal {
     pub fn same(owner: Option<&Arc<Self>>, asking: Option<&Arc<Self>>) -> bool {
         match (owner, asking) {
             (None, None) => true,
-            (Some(owner), Some(asking)) => Arc::ptr_eq(owner, asking),
+            (Some(owner), Some(asking)) => owner.name == asking.name,
             _ => false,
         }
     }

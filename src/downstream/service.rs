@@ -56,8 +56,24 @@ pub struct HostService {
     /// How arguments are audited unless an upstream or tool says otherwise.
     audit_redaction: Redaction,
     cursors: CursorCodec,
+    /// `server.initialize_wait` and `server.max_in_flight_per_session`, as a reload sets them.
+    limits: arc_swap::ArcSwap<Limits>,
+}
+
+/// The limits of host sessions that a reload may change.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
     initialize_wait: Duration,
     max_in_flight_per_session: usize,
+}
+
+impl Limits {
+    fn of(server: &ServerConfig) -> Self {
+        Self {
+            initialize_wait: server.initialize_wait,
+            max_in_flight_per_session: server.max_in_flight_per_session,
+        }
+    }
 }
 
 /// What one request carries, apart from the session state it belongs to: the host's declared
@@ -97,7 +113,7 @@ impl HostRequest {
         Self {
             ctx: RequestContext {
                 host: Arc::clone(&session.host),
-                principal: (session.access.principal.as_ref()).map(|p| Arc::clone(&p.name)),
+                principal: (session.access().principal.as_ref()).map(|p| Arc::clone(&p.name)),
                 trace_id,
             },
             session,
@@ -129,9 +145,18 @@ impl HostService {
             audit: audit.0,
             audit_redaction: audit.1,
             cursors: CursorCodec::random(),
-            initialize_wait: server.initialize_wait,
-            max_in_flight_per_session: server.max_in_flight_per_session,
+            limits: arc_swap::ArcSwap::from_pointee(Limits::of(server)),
         }
+    }
+
+    /// Applies a reloaded config's session limits (to open sessions too).
+    pub fn set_limits(&self, server: &ServerConfig) {
+        self.limits.store(Arc::new(Limits::of(server)));
+    }
+
+    /// Every open host session.
+    pub fn sessions(&self) -> Vec<Arc<Session>> {
+        self.delivery.sessions.all()
     }
 
     /// The session a host names, marked as used now.
@@ -165,9 +190,8 @@ impl HostService {
         let started = std::time::Instant::now();
         let too_deep = params.is_some_and(|p| nests_deeper_than(p.get(), MAX_DEPTH));
         // The host's own limits (with `[hosts]`): its slot is held until the answer.
-        let admitted = (host.session.access.principal.as_ref())
-            .map(|p| p.admit())
-            .transpose();
+        let access = host.session.access();
+        let admitted = (access.principal.as_ref()).map(|p| p.admit()).transpose();
         let answer = match admitted {
             Err(refused) => Err(refused),
             Ok(_admitted) if too_deep => Err(RpcError::new(

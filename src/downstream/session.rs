@@ -63,8 +63,11 @@ pub struct Session {
     pub id: String,
     /// What the host declared at `initialize`.
     pub host: Arc<HostInfo>,
-    /// Who opened it and the profile it sees; only the same access may use it.
-    pub access: super::Access,
+    /// Who opened it and the profile it sees; only the same access may use it. A reload that
+    /// changes the host or the profile gives the session the new one.
+    access: arc_swap::ArcSwap<super::Access>,
+    /// When it was opened.
+    pub opened: Instant,
     /// Milliseconds since the store's epoch when the host last used this session.
     last_seen: AtomicU64,
     /// Messages for the host that belong to no open request stream.
@@ -114,14 +117,44 @@ pub(super) struct SessionTables {
 }
 
 impl Session {
+    /// Who opened it and what it sees, as of the running config.
+    pub fn access(&self) -> Arc<super::Access> {
+        self.access.load_full()
+    }
+
+    /// Gives it the access a reloaded config grants it.
+    pub fn set_access(&self, access: super::Access) {
+        self.access.store(Arc::new(access));
+    }
+
     /// The profile this session sees (`None`: the whole catalog).
-    pub fn profile(&self) -> Option<&crate::config::Profile> {
-        self.access.profile.as_deref()
+    pub fn profile(&self) -> Option<Arc<crate::config::Profile>> {
+        self.access.load().profile.clone()
     }
 
     /// Whether the session's profile holds `upstream`: what it does not hold does not exist for it.
     pub fn sees(&self, upstream: &str) -> bool {
-        self.profile().is_none_or(|p| p.holds(upstream))
+        (self.access.load().profile.as_ref()).is_none_or(|p| p.holds(upstream))
+    }
+
+    /// What status shows of it: the start of its id, who, which profile, age, in flight.
+    pub fn status(&self) -> Value {
+        let access = self.access();
+        serde_json::json!({
+            "id": self.id.get(..8).unwrap_or(&self.id),
+            "principal": access.principal.as_ref().map(|p| &*p.name),
+            "profile": access.profile.as_ref().map(|p| p.name.as_str()),
+            "client": self.host.client_info.get("name"),
+            "protocol_version": self.host.version.to_string(),
+            "age_seconds": self.opened.elapsed().as_secs(),
+            "in_flight": self.in_flight(),
+            "streaming": self.is_streaming(),
+        })
+    }
+
+    /// Its requests being served upstream now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
     }
 
     fn touch(&self, now_ms: u64) {
@@ -226,7 +259,8 @@ impl SessionStore {
         let session = Arc::new(Session {
             id: id.clone(),
             host: Arc::new(host),
-            access,
+            access: arc_swap::ArcSwap::from_pointee(access),
+            opened: Instant::now(),
             last_seen: AtomicU64::new(self.now_ms()),
             outbox,
             outbox_rx: Mutex::new(Some(rx)),
@@ -237,9 +271,10 @@ impl SessionStore {
             in_flight: AtomicUsize::new(0),
         });
         self.write().insert(id, Arc::clone(&session));
+        let access = session.access();
         let (principal, profile) = (
-            session.access.principal.as_ref().map(|p| &*p.name),
-            session.access.profile.as_ref().map(|p| p.name.as_str()),
+            access.principal.as_ref().map(|p| &*p.name),
+            access.profile.as_ref().map(|p| p.name.as_str()),
         );
         tracing::info!(session = %session.id, version = %session.host.version, client = %session.host.client_info, principal, profile, "Host session opened.");
         session

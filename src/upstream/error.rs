@@ -93,6 +93,8 @@ pub enum StopReason {
     Unauthorized,
     /// A remote server forgot the HTTP session: started again at once (within the budget).
     SessionExpired,
+    /// A reloaded config removed or changed it.
+    Reload,
 }
 
 impl StopReason {
@@ -104,6 +106,7 @@ impl StopReason {
             Self::SessionEnded => "session ended",
             Self::Unauthorized => "unauthorized",
             Self::SessionExpired => "http session expired",
+            Self::Reload => "config reloaded",
         }
     }
 
@@ -116,6 +119,7 @@ impl StopReason {
             Self::SessionEnded,
             Self::Unauthorized,
             Self::SessionExpired,
+            Self::Reload,
         ]
         .into_iter()
         .find(|r| Some(r.as_str()) == reason)

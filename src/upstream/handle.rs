@@ -2,7 +2,7 @@
 //! instance of it). It outlives restarts of the actor, so callers always get either an answer or
 //! an error that says why there is none.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,8 @@ struct Shared {
     waker: OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// When a request last went to it, in milliseconds since `EPOCH`.
     last_used: AtomicU64,
+    /// Removed or replaced by a reload: it finishes what it has in flight and publishes nothing.
+    retired: AtomicBool,
 }
 
 /// The reference point of `last_used`.
@@ -114,6 +116,7 @@ impl UpstreamHandle {
                 phase_tx,
                 waker: OnceLock::new(),
                 last_used: AtomicU64::new(now_ms()),
+                retired: AtomicBool::new(false),
             }),
         }
     }
@@ -164,6 +167,7 @@ impl UpstreamHandle {
         self.shared.last_used.store(now_ms(), Ordering::Relaxed);
         let conn = match self.shared.conn.load_full() {
             Some(conn) => conn,
+            None if self.phase() == Phase::Starting => self.started().await?,
             None => self.wake().await?,
         };
         conn.request(method, params, timeout, call).await
@@ -182,6 +186,17 @@ impl UpstreamHandle {
             rx.wait_for(|s| !matches!(s, Phase::Stopped | Phase::Starting)),
         )
         .await;
+        self.shared
+            .conn
+            .load_full()
+            .ok_or_else(|| self.unavailable())
+    }
+
+    /// Waits, at most its startup timeout, for an upstream that is starting (a reload has just
+    /// replaced it, or the daemon has just started) to serve.
+    async fn started(&self) -> Result<Arc<Connection>, UpstreamError> {
+        self.settled(self.shared.config.policy.startup_timeout)
+            .await;
         self.shared
             .conn
             .load_full()
@@ -226,6 +241,9 @@ impl UpstreamHandle {
 
     /// Makes `catalog` this upstream's live catalog; returns once hosts read it.
     pub(super) fn publish_catalog(&self, catalog: UpstreamCatalog) {
+        if self.is_retired() {
+            return;
+        }
         if let Some(link) = &self.shared.catalog {
             link.sink.publish(self.name(), catalog);
         }
@@ -233,9 +251,22 @@ impl UpstreamHandle {
 
     /// Takes this upstream's catalog out of what hosts see (crash loop, removal).
     pub fn withdraw_catalog(&self) {
+        if self.is_retired() {
+            return;
+        }
         if let Some(link) = &self.shared.catalog {
             link.sink.withdraw(self.name());
         }
+    }
+
+    /// Marks it removed or replaced by a reload: from now on its catalog changes reach no one
+    /// (the router already lists its successor, or nothing, under its name).
+    pub fn retire(&self) {
+        self.shared.retired.store(true, Ordering::Relaxed);
+    }
+
+    fn is_retired(&self) -> bool {
+        self.shared.retired.load(Ordering::Relaxed)
     }
 
     /// The `roots/list` result configured for this upstream, if any.

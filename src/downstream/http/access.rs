@@ -127,13 +127,15 @@ impl Admission {
         if no_credentials || anonymous_allowed() {
             return Ok(Access {
                 principal: None,
+                via_path: at.is_some(),
                 profile: at.or_else(|| self.anonymous.clone()),
             });
         }
         // Boxed: the anonymous fast path keeps a small future.
         let principal = Box::pin(self.credentials.authenticate(headers)).await?;
+        let via_path = at.is_some();
         let profile = match (at, &principal.profile) {
-            (Some(at), Some(own)) if !Arc::ptr_eq(&at, own) => {
+            (Some(at), Some(own)) if at.name != own.name => {
                 return Err(refuse(
                     StatusCode::FORBIDDEN,
                     codes::INVALID_REQUEST,
@@ -149,13 +151,54 @@ impl Admission {
         Ok(Access {
             principal: Some(principal),
             profile,
+            via_path,
+        })
+    }
+
+    /// What a session opened with `old` is granted under this (reloaded) admission: its host's
+    /// new settings and profile, its path's profile, or the anonymous profile. `None` when it is
+    /// granted nothing any more (its host or path is gone, or anonymous use is no longer allowed):
+    /// the session ends, as its next request would be refused.
+    pub(super) fn remap(&self, old: &Access) -> Option<Access> {
+        let principal = match &old.principal {
+            None => None,
+            Some(p) => Some(
+                (self.credentials.hosts.iter())
+                    .find(|h| h.name == p.name)
+                    .cloned()
+                    .or_else(|| (self.credentials.jwt.as_ref())?.signed_in_user(&p.name))?,
+            ),
+        };
+        let at = match (&old.profile, old.via_path) {
+            (Some(profile), true) => Some(
+                (self.paths.iter())
+                    .find(|p| p.name == profile.name)
+                    .cloned()?,
+            ),
+            _ => None,
+        };
+        let open = self.credentials.is_empty();
+        let profile = match &principal {
+            None if old.via_path => Some(at.filter(|p| open || !p.path_requires_credential)?),
+            None if open || self.anonymous.is_some() => self.anonymous.clone(),
+            None => return None,
+            Some(p) => match (at, &p.profile) {
+                (Some(at), Some(own)) if at.name != own.name => return None,
+                (Some(at), _) => Some(at),
+                (None, own) => own.clone(),
+            },
+        };
+        Some(Access {
+            via_path: old.via_path,
+            principal,
+            profile,
         })
     }
 }
 
 /// RFC 9728 protected resource metadata, with `[server.authorization]`.
 pub(super) async fn protected_resource(State(state): State<Arc<AppState>>) -> Response {
-    match &state.admission.resource_metadata {
+    match &state.edge.load().admission.resource_metadata {
         Some(document) => json_response(document.clone()),
         None => StatusCode::NOT_FOUND.into_response(),
     }

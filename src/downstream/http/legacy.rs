@@ -64,7 +64,13 @@ pub(super) async fn handle_sse(
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.into_response();
     }
-    let access = match state.admission.resolve(&headers, peer, None).await {
+    let access = match state
+        .edge
+        .load_full()
+        .admission
+        .resolve(&headers, peer, None)
+        .await
+    {
         Ok(access) => access,
         Err(refusal) => return refusal.into_response(),
     };
@@ -105,7 +111,13 @@ pub(super) async fn handle_message(
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.into_response();
     }
-    let access = match state.admission.resolve(&headers, peer, None).await {
+    let access = match state
+        .edge
+        .load_full()
+        .admission
+        .resolve(&headers, peer, None)
+        .await
+    {
         Ok(access) => access,
         Err(refusal) => return refusal.into_response(),
     };

@@ -109,9 +109,11 @@ impl HostService {
             );
         }
         for uri in subscriptions {
-            let Ok((upstream, original)) =
-                self.route_uri(session.profile(), crate::mcp::ListKind::Resources, &uri)
-            else {
+            let Ok((upstream, original)) = self.route_uri(
+                session.profile().as_deref(),
+                crate::mcp::ListKind::Resources,
+                &uri,
+            ) else {
                 continue;
             };
             // A session's own instances stop with it; a shared upstream is told when no one is left.

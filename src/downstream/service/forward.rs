@@ -43,7 +43,7 @@ impl HostService {
             .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string `name`")))?;
         host.note(|n| n.target = Some(name.clone()));
         tracing::Span::current().record("target", name.as_str());
-        let snapshot = self.router.view(host.session.profile());
+        let snapshot = self.router.view(host.session.profile().as_deref());
         let Some((upstream, original_name)) = snapshot.route_name(kind, &name) else {
             return Err(unknown(&snapshot, kind, &name));
         };
@@ -92,7 +92,7 @@ impl HostService {
             .ok_or_else(|| RpcError::invalid_params("resources/read needs a string `uri`"))?;
         host.note(|n| n.target = Some(uri.clone()));
         let (upstream, original) =
-            self.route_uri(host.session.profile(), ListKind::Resources, &uri)?;
+            self.route_uri(host.session.profile().as_deref(), ListKind::Resources, &uri)?;
         host.routed(&upstream, &uri);
         let original = raw_string(&original);
         members.insert("uri", &original);
@@ -202,18 +202,13 @@ impl HostService {
             host_id: Some(host.id.clone()),
             sink: host.sink.clone(),
         });
-        let _permit = host
-            .session
-            .claim_slot(self.max_in_flight_per_session)
-            .ok_or_else(|| {
-                RpcError::new(
-                    codes::BUSY,
-                    format!(
-                        "this session already has {} requests in flight; retry shortly",
-                        self.max_in_flight_per_session
-                    ),
-                )
-            })?;
+        let limit = self.limits.load().max_in_flight_per_session;
+        let _permit = host.session.claim_slot(limit).ok_or_else(|| {
+            RpcError::new(
+                codes::BUSY,
+                format!("this session already has {limit} requests in flight; retry shortly"),
+            )
+        })?;
         let _in_flight = InFlightGuard {
             session: Arc::clone(&host.session),
             host_id: host.id.get().to_owned(),
@@ -243,7 +238,7 @@ impl HostService {
 impl HostRequest {
     /// The prefix `upstream`'s names and URIs carry in this host's view.
     pub(super) fn prefix_of<'a>(&self, upstream: &'a UpstreamHandle) -> &'a Prefix {
-        Profile::prefix_for(self.session.profile(), upstream.prefix())
+        Profile::prefix_for(self.session.profile().as_deref(), upstream.prefix())
     }
 
     /// Notes the upstream and target a request was routed to (for its audit record and span).

@@ -56,7 +56,10 @@ impl HostService {
         let starting = starting
             .iter()
             .filter(|h| h.phase() == Phase::Starting || h.never_started());
-        futures_util::future::join_all(starting.map(|h| h.settled(self.initialize_wait))).await;
+        futures_util::future::join_all(
+            starting.map(|h| h.settled(self.limits.load().initialize_wait)),
+        )
+        .await;
         let snapshot = self.router.view(profile);
         let host = HostInfo {
             version,

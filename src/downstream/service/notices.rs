@@ -48,7 +48,10 @@ impl HostService {
                     .iter()
                     .filter(|s| s.is_streaming())
                 {
-                    let (before, now) = (seen.of(session.profile()), current.of(session.profile()));
+                    let (before, now) = (
+                        seen.of(session.profile().as_deref()),
+                        current.of(session.profile().as_deref()),
+                    );
                     let mut methods: Vec<&str> = ListKind::ALL
                         .into_iter()
                         .filter(|k| before.fingerprint(*k) != now.fingerprint(*k))

@@ -26,7 +26,7 @@ impl HostService {
             .string("uri")
             .ok_or_else(|| RpcError::invalid_params("needs a string `uri`"))?;
         let (upstream, original) =
-            self.route_uri(host.session.profile(), ListKind::Resources, &uri)?;
+            self.route_uri(host.session.profile().as_deref(), ListKind::Resources, &uri)?;
         host.routed(&upstream, &uri);
         let target = self
             .instance(&host.session.id, &upstream, Start::IfNeeded)

@@ -1,0 +1,466 @@
+//! Reloading the config of a running daemon: when the file changes (watched with notify), on
+//! SIGHUP, and on `POST /reload` (`mcpmux reload`). The new file is validated first: an invalid
+//! one changes nothing, is logged and audited with the file, key or line and the fix, and shows in
+//! status until a valid one arrives. A valid one is applied as a diff: added upstreams start,
+//! removed ones leave the catalog at once and stop once what they have in flight is answered
+//! (within `server.drain_timeout`), changed ones are replaced the same way, and unchanged ones —
+//! their process, sessions, subscriptions and log levels — are not touched. Hosts, profiles,
+//! catalog settings and session limits apply to open sessions too. Settings that cannot change
+//! while running (listen addresses, the state directory, the audit log) are reported as needing a
+//! restart, and keep their running value.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use serde_json::{Value, json};
+
+use crate::audit::{AuditHandle, Record};
+use crate::config::{self, Config, Profile, UpstreamConfig};
+use crate::downstream::{EdgeControl, HostService, Principal};
+use crate::router::RouterHandle;
+use crate::supervisor::SupervisorHandle;
+use crate::sync::lock;
+use crate::upstream::{HostEvents, UpstreamHandle};
+
+/// How long the file must be quiet after a change before it is read (editors write in steps).
+const DEBOUNCE: Duration = Duration::from_millis(300);
+
+/// What `serve`'s flags set over the file; a reload applies them again.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub listen: Option<SocketAddr>,
+    /// `Some(None)`: `--admin off`.
+    pub admin: Option<Option<SocketAddr>>,
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Overrides {
+    pub fn apply(&self, config: &mut Config) {
+        if let Some(listen) = self.listen {
+            config.server.listen = listen;
+        }
+        if let Some(admin) = self.admin {
+            config.admin = admin;
+        }
+        if let Some(dir) = &self.state_dir {
+            config.set_state_dir(dir.clone(), true);
+        }
+    }
+}
+
+/// What asked for a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    File,
+    Signal,
+    Admin,
+}
+
+impl Trigger {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::File => "the config file changed",
+            Self::Signal => "SIGHUP",
+            Self::Admin => "the admin API",
+        }
+    }
+}
+
+/// The parts of the running daemon a reload changes.
+pub struct Parts {
+    pub router: RouterHandle,
+    pub supervisor: SupervisorHandle,
+    pub service: Arc<HostService>,
+    pub edge: EdgeControl,
+    pub events: Arc<dyn HostEvents>,
+    pub audit: AuditHandle,
+    /// The `[hosts]` principals, as status lists them.
+    pub hosts: Arc<ArcSwap<Vec<Arc<Principal>>>>,
+    /// Where the host endpoint listens (the default resource of `[server.authorization]`).
+    pub local: SocketAddr,
+}
+
+/// The running config and how to replace it.
+pub struct Reloader {
+    overrides: Overrides,
+    parts: Parts,
+    /// The running config and upstream handles; held for a whole reload, so reloads never
+    /// interleave.
+    running: tokio::sync::Mutex<Running>,
+    /// The running config, for readers that must not wait for a reload (shutdown's drain).
+    current: ArcSwap<Config>,
+    outcome: Mutex<Outcome>,
+    reloads: AtomicU64,
+    rejected: AtomicU64,
+}
+
+struct Running {
+    config: Config,
+    upstreams: Vec<UpstreamHandle>,
+    /// The file's bytes as last loaded (a change event that leaves them alone is no change).
+    text: Option<Vec<u8>>,
+}
+
+/// What the last reload did, for status.
+#[derive(Debug, Clone, Default)]
+struct Outcome {
+    at: Option<SystemTime>,
+    trigger: Option<Trigger>,
+    /// Why the file on disk is not running (`None`: the last reload applied).
+    error: Option<String>,
+    summary: Option<Value>,
+}
+
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloader").finish_non_exhaustive()
+    }
+}
+
+impl Reloader {
+    pub fn new(
+        config: Config,
+        upstreams: Vec<UpstreamHandle>,
+        overrides: Overrides,
+        parts: Parts,
+    ) -> Arc<Self> {
+        let text = std::fs::read(&config.source).ok();
+        Arc::new(Self {
+            overrides,
+            parts,
+            current: ArcSwap::from_pointee(config.clone()),
+            running: tokio::sync::Mutex::new(Running {
+                config,
+                upstreams,
+                text,
+            }),
+            outcome: Mutex::default(),
+            reloads: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+        })
+    }
+
+    /// The running config.
+    pub fn current(&self) -> Arc<Config> {
+        self.current.load_full()
+    }
+
+    /// How many reloads applied, and how many were refused.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.reloads.load(Ordering::Relaxed),
+            self.rejected.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The config's file and how its last reload went, for status.
+    pub fn status(&self) -> Value {
+        let outcome = lock(&self.outcome).clone();
+        let (reloads, rejected) = self.counts();
+        json!({
+            "file": self.current.load().source.display().to_string(),
+            "reloads": reloads,
+            "rejected": rejected,
+            "last_reload": outcome.at.map(|at| json!({
+                "at": humantime::format_rfc3339_seconds(at).to_string(),
+                "trigger": outcome.trigger.map(Trigger::as_str),
+                "applied": outcome.error.is_none(),
+                "error": outcome.error,
+                "changes": outcome.summary,
+            })),
+        })
+    }
+
+    /// Reads the config file again and applies it; the error says why nothing changed.
+    pub async fn reload(&self, trigger: Trigger) -> Result<Value, String> {
+        let mut running = self.running.lock().await;
+        let path = running.config.source.clone();
+        if trigger == Trigger::File {
+            let text = std::fs::read(&path).ok();
+            // Saved unchanged, or a step of an editor's save that removed the file for now.
+            if text.is_none() || text == running.text {
+                return Ok(json!({ "unchanged": true }));
+            }
+        }
+        super::systemd::reloading();
+        let result = self.apply(&mut running, &path, trigger).await;
+        super::systemd::reloaded(&self.parts.router);
+        let mut outcome = lock(&self.outcome);
+        outcome.at = Some(SystemTime::now());
+        outcome.trigger = Some(trigger);
+        match &result {
+            Ok(summary) => {
+                self.reloads.fetch_add(1, Ordering::Relaxed);
+                outcome.error = None;
+                outcome.summary = Some(summary.clone());
+            }
+            Err(error) => {
+                self.rejected.fetch_add(1, Ordering::Relaxed);
+                outcome.error = Some(error.clone());
+                outcome.summary = None;
+            }
+        }
+        result
+    }
+
+    async fn apply(
+        &self,
+        running: &mut Running,
+        path: &Path,
+        trigger: Trigger,
+    ) -> Result<Value, String> {
+        let text = std::fs::read(path).ok();
+        let mut next = match config::load(path) {
+            Ok(next) => next,
+            Err(e) => {
+                running.text = text;
+                return Err(self.refuse(trigger, e.to_string()));
+            }
+        };
+        self.overrides.apply(&mut next);
+        let now = &running.config;
+        // Fixed settings keep their running values, so the checks below see what will run.
+        let restart_needed = keep_fixed(now, &mut next);
+        let credentialed = !next.hosts.is_empty() || next.server.authorization.is_some();
+        if !self.parts.local.ip().is_loopback() && !credentialed {
+            running.text = text;
+            return Err(self.refuse(
+                trigger,
+                format!(
+                    "{}: mcpmux listens on {}, beyond this machine, and the new config has no [hosts] credential or [server.authorization]. Fix: keep a credential, or listen on 127.0.0.1 (a restart)",
+                    path.display(),
+                    self.parts.local
+                ),
+            ));
+        }
+
+        let diff = Diff::of(&now.upstreams, &next.upstreams);
+        let link = self.parts.router.link();
+        let mut retire = Vec::new();
+        let mut add = Vec::new();
+        let upstreams: Vec<UpstreamHandle> = (next.upstreams.iter())
+            .map(
+                |u| match running.upstreams.iter().find(|h| h.name() == u.name) {
+                    Some(old) if old.config() == u => old.clone(),
+                    found => {
+                        if found.is_some() {
+                            retire.push(u.name.clone());
+                        }
+                        let handle = UpstreamHandle::new(
+                            u.clone(),
+                            Some(Arc::clone(&self.parts.events)),
+                            Some(link.clone()),
+                        );
+                        add.push(handle.clone());
+                        handle
+                    }
+                },
+            )
+            .collect();
+        retire.extend(diff.removed.iter().cloned());
+
+        let profiles: Vec<Arc<Profile>> = next.profiles.iter().cloned().map(Arc::new).collect();
+        self.parts
+            .router
+            .reconfigure(&next.catalog, &profiles, upstreams.clone());
+        self.parts
+            .supervisor
+            .reconcile(add, retire, next.server.drain_timeout)
+            .await;
+        let principals: Vec<Arc<Principal>> = (next.hosts.iter())
+            .map(|h| Arc::new(Principal::new(h, &profiles)))
+            .collect();
+        self.parts.hosts.store(Arc::new(principals.clone()));
+        let gate = super::gate(&next, self.parts.local, principals, profiles);
+        let ended = self.parts.edge.reload(&next.server, gate).await;
+        self.parts.service.set_limits(&next.server);
+
+        let summary = json!({
+            "added": diff.added,
+            "removed": diff.removed,
+            "changed": diff.changed,
+            "unchanged": diff.unchanged,
+            "sessions_ended": ended,
+            "restart_needed": restart_needed,
+        });
+        tracing::info!(
+            file = %path.display(),
+            trigger = trigger.as_str(),
+            added = ?diff.added,
+            removed = ?diff.removed,
+            changed = ?diff.changed,
+            unchanged = diff.unchanged.len(),
+            "Reloaded the config."
+        );
+        for setting in &restart_needed {
+            tracing::warn!(file = %path.display(), setting, "This setting changed in the file but cannot change while mcpmux runs; it keeps its running value until a restart.");
+        }
+        self.parts.audit.record(Record::event(
+            "config.reloaded",
+            None,
+            None,
+            Some(summary.to_string()),
+        ));
+        running.upstreams = upstreams;
+        running.text = text;
+        self.current.store(Arc::new(next.clone()));
+        running.config = next;
+        Ok(summary)
+    }
+
+    /// Records a config that cannot be used: logged, audited; the running config stays.
+    fn refuse(&self, trigger: Trigger, error: String) -> String {
+        tracing::error!(trigger = trigger.as_str(), error = %error, "The changed config is not valid; mcpmux keeps running the previous one.");
+        self.parts.audit.record(Record::event(
+            "config.rejected",
+            None,
+            None,
+            Some(error.clone()),
+        ));
+        error
+    }
+}
+
+/// The upstreams a reload adds, removes, changes and leaves alone, by name.
+#[derive(Debug, Default)]
+struct Diff {
+    added: Vec<String>,
+    removed: Vec<String>,
+    changed: Vec<String>,
+    unchanged: Vec<String>,
+}
+
+impl Diff {
+    fn of(now: &[UpstreamConfig], next: &[UpstreamConfig]) -> Self {
+        let mut diff = Self::default();
+        for u in next {
+            match now.iter().find(|o| o.name == u.name) {
+                None => diff.added.push(u.name.clone()),
+                Some(old) if old == u => diff.unchanged.push(u.name.clone()),
+                Some(_) => diff.changed.push(u.name.clone()),
+            }
+        }
+        for old in now {
+            if !next.iter().any(|u| u.name == old.name) {
+                diff.removed.push(old.name.clone());
+            }
+        }
+        diff
+    }
+}
+
+/// Puts back into `next` the settings that cannot change while running, and names those the
+/// file changed.
+fn keep_fixed(now: &Config, next: &mut Config) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    if next.server.listen != now.server.listen {
+        changed.push("server.listen");
+        next.server.listen = now.server.listen;
+    }
+    if next.admin != now.admin {
+        changed.push("admin.listen");
+        next.admin = now.admin;
+    }
+    if next.state_dir != now.state_dir {
+        changed.push("state_dir");
+        next.state_dir.clone_from(&now.state_dir);
+    }
+    if format!("{:?}", next.audit) != format!("{:?}", now.audit) {
+        changed.push("audit");
+        next.audit = now.audit.clone();
+    }
+    if next.server.session_idle_timeout != now.server.session_idle_timeout {
+        changed.push("server.session_idle_timeout");
+        next.server.session_idle_timeout = now.server.session_idle_timeout;
+    }
+    if next.catalog.max_items_per_upstream != now.catalog.max_items_per_upstream {
+        changed.push("catalog.max_items_per_upstream");
+        next.catalog.max_items_per_upstream = now.catalog.max_items_per_upstream;
+    }
+    changed
+}
+
+/// Reloads on SIGHUP, and when the config file changes. What is watched is the file's directory
+/// as written, where it really is, and the directory of every symlink on the way (so saves that
+/// write a temporary file and rename it, and a symlinked directory pointed elsewhere, are seen);
+/// the watches are set again after each change, as a symlink may now lead elsewhere. Events are
+/// debounced.
+pub fn spawn_triggers(reloader: Arc<Reloader>) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let file = reloader.current().source.clone();
+    let files = Arc::clone(&reloader);
+    tokio::spawn(async move {
+        let mut watcher = watch(&file, &tx);
+        while rx.recv().await.is_some() {
+            // Quiet for DEBOUNCE first: take every event of the same save.
+            while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
+            drop(watcher.take());
+            watcher = watch(&file, &tx);
+            let _ = files.reload(Trigger::File).await;
+        }
+    });
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("Cannot listen for SIGHUP; reload with `mcpmux reload` instead.");
+            return;
+        };
+        while hup.recv().await.is_some() {
+            tracing::info!("Received SIGHUP.");
+            let _ = reloader.reload(Trigger::Signal).await;
+        }
+    });
+}
+
+/// The directories whose changes may change what `file` reads as.
+fn watched_dirs(file: &Path) -> Vec<PathBuf> {
+    let parent = |p: &Path| {
+        p.parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    };
+    let mut dirs = vec![parent(file)];
+    if let Ok(real) = std::fs::canonicalize(file) {
+        dirs.push(parent(&real));
+    }
+    for link in file.ancestors().skip(1) {
+        let is_link = std::fs::symlink_metadata(link).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link {
+            dirs.push(parent(link));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    dirs.retain(|d| seen.insert(std::fs::canonicalize(d).unwrap_or_else(|_| d.clone())));
+    dirs
+}
+
+/// Watches the directories of `file` for changes; `None` (with a warning) when it cannot.
+fn watch(
+    file: &Path,
+    tx: &tokio::sync::mpsc::UnboundedSender<()>,
+) -> Option<notify::RecommendedWatcher> {
+    use notify::{RecursiveMode, Watcher};
+    let tx = tx.clone();
+    let handler = move |event: notify::Result<notify::Event>| {
+        if event.is_ok_and(|e| !e.kind.is_access()) {
+            let _ = tx.send(());
+        }
+    };
+    let mut watcher = match notify::recommended_watcher(handler) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot watch the config file; reload with SIGHUP or `mcpmux reload`.");
+            return None;
+        }
+    };
+    for dir in watched_dirs(file) {
+        if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
+            tracing::warn!(dir = %dir.display(), error = %e, "Cannot watch the config's directory; reload with SIGHUP or `mcpmux reload`.");
+        }
+    }
+    Some(watcher)
+}
