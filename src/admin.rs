@@ -117,6 +117,10 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
         .map(|h| {
             let s = h.status();
             let count = |kind| counts.get(&(h.name(), kind)).copied().unwrap_or(0);
+            let total = h.metrics().total();
+            let ms =
+                |q| (total.latency.quantile(q)).map(|d| (d.as_secs_f64() * 1e5).round() / 100.0);
+            let (p50, p99) = (ms(0.5), ms(0.99));
             let (transport, url) = match &h.config().transport {
                 Transport::Stdio(_) => ("stdio", None),
                 Transport::Remote(r) => {
@@ -142,6 +146,10 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
                 "resources": count(ListKind::Resources),
                 "resource_templates": count(ListKind::ResourceTemplates),
                 "in_flight": h.in_flight(),
+                "requests": total.requests(),
+                "errors": total.errors(),
+                "latency_p50_ms": p50,
+                "latency_p99_ms": p99,
                 "idle_seconds": h.idle_for().as_secs(),
                 "changed_tools": admin.router.changed_tools(h.name()),
                 "pin": match h.config().pin {

@@ -20,6 +20,7 @@ mod connection;
 mod error;
 mod handle;
 mod handshake;
+pub mod metrics;
 mod status;
 mod transport;
 

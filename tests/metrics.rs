@@ -39,6 +39,11 @@ async fn metrics_parse_and_say_what_the_daemon_is_doing() {
     for i in 0..3 {
         host.tool_text("up__echo", json!({"i": i})).await;
     }
+    host.tool_text("up__slow", json!({"ms": 30})).await;
+    host.request("tools/call", json!({"name": "up__fail", "arguments": {}}))
+        .await;
+    host.request("resources/read", json!({"uri": "up+test://up/hello"}))
+        .await;
     let admin = daemon.admin_url.clone().unwrap();
     let response = reqwest::get(format!("{admin}/metrics")).await.unwrap();
     assert_eq!(response.status(), 200);
@@ -80,6 +85,77 @@ async fn metrics_parse_and_say_what_the_daemon_is_doing() {
     );
     assert_eq!(value(&scrape, "mcpmux_audit_dropped_total", None), 0.0);
     assert!(value(&scrape, "mcpmux_catalog_generation", None) >= 2.0);
+
+    // Requests, errors and latency per upstream, method and tool.
+    let echo = [
+        ("upstream", "up"),
+        ("method", "tools/call"),
+        ("tool", "echo"),
+    ];
+    let labelled = |metric: &str, labels: &[(&str, &str)]| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
+            .unwrap_or_else(|| panic!("no {metric} {labels:?}:\n{text}"))
+            .value
+            .clone()
+    };
+    let number = |v: Value| match v {
+        Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => v,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        number(labelled("mcpmux_upstream_requests_total", &echo)),
+        3.0
+    );
+    assert_eq!(
+        number(labelled("mcpmux_upstream_request_errors_total", &echo)),
+        0.0
+    );
+    let read = [("upstream", "up"), ("method", "resources/read")];
+    assert_eq!(
+        number(labelled("mcpmux_upstream_requests_total", &read)),
+        1.0
+    );
+    // A tool error result is an answer, not a failed request.
+    let fail = [("upstream", "up"), ("tool", "fail")];
+    assert_eq!(
+        number(labelled("mcpmux_upstream_request_errors_total", &fail)),
+        0.0
+    );
+    let slow = [("upstream", "up"), ("tool", "slow")];
+    match labelled("mcpmux_upstream_request_duration_seconds", &slow) {
+        Value::Histogram(buckets) => {
+            let below = |le: f64| buckets.iter().find(|b| b.less_than == le).unwrap().count;
+            // 30 ms: not within 16 ms, within 64 ms (bounds at every doubling of µs).
+            assert_eq!(below(0.016384), 0.0, "{buckets:?}");
+            assert_eq!(below(0.065536), 1.0, "{buckets:?}");
+            assert_eq!(buckets.last().unwrap().count, 1.0);
+        }
+        other => panic!("not a histogram: {other:?}"),
+    }
+    let status = reqwest::get(format!("{admin}/status"))
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    let up = status["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "up")
+        .unwrap();
+    assert_eq!(up["requests"], 6, "{up}");
+    let (p50, p99) = (
+        up["latency_p50_ms"].as_f64().unwrap(),
+        up["latency_p99_ms"].as_f64().unwrap(),
+    );
+    assert!(
+        p50 > 0.0 && p50 < 30.0 && p99 >= 25.0,
+        "p50 {p50} p99 {p99}"
+    );
 
     for path in ["/healthz", "/readyz"] {
         let answer = reqwest::get(format!("{admin}{path}")).await.unwrap();

@@ -41,6 +41,61 @@ impl Exposition {
     }
 }
 
+/// Host requests forwarded to each upstream, per method and tool: counts, errors, and the latency
+/// histogram.
+fn requests(out: &mut Exposition, upstreams: &[crate::upstream::UpstreamHandle]) {
+    let (mut counts, mut errors) = (Vec::new(), Vec::new());
+    let mut histogram = String::new();
+    for h in upstreams {
+        h.metrics().each(|v| {
+            let mut labels = vec![
+                ("upstream", h.name().to_owned()),
+                ("method", v.method.to_owned()),
+            ];
+            if let Some(tool) = v.tool {
+                labels.push(("tool", tool.to_owned()));
+            }
+            counts.push((labels.clone(), v.series.requests() as f64));
+            errors.push((labels.clone(), v.series.errors() as f64));
+            let text: Vec<String> = (labels.iter())
+                .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+                .collect();
+            let text = text.join(",");
+            let name = "mcpmux_upstream_request_duration_seconds";
+            for (le, n) in v.series.latency.cumulative() {
+                let le = if le.is_infinite() {
+                    "+Inf".to_owned()
+                } else {
+                    format!("{le}")
+                };
+                let _ = writeln!(histogram, "{name}_bucket{{{text},le=\"{le}\"}} {n}");
+            }
+            let sum = v.series.latency.sum().as_secs_f64();
+            let _ = writeln!(histogram, "{name}_sum{{{text}}} {sum}");
+            let _ = writeln!(histogram, "{name}_count{{{text}}} {}", v.series.requests());
+        });
+    }
+    out.family(
+        "mcpmux_upstream_requests_total",
+        "counter",
+        "Host requests forwarded to the upstream, per method (and tool, for tools/call).",
+        counts,
+    );
+    out.family(
+        "mcpmux_upstream_request_errors_total",
+        "counter",
+        "Forwarded requests that failed: an error answer, a timeout, or no connection.",
+        errors,
+    );
+    out.family(
+        "mcpmux_upstream_request_duration_seconds",
+        "histogram",
+        "How long forwarded requests took, from mcpmux to the upstream and back.",
+        Vec::new(),
+    );
+    out.0.push_str(&histogram);
+}
+
 /// A label value as the format wants it: `\`, `"` and newlines escaped.
 fn escape(value: &str) -> String {
     value
@@ -142,6 +197,17 @@ pub(super) async fn metrics(State(admin): State<Arc<AdminState>>) -> Response {
         "gauge",
         "Requests of each host in flight now.",
         per_host("in_flight"),
+    );
+    requests(&mut out, &upstreams);
+    let (reloads, rejected) = admin.reloader.counts();
+    out.family(
+        "mcpmux_config_reloads_total",
+        "counter",
+        "Config reloads, by whether the new file was applied or refused.",
+        vec![
+            (vec![("result", "applied".into())], reloads as f64),
+            (vec![("result", "refused".into())], rejected as f64),
+        ],
     );
     let audit = &admin.audit;
     out.family(

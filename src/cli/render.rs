@@ -140,6 +140,10 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
                 text("tools"),
                 text("restarts"),
                 text("in_flight"),
+                match (u["latency_p50_ms"].as_f64(), u["latency_p99_ms"].as_f64()) {
+                    (Some(p50), Some(p99)) => format!("{p50}/{p99}"),
+                    _ => "-".into(),
+                },
                 // A ready upstream's last HTTP error is history (the remote table keeps it).
                 u["last_error"]
                     .as_str()
@@ -180,6 +184,7 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
             "TOOLS",
             "RESTARTS",
             "IN-FLIGHT",
+            "P50/P99 MS",
             "LAST ERROR",
         ],
         &rows,

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use super::catalog::{CatalogLink, UpstreamCatalog};
 use super::connection::{CallContext, Connection, HostEvents, UpstreamId};
 use super::error::{Reply, UpstreamError};
+use super::metrics::CallMetrics;
 use super::status::{Phase, Status};
 use super::transport::Diagnostics;
 use crate::config::{OAuthConfig, Transport, UpstreamConfig};
@@ -35,6 +36,8 @@ struct Shared {
     last_used: AtomicU64,
     /// Removed or replaced by a reload: it finishes what it has in flight and publishes nothing.
     retired: AtomicBool,
+    /// What hosts asked of it, and how long it took (shared with its per-session instances).
+    metrics: Arc<CallMetrics>,
 }
 
 /// The reference point of `last_used`.
@@ -66,7 +69,7 @@ impl UpstreamHandle {
         events: Option<Arc<dyn HostEvents>>,
         catalog: Option<CatalogLink>,
     ) -> Self {
-        Self::build(config, events, catalog, None)
+        Self::build(config, events, catalog, None, Arc::default())
     }
 
     /// A handle for this upstream's own instance serving one host session.
@@ -76,6 +79,7 @@ impl UpstreamHandle {
             self.shared.events.clone(),
             None,
             Some(session.to_owned()),
+            Arc::clone(&self.shared.metrics),
         )
     }
 
@@ -84,6 +88,7 @@ impl UpstreamHandle {
         events: Option<Arc<dyn HostEvents>>,
         catalog: Option<CatalogLink>,
         scope: Option<String>,
+        metrics: Arc<CallMetrics>,
     ) -> Self {
         let phase = if config.enabled {
             Phase::Starting
@@ -117,6 +122,7 @@ impl UpstreamHandle {
                 waker: OnceLock::new(),
                 last_used: AtomicU64::new(now_ms()),
                 retired: AtomicBool::new(false),
+                metrics,
             }),
         }
     }
@@ -131,6 +137,11 @@ impl UpstreamHandle {
 
     pub fn config(&self) -> &UpstreamConfig {
         &self.shared.config
+    }
+
+    /// What hosts asked of it: requests, errors and latency per method and tool.
+    pub fn metrics(&self) -> &CallMetrics {
+        &self.shared.metrics
     }
 
     /// Which upstream and instance this is, as host-side events name it.

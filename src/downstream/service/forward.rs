@@ -215,10 +215,13 @@ impl HostService {
         };
         let timeout = upstream.config().policy.timeout_for(tool);
         let call = Some(CallContext { caller, progress });
-        target
+        let started = std::time::Instant::now();
+        let reply = target
             .request_within(method, Some(&params), call, timeout)
-            .await
-            .map_err(upstream_error)
+            .await;
+        let failed = !matches!(reply, Ok(Reply::Result(_)));
+        (upstream.metrics()).record(method, tool, started.elapsed(), failed);
+        reply.map_err(upstream_error)
     }
 
     /// Sends a request of mcpmux's own (not a host's) to an upstream.
