@@ -27,7 +27,8 @@ pub use load::{default_path, load};
 pub use mcp_servers::{ImportedServer, imported_servers};
 pub use model::{
     Authorization, CatalogConfig, Config, Credential, DEFAULT_INHERITED_ENV, HostCredential,
-    Isolation, JwksSource, JwtIssuer, PinMode, Profile, ServerConfig, UpstreamConfig,
+    Isolation, JwksSource, JwtIssuer, OtlpProtocol, PinMode, Profile, ServerConfig,
+    TelemetryConfig, UpstreamConfig,
 };
 pub use policy::Policy;
 pub use transport::{

@@ -183,6 +183,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
         },
     );
 
+    let telemetry = start_telemetry(&config, &router, &service, &audit, &reloader);
     tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), "mcpmux is listening.");
     let mut admin_url = None;
     if let Some(addr) = config.admin {
@@ -257,10 +258,113 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
     supervisor.shutdown().await;
     audit.record(Record::event("daemon.stopped", None, None, None));
     audit.close(AUDIT_CLOSE);
+    if let Some(telemetry) = telemetry {
+        // The exporters block while they flush; the runtime's other threads keep serving.
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    }
     tracing::info!("Stopped.");
     match served {
         Ok(result) => result.map_err(DaemonError::Serve),
         Err(join) => Err(DaemonError::Serve(std::io::Error::other(join))),
+    }
+}
+
+/// Starts exporting traces and metrics over OTLP, when `[telemetry]` or `OTEL_*` name a
+/// collector; a failure is logged and the daemon runs without.
+fn start_telemetry(
+    config: &Config,
+    router: &RouterHandle,
+    service: &Arc<HostService>,
+    audit: &AuditHandle,
+    reloader: &Arc<reload::Reloader>,
+) -> Option<crate::telemetry::otel::Telemetry> {
+    use crate::telemetry::otel::{self, Export, Observation};
+    let export = Export::resolve(&config.telemetry, |name| std::env::var(name).ok())?;
+    let (router, service, audit, reloader) = (
+        router.clone(),
+        Arc::clone(service),
+        audit.clone(),
+        Arc::clone(reloader),
+    );
+    let observe: otel::Observe = Box::new(move |f: &mut dyn FnMut(Observation<'_>)| {
+        let mut emit = |name, counter, value: u64, attributes: &[(&'static str, &str)]| {
+            f(Observation {
+                name,
+                counter,
+                value,
+                attributes,
+            })
+        };
+        for h in router.snapshot().upstreams() {
+            let name = h.name();
+            let total = h.metrics().total();
+            let up = u64::from(h.phase() == crate::upstream::Phase::Ready);
+            emit(
+                "mcpmux.upstream.requests",
+                true,
+                total.requests(),
+                &[("mcpmux.upstream", name)],
+            );
+            emit(
+                "mcpmux.upstream.request.errors",
+                true,
+                total.errors(),
+                &[("mcpmux.upstream", name)],
+            );
+            emit(
+                "mcpmux.upstream.in_flight",
+                false,
+                h.in_flight() as u64,
+                &[("mcpmux.upstream", name)],
+            );
+            emit(
+                "mcpmux.upstream.restarts",
+                true,
+                u64::from(h.status().restarts),
+                &[("mcpmux.upstream", name)],
+            );
+            emit(
+                "mcpmux.upstream.up",
+                false,
+                up,
+                &[("mcpmux.upstream", name)],
+            );
+        }
+        emit(
+            "mcpmux.sessions",
+            false,
+            service.sessions().len() as u64,
+            &[],
+        );
+        emit("mcpmux.audit.queue_depth", false, audit.queued(), &[]);
+        emit("mcpmux.audit.dropped", true, audit.dropped(), &[]);
+        let (applied, refused) = reloader.counts();
+        emit(
+            "mcpmux.config.reloads",
+            true,
+            applied,
+            &[("result", "applied")],
+        );
+        emit(
+            "mcpmux.config.reloads",
+            true,
+            refused,
+            &[("result", "refused")],
+        );
+    });
+    let target = export
+        .endpoint
+        .clone()
+        .unwrap_or_else(|| "the OTEL_EXPORTER_OTLP endpoint".into());
+    match otel::start(&export, observe) {
+        Ok(telemetry) => {
+            tracing::info!(endpoint = %target, protocol = ?export.protocol, metrics = export.metrics, "Exporting traces over OTLP.");
+            Some(telemetry)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "Not exporting traces: the OTLP exporter could not be set up (check [telemetry] and the OTEL_EXPORTER_OTLP_* variables).");
+            None
+        }
     }
 }
 

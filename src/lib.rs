@@ -23,7 +23,7 @@
 //! - [`audit`]: the hash-chained audit log in sled (the only module that knows sled).
 //! - [`locator`]: where a running daemon is (records it leaves for the CLI).
 //! - [`sync`]: the one mutex-poison policy.
-//! - [`telemetry`]: logging setup.
+//! - [`telemetry`]: logging setup, and OpenTelemetry export (`telemetry::otel`).
 
 pub mod admin;
 pub mod audit;

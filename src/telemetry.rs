@@ -1,8 +1,11 @@
-//! Logging: `tracing` to stderr, human-readable or JSON, filtered by `MCPMUX_LOG` (or `RUST_LOG`).
+//! Logging: `tracing` to stderr, human-readable or JSON, filtered by `MCPMUX_LOG` (or `RUST_LOG`);
+//! and `otel`: traces and metrics over OTLP.
 //!
 //! Level policy: `error` — something a person must fix (an upstream that cannot start);
 //! `warn` — mcpmux worked around a peer's mistake; `info` — lifecycle (started, ready, session
 //! opened) and upstreams' stderr; `debug` — per-message detail. Never log request payloads above `debug`.
+
+pub mod otel;
 
 use std::io::IsTerminal;
 

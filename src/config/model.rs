@@ -47,6 +47,39 @@ pub struct Config {
     pub hosts: Vec<HostCredential>,
     /// Views of the catalog that hosts, paths and anonymous clients are given, in name order.
     pub profiles: Vec<Profile>,
+    /// OpenTelemetry export (`[telemetry]`; the `OTEL_*` variables fill in what it leaves out).
+    pub telemetry: TelemetryConfig,
+}
+
+/// `[telemetry]`: where traces and metrics go over OTLP. Unset keys are taken from the standard
+/// `OTEL_*` variables when the daemon starts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TelemetryConfig {
+    /// The collector's base URL (e.g. `http://127.0.0.1:4317`).
+    pub endpoint: Option<String>,
+    pub protocol: Option<OtlpProtocol>,
+    pub service_name: Option<String>,
+    /// Whether metrics go over OTLP too (`None`: yes, unless `OTEL_METRICS_EXPORTER=none`).
+    pub metrics: Option<bool>,
+    pub metrics_interval: Option<Duration>,
+}
+
+/// How OTLP is carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    Grpc,
+    HttpProtobuf,
+}
+
+impl OtlpProtocol {
+    /// The protocol an `OTEL_EXPORTER_OTLP_PROTOCOL` value (or `otlp_protocol`) names.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "grpc" => Some(Self::Grpc),
+            "http/protobuf" | "http" => Some(Self::HttpProtobuf),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -30,6 +30,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub admin: RawAdmin,
     #[serde(default)]
+    pub telemetry: RawTelemetry,
+    #[serde(default)]
     pub upstreams: BTreeMap<String, RawUpstream>,
     #[serde(default)]
     pub hosts: BTreeMap<String, RawHost>,
@@ -99,6 +101,18 @@ pub(super) struct RawAudit {
 pub(super) struct RawAdmin {
     /// `"off"` disables the admin listener.
     pub listen: Option<String>,
+}
+
+/// `[telemetry]`: OpenTelemetry export.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTelemetry {
+    pub otlp_endpoint: Option<String>,
+    pub otlp_protocol: Option<String>,
+    pub service_name: Option<String>,
+    pub metrics: Option<bool>,
+    #[serde(default, with = "humantime_serde")]
+    pub metrics_interval: Option<Duration>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -10,11 +10,12 @@ use super::audit::{AuditConfig, SecretKeys, state_dir};
 use super::error::ConfigError;
 use super::model::{
     CatalogConfig, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_NAME_MAX_LENGTH, DEFAULT_PAGE_SIZE,
-    ServerConfig, UpstreamConfig,
+    OtlpProtocol, ServerConfig, TelemetryConfig, UpstreamConfig,
 };
 use super::policy::{POLICY_KEYS, Policy};
 use super::raw::{
-    RawAdmin, RawAudit, RawCatalog, RawConfig, RawDefaults, RawServer, RawUpstream, UPSTREAM_KEYS,
+    RawAdmin, RawAudit, RawCatalog, RawConfig, RawDefaults, RawServer, RawTelemetry, RawUpstream,
+    UPSTREAM_KEYS,
 };
 use crate::mcp::ListKind;
 use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
@@ -30,6 +31,7 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
     let authorization = hosts::authorization(path, &base_dir, raw.server.authorization.take())?;
     let server = server(path, raw.server)?;
     let admin = admin(path, raw.admin)?;
+    let telemetry = telemetry(path, raw.telemetry)?;
     let raw_catalog = raw.catalog.clone();
     let catalog = catalog(path, "catalog", raw.catalog)?;
     let upstreams = upstreams(path, &base_dir, raw.defaults, raw.upstreams)?;
@@ -76,6 +78,7 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
         catalog,
         admin,
         upstreams,
+        telemetry,
     };
     config.set_state_dir(super::audit::state_dir(state_dir.as_deref()), false);
     Ok(config)
@@ -126,6 +129,39 @@ fn server(file: &Path, s: RawServer) -> Result<ServerConfig, ConfigError> {
         ));
     }
     Ok(server)
+}
+
+/// `[telemetry]`: an endpoint that is an http(s) URL, a protocol mcpmux speaks.
+fn telemetry(file: &Path, t: RawTelemetry) -> Result<TelemetryConfig, ConfigError> {
+    if let Some(endpoint) = &t.otlp_endpoint {
+        let scheme = url::Url::parse(endpoint).map(|u| u.scheme().to_owned());
+        if !matches!(scheme.as_deref(), Ok("http" | "https")) {
+            return Err(ConfigError::invalid(
+                file,
+                "telemetry.otlp_endpoint",
+                format!("`{endpoint}` is not an http(s) URL"),
+                "write the collector's base URL, e.g. \"http://127.0.0.1:4317\" (gRPC) or \"http://127.0.0.1:4318\" (HTTP)",
+            ));
+        }
+    }
+    let protocol = match t.otlp_protocol.as_deref() {
+        None => None,
+        Some(text) => Some(OtlpProtocol::parse(text).ok_or_else(|| {
+            ConfigError::invalid(
+                file,
+                "telemetry.otlp_protocol",
+                format!("`{text}` is not an OTLP protocol mcpmux speaks"),
+                "use \"grpc\" or \"http/protobuf\"",
+            )
+        })?),
+    };
+    Ok(TelemetryConfig {
+        endpoint: t.otlp_endpoint,
+        protocol,
+        service_name: t.service_name,
+        metrics: t.metrics,
+        metrics_interval: t.metrics_interval,
+    })
 }
 
 /// The admin listener's address; `None` when turned off.

@@ -377,6 +377,10 @@ fn keep_fixed(now: &Config, next: &mut Config) -> Vec<&'static str> {
         changed.push("server.session_idle_timeout");
         next.server.session_idle_timeout = now.server.session_idle_timeout;
     }
+    if next.telemetry != now.telemetry {
+        changed.push("telemetry");
+        next.telemetry = now.telemetry.clone();
+    }
     if next.catalog.max_items_per_upstream != now.catalog.max_items_per_upstream {
         changed.push("catalog.max_items_per_upstream");
         next.catalog.max_items_per_upstream = now.catalog.max_items_per_upstream;

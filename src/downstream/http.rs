@@ -35,6 +35,7 @@ use super::service::{HostRequest, HostService};
 use super::session::Session;
 use crate::config::ServerConfig;
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
+use crate::telemetry::otel::TraceParent;
 use accepts::Accepts;
 pub use access::{Gate, ProtectedResource};
 use guard::{Refusal, check_origin, check_version, refuse};
@@ -321,7 +322,8 @@ async fn post_message(
         Message::Request { id, method, params } => match session_of(&state, &headers, &access) {
             Ok(session) => {
                 let service = Arc::clone(&state.service);
-                answer(service, session, id, &method, params, accepts).await
+                let trace = TraceParent::from_headers(&headers);
+                answer(service, session, (id, trace), &method, params, accepts).await
             }
             Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
         },
@@ -354,14 +356,14 @@ fn accept(service: &HostService, session: &Session, message: Message<'_>) {
 async fn answer(
     service: Arc<HostService>,
     session: Arc<Session>,
-    id: &RawValue,
+    (id, trace): (&RawValue, Option<TraceParent>),
     method: &str,
     params: Option<&RawValue>,
     accepts: Accepts,
 ) -> Response {
     let (sink, mut rx) = mpsc::channel(REQUEST_STREAM);
     let sink = accepts.stream.then_some(sink);
-    let host = HostRequest::new(session, id.to_owned(), sink, params);
+    let host = HostRequest::new(session, id.to_owned(), sink, params, trace);
     let method = method.to_owned();
     let params = params.map(ToOwned::to_owned);
     let mut answer =
@@ -452,7 +454,9 @@ async fn handle_batch(
                 lines.push(error_line(Some(id), &error));
             }
             Ok(Message::Request { id, method, params }) => {
-                let host = HostRequest::new(Arc::clone(&session), id.to_owned(), None, params);
+                let trace = TraceParent::from_headers(headers);
+                let host =
+                    HostRequest::new(Arc::clone(&session), id.to_owned(), None, params, trace);
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
                 let service = &state.service;
                 answers

@@ -44,6 +44,7 @@ use crate::mcp::cursor::CursorCodec;
 use crate::mcp::names;
 use crate::router::{RouterHandle, Snapshot};
 use crate::supervisor::SupervisorHandle;
+use crate::telemetry::otel::{HostSpan, TraceParent};
 use crate::upstream::{Phase, Reply, UpstreamError};
 
 /// Everything a host request needs, shared by all transports.
@@ -84,8 +85,9 @@ pub struct RequestContext {
     pub host: Arc<HostInfo>,
     /// The principal the request was authenticated as (`None` while hosts are anonymous).
     pub principal: Option<Arc<str>>,
-    /// The trace id of the W3C `traceparent` the request carried in `_meta`, if any.
-    pub trace_id: Option<String>,
+    /// The W3C trace context the request carried in `params._meta` (or, failing that, its HTTP
+    /// headers), if any.
+    pub trace: Option<crate::telemetry::otel::TraceParent>,
 }
 
 /// One host request: its context, its session, the id it came under, and its response stream
@@ -98,28 +100,45 @@ pub struct HostRequest {
     pub sink: Option<mpsc::Sender<String>>,
     /// What routing learned, for the audit record.
     facts: std::sync::Mutex<audit::RouteFacts>,
+    /// Its span, when traces are exported.
+    span: std::sync::OnceLock<HostSpan>,
 }
 
 impl HostRequest {
+    /// A request with `params`; `headers_trace` is the trace context of its HTTP headers, used
+    /// when `params._meta` carries none.
     pub fn new(
         session: Arc<Session>,
         id: Box<RawValue>,
         sink: Option<mpsc::Sender<String>>,
         params: Option<&RawValue>,
+        headers_trace: Option<TraceParent>,
     ) -> Self {
-        let trace_id = params
+        let trace = params
             .filter(|p| p.get().contains(r#""traceparent""#))
-            .and_then(audit::traceparent_of);
+            .and_then(audit::traceparent_of)
+            .or(headers_trace);
         Self {
             ctx: RequestContext {
                 host: Arc::clone(&session.host),
                 principal: (session.access().principal.as_ref()).map(|p| Arc::clone(&p.name)),
-                trace_id,
+                trace,
             },
             session,
             id,
             sink,
             facts: std::sync::Mutex::default(),
+            span: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The trace this request belongs to: its span's, or the one the host sent.
+    fn trace_id(&self) -> Option<String> {
+        match self.span.get() {
+            Some(span) => Some(span.trace_id()),
+            None => (self.ctx.trace.as_ref())
+                .and_then(TraceParent::trace_id)
+                .map(str::to_owned),
         }
     }
 }
@@ -171,7 +190,11 @@ impl HostService {
         method: &str,
         params: Option<&RawValue>,
     ) -> String {
-        // Debug level: at the default level the span costs nothing; exporters enable it.
+        if let Some(tracer) = crate::telemetry::otel::tracer() {
+            let span = HostSpan::start(tracer, method, host.ctx.trace.as_ref(), &host.session.id);
+            let _ = host.span.set(span);
+        }
+        // Debug level: at the default level the span costs nothing.
         let span = tracing::debug_span!(
             "host_request",
             session = %host.session.id,
@@ -211,6 +234,12 @@ impl HostService {
                 error_line(Some(id), error)
             }
         };
+        if let Some(span) = host.span.get() {
+            let facts = crate::sync::lock(&host.facts);
+            span.routed(method, facts.target.as_deref(), facts.upstream.as_deref());
+            drop(facts);
+            span.end(error_code(&answer));
+        }
         let request_bytes = params.map_or(0, |p| p.get().len());
         self.audit_request(host, method, request_bytes, &answer, line.len(), started);
         line
@@ -249,6 +278,21 @@ impl HostService {
             )),
             other => Err(RpcError::method_not_found(other)),
         }
+    }
+}
+
+/// The JSON-RPC error code a host got, if it got an error.
+fn error_code(answer: &Result<Answer, RpcError>) -> Option<i64> {
+    #[derive(serde::Deserialize)]
+    struct Coded {
+        code: i64,
+    }
+    match answer {
+        Ok(Answer::Upstream(Reply::Error(error))) => serde_json::from_str::<Coded>(error.get())
+            .ok()
+            .map(|c| c.code),
+        Ok(_) => None,
+        Err(error) => Some(error.code),
     }
 }
 

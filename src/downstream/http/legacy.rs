@@ -21,6 +21,7 @@ use crate::downstream::Access;
 use crate::downstream::service::{HostRequest, HostService};
 use crate::downstream::session::new_id;
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
+use crate::telemetry::otel::TraceParent;
 
 /// Messages a legacy stream may fall behind by.
 const STREAM: usize = 1024;
@@ -165,7 +166,9 @@ pub(super) async fn handle_message(
         }
         Message::Request { id, method, params } => match service.session(&target.session_id) {
             Some(session) => {
-                let host = HostRequest::new(session, id.to_owned(), Some(stream.clone()), params);
+                let trace = TraceParent::from_headers(&headers);
+                let host =
+                    HostRequest::new(session, id.to_owned(), Some(stream.clone()), params, trace);
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
                 tokio::spawn(async move {
                     let line = service.request(&host, &method, params.as_deref()).await;

@@ -89,7 +89,7 @@ impl HostService {
         record.latency_us = Some(micros(started));
         record.request_bytes = Some(request_bytes as u64);
         record.response_bytes = Some(response_bytes as u64);
-        record.trace_id = Some(host.ctx.trace_id.clone().unwrap_or_else(new_trace_id));
+        record.trace_id = Some(host.trace_id().unwrap_or_else(new_trace_id));
         record.principal = host.ctx.principal.as_deref().map(str::to_owned);
         record.profile = host.session.profile().map(|p| p.name.clone());
         if let Some(args) = facts.args {
@@ -141,8 +141,8 @@ fn new_trace_id() -> String {
     crate::audit::hex(&rand::random::<[u8; 16]>())
 }
 
-/// The trace id of the W3C `traceparent` in a request's `_meta`, if it carries one.
-pub(super) fn traceparent_of(params: &RawValue) -> Option<String> {
+/// The W3C trace context in a request's `_meta`, if it carries a well-formed one.
+pub(super) fn traceparent_of(params: &RawValue) -> Option<crate::telemetry::otel::TraceParent> {
     #[derive(Deserialize)]
     struct Params {
         #[serde(rename = "_meta")]
@@ -151,13 +151,13 @@ pub(super) fn traceparent_of(params: &RawValue) -> Option<String> {
     #[derive(Deserialize)]
     struct Meta {
         traceparent: Option<String>,
+        tracestate: Option<String>,
     }
-    let params: Params = serde_json::from_str(params.get()).ok()?;
-    trace_id_of(&params.meta?.traceparent?)
-}
-
-/// The trace id of a W3C `traceparent` (`00-<trace-id>-<span-id>-<flags>`).
-fn trace_id_of(traceparent: &str) -> Option<String> {
-    let id = traceparent.split('-').nth(1)?;
-    (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id.to_owned())
+    let meta = serde_json::from_str::<Params>(params.get()).ok()?.meta?;
+    let trace = crate::telemetry::otel::TraceParent {
+        traceparent: meta.traceparent?,
+        tracestate: meta.tracestate,
+        from_headers: false,
+    };
+    trace.trace_id().is_some().then_some(trace)
 }

@@ -177,21 +177,44 @@ impl HostService {
         else {
             return Err(upstream_error(upstream.unavailable()));
         };
+        // The trace the upstream continues: this request's span when traces are exported, else
+        // the host's own (already in `_meta` unless it came in HTTP headers).
+        let mut upstream_span = None;
+        let trace = match (crate::telemetry::otel::tracer(), host.span.get()) {
+            (Some(tracer), Some(span)) => {
+                let (child, trace) = span.child(tracer, method, tool, upstream.name());
+                upstream_span = Some(child);
+                Some(trace)
+            }
+            _ => host.ctx.trace.clone().filter(|t| t.from_headers),
+        };
+        let traceparent = trace.as_ref().map(|t| raw_string(&t.traceparent));
+        let tracestate = (trace.as_ref()).and_then(|t| t.tracestate.as_deref().map(raw_string));
+        let ours;
         let meta = members.get("_meta").map(Members::parse).transpose()?;
         let mut meta_holder = None;
-        let progress = match meta {
-            Some(mut meta) => match meta.get("progressToken").map(ToOwned::to_owned) {
-                Some(host_token) => {
-                    let tokens = ProgressTokens::new(host_token);
-                    let ours = raw(tokens.ours.clone());
-                    meta.insert("progressToken", &ours);
-                    meta_holder = Some(meta.to_raw());
-                    Some(tokens)
+        let mut progress = None;
+        if meta.is_some() || traceparent.is_some() {
+            let mut meta = meta.unwrap_or_default();
+            let mut changed = false;
+            if let Some(host_token) = meta.get("progressToken").map(ToOwned::to_owned) {
+                let tokens = ProgressTokens::new(host_token);
+                ours = raw(tokens.ours.clone());
+                meta.insert("progressToken", &ours);
+                progress = Some(tokens);
+                changed = true;
+            }
+            if let Some(traceparent) = &traceparent {
+                meta.insert("traceparent", traceparent);
+                if let Some(tracestate) = &tracestate {
+                    meta.insert("tracestate", tracestate);
                 }
-                None => None,
-            },
-            None => None,
-        };
+                changed = true;
+            }
+            if changed {
+                meta_holder = Some(meta.to_raw());
+            }
+        }
         if let Some(meta) = &meta_holder {
             members.insert("_meta", meta);
         }
@@ -219,8 +242,12 @@ impl HostService {
         let reply = target
             .request_within(method, Some(&params), call, timeout)
             .await;
-        let failed = !matches!(reply, Ok(Reply::Result(_)));
-        (upstream.metrics()).record(method, tool, started.elapsed(), failed);
+        let (elapsed, failed) = (started.elapsed(), !matches!(reply, Ok(Reply::Result(_))));
+        (upstream.metrics()).record(method, tool, elapsed, failed);
+        crate::telemetry::otel::record_latency(upstream.name(), method, tool, elapsed, failed);
+        if let Some(span) = upstream_span {
+            span.end(failed);
+        }
         reply.map_err(upstream_error)
     }
 

@@ -156,19 +156,49 @@ pub(super) struct Outgoing {
     /// The request id (JSON text), when it is a request: its answer is awaited.
     pub id: Option<String>,
     pub method: Option<String>,
+    /// The W3C `traceparent` and `tracestate` of a request's `params._meta`, sent as HTTP headers
+    /// too, so the trace continues for servers (and proxies) that read only those.
+    pub trace: Option<(String, Option<String>)>,
 }
 
 impl Outgoing {
     fn new(text: String) -> Self {
-        let (id, method) = match Incoming::parse(&text) {
-            Ok(Message::Request { id, method, .. }) => {
-                (Some(id.get().to_owned()), Some(method.into_owned()))
-            }
-            Ok(Message::Notification { method, .. }) => (None, Some(method.into_owned())),
-            _ => (None, None),
+        let (id, method, trace) = match Incoming::parse(&text) {
+            Ok(Message::Request { id, method, params }) => (
+                Some(id.get().to_owned()),
+                Some(method.into_owned()),
+                params
+                    .filter(|p| p.get().contains("traceparent"))
+                    .and_then(trace_of),
+            ),
+            Ok(Message::Notification { method, .. }) => (None, Some(method.into_owned()), None),
+            _ => (None, None, None),
         };
-        Self { text, id, method }
+        Self {
+            text,
+            id,
+            method,
+            trace,
+        }
     }
+
+    /// Adds the trace context headers, when the message carries one.
+    fn traced(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.trace {
+            None => request,
+            Some((parent, None)) => request.header("traceparent", parent),
+            Some((parent, Some(state))) => request
+                .header("traceparent", parent)
+                .header("tracestate", state),
+        }
+    }
+}
+
+/// `params._meta.traceparent` (and `tracestate`) of an outgoing request.
+fn trace_of(params: &serde_json::value::RawValue) -> Option<(String, Option<String>)> {
+    let meta = crate::jsonrpc::Members::of(params)?.get("_meta")?;
+    let meta = crate::jsonrpc::Members::of(meta)?;
+    Some((meta.string("traceparent")?, meta.string("tracestate")))
 }
 
 /// See [`super::http_client`].

@@ -9,8 +9,8 @@
 //! [`route`]. A session this process never assigned is 404, so a restarted server looks like an
 //! expired session. `crash` exits the process mid-call, as on stdio. `GET /sessions` (not MCP)
 //! answers the ids of the open sessions, oldest first, for tests to count instances by;
-//! `GET /authorizations` every distinct `Authorization` header `/mcp` received (for tests that
-//! check what a gateway forwards).
+//! `GET /authorizations` every distinct `Authorization` header `/mcp` received, and
+//! `GET /traceparents` every `traceparent` header (for tests that check what a gateway forwards).
 //!
 //! The faults (`--http-fault`, repeatable), each for `tools/call` only unless said (and, with
 //! `--http-fault-tool NAME`, only for calls of that tool, so the others show the upstream is back):
@@ -113,6 +113,8 @@ struct App {
     oauth: Option<Arc<oauth::Authority>>,
     /// Every distinct `Authorization` header `/mcp` received.
     authorizations: Mutex<std::collections::BTreeSet<String>>,
+    /// Every `traceparent` header `/mcp` received, in order.
+    traceparents: Mutex<Vec<String>>,
 }
 
 /// Serves `args` (its `--http` address, faults and record file) until the process exits.
@@ -130,6 +132,7 @@ pub(crate) async fn serve(args: Args, record: Option<std::fs::File>) {
         sessions: Mutex::new(HashMap::new()),
         next_session: AtomicU64::new(1),
         authorizations: Mutex::default(),
+        traceparents: Mutex::default(),
     });
     let router = Router::new()
         .route(
@@ -142,6 +145,7 @@ pub(crate) async fn serve(args: Args, record: Option<std::fs::File>) {
         .route("/messages", post(legacy::on_post))
         .route("/sessions", get(on_sessions))
         .route("/authorizations", get(on_authorizations))
+        .route("/traceparents", get(on_traceparents))
         .with_state(app);
     let router = match authority {
         None => router,
@@ -212,6 +216,15 @@ async fn on_authorizations(State(app): State<Arc<App>>) -> Response {
     axum::Json(seen).into_response()
 }
 
+async fn on_traceparents(State(app): State<Arc<App>>) -> Response {
+    let seen = app
+        .traceparents
+        .lock()
+        .map(|s| s.clone())
+        .unwrap_or_default();
+    axum::Json(seen).into_response()
+}
+
 impl App {
     /// The 401 for a `/mcp` request without a live access token (with `--oauth-token-ttl`);
     /// notes the request's `Authorization` header first.
@@ -222,6 +235,11 @@ impl App {
         {
             if let Ok(mut seen) = self.authorizations.lock() {
                 seen.insert(value.to_owned());
+            }
+        }
+        if let Some(value) = headers.get("traceparent").and_then(|v| v.to_str().ok()) {
+            if let Ok(mut seen) = self.traceparents.lock() {
+                seen.push(value.to_owned());
             }
         }
         let authority = self.oauth.as_ref()?;

@@ -118,8 +118,8 @@ pub(super) async fn post(shared: &Arc<Shared>, endpoint: &url::Url, message: Out
         .client
         .post(endpoint.clone())
         .headers(shared.headers())
-        .header(CONTENT_TYPE, "application/json")
-        .body(message.text.clone());
+        .header(CONTENT_TYPE, "application/json");
+    let request = message.traced(request).body(message.text.clone());
     let response = tokio::select! {
         () = shared.stop.cancelled() => return,
         response = request.send() => response,

@@ -94,6 +94,7 @@ pub(super) async fn post(
     if let Some(version) = session.version() {
         request = request.header(VERSION_HEADER, version);
     }
+    let request = message.traced(request);
     let response = tokio::select! {
         () = shared.stop.cancelled() => return Ok(()),
         response = request.body(message.text.clone()).send() => response,

@@ -1,0 +1,523 @@
+//! OpenTelemetry: traces and metrics over OTLP (gRPC or HTTP/protobuf), when `[telemetry]` or the
+//! standard `OTEL_EXPORTER_OTLP_*` variables name a collector. Each host request is a server span
+//! (`{method} {target}`, attributes after the MCP semantic conventions), continuing the W3C trace
+//! context the host sent in `params._meta` or its HTTP headers; each request it causes upstream is
+//! a client span under it, whose `traceparent` goes into the upstream request's `params._meta`
+//! (and, for a remote upstream, its HTTP headers). Metrics read what the daemon keeps anyway
+//! (observed at each export), plus a latency histogram recorded per forwarded request.
+//!
+//! With no collector configured nothing is set up: the hot path's only cost is one check of
+//! [`tracer`], and a host's own trace context still reaches the upstream unchanged.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+
+use crate::config::{OtlpProtocol, TelemetryConfig};
+
+/// The tracer, once a collector is configured.
+static TRACER: OnceLock<SdkTracer> = OnceLock::new();
+/// The forwarded-request latency histogram, once metrics go over OTLP.
+static LATENCY: OnceLock<opentelemetry::metrics::Histogram<f64>> = OnceLock::new();
+
+/// The tracer, when traces are exported; `None` costs the caller nothing more.
+pub fn tracer() -> Option<&'static SdkTracer> {
+    TRACER.get()
+}
+
+/// The W3C trace context a host sent with a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceParent {
+    pub traceparent: String,
+    pub tracestate: Option<String>,
+    /// Whether it came in HTTP headers rather than `params._meta` (then mcpmux must write it
+    /// into `_meta` for the upstream to see it).
+    pub from_headers: bool,
+}
+
+impl TraceParent {
+    /// The trace id (32 hex digits), when `traceparent` is well formed.
+    pub fn trace_id(&self) -> Option<&str> {
+        let id = self.traceparent.split('-').nth(1)?;
+        (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
+    }
+
+    /// From `traceparent`/`tracestate` headers.
+    pub fn from_headers(headers: &axum::http::HeaderMap) -> Option<Self> {
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        Some(Self {
+            traceparent: text("traceparent")?.to_owned(),
+            tracestate: text("tracestate").map(str::to_owned),
+            from_headers: true,
+        })
+    }
+}
+
+/// A host request's span, while it is served.
+#[derive(Debug, Clone)]
+pub struct HostSpan(Context);
+
+impl HostSpan {
+    /// Starts the span of a host request to `method`, under the trace the host sent.
+    pub fn start(
+        tracer: &SdkTracer,
+        method: &str,
+        parent: Option<&TraceParent>,
+        session: &str,
+    ) -> Self {
+        let parent = parent.map_or_else(Context::new, remote_context);
+        let span = tracer
+            .span_builder(method.to_owned())
+            .with_kind(SpanKind::Server)
+            .with_attributes([
+                KeyValue::new("mcp.method.name", method.to_owned()),
+                KeyValue::new("mcp.session.id", session.to_owned()),
+                KeyValue::new("network.transport", "tcp"),
+            ])
+            .start_with_context(tracer, &parent);
+        Self(parent.with_span(span))
+    }
+
+    /// The trace id, for the audit record.
+    pub fn trace_id(&self) -> String {
+        self.0.span().span_context().trace_id().to_string()
+    }
+
+    /// Names what the request was routed to: `{method} {target}`, and the upstream.
+    pub fn routed(&self, method: &str, target: Option<&str>, upstream: Option<&str>) {
+        let span = self.0.span();
+        if let Some(target) = target {
+            span.update_name(format!("{method} {target}"));
+            let key = match method {
+                "tools/call" => "gen_ai.tool.name",
+                "prompts/get" => "gen_ai.prompt.name",
+                _ => "mcp.resource.uri",
+            };
+            span.set_attribute(KeyValue::new(key, target.to_owned()));
+        }
+        if let Some(upstream) = upstream {
+            span.set_attribute(KeyValue::new("mcpmux.upstream", upstream.to_owned()));
+        }
+    }
+
+    /// Ends the span; `error` is the JSON-RPC error code the host got, if any.
+    pub fn end(&self, error: Option<i64>) {
+        let span = self.0.span();
+        if let Some(code) = error {
+            span.set_attribute(KeyValue::new("rpc.jsonrpc.error_code", code));
+            span.set_attribute(KeyValue::new("error.type", code.to_string()));
+            span.set_status(Status::error(format!("JSON-RPC error {code}")));
+        }
+        span.end();
+    }
+
+    /// Starts the span of a request this host request sends to `upstream`, and the trace
+    /// context to send with it.
+    pub fn child(
+        &self,
+        tracer: &SdkTracer,
+        method: &str,
+        target: Option<&str>,
+        upstream: &str,
+    ) -> (UpstreamSpan, TraceParent) {
+        let name = match target {
+            Some(target) => format!("{method} {target}"),
+            None => method.to_owned(),
+        };
+        let span = tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Client)
+            .with_attributes([
+                KeyValue::new("mcp.method.name", method.to_owned()),
+                KeyValue::new("mcpmux.upstream", upstream.to_owned()),
+            ])
+            .start_with_context(tracer, &self.0);
+        let cx = self.0.with_span(span);
+        let mut carrier = HashMap::new();
+        TraceContextPropagator::new().inject_context(&cx, &mut carrier);
+        let parent = TraceParent {
+            traceparent: carrier.remove("traceparent").unwrap_or_default(),
+            tracestate: carrier.remove("tracestate").filter(|s| !s.is_empty()),
+            from_headers: false,
+        };
+        (UpstreamSpan(cx), parent)
+    }
+}
+
+/// A request to an upstream, while it is waited for.
+#[derive(Debug)]
+pub struct UpstreamSpan(Context);
+
+impl UpstreamSpan {
+    pub fn end(self, failed: bool) {
+        let span = self.0.span();
+        if failed {
+            span.set_status(Status::error("the upstream request failed"));
+        }
+        span.end();
+    }
+}
+
+/// The context a host's `traceparent` names.
+fn remote_context(parent: &TraceParent) -> Context {
+    let mut carrier = HashMap::new();
+    carrier.insert("traceparent".to_owned(), parent.traceparent.clone());
+    if let Some(state) = &parent.tracestate {
+        carrier.insert("tracestate".to_owned(), state.clone());
+    }
+    TraceContextPropagator::new().extract(&carrier)
+}
+
+/// Records a forwarded request's latency in the OTLP histogram, when metrics go over OTLP.
+pub fn record_latency(
+    upstream: &str,
+    method: &str,
+    tool: Option<&str>,
+    elapsed: Duration,
+    failed: bool,
+) {
+    let Some(histogram) = LATENCY.get() else {
+        return;
+    };
+    let mut attributes = vec![
+        KeyValue::new("mcpmux.upstream", upstream.to_owned()),
+        KeyValue::new("mcp.method.name", method.to_owned()),
+    ];
+    if let Some(tool) = tool {
+        attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
+    }
+    if failed {
+        attributes.push(KeyValue::new("error.type", "upstream"));
+    }
+    histogram.record(elapsed.as_secs_f64(), &attributes);
+}
+
+/// Where OTLP goes, from `[telemetry]` and the `OTEL_*` variables; `None` when nowhere.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Export {
+    /// The base URL from the config (`None`: the exporter reads `OTEL_EXPORTER_OTLP_*ENDPOINT`).
+    pub endpoint: Option<String>,
+    pub protocol: OtlpProtocol,
+    pub service_name: String,
+    pub metrics: bool,
+    pub metrics_interval: Option<Duration>,
+}
+
+impl Export {
+    /// What `config` and the environment (`var`) ask for.
+    pub fn resolve(config: &TelemetryConfig, var: impl Fn(&str) -> Option<String>) -> Option<Self> {
+        let set = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        if set("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+            return None;
+        }
+        let from_env = set("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .or_else(|| set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"));
+        let endpoint = config.endpoint.clone();
+        let seen = endpoint.clone().or(from_env)?;
+        if set("OTEL_TRACES_EXPORTER").is_some_and(|v| v == "none") {
+            return None;
+        }
+        let protocol = config
+            .protocol
+            .or_else(|| {
+                set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                    .or_else(|| set("OTEL_EXPORTER_OTLP_PROTOCOL"))
+                    .and_then(|p| OtlpProtocol::parse(&p))
+            })
+            // The collector's gRPC port says gRPC; otherwise the specification's default.
+            .unwrap_or_else(|| {
+                let grpc_port = url::Url::parse(&seen).ok().and_then(|u| u.port()) == Some(4317);
+                if grpc_port {
+                    OtlpProtocol::Grpc
+                } else {
+                    OtlpProtocol::HttpProtobuf
+                }
+            });
+        Some(Self {
+            endpoint,
+            protocol,
+            service_name: config
+                .service_name
+                .clone()
+                .or_else(|| set("OTEL_SERVICE_NAME"))
+                .unwrap_or_else(|| "mcpmux".to_owned()),
+            metrics: config
+                .metrics
+                .unwrap_or_else(|| set("OTEL_METRICS_EXPORTER").is_none_or(|v| v != "none")),
+            metrics_interval: config.metrics_interval,
+        })
+    }
+}
+
+/// The exporters while the daemon runs; [`Telemetry::shutdown`] sends what is buffered.
+#[derive(Debug)]
+pub struct Telemetry {
+    traces: SdkTracerProvider,
+    metrics: Option<SdkMeterProvider>,
+}
+
+/// What the metrics exported over OTLP are read from at each export.
+pub type Observe = Box<dyn Fn(&mut dyn FnMut(Observation<'_>)) + Send + Sync>;
+
+/// One observed value.
+#[derive(Debug)]
+pub struct Observation<'a> {
+    pub name: &'static str,
+    pub counter: bool,
+    pub value: u64,
+    pub attributes: &'a [(&'static str, &'a str)],
+}
+
+/// Sets up the exporters `export` describes (within the tokio runtime, as gRPC needs).
+pub fn start(export: &Export, observe: Observe) -> Result<Telemetry, String> {
+    let resource = opentelemetry_sdk::Resource::builder()
+        .with_service_name(export.service_name.clone())
+        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+        .build();
+    let spans = match export.protocol {
+        OtlpProtocol::Grpc => {
+            let mut b = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+            if let Some(endpoint) = &export.endpoint {
+                b = b.with_endpoint(endpoint.clone());
+            }
+            b.build()
+        }
+        OtlpProtocol::HttpProtobuf => {
+            let mut b = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+            if let Some(endpoint) = &export.endpoint {
+                b = b.with_endpoint(signal_url(endpoint, "traces"));
+            }
+            b.with_headers(HashMap::new()).build()
+        }
+    }
+    .map_err(|e| format!("cannot set up the OTLP trace exporter: {e}"))?;
+    let traces = SdkTracerProvider::builder()
+        .with_batch_exporter(spans)
+        .with_resource(resource.clone())
+        .build();
+    let _ = TRACER.set(traces.tracer("mcpmux"));
+
+    let metrics = if export.metrics {
+        let exporter = match export.protocol {
+            OtlpProtocol::Grpc => {
+                let mut b = opentelemetry_otlp::MetricExporter::builder().with_tonic();
+                if let Some(endpoint) = &export.endpoint {
+                    b = b.with_endpoint(endpoint.clone());
+                }
+                b.build()
+            }
+            OtlpProtocol::HttpProtobuf => {
+                let mut b = opentelemetry_otlp::MetricExporter::builder()
+                    .with_http()
+                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+                if let Some(endpoint) = &export.endpoint {
+                    b = b.with_endpoint(signal_url(endpoint, "metrics"));
+                }
+                b.build()
+            }
+        }
+        .map_err(|e| format!("cannot set up the OTLP metric exporter: {e}"))?;
+        let mut reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter);
+        if let Some(interval) = export.metrics_interval {
+            reader = reader.with_interval(interval);
+        }
+        let provider = SdkMeterProvider::builder()
+            .with_reader(reader.build())
+            .with_resource(resource)
+            .build();
+        register(&provider, observe);
+        Some(provider)
+    } else {
+        None
+    };
+    Ok(Telemetry { traces, metrics })
+}
+
+/// `endpoint` with the path OTLP/HTTP gives `signal` (`/v1/traces`), as the
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` base URL is read.
+fn signal_url(endpoint: &str, signal: &str) -> String {
+    format!("{}/v1/{signal}", endpoint.trim_end_matches('/'))
+}
+
+/// The instruments: observed ones read through `observe`, and the latency histogram.
+fn register(provider: &SdkMeterProvider, observe: Observe) {
+    use opentelemetry::metrics::MeterProvider as _;
+    let meter = provider.meter("mcpmux");
+    let observe = std::sync::Arc::new(observe);
+    for (name, counter, description) in OBSERVED {
+        let observe = std::sync::Arc::clone(&observe);
+        let read = move |f: &mut dyn FnMut(u64, Vec<KeyValue>)| {
+            observe(&mut |o: Observation<'_>| {
+                if o.name == *name {
+                    let attributes = (o.attributes.iter())
+                        .map(|(k, v)| KeyValue::new(*k, (*v).to_owned()))
+                        .collect();
+                    f(o.value, attributes);
+                }
+            });
+        };
+        if *counter {
+            meter
+                .u64_observable_counter(*name)
+                .with_description(*description)
+                .with_callback(move |observer| read(&mut |v, a| observer.observe(v, &a)))
+                .build();
+        } else {
+            meter
+                .u64_observable_gauge(*name)
+                .with_description(*description)
+                .with_callback(move |observer| read(&mut |v, a| observer.observe(v, &a)))
+                .build();
+        }
+    }
+    let _ = LATENCY.set(
+        meter
+            .f64_histogram("mcpmux.upstream.request.duration")
+            .with_unit("s")
+            .with_description(
+                "How long forwarded requests took, from mcpmux to the upstream and back.",
+            )
+            .with_boundaries(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0, 30.0, 60.0,
+            ])
+            .build(),
+    );
+}
+
+/// The observed instruments: name, whether a counter (else a gauge), description.
+pub const OBSERVED: &[(&str, bool, &str)] = &[
+    (
+        "mcpmux.upstream.requests",
+        true,
+        "Host requests forwarded to the upstream.",
+    ),
+    (
+        "mcpmux.upstream.request.errors",
+        true,
+        "Forwarded requests that failed.",
+    ),
+    (
+        "mcpmux.upstream.in_flight",
+        false,
+        "Requests waiting for the upstream now.",
+    ),
+    (
+        "mcpmux.upstream.restarts",
+        true,
+        "Times the upstream was restarted after failing.",
+    ),
+    (
+        "mcpmux.upstream.up",
+        false,
+        "1 while the upstream is ready.",
+    ),
+    ("mcpmux.sessions", false, "Open host sessions."),
+    (
+        "mcpmux.audit.queue_depth",
+        false,
+        "Audit records waiting for the writer.",
+    ),
+    (
+        "mcpmux.audit.dropped",
+        true,
+        "Audit records dropped because the queue was full.",
+    ),
+    (
+        "mcpmux.config.reloads",
+        true,
+        "Config reloads, by whether the new file was applied.",
+    ),
+];
+
+impl Telemetry {
+    /// Sends what is buffered and stops the exporters.
+    pub fn shutdown(self) {
+        if let Err(e) = self.traces.shutdown() {
+            tracing::debug!(error = %e, "The OTLP trace exporter did not shut down cleanly.");
+        }
+        if let Some(metrics) = self.metrics {
+            if let Err(e) = metrics.shutdown() {
+                tracing::debug!(error = %e, "The OTLP metric exporter did not shut down cleanly.");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn nothing_is_exported_without_an_endpoint_or_when_disabled() {
+        let none = TelemetryConfig::default();
+        assert_eq!(Export::resolve(&none, env(&[])), None);
+        let vars = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+            ("OTEL_SDK_DISABLED", "true"),
+        ];
+        assert_eq!(Export::resolve(&none, env(&vars)), None);
+    }
+
+    #[test]
+    fn the_environment_fills_in_what_the_config_leaves_out() {
+        let vars = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+            ("OTEL_SERVICE_NAME", "gateway"),
+            ("OTEL_METRICS_EXPORTER", "none"),
+        ];
+        let export = Export::resolve(&TelemetryConfig::default(), env(&vars))
+            .unwrap_or_else(|| panic!("no export"));
+        assert_eq!(export.endpoint, None);
+        assert_eq!(export.protocol, OtlpProtocol::Grpc);
+        assert_eq!(export.service_name, "gateway");
+        assert!(!export.metrics);
+        let config = TelemetryConfig {
+            endpoint: Some("http://127.0.0.1:4318".into()),
+            service_name: Some("mine".into()),
+            ..TelemetryConfig::default()
+        };
+        let vars = [("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")];
+        let export = Export::resolve(&config, env(&vars)).unwrap_or_else(|| panic!("no export"));
+        assert_eq!(export.protocol, OtlpProtocol::HttpProtobuf);
+        assert_eq!(export.service_name, "mine");
+        assert!(export.metrics);
+        assert_eq!(
+            signal_url("http://c:4318/", "traces"),
+            "http://c:4318/v1/traces"
+        );
+    }
+
+    #[test]
+    fn a_trace_id_is_read_from_a_well_formed_traceparent() {
+        let tp = TraceParent {
+            traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+            tracestate: None,
+            from_headers: true,
+        };
+        assert_eq!(tp.trace_id(), Some("0af7651916cd43dd8448eb211c80319c"));
+        let bad = TraceParent {
+            traceparent: "garbage".into(),
+            ..tp
+        };
+        assert_eq!(bad.trace_id(), None);
+    }
+}
