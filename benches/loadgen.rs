@@ -15,6 +15,10 @@
 //! each `mcpmux` run, the audit records the daemon dropped (queue full) are read from its admin
 //! API (`GET /status`, `audit.dropped`) after the measured calls.
 //!
+//! `--otlp` has the daemon export traces and metrics over OTLP/gRPC (`[telemetry]`) to a sink in
+//! this process that counts the spans it gets: what exporting costs a forwarded call. The spans
+//! received are reported (`otlp_spans`; two per call, the host request's and the upstream's).
+//!
 //! `--rate R` makes it open loop: call i starts at i/R s (or when a caller is free), which measures
 //! latency at a load the machine carries rather than at saturation. tokio's timer has 1 ms
 //! granularity, so the calls due within one millisecond start together: the load comes in small
@@ -31,7 +35,7 @@
 //! ```text
 //! cargo bench --bench loadgen -- [--calls N (20000)] [--concurrency C (16)] [--warmup N (1000)]
 //!     [--rate R (0: closed loop)] [--upstreams U (1)] [--mode direct|mcpmux|both]
-//!     [--audit on|off|both] [--repeat N (1)] [--json]
+//!     [--audit on|off|both] [--repeat N (1)] [--otlp] [--json]
 //!     [--mcpmux PATH] [--upstream-cmd "CMD ARGS..."] [--upstream-url URL] [--arguments JSON]
 //! ```
 //!
@@ -89,6 +93,9 @@ struct Args {
     /// difference compares the medians.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
+    /// Export traces and metrics over OTLP/gRPC to a span-counting sink in this process.
+    #[arg(long)]
+    otlp: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -360,6 +367,7 @@ impl Daemon {
         remote: Option<&str>,
         n: usize,
         audit: bool,
+        otlp: Option<&str>,
     ) -> Res<(Daemon, String, Option<String>)> {
         let dir = tempfile::tempdir().map_err(ctx("tempdir"))?;
         // JSON strings are valid TOML basic strings.
@@ -370,6 +378,12 @@ impl Daemon {
         config += "[server]\nlisten = \"127.0.0.1:0\"\n\n[admin]\nlisten = \"127.0.0.1:0\"\n";
         if !audit {
             config += "\n[audit]\nenabled = false\n";
+        }
+        if let Some(endpoint) = otlp {
+            config += &format!(
+                "\n[telemetry]\notlp_endpoint = {}\notlp_protocol = \"grpc\"\n",
+                q(endpoint)
+            );
         }
         if let Some(url) = remote {
             config += &format!("\n[upstreams.up1]\nurl = {}\n", q(url));
@@ -621,7 +635,13 @@ async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
     let on_off = if audit { "on" } else { "off" };
     eprintln!("loadgen: mcpmux: starting {exe} with {n} upstream(s), audit {on_off}");
     let remote = args.upstream_url.as_deref();
-    let (mut daemon, url, admin) = Daemon::start(&args.mcpmux, cmd, remote, n, audit).await?;
+    let sink = match args.otlp {
+        true => Some(otlp_sink::start().await?),
+        false => None,
+    };
+    let endpoint = sink.as_ref().map(|s| s.endpoint.clone());
+    let (mut daemon, url, admin) =
+        Daemon::start(&args.mcpmux, cmd, remote, n, audit, endpoint.as_deref()).await?;
     let pid = daemon.child.id();
     let with_tail = |e: String| format!("mcpmux: {e}{}", daemon.stderr_tail());
     eprintln!("loadgen: mcpmux: listening on {url}; waiting for up1__echo");
@@ -656,7 +676,85 @@ async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
     report["audit_dropped"] = audit_counts["dropped"].clone();
     report["audit_queued"] = audit_counts["queued"].clone();
     report["audit_records"] = audit_counts["records"].clone();
+    if let Some(sink) = sink {
+        report["otlp_spans"] = json!(sink.spans.load(Relaxed));
+    }
     Ok(report)
+}
+
+/// An OTLP/gRPC receiver that counts the spans it is sent and drops them (and metrics).
+mod otlp_sink {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+        MetricsService, MetricsServiceServer,
+    };
+    use opentelemetry_proto::tonic::collector::metrics::v1::{
+        ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+    };
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+        TraceService, TraceServiceServer,
+    };
+    use opentelemetry_proto::tonic::collector::trace::v1::{
+        ExportTraceServiceRequest, ExportTraceServiceResponse,
+    };
+
+    pub struct Sink {
+        pub endpoint: String,
+        pub spans: Arc<AtomicU64>,
+    }
+
+    #[derive(Clone)]
+    struct Count(Arc<AtomicU64>);
+
+    #[tonic::async_trait]
+    impl TraceService for Count {
+        async fn export(
+            &self,
+            request: tonic::Request<ExportTraceServiceRequest>,
+        ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+            let spans = (request.into_inner().resource_spans.iter())
+                .flat_map(|r| &r.scope_spans)
+                .map(|s| s.spans.len() as u64)
+                .sum::<u64>();
+            self.0.fetch_add(spans, Relaxed);
+            Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+        }
+    }
+
+    #[tonic::async_trait]
+    impl MetricsService for Count {
+        async fn export(
+            &self,
+            _request: tonic::Request<ExportMetricsServiceRequest>,
+        ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+            Ok(tonic::Response::new(ExportMetricsServiceResponse::default()))
+        }
+    }
+
+    pub async fn start() -> super::Res<Sink> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await;
+        let listener = listener.map_err(|e| format!("OTLP sink: {e}"))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| format!("OTLP sink: {e}"))?
+            .port();
+        let spans = Arc::new(AtomicU64::new(0));
+        let count = Count(Arc::clone(&spans));
+        tokio::spawn(async move {
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            let _ = tonic::transport::Server::builder()
+                .add_service(TraceServiceServer::new(count.clone()))
+                .add_service(MetricsServiceServer::new(count))
+                .serve_with_incoming(incoming)
+                .await;
+        });
+        Ok(Sink {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            spans,
+        })
+    }
 }
 
 fn print_table(args: &Args, reports: &[Value], ratios: &[(String, f64)], audit: Option<&Value>) {

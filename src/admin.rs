@@ -52,20 +52,6 @@ pub trait Reload: Send + Sync {
     fn counts(&self) -> (u64, u64);
 }
 
-impl Reload for crate::daemon::reload::Reloader {
-    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<Value, String>> {
-        Box::pin(self.reload(crate::daemon::reload::Trigger::Admin))
-    }
-
-    fn status(&self) -> Value {
-        self.status()
-    }
-
-    fn counts(&self) -> (u64, u64) {
-        self.counts()
-    }
-}
-
 /// Where a sign-in started through the admin API is.
 #[derive(Debug, Clone)]
 pub enum LoginState {

@@ -325,6 +325,20 @@ impl Reloader {
     }
 }
 
+impl crate::admin::Reload for Reloader {
+    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<Value, String>> {
+        Box::pin(Self::reload(self, Trigger::Admin))
+    }
+
+    fn status(&self) -> Value {
+        Self::status(self)
+    }
+
+    fn counts(&self) -> (u64, u64) {
+        Self::counts(self)
+    }
+}
+
 /// The upstreams a reload adds, removes, changes and leaves alone, by name.
 #[derive(Debug, Default)]
 struct Diff {
