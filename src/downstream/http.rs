@@ -147,8 +147,18 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> (Rou
 impl AppState {
     /// The request body within `max_body_bytes`, or the refusal to send instead.
     async fn body(&self, body: Body, headers: &HeaderMap) -> Result<Bytes, Response> {
-        let max_body_bytes = self.edge.load().max_body_bytes;
-        body::read(body, max_body_bytes).await.map_err(|e| {
+        self.edge.load().body(body, headers).await
+    }
+
+    fn check_origin(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        self.edge.load().check_origin(headers, self.loopback_only)
+    }
+}
+
+impl Edge {
+    /// The request body within `max_body_bytes`, or the refusal to send instead.
+    async fn body(&self, body: Body, headers: &HeaderMap) -> Result<Bytes, Response> {
+        body::read(body, self.max_body_bytes).await.map_err(|e| {
             let refusal = match e {
                 body::BodyError::TooLarge(limit) => refuse(
                     StatusCode::PAYLOAD_TOO_LARGE,
@@ -171,12 +181,8 @@ impl AppState {
         })
     }
 
-    fn check_origin(&self, headers: &HeaderMap) -> Result<(), Refusal> {
-        check_origin(
-            headers,
-            &self.edge.load().allowed_origins,
-            self.loopback_only,
-        )
+    fn check_origin(&self, headers: &HeaderMap, loopback_only: bool) -> Result<(), Refusal> {
+        check_origin(headers, &self.allowed_origins, loopback_only)
     }
 }
 
@@ -234,23 +240,20 @@ async fn post_message(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Err(refusal) = state.check_origin(&headers) {
+    // One read of the running settings serves the whole request.
+    let edge = state.edge.load_full();
+    if let Err(refusal) = edge.check_origin(&headers, state.loopback_only) {
         return refusal.answering(None, &headers).into_response();
     }
-    let access = match state
-        .edge
-        .load_full()
-        .admission
-        .resolve(&headers, peer, path)
-        .await
-    {
+    let access = match edge.admission.resolve(&headers, peer, path).await {
         Ok(access) => access,
         Err(refusal) => return refusal.answering(None, &headers).into_response(),
     };
-    let body = match state.body(body, &headers).await {
+    let body = match edge.body(body, &headers).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
+    drop(edge);
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -102,6 +102,8 @@ pub struct HostRequest {
     facts: std::sync::Mutex<audit::RouteFacts>,
     /// Its span, when traces are exported.
     span: std::sync::OnceLock<HostSpan>,
+    /// The session's access as the request began (read once: a reload may change it meanwhile).
+    access: Arc<crate::downstream::Access>,
 }
 
 impl HostRequest {
@@ -118,10 +120,11 @@ impl HostRequest {
             .filter(|p| p.get().contains(r#""traceparent""#))
             .and_then(audit::traceparent_of)
             .or(headers_trace);
+        let access = session.access();
         Self {
             ctx: RequestContext {
                 host: Arc::clone(&session.host),
-                principal: (session.access().principal.as_ref()).map(|p| Arc::clone(&p.name)),
+                principal: (access.principal.as_ref()).map(|p| Arc::clone(&p.name)),
                 trace,
             },
             session,
@@ -129,7 +132,13 @@ impl HostRequest {
             sink,
             facts: std::sync::Mutex::default(),
             span: std::sync::OnceLock::new(),
+            access,
         }
+    }
+
+    /// The profile the request sees (`None`: the whole catalog).
+    pub fn profile(&self) -> Option<&crate::config::Profile> {
+        self.access.profile.as_deref()
     }
 
     /// The trace this request belongs to: its span's, or the one the host sent.
@@ -213,8 +222,9 @@ impl HostService {
         let started = std::time::Instant::now();
         let too_deep = params.is_some_and(|p| nests_deeper_than(p.get(), MAX_DEPTH));
         // The host's own limits (with `[hosts]`): its slot is held until the answer.
-        let access = host.session.access();
-        let admitted = (access.principal.as_ref()).map(|p| p.admit()).transpose();
+        let admitted = (host.access.principal.as_ref())
+            .map(|p| p.admit())
+            .transpose();
         let answer = match admitted {
             Err(refused) => Err(refused),
             Ok(_admitted) if too_deep => Err(RpcError::new(

@@ -52,10 +52,14 @@ impl TraceParent {
 
     /// From `traceparent`/`tracestate` headers.
     pub fn from_headers(headers: &axum::http::HeaderMap) -> Option<Self> {
-        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        use axum::http::HeaderName;
+        static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+        static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+        let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+        let traceparent = text(&TRACEPARENT)?.to_owned();
         Some(Self {
-            traceparent: text("traceparent")?.to_owned(),
-            tracestate: text("tracestate").map(str::to_owned),
+            traceparent,
+            tracestate: text(&TRACESTATE).map(str::to_owned),
             from_headers: true,
         })
     }

@@ -91,7 +91,7 @@ impl HostService {
         record.response_bytes = Some(response_bytes as u64);
         record.trace_id = Some(host.trace_id().unwrap_or_else(new_trace_id));
         record.principal = host.ctx.principal.as_deref().map(str::to_owned);
-        record.profile = host.session.profile().map(|p| p.name.clone());
+        record.profile = host.profile().map(|p| p.name.clone());
         if let Some(args) = facts.args {
             record.raw_args = Some((args, facts.redaction.unwrap_or(self.audit_redaction)));
         }

@@ -27,7 +27,7 @@ impl HostService {
                 let name = reference
                     .string("name")
                     .ok_or_else(|| RpcError::invalid_params("ref/prompt needs a `name`"))?;
-                let snapshot = self.router.view(host.session.profile().as_deref());
+                let snapshot = self.router.view(host.profile());
                 let (upstream, original) = snapshot
                     .route_name(ListKind::Prompts, &name)
                     .ok_or_else(|| unknown(&snapshot, ListKind::Prompts, &name))?;
@@ -38,11 +38,8 @@ impl HostService {
                 let uri = reference
                     .string("uri")
                     .ok_or_else(|| RpcError::invalid_params("ref/resource needs a `uri`"))?;
-                let (upstream, original) = self.route_uri(
-                    host.session.profile().as_deref(),
-                    ListKind::ResourceTemplates,
-                    &uri,
-                )?;
+                let (upstream, original) =
+                    self.route_uri(host.profile(), ListKind::ResourceTemplates, &uri)?;
                 host.routed(&upstream, &uri);
                 (upstream, "uri", original)
             }

@@ -43,7 +43,7 @@ impl HostService {
             .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string `name`")))?;
         host.note(|n| n.target = Some(name.clone()));
         tracing::Span::current().record("target", name.as_str());
-        let snapshot = self.router.view(host.session.profile().as_deref());
+        let snapshot = self.router.view(host.profile());
         let Some((upstream, original_name)) = snapshot.route_name(kind, &name) else {
             return Err(unknown(&snapshot, kind, &name));
         };
@@ -91,8 +91,7 @@ impl HostService {
             .string("uri")
             .ok_or_else(|| RpcError::invalid_params("resources/read needs a string `uri`"))?;
         host.note(|n| n.target = Some(uri.clone()));
-        let (upstream, original) =
-            self.route_uri(host.session.profile().as_deref(), ListKind::Resources, &uri)?;
+        let (upstream, original) = self.route_uri(host.profile(), ListKind::Resources, &uri)?;
         host.routed(&upstream, &uri);
         let original = raw_string(&original);
         members.insert("uri", &original);
@@ -268,7 +267,7 @@ impl HostService {
 impl HostRequest {
     /// The prefix `upstream`'s names and URIs carry in this host's view.
     pub(super) fn prefix_of<'a>(&self, upstream: &'a UpstreamHandle) -> &'a Prefix {
-        Profile::prefix_for(self.session.profile().as_deref(), upstream.prefix())
+        Profile::prefix_for(self.profile(), upstream.prefix())
     }
 
     /// Notes the upstream and target a request was routed to (for its audit record and span).

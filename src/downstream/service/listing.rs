@@ -29,7 +29,7 @@ impl HostService {
             }
             None => None,
         };
-        let current = self.router.view(host.session.profile().as_deref());
+        let current = self.router.view(host.profile());
         let (snapshot, offset) = match cursor {
             None => (current, 0),
             Some(cursor) => {

@@ -32,7 +32,7 @@ impl HostService {
         host.session.tables().log_level = Some(rank);
         let loggers: Vec<UpstreamHandle> = self
             .router
-            .view(host.session.profile().as_deref())
+            .view(host.profile())
             .offering("/logging")
             .cloned()
             .collect();

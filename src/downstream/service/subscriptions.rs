@@ -25,8 +25,7 @@ impl HostService {
         let uri = members
             .string("uri")
             .ok_or_else(|| RpcError::invalid_params("needs a string `uri`"))?;
-        let (upstream, original) =
-            self.route_uri(host.session.profile().as_deref(), ListKind::Resources, &uri)?;
+        let (upstream, original) = self.route_uri(host.profile(), ListKind::Resources, &uri)?;
         host.routed(&upstream, &uri);
         let target = self
             .instance(&host.session.id, &upstream, Start::IfNeeded)

@@ -49,7 +49,7 @@ impl HostService {
         if self.delivery.tasks.owner(&task).as_deref() != Some(host.session.id.as_str()) {
             return Err(not_found());
         }
-        let snapshot = self.router.view(host.session.profile().as_deref());
+        let snapshot = self.router.view(host.profile());
         let (upstream, original) = snapshot.route_task(&task).ok_or_else(not_found)?;
         let (upstream, original) = (upstream.clone(), original.to_owned());
         drop(snapshot);
@@ -77,7 +77,7 @@ impl HostService {
     pub(super) async fn list_tasks(&self, host: &HostRequest) -> Result<Answer, RpcError> {
         let listers: Vec<UpstreamHandle> = self
             .router
-            .view(host.session.profile().as_deref())
+            .view(host.profile())
             .offering("/tasks/list")
             .cloned()
             .collect();
