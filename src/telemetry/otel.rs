@@ -9,14 +9,13 @@
 //! With no collector configured nothing is set up: the hot path's only cost is one check of
 //! [`tracer`], and a host's own trace context still reaches the upstream unchanged.
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _};
 use opentelemetry::{Context, KeyValue};
-use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
@@ -82,7 +81,7 @@ impl HostSpan {
             .span_builder(method.to_owned())
             .with_kind(SpanKind::Server)
             .with_attributes([
-                KeyValue::new("mcp.method.name", method.to_owned()),
+                KeyValue::new("mcp.method.name", method_value(method)),
                 KeyValue::new("mcp.session.id", session.to_owned()),
                 KeyValue::new("network.transport", "tcp"),
             ])
@@ -140,16 +139,22 @@ impl HostSpan {
             .span_builder(name)
             .with_kind(SpanKind::Client)
             .with_attributes([
-                KeyValue::new("mcp.method.name", method.to_owned()),
+                KeyValue::new("mcp.method.name", method_value(method)),
                 KeyValue::new("mcpmux.upstream", upstream.to_owned()),
             ])
             .start_with_context(tracer, &self.0);
         let cx = self.0.with_span(span);
-        let mut carrier = HashMap::new();
-        TraceContextPropagator::new().inject_context(&cx, &mut carrier);
+        // W3C trace context, as `TraceContextPropagator` writes it (without its map).
+        let context = cx.span().span_context().clone();
+        let state = context.trace_state().header();
         let parent = TraceParent {
-            traceparent: carrier.remove("traceparent").unwrap_or_default(),
-            tracestate: carrier.remove("tracestate").filter(|s| !s.is_empty()),
+            traceparent: format!(
+                "00-{}-{}-{:02x}",
+                context.trace_id(),
+                context.span_id(),
+                context.trace_flags().to_u8() & 1
+            ),
+            tracestate: (!state.is_empty()).then_some(state),
             from_headers: false,
         };
         (UpstreamSpan(cx), parent)
@@ -172,12 +177,44 @@ impl UpstreamSpan {
 
 /// The context a host's `traceparent` names.
 fn remote_context(parent: &TraceParent) -> Context {
-    let mut carrier = HashMap::new();
-    carrier.insert("traceparent".to_owned(), parent.traceparent.clone());
-    if let Some(state) = &parent.tracestate {
-        carrier.insert("tracestate".to_owned(), state.clone());
+    TraceContextPropagator::new().extract(parent)
+}
+
+/// What the propagator reads a host's trace context from.
+impl opentelemetry::propagation::Extractor for TraceParent {
+    fn get(&self, key: &str) -> Option<&str> {
+        match key {
+            "traceparent" => Some(&self.traceparent),
+            "tracestate" => self.tracestate.as_deref(),
+            _ => None,
+        }
     }
-    TraceContextPropagator::new().extract(&carrier)
+
+    fn keys(&self) -> Vec<&str> {
+        vec!["traceparent", "tracestate"]
+    }
+}
+
+/// A method name as an attribute value: the methods mcpmux forwards without an allocation.
+fn method_value(method: &str) -> opentelemetry::Value {
+    const KNOWN: [&str; 12] = [
+        "tools/call",
+        "tools/list",
+        "prompts/get",
+        "prompts/list",
+        "resources/read",
+        "resources/list",
+        "resources/templates/list",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "completion/complete",
+        "logging/setLevel",
+        "ping",
+    ];
+    match KNOWN.iter().find(|m| **m == method) {
+        Some(known) => opentelemetry::Value::from(*known),
+        None => opentelemetry::Value::from(method.to_owned()),
+    }
 }
 
 /// Records a forwarded request's latency in the OTLP histogram, when metrics go over OTLP.
@@ -193,7 +230,7 @@ pub fn record_latency(
     };
     let mut attributes = vec![
         KeyValue::new("mcpmux.upstream", upstream.to_owned()),
-        KeyValue::new("mcp.method.name", method.to_owned()),
+        KeyValue::new("mcp.method.name", method_value(method)),
     ];
     if let Some(tool) = tool {
         attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
@@ -301,7 +338,7 @@ pub fn start(export: &Export, observe: Observe) -> Result<Telemetry, String> {
             if let Some(endpoint) = &export.endpoint {
                 b = b.with_endpoint(signal_url(endpoint, "traces"));
             }
-            b.with_headers(HashMap::new()).build()
+            b.build()
         }
     }
     .map_err(|e| format!("cannot set up the OTLP trace exporter: {e}"))?;
