@@ -5,7 +5,8 @@
 //! No call fails, the unchanged upstream keeps its process and session state, the changed one
 //! restarts, the removed one finishes its call first, and the invalid file changes nothing and
 //! shows in status with its line and fix. A config reached through a symlinked directory is
-//! reloaded when the link is pointed elsewhere.
+//! reloaded when the link is pointed elsewhere. Hosts and profiles change for open sessions: a
+//! host's new profile applies to its open session, a removed host's session ends.
 
 #![allow(clippy::unwrap_used)]
 
@@ -341,4 +342,83 @@ async fn a_config_in_a_symlinked_directory_reloads_when_the_link_moves() {
         .await;
     let status: Value = daemon.status().await;
     assert_eq!(status["config"]["reloads"], 2, "{}", status["config"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_and_profiles_change_for_open_sessions() {
+    let (a, b) = ("reload-host-a-token", "reload-host-b-token");
+    let upstreams = format!("{}{}", test_upstream("one", &[]), test_upstream("two", &[]));
+    let hosts = |a_profile: Option<&str>, with_a: bool, with_b: bool| {
+        let mut text = String::from("[profiles.narrow]\nupstreams = [\"one\"]\n\n");
+        if with_a {
+            text += &format!("[hosts.a]\ntoken_sha256 = \"{}\"\n", common::sha256_hex(a));
+            if let Some(p) = a_profile {
+                text += &format!("profile = \"{p}\"\n");
+            }
+        }
+        if with_b {
+            text += &format!("[hosts.b]\ntoken_sha256 = \"{}\"\n", common::sha256_hex(b));
+        }
+        format!("[server]\nlisten = \"127.0.0.1:0\"\n\n{text}\n{upstreams}")
+    };
+    let daemon = Daemon::start_with(&hosts(None, true, false), &[]);
+    let path = daemon.dir.path().join("mcpmux.toml");
+    let host_a = Client::connect_as(&daemon.url, a).await;
+    daemon
+        .wait_for_tools(&host_a, |n| {
+            n.iter().any(|t| t == "one__echo") && n.iter().any(|t| t == "two__echo")
+        })
+        .await;
+    // b is not a host yet.
+    let refused = common::initialize_as(&daemon.url, Some(b)).await;
+    assert_eq!(refused.status(), 401);
+
+    // a gets a profile, b is added: a's open session sees the profile at once.
+    save(&path, &hosts(Some("narrow"), true, true));
+    assert!(
+        poll_until(Duration::from_secs(30), || async {
+            let names = names(&host_a).await;
+            names.iter().any(|n| n == "one__echo") && !names.iter().any(|n| n.starts_with("two__"))
+        })
+        .await,
+        "a's session does not see its new profile: {:?}",
+        names(&host_a).await
+    );
+    let sessions: Value =
+        reqwest::get(format!("{}/sessions", daemon.admin_url.as_deref().unwrap()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let listed = &sessions["sessions"][0];
+    assert_eq!(listed["principal"], "a", "{sessions}");
+    assert_eq!(listed["profile"], "narrow", "{sessions}");
+    let host_b = Client::connect_as(&daemon.url, b).await;
+    assert!(names(&host_b).await.iter().any(|n| n == "two__echo"));
+
+    // a is removed: its session ends, and its token no longer gets in.
+    save(&path, &hosts(None, false, true));
+    assert!(
+        poll_until(Duration::from_secs(30), || async {
+            let answer = host_a
+                .post(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+                .await;
+            answer.status() == 401
+        })
+        .await,
+        "the removed host still gets in"
+    );
+    let sessions: Value =
+        reqwest::get(format!("{}/sessions", daemon.admin_url.as_deref().unwrap()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let principals: Vec<&str> = (sessions["sessions"].as_array().unwrap().iter())
+        .filter_map(|s| s["principal"].as_str())
+        .collect();
+    assert_eq!(principals, ["b"], "{sessions}");
+    assert!(names(&host_b).await.iter().any(|n| n == "two__echo"));
 }
