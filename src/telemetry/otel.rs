@@ -97,6 +97,9 @@ impl HostSpan {
     /// Names what the request was routed to: `{method} {target}`, and the upstream.
     pub fn routed(&self, method: &str, target: Option<&str>, upstream: Option<&str>) {
         let span = self.0.span();
+        if !span.is_recording() {
+            return;
+        }
         if let Some(target) = target {
             span.update_name(format!("{method} {target}"));
             let key = match method {
@@ -114,7 +117,7 @@ impl HostSpan {
     /// Ends the span; `error` is the JSON-RPC error code the host got, if any.
     pub fn end(&self, error: Option<i64>) {
         let span = self.0.span();
-        if let Some(code) = error {
+        if let Some(code) = error.filter(|_| span.is_recording()) {
             span.set_attribute(KeyValue::new("rpc.jsonrpc.error_code", code));
             span.set_attribute(KeyValue::new("error.type", code.to_string()));
             span.set_status(Status::error(format!("JSON-RPC error {code}")));
@@ -131,17 +134,21 @@ impl HostSpan {
         target: Option<&str>,
         upstream: &str,
     ) -> (UpstreamSpan, TraceParent) {
-        let name = match target {
-            Some(target) => format!("{method} {target}"),
-            None => method.to_owned(),
-        };
-        let span = tracer
-            .span_builder(name)
-            .with_kind(SpanKind::Client)
-            .with_attributes([
+        // A request the sampler left out gets an unnamed child: it is never exported.
+        let builder = if self.0.span().is_recording() {
+            let name = match target {
+                Some(target) => format!("{method} {target}"),
+                None => method.to_owned(),
+            };
+            tracer.span_builder(name).with_attributes([
                 KeyValue::new("mcp.method.name", method_value(method)),
                 KeyValue::new("mcpmux.upstream", upstream.to_owned()),
             ])
+        } else {
+            tracer.span_builder("")
+        };
+        let span = builder
+            .with_kind(SpanKind::Client)
             .start_with_context(tracer, &self.0);
         let cx = self.0.with_span(span);
         // W3C trace context, as `TraceContextPropagator` writes it (without its map).
