@@ -73,17 +73,39 @@ async fn reload_under_load_fails_no_call_and_touches_only_what_changed() {
     let changing = test_upstream("changing", &[]);
     let leaving = test_upstream("leaving", &[]);
     let newcomer = test_upstream("newcomer", &[]);
-    let first = config(&[steady.clone(), changing.clone(), leaving], &["steady"]);
+    // A remote upstream changes too: a new HTTP session replaces the old one.
+    let (far, far_server) = common::test_upstream_via("far", common::Via::Http, &[]);
+    let far_server = far_server.unwrap();
+    let far_changed = format!("{far}headers = {{ x-reloaded = \"yes\" }}\n");
+    let first = config(
+        &[steady.clone(), changing.clone(), leaving, far.clone()],
+        &["steady"],
+    );
     let mut daemon = Daemon::start_with(&first, &[]);
     let path = daemon.dir.path().join("mcpmux.toml");
     let host = Arc::new(Client::connect(&daemon.url).await);
     daemon
         .wait_for_tools(&host, |n| {
-            ["steady__echo", "changing__echo", "leaving__echo"]
-                .iter()
-                .all(|t| n.iter().any(|x| x == t))
+            [
+                "steady__echo",
+                "changing__echo",
+                "leaving__echo",
+                "far__echo",
+            ]
+            .iter()
+            .all(|t| n.iter().any(|x| x == t))
         })
         .await;
+    let far_sessions = || async {
+        reqwest::get(far_server.url("/sessions"))
+            .await
+            .unwrap()
+            .json::<Vec<String>>()
+            .await
+            .unwrap()
+    };
+    let far_before = far_sessions().await;
+    assert_eq!(far_before.len(), 1, "{far_before:?}");
     let narrow = Client::connect(&format!("{}/narrow", daemon.url)).await;
     assert!(
         names(&narrow)
@@ -135,7 +157,12 @@ async fn reload_under_load_fails_no_call_and_touches_only_what_changed() {
     // 1. Add one, remove one, change one — saved by renaming a temporary file.
     let changed = test_upstream("changing", &["--describe", "echo=changed by a reload"]);
     let second = config(
-        &[steady.clone(), changed.clone(), newcomer.clone()],
+        &[
+            steady.clone(),
+            changed.clone(),
+            newcomer.clone(),
+            far_changed.clone(),
+        ],
         &["steady"],
     );
     save(&path, &second);
@@ -172,12 +199,30 @@ async fn reload_under_load_fails_no_call_and_touches_only_what_changed() {
     assert_eq!(echo["description"], "changed by a reload");
     assert_eq!(
         upstream_names(&daemon).await,
-        ["changing", "newcomer", "steady"]
+        ["changing", "far", "newcomer", "steady"]
     );
 
     // 2. A profile changes under a session that is open at its path.
+    assert!(
+        poll_until(Duration::from_secs(30), || async {
+            let now = far_sessions().await;
+            now.len() == 1 && now != far_before
+        })
+        .await,
+        "the changed remote upstream kept its HTTP session: {:?}",
+        far_sessions().await
+    );
+    let echoed = host
+        .tool_text("far__echo", json!({"after": "reload"}))
+        .await;
+    assert!(echoed.contains("reload"), "{echoed}");
     let third = config(
-        &[steady.clone(), changed.clone(), newcomer.clone()],
+        &[
+            steady.clone(),
+            changed.clone(),
+            newcomer.clone(),
+            far_changed,
+        ],
         &["steady", "newcomer"],
     );
     save(&path, &third);
@@ -219,7 +264,7 @@ async fn reload_under_load_fails_no_call_and_touches_only_what_changed() {
     assert_eq!(reloads(&daemon).await.0, applied);
     assert_eq!(
         upstream_names(&daemon).await,
-        ["changing", "newcomer", "steady"]
+        ["changing", "far", "newcomer", "steady"]
     );
     let cli_status = std::process::Command::new(MCPMUX)
         .args(["status", "--admin", daemon.admin_url.as_deref().unwrap()])
@@ -247,7 +292,7 @@ async fn reload_under_load_fails_no_call_and_touches_only_what_changed() {
     let printed = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{printed}");
     assert!(
-        printed.contains("added -; removed -; changed -; 3 unchanged"),
+        printed.contains("added -; removed -; changed -; 4 unchanged"),
         "{printed}"
     );
     let before = reloads(&daemon).await.0;
