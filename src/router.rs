@@ -139,19 +139,24 @@ impl RouterHandle {
     }
 
     /// A reloaded config, in one publish: the catalog settings and profiles, and every
-    /// configured upstream. The catalogs of upstreams that are gone leave with them; a replaced
-    /// upstream's catalog stays listed (served by its successor) until the successor publishes.
+    /// configured upstream. The catalogs of upstreams that are gone leave with them, as do those
+    /// named in `withdraw` (replaced by a disabled one); any other replaced upstream's catalog
+    /// stays listed (served by its successor) until the successor publishes.
     pub fn reconfigure(
         &self,
         config: &CatalogConfig,
         profiles: &[Arc<Profile>],
         upstreams: Vec<UpstreamHandle>,
+        withdraw: &[String],
     ) {
         let config = Arc::new(config.clone());
         self.inner.rebuild(|s| {
             s.lenses = lenses(&config, profiles);
             s.config = config;
-            let names: BTreeSet<&str> = upstreams.iter().map(UpstreamHandle::name).collect();
+            let names: BTreeSet<&str> = (upstreams.iter())
+                .map(UpstreamHandle::name)
+                .filter(|n| !withdraw.iter().any(|w| w == n))
+                .collect();
             s.catalogs.retain(|name, _| names.contains(name.as_str()));
             s.changed.retain(|name, _| names.contains(name.as_str()));
             s.upstreams = upstreams;

@@ -196,7 +196,10 @@ async fn pins_outlive_the_daemon_and_catch_a_change_made_between_runs() {
     let state_dir = state.path().to_str().unwrap().to_owned();
     let run = |extra: &[&str]| {
         Daemon::start_with(
-            &format!("{}pin = \"strict\"\n", test_upstream("up", extra)),
+            &format!(
+                "[server]\nlisten = \"127.0.0.1:0\"\n\n{}pin = \"strict\"\n",
+                test_upstream("up", extra)
+            ),
             &["--state-dir", &state_dir],
         )
     };

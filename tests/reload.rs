@@ -467,3 +467,41 @@ async fn hosts_and_profiles_change_for_open_sessions() {
     assert_eq!(principals, ["b"], "{sessions}");
     assert!(names(&host_b).await.iter().any(|n| n == "two__echo"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_disabled_by_a_reload_leaves_the_catalog_and_comes_back_enabled() {
+    let one = test_upstream("one", &[]);
+    let two = test_upstream("two", &[]);
+    let text = |two_enabled: bool| {
+        format!("[server]\nlisten = \"127.0.0.1:0\"\n\n{one}{two}enabled = {two_enabled}\n")
+    };
+    let daemon = Daemon::start_with(&text(true), &[]);
+    let path = daemon.dir.path().join("mcpmux.toml");
+    let host = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&host, |n| n.iter().any(|t| t == "two__echo"))
+        .await;
+    let pid = daemon.upstream_status("two").await["pid"].clone();
+    save(&path, &text(false));
+    daemon
+        .wait_for_tools(&host, |n| {
+            n.iter().any(|t| t == "one__echo") && !n.iter().any(|t| t.starts_with("two__"))
+        })
+        .await;
+    let status = daemon.upstream_status("two").await;
+    assert_eq!(status["state"], "disabled", "{status}");
+    assert_eq!(status["tools"], 0, "{status}");
+    assert!(
+        poll_until(Duration::from_secs(10), || async {
+            !common::alive(pid.as_u64().unwrap() as u32)
+        })
+        .await,
+        "the disabled upstream's process is still running"
+    );
+    save(&path, &text(true));
+    daemon
+        .wait_for_tools(&host, |n| n.iter().any(|t| t == "two__echo"))
+        .await;
+    let echoed = host.tool_text("two__echo", json!({"back": 1})).await;
+    assert!(echoed.contains("back"), "{echoed}");
+}

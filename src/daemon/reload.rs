@@ -261,12 +261,18 @@ impl Reloader {
                 },
             )
             .collect();
+        // A replaced upstream's catalog stays listed until its successor publishes, unless the
+        // successor never will (disabled).
+        let disabled: Vec<String> = (next.upstreams.iter())
+            .filter(|u| !u.enabled && retire.contains(&u.name))
+            .map(|u| u.name.clone())
+            .collect();
         retire.extend(diff.removed.iter().cloned());
 
         let profiles: Vec<Arc<Profile>> = next.profiles.iter().cloned().map(Arc::new).collect();
         self.parts
             .router
-            .reconfigure(&next.catalog, &profiles, upstreams.clone());
+            .reconfigure(&next.catalog, &profiles, upstreams.clone(), &disabled);
         self.parts
             .supervisor
             .reconcile(add, retire, next.server.drain_timeout)
