@@ -277,14 +277,8 @@ impl Cli {
                 json,
             } => {
                 let admin = Admin::required(admin.as_deref(), config)?;
-                let pins: serde_json::Value =
-                    runtime.block_on(admin.request(reqwest::Method::GET, "/pins", &[]))?;
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&pins)?);
-                } else {
-                    print!("{}", render::pins(&pins));
-                }
-                Ok(ExitCode::SUCCESS)
+                let pins = runtime.block_on(admin.request(reqwest::Method::GET, "/pins", &[]))?;
+                show(&pins, json, render::pins)
             }
             Command::Approve {
                 upstream,
@@ -310,14 +304,9 @@ impl Cli {
                 json,
             } => {
                 let admin = Admin::required(admin.as_deref(), config)?;
-                let answer: serde_json::Value =
+                let answer =
                     runtime.block_on(admin.request(reqwest::Method::GET, "/sessions", &[]))?;
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&answer)?);
-                } else {
-                    print!("{}", render::sessions_table(&answer["sessions"]));
-                }
-                Ok(ExitCode::SUCCESS)
+                show(&answer, json, |a| render::sessions_table(&a["sessions"]))
             }
             Command::Restart {
                 name,
@@ -404,6 +393,20 @@ impl Cli {
 }
 
 /// Writes `bytes` to stdout; a reader that stopped early (`| head`) is not an error.
+/// Prints an admin answer as indented JSON (`--json`) or as the table `render` makes of it.
+fn show(
+    answer: &serde_json::Value,
+    json: bool,
+    render: impl Fn(&serde_json::Value) -> String,
+) -> anyhow::Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(answer)?);
+    } else {
+        print!("{}", render(answer));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn print_bytes(bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();

@@ -58,6 +58,12 @@ async fn upstream_names(daemon: &Daemon) -> Vec<String> {
         .collect()
 }
 
+/// The admin API's `GET /sessions`.
+async fn open_sessions(daemon: &Daemon) -> Value {
+    let url = format!("{}/sessions", daemon.admin_url.as_deref().unwrap());
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
 async fn reloads(daemon: &Daemon) -> (u64, u64) {
     let status = daemon.status().await;
     let config = &status["config"];
@@ -330,17 +336,7 @@ async fn reload_under_load_fails_no_call_and_touches_only_what_changed() {
         host.tool_text("steady__log_level", json!({})).await,
         "level: warning"
     );
-    let audit = std::process::Command::new(MCPMUX)
-        .args([
-            "audit",
-            "query",
-            "--admin",
-            daemon.admin_url.as_deref().unwrap(),
-        ])
-        .args(["--format", "json", "--all"])
-        .output()
-        .unwrap();
-    let audited = String::from_utf8_lossy(&audit.stdout);
+    let audited = daemon.audit_json();
     assert!(
         audited.contains("config.reloaded") && audited.contains("config.rejected"),
         "{audited}"
@@ -429,13 +425,7 @@ async fn hosts_and_profiles_change_for_open_sessions() {
         "a's session does not see its new profile: {:?}",
         names(&host_a).await
     );
-    let sessions: Value =
-        reqwest::get(format!("{}/sessions", daemon.admin_url.as_deref().unwrap()))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let sessions = open_sessions(&daemon).await;
     let listed = &sessions["sessions"][0];
     assert_eq!(listed["principal"], "a", "{sessions}");
     assert_eq!(listed["profile"], "narrow", "{sessions}");
@@ -454,13 +444,7 @@ async fn hosts_and_profiles_change_for_open_sessions() {
         .await,
         "the removed host still gets in"
     );
-    let sessions: Value =
-        reqwest::get(format!("{}/sessions", daemon.admin_url.as_deref().unwrap()))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let sessions = open_sessions(&daemon).await;
     let principals: Vec<&str> = (sessions["sessions"].as_array().unwrap().iter())
         .filter_map(|s| s["principal"].as_str())
         .collect();

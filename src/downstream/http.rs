@@ -153,6 +153,17 @@ impl AppState {
     fn check_origin(&self, headers: &HeaderMap) -> Result<(), Refusal> {
         self.edge.load().check_origin(headers, self.loopback_only)
     }
+
+    /// Who a request is and what it sees, under the running settings.
+    async fn resolve(
+        &self,
+        headers: &HeaderMap,
+        peer: SocketAddr,
+        path: Option<&str>,
+    ) -> Result<Access, Refusal> {
+        let edge = self.edge.load_full();
+        edge.admission.resolve(headers, peer, path).await
+    }
 }
 
 impl Edge {
@@ -518,12 +529,7 @@ async fn get_stream(
         );
         return refusal.answering(None, &headers).into_response();
     }
-    let session = match (state
-        .edge
-        .load_full()
-        .admission
-        .resolve(&headers, peer, path)
-        .await)
+    let session = match (state.resolve(&headers, peer, path).await)
         .and_then(|access| session_of(&state, &headers, &access))
     {
         Ok(session) => session,
@@ -576,12 +582,7 @@ async fn delete(
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.answering(None, &headers).into_response();
     }
-    match (state
-        .edge
-        .load_full()
-        .admission
-        .resolve(&headers, peer, path)
-        .await)
+    match (state.resolve(&headers, peer, path).await)
         .and_then(|access| session_of(&state, &headers, &access))
     {
         Ok(session) => {

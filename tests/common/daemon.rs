@@ -131,6 +131,17 @@ impl Daemon {
         daemon
     }
 
+    /// Every audit record, as `mcpmux audit query --format json --all` prints them (one per line).
+    #[allow(dead_code)]
+    pub fn audit_json(&self) -> String {
+        let out = Command::new(MCPMUX)
+            .args(["audit", "query", "--format", "json", "--all", "--admin"])
+            .arg(self.admin_url.as_deref().expect("the admin API"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// The daemon's `GET /status` (admin API).
     pub async fn status(&self) -> Value {
         let url = format!(

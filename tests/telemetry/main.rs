@@ -13,7 +13,7 @@ mod otlp;
 
 use std::time::Duration;
 
-use common::{Client, Daemon, MCPMUX, Via, read_messages, test_upstream, test_upstream_via};
+use common::{Client, Daemon, Via, read_messages, test_upstream, test_upstream_via};
 use otlp::Receiver;
 use serde_json::{Value, json};
 
@@ -25,6 +25,24 @@ const HEADER_SPAN: &str = "b7ad6b7169203331";
 /// The `_meta` the upstream received with an echo call.
 fn upstream_meta(answer: &Value) -> Value {
     answer["result"]["structuredContent"]["params"]["_meta"].clone()
+}
+
+/// Waits until the receiver has at least two spans of each of `traces`; then every span.
+async fn spans_of(
+    receiver: &Receiver,
+    daemon: &Daemon,
+    traces: &[&str],
+) -> Vec<otlp::ReceivedSpan> {
+    let enough = |r: &otlp::Received| {
+        (traces.iter()).all(|t| r.spans.iter().filter(|s| s.trace_id == *t).count() >= 2)
+    };
+    assert!(
+        receiver.wait(Duration::from_secs(20), enough).await,
+        "spans: {:?}\n{}",
+        receiver.received.lock().unwrap().spans,
+        daemon.stderr()
+    );
+    receiver.received.lock().unwrap().spans.clone()
 }
 
 /// `tools/call` of `name` with the trace context in HTTP headers only.
@@ -42,20 +60,6 @@ async fn call_with_header(host: &Client, name: &str, traceparent: &str) -> Value
         .into_iter()
         .find(|m| m["id"] == 9001)
         .expect("no answer")
-}
-
-fn audited(daemon: &Daemon) -> String {
-    let out = std::process::Command::new(MCPMUX)
-        .args([
-            "audit",
-            "query",
-            "--admin",
-            daemon.admin_url.as_deref().unwrap(),
-        ])
-        .args(["--format", "json", "--all"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,22 +128,7 @@ async fn over_grpc_the_hosts_trace_continues_through_mcpmux_into_the_upstream() 
     assert!(headers.contains(&sent_far), "{headers:?} lacks {sent_far}");
 
     // The receiver has the server span under the host's, and the client span under it.
-    assert!(
-        receiver
-            .wait(Duration::from_secs(20), |r| {
-                r.spans.iter().filter(|s| s.trace_id == HOST_TRACE).count() >= 2
-                    && r.spans
-                        .iter()
-                        .filter(|s| s.trace_id == HEADER_TRACE)
-                        .count()
-                        >= 2
-            })
-            .await,
-        "spans: {:?}\n{}",
-        receiver.received.lock().unwrap().spans,
-        daemon.stderr()
-    );
-    let spans = receiver.received.lock().unwrap().spans.clone();
+    let spans = spans_of(&receiver, &daemon, &[HOST_TRACE, HEADER_TRACE]).await;
     let server = spans
         .iter()
         .find(|s| s.trace_id == HOST_TRACE && s.kind == 2)
@@ -182,7 +171,7 @@ async fn over_grpc_the_hosts_trace_continues_through_mcpmux_into_the_upstream() 
     );
 
     // The audit records carry the trace ids.
-    let records = audited(&daemon);
+    let records = daemon.audit_json();
     assert!(
         records.contains(HOST_TRACE) && records.contains(HEADER_TRACE),
         "{records}"
@@ -210,24 +199,14 @@ async fn over_http_protobuf_from_the_config_a_request_without_a_trace_starts_one
         .unwrap()
         .to_owned();
     let trace = sent.split('-').nth(1).unwrap().to_owned();
-    assert!(
-        receiver
-            .wait(Duration::from_secs(20), |r| {
-                r.spans.iter().filter(|s| s.trace_id == trace).count() >= 2
-            })
-            .await,
-        "spans: {:?}\n{}",
-        receiver.received.lock().unwrap().spans,
-        daemon.stderr()
-    );
-    let spans = receiver.received.lock().unwrap().spans.clone();
+    let spans = spans_of(&receiver, &daemon, &[&trace]).await;
     let server = spans
         .iter()
         .find(|s| s.trace_id == trace && s.kind == 2)
         .unwrap();
     assert_eq!(server.parent_span_id, "", "a new trace has a root span");
     assert_eq!(server.service_name.as_deref(), Some("mcpmux"));
-    assert!(audited(&daemon).contains(&trace));
+    assert!(daemon.audit_json().contains(&trace));
     assert!(
         receiver.received.lock().unwrap().metrics.is_empty(),
         "metrics = false exports none"
@@ -256,7 +235,7 @@ async fn without_a_collector_the_hosts_trace_reaches_the_upstream_unchanged() {
         .await;
     let meta = upstream_meta(&answer);
     assert_eq!(meta, json!({"traceparent": in_meta, "example.com/k": 1}));
-    let records = audited(&daemon);
+    let records = daemon.audit_json();
     assert!(
         records.contains(HOST_TRACE) && records.contains(HEADER_TRACE),
         "{records}"

@@ -65,13 +65,7 @@ pub(super) async fn handle_sse(
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.into_response();
     }
-    let access = match state
-        .edge
-        .load_full()
-        .admission
-        .resolve(&headers, peer, None)
-        .await
-    {
+    let access = match state.resolve(&headers, peer, None).await {
         Ok(access) => access,
         Err(refusal) => return refusal.into_response(),
     };
@@ -112,13 +106,7 @@ pub(super) async fn handle_message(
     if let Err(refusal) = state.check_origin(&headers) {
         return refusal.into_response();
     }
-    let access = match state
-        .edge
-        .load_full()
-        .admission
-        .resolve(&headers, peer, None)
-        .await
-    {
+    let access = match state.resolve(&headers, peer, None).await {
         Ok(access) => access,
         Err(refusal) => return refusal.into_response(),
     };
