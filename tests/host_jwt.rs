@@ -5,7 +5,8 @@
 //! principal (a configured host, or a signed-in user seeing the configured profile). A host may
 //! also have its own issuer (JWKS file, audience, claim). Expired tokens, another audience,
 //! another issuer, a forged signature and missing scopes are refused with the right status and
-//! `WWW-Authenticate`; a session belongs to its JWT principal; no token reaches the log.
+//! `WWW-Authenticate`; a session belongs to its JWT principal; no token reaches the log. Keys are
+//! read again after `jwks_refresh`: a key the provider removed stops being trusted.
 
 #![allow(clippy::unwrap_used)]
 
@@ -323,4 +324,40 @@ fn jwt_credential_mistakes_are_named_with_their_fix() {
         let config = format!("{extra}{}", test_upstream("up", &[]));
         common::assert_check_refuses(dir.path(), &config, culprit);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_the_provider_removes_stops_being_trusted_once_the_keys_are_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, old_jwk) = key_pair(dir.path(), "ci-old");
+    let (new, new_jwk) = key_pair(dir.path(), "ci-new");
+    let jwks = dir.path().join("ci-jwks.json");
+    let write = |keys: Vec<Jwk>| {
+        std::fs::write(&jwks, serde_json::to_string(&JwkSet { keys }).unwrap()).unwrap();
+    };
+    write(vec![old_jwk.clone()]);
+    let daemon = Daemon::start(&format!(
+        "[hosts.robot]\nissuer = \"{CI}\"\njwks_file = {}\naudience = [\"mcpmux-ci\"]\n\
+         subject = \"deploy-bot\"\njwks_refresh = \"1s\"\n{}",
+        serde_json::to_string(jwks.to_str().unwrap()).unwrap(),
+        test_upstream("up", &[]),
+    ));
+    let claims = |extra: u64| json!({"iss": CI, "aud": "mcpmux-ci", "sub": "deploy-bot", "exp": now() + 600 + extra});
+    let first = sign(&old, "ci-old", &claims(0));
+    assert_eq!(initialize_as(&daemon.url, Some(&first)).await.status(), 200);
+
+    // The provider rotates: the old key is gone from its set.
+    write(vec![new_jwk]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let later = sign(&old, "ci-old", &claims(1));
+    let refused = initialize_as(&daemon.url, Some(&later)).await;
+    assert_eq!(refused.status(), 401);
+    assert!(challenge(&refused).contains("invalid_token"));
+    // A token verified before the rotation is checked again too.
+    assert_eq!(initialize_as(&daemon.url, Some(&first)).await.status(), 401);
+    let rotated = sign(&new, "ci-new", &claims(2));
+    assert_eq!(
+        initialize_as(&daemon.url, Some(&rotated)).await.status(),
+        200
+    );
 }

@@ -271,7 +271,13 @@ pub struct JwtIssuer {
     pub audience: Vec<String>,
     pub jwks: JwksSource,
     pub claim: String,
+    /// How long its keys are used before they are read again (so a key the provider removed
+    /// stops being trusted).
+    pub jwks_refresh: Duration,
 }
+
+/// How long an issuer's keys are used before they are read again, unless configured.
+pub const DEFAULT_JWKS_REFRESH: Duration = Duration::from_secs(300);
 
 /// Where an issuer's JSON Web Key Set is.
 #[derive(Debug, Clone, PartialEq)]

@@ -74,6 +74,8 @@ pub(super) struct RawAuthorization {
     pub issuer: Option<String>,
     pub jwks_file: Option<PathBuf>,
     pub jwks_url: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    pub jwks_refresh: Option<Duration>,
     pub resource: Option<String>,
     #[serde(default)]
     pub scopes_supported: Vec<String>,
@@ -200,6 +202,8 @@ pub(super) struct RawHost {
     pub subject: Option<String>,
     pub jwks_file: Option<PathBuf>,
     pub jwks_url: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    pub jwks_refresh: Option<Duration>,
     pub issuer: Option<String>,
     pub audience: Option<Vec<String>>,
     pub claim: Option<String>,

@@ -1,5 +1,6 @@
 //! Hosts known by JSON Web Tokens ([`JwtGate`]): a token is accepted when an issuer mcpmux trusts
-//! signed it (a key of its JWKS, from a file or fetched and refreshed when a new key id appears),
+//! signed it (a key of its JWKS, from a file or fetched; read again when a new key id appears, and
+//! once the keys are older than `jwks_refresh`, which also forgets remembered tokens if they changed),
 //! it names an accepted audience, has not expired, carries the required scopes, and its principal
 //! claim names a configured host — or, for `[server.authorization]`, any user, who becomes a
 //! principal of that name. Verified tokens are remembered by digest until they expire, so a
@@ -228,11 +229,31 @@ impl JwtGate {
             }?;
             DecodingKey::from_jwk(jwk).ok()
         };
-        let (cached, stale) = {
+        let (mut cached, mut stale, expired) = {
             let keys = lock(&issuer.keys);
-            let stale = keys.fetched.is_none_or(|at| at.elapsed() >= REFETCH_AFTER);
-            (keys.set.clone(), stale)
+            let age = keys.fetched.map(|at| at.elapsed());
+            let stale = age.is_none_or(|age| age >= REFETCH_AFTER);
+            let expired = age.is_some_and(|age| age >= issuer.config.jwks_refresh);
+            (keys.set.clone(), stale, expired)
         };
+        // Keys older than `jwks_refresh` are read again, so a key the provider removed stops
+        // being trusted; if they cannot be read, the ones held are used meanwhile.
+        if expired {
+            if let Ok(set) = self.load(&issuer.config.jwks).await {
+                let set = Arc::new(set);
+                let changed = cached.as_deref().map(kids) != Some(kids(&set));
+                let mut keys = lock(&issuer.keys);
+                keys.set = Some(Arc::clone(&set));
+                keys.fetched = Some(Instant::now());
+                drop(keys);
+                // Tokens verified with a key that is gone must be checked again.
+                if changed {
+                    lock(&self.remembered).clear();
+                }
+                cached = Some(set);
+                stale = false;
+            }
+        }
         if let Some(key) = cached.as_deref().and_then(find) {
             return Ok(key);
         }
@@ -320,6 +341,14 @@ impl Issuer {
         users.insert(name.to_owned(), Arc::clone(&user));
         Ok(user)
     }
+}
+
+/// The key ids of a key set, to tell whether it changed.
+fn kids(set: &JwkSet) -> Vec<Option<&str>> {
+    set.keys
+        .iter()
+        .map(|k| k.common.key_id.as_deref())
+        .collect()
 }
 
 /// Whether the token grants `scope` (`scope` as a space-separated string, or `scp` as a list or

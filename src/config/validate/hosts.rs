@@ -70,6 +70,7 @@ pub(super) fn hosts(
                             issuer: host.issuer.clone(),
                             jwks_file: host.jwks_file.clone(),
                             jwks_url: host.jwks_url.clone(),
+                            jwks_refresh: host.jwks_refresh,
                             claim: host.claim.clone(),
                         },
                         audience,
@@ -198,6 +199,7 @@ struct JwtFields {
     issuer: Option<String>,
     jwks_file: Option<std::path::PathBuf>,
     jwks_url: Option<String>,
+    jwks_refresh: Option<std::time::Duration>,
     claim: Option<String>,
 }
 
@@ -269,11 +271,23 @@ fn jwt_issuer(
             JwksSource::Url(url)
         }
     };
+    let jwks_refresh = fields
+        .jwks_refresh
+        .unwrap_or(crate::config::model::DEFAULT_JWKS_REFRESH);
+    if jwks_refresh.is_zero() {
+        return Err(ConfigError::invalid(
+            file,
+            key("jwks_refresh"),
+            "is 0, which would read the keys for every token",
+            "use a duration such as \"5m\"",
+        ));
+    }
     Ok(JwtIssuer {
         issuer,
         audience,
         jwks,
         claim: fields.claim.unwrap_or_else(|| "sub".to_owned()),
+        jwks_refresh,
     })
 }
 
@@ -304,6 +318,7 @@ pub(super) fn authorization(
             issuer: a.issuer,
             jwks_file: a.jwks_file,
             jwks_url: a.jwks_url,
+            jwks_refresh: a.jwks_refresh,
             claim: a.principal_claim,
         },
         a.resource.iter().cloned().collect(),
