@@ -32,6 +32,8 @@ pub struct AdminState {
     pub router: RouterHandle,
     pub supervisor: SupervisorHandle,
     pub audit: AuditHandle,
+    /// How many host sessions are open now.
+    pub session_count: Box<dyn Fn() -> usize + Send + Sync>,
     /// Every open host session: who, which profile, how old, requests in flight.
     pub sessions: Box<dyn Fn() -> Vec<Value> + Send + Sync>,
     /// Each configured host's limits and counts (empty while hosts are anonymous).
@@ -150,7 +152,7 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "catalog_generation": snapshot.generation,
-        "sessions": (admin.sessions)().len(),
+        "sessions": (admin.session_count)(),
         "config": admin.reloader.status(),
         "hosts": (admin.hosts)(),
         "upstreams": upstreams,

@@ -45,6 +45,29 @@ pub enum DaemonError {
     Exposed(std::net::SocketAddr),
 }
 
+/// The config's profiles, and its `[hosts]` as principals seeing them.
+fn principals(
+    config: &Config,
+) -> (
+    Vec<Arc<crate::config::Profile>>,
+    Vec<Arc<crate::downstream::Principal>>,
+) {
+    let profiles: Vec<_> = config.profiles.iter().cloned().map(Arc::new).collect();
+    let principals = (config.hosts.iter())
+        .map(|h| Arc::new(crate::downstream::Principal::new(h, &profiles)))
+        .collect();
+    (profiles, principals)
+}
+
+/// The shared instance of a configured upstream, publishing through `link`.
+fn upstream_handle(
+    config: &crate::config::UpstreamConfig,
+    events: &Arc<dyn HostEvents>,
+    link: &crate::upstream::CatalogLink,
+) -> UpstreamHandle {
+    UpstreamHandle::new(config.clone(), Some(Arc::clone(events)), Some(link.clone()))
+}
+
 /// Who may use the host endpoint, once it listens at `local`: the `[hosts]`, the JWT issuers, and
 /// (with `[server.authorization]`) the protected resource at `http://LOCAL/mcp` unless configured.
 fn gate(
@@ -113,8 +136,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
     let sessions = SessionStore::new(config.server.session_idle_timeout);
     let delivery = Delivery::new(Arc::clone(&sessions), audit.clone());
     let events: Arc<dyn HostEvents> = delivery.clone();
-    let profiles: Vec<Arc<crate::config::Profile>> =
-        config.profiles.iter().cloned().map(Arc::new).collect();
+    let (profiles, principals) = principals(&config);
     let pins = {
         let audit = audit.clone();
         crate::pins::PinStore::open(
@@ -139,10 +161,9 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
         )?
     };
     let router = RouterHandle::new(&config.catalog, &profiles, Some(Arc::new(pins)));
-    let upstreams: Vec<UpstreamHandle> = config
-        .upstreams
-        .iter()
-        .map(|u| UpstreamHandle::new(u.clone(), Some(Arc::clone(&events)), Some(router.link())))
+    let link = router.link();
+    let upstreams: Vec<UpstreamHandle> = (config.upstreams.iter())
+        .map(|u| upstream_handle(u, &events, &link))
         .collect();
     for u in upstreams.iter().filter(|u| !u.config().enabled) {
         tracing::info!(upstream = %u.name(), "Upstream is disabled in the config.");
@@ -158,9 +179,6 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
     ));
     service.spawn_reaper();
     service.spawn_change_notices();
-    let principals: Vec<Arc<crate::downstream::Principal>> = (config.hosts.iter())
-        .map(|h| Arc::new(crate::downstream::Principal::new(h, &profiles)))
-        .collect();
     let hosts = Arc::new(arc_swap::ArcSwap::from_pointee(principals.clone()));
     let (app, edge) = app(
         Arc::clone(&service),
@@ -196,6 +214,10 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
                     router: router.clone(),
                     supervisor: supervisor.clone(),
                     audit: audit.clone(),
+                    session_count: Box::new({
+                        let sessions = Arc::clone(&sessions);
+                        move || sessions.len()
+                    }),
                     sessions: Box::new(move || sessions.all().iter().map(|s| s.status()).collect()),
                     hosts: Box::new(move || hosts.load().iter().map(|p| p.status()).collect()),
                     logins: std::sync::Mutex::default(),
@@ -333,7 +355,7 @@ fn start_telemetry(
         emit(
             "mcpmux.sessions",
             false,
-            service.sessions().len() as u64,
+            service.session_count() as u64,
             &[],
         );
         emit("mcpmux.audit.queue_depth", false, audit.queued(), &[]);

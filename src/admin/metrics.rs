@@ -168,7 +168,7 @@ pub(super) async fn metrics(State(admin): State<Arc<AdminState>>) -> Response {
         "mcpmux_sessions",
         "gauge",
         "Open host sessions.",
-        vec![(vec![], (admin.sessions)().len() as f64)],
+        vec![(vec![], (admin.session_count)() as f64)],
     );
     let hosts = (admin.hosts)();
     let per_host = |key: &str| -> Vec<Sample> {

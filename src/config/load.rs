@@ -42,12 +42,17 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         file: path.into(),
         source,
     })?;
+    parse(path, &text)
+}
+
+/// Validates `text`, read from the file at `path` (relative paths in it are relative to `path`).
+pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let is_json =
         path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
     let raw = if is_json {
-        from_mcp_servers_json(path, &text)?
+        from_mcp_servers_json(path, text)?
     } else {
-        RawConfig::from_toml(path, &text)?
+        RawConfig::from_toml(path, text)?
     };
     validate(path, raw).map_err(|e| match e {
         ConfigError::Invalid {
@@ -57,7 +62,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             fix,
         } if !is_json => {
             // `path:LINE`, as compilers point at a line.
-            let file = match line_of(&text, &key) {
+            let file = match line_of(text, &key) {
                 Some(line) => PathBuf::from(format!("{}:{line}", file.display())),
                 None => file,
             };

@@ -19,7 +19,7 @@ use arc_swap::ArcSwap;
 use serde_json::{Value, json};
 
 use crate::audit::{AuditHandle, Record};
-use crate::config::{self, Config, Profile, UpstreamConfig};
+use crate::config::{self, Config, UpstreamConfig};
 use crate::downstream::{EdgeControl, HostService, Principal};
 use crate::router::RouterHandle;
 use crate::supervisor::SupervisorHandle;
@@ -84,14 +84,21 @@ pub struct Parts {
     pub local: SocketAddr,
 }
 
+impl Parts {
+    /// The URL hosts reach the daemon at.
+    fn url(&self) -> String {
+        format!("http://{}/mcp", self.local)
+    }
+}
+
 /// The running config and how to replace it.
 pub struct Reloader {
     overrides: Overrides,
     parts: Parts,
-    /// The running config and upstream handles; held for a whole reload, so reloads never
+    /// The running upstream handles and file text; held for a whole reload, so reloads never
     /// interleave.
     running: tokio::sync::Mutex<Running>,
-    /// The running config, for readers that must not wait for a reload (shutdown's drain).
+    /// The running config (replaced only under `running`).
     current: ArcSwap<Config>,
     outcome: Mutex<Outcome>,
     reloads: AtomicU64,
@@ -99,10 +106,9 @@ pub struct Reloader {
 }
 
 struct Running {
-    config: Config,
     upstreams: Vec<UpstreamHandle>,
-    /// The file's bytes as last loaded (a change event that leaves them alone is no change).
-    text: Option<Vec<u8>>,
+    /// The file's text as last read (a change event that leaves it alone is no change).
+    text: Option<String>,
 }
 
 /// What the last reload did, for status.
@@ -128,16 +134,12 @@ impl Reloader {
         overrides: Overrides,
         parts: Parts,
     ) -> Arc<Self> {
-        let text = std::fs::read(&config.source).ok();
+        let text = std::fs::read_to_string(&config.source).ok();
         Arc::new(Self {
             overrides,
             parts,
-            current: ArcSwap::from_pointee(config.clone()),
-            running: tokio::sync::Mutex::new(Running {
-                config,
-                upstreams,
-                text,
-            }),
+            current: ArcSwap::from_pointee(config),
+            running: tokio::sync::Mutex::new(Running { upstreams, text }),
             outcome: Mutex::default(),
             reloads: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
@@ -178,17 +180,16 @@ impl Reloader {
     /// Reads the config file again and applies it; the error says why nothing changed.
     pub async fn reload(&self, trigger: Trigger) -> Result<Value, String> {
         let mut running = self.running.lock().await;
-        let path = running.config.source.clone();
-        if trigger == Trigger::File {
-            let text = std::fs::read(&path).ok();
-            // Saved unchanged, or a step of an editor's save that removed the file for now.
-            if text.is_none() || text == running.text {
-                return Ok(json!({ "unchanged": true }));
-            }
+        let path = self.current.load().source.clone();
+        let text = std::fs::read_to_string(&path);
+        // Saved unchanged, or a step of an editor's save that removed the file for now.
+        let unchanged = text.as_ref().ok() == running.text.as_ref() || text.is_err();
+        if trigger == Trigger::File && unchanged {
+            return Ok(json!({ "unchanged": true }));
         }
         super::systemd::reloading();
-        let result = self.apply(&mut running, &path, trigger).await;
-        super::systemd::reloaded(&self.parts.router);
+        let result = self.apply(&mut running, &path, text, trigger).await;
+        super::systemd::reloaded(&self.parts.router, &self.parts.url());
         let mut outcome = lock(&self.outcome);
         outcome.at = Some(SystemTime::now());
         outcome.trigger = Some(trigger);
@@ -211,10 +212,18 @@ impl Reloader {
         &self,
         running: &mut Running,
         path: &Path,
+        text: std::io::Result<String>,
         trigger: Trigger,
     ) -> Result<Value, String> {
-        let text = std::fs::read(path).ok();
-        let mut next = match config::load(path) {
+        let parsed = match &text {
+            Ok(text) => config::parse(path, text),
+            Err(e) => Err(config::ConfigError::Read {
+                file: path.into(),
+                source: std::io::Error::new(e.kind(), e.to_string()),
+            }),
+        };
+        let text = text.ok();
+        let mut next = match parsed {
             Ok(next) => next,
             Err(e) => {
                 running.text = text;
@@ -222,9 +231,9 @@ impl Reloader {
             }
         };
         self.overrides.apply(&mut next);
-        let now = &running.config;
+        let now = self.current.load_full();
         // Fixed settings keep their running values, so the checks below see what will run.
-        let restart_needed = keep_fixed(now, &mut next);
+        let restart_needed = keep_fixed(&now, &mut next);
         let credentialed = !next.hosts.is_empty() || next.server.authorization.is_some();
         if !self.parts.local.ip().is_loopback() && !credentialed {
             running.text = text;
@@ -240,36 +249,28 @@ impl Reloader {
 
         let diff = Diff::of(&now.upstreams, &next.upstreams);
         let link = self.parts.router.link();
-        let mut retire = Vec::new();
         let mut add = Vec::new();
+        // Unchanged upstreams keep their handle; added and changed ones get a new one.
         let upstreams: Vec<UpstreamHandle> = (next.upstreams.iter())
-            .map(
-                |u| match running.upstreams.iter().find(|h| h.name() == u.name) {
-                    Some(old) if old.config() == u => old.clone(),
-                    found => {
-                        if found.is_some() {
-                            retire.push(u.name.clone());
-                        }
-                        let handle = UpstreamHandle::new(
-                            u.clone(),
-                            Some(Arc::clone(&self.parts.events)),
-                            Some(link.clone()),
-                        );
-                        add.push(handle.clone());
-                        handle
-                    }
-                },
-            )
+            .map(|u| {
+                let kept =
+                    (running.upstreams.iter()).find(|h| h.name() == u.name && h.config() == u);
+                kept.cloned().unwrap_or_else(|| {
+                    let handle = super::upstream_handle(u, &self.parts.events, &link);
+                    add.push(handle.clone());
+                    handle
+                })
+            })
             .collect();
         // A replaced upstream's catalog stays listed until its successor publishes, unless the
         // successor never will (disabled).
         let disabled: Vec<String> = (next.upstreams.iter())
-            .filter(|u| !u.enabled && retire.contains(&u.name))
+            .filter(|u| !u.enabled && diff.changed.contains(&u.name))
             .map(|u| u.name.clone())
             .collect();
-        retire.extend(diff.removed.iter().cloned());
+        let retire = [diff.changed.clone(), diff.removed.clone()].concat();
 
-        let profiles: Vec<Arc<Profile>> = next.profiles.iter().cloned().map(Arc::new).collect();
+        let (profiles, principals) = super::principals(&next);
         self.parts
             .router
             .reconfigure(&next.catalog, &profiles, upstreams.clone(), &disabled);
@@ -277,9 +278,6 @@ impl Reloader {
             .supervisor
             .reconcile(add, retire, next.server.drain_timeout)
             .await;
-        let principals: Vec<Arc<Principal>> = (next.hosts.iter())
-            .map(|h| Arc::new(Principal::new(h, &profiles)))
-            .collect();
         self.parts.hosts.store(Arc::new(principals.clone()));
         let gate = super::gate(&next, self.parts.local, principals, profiles);
         let ended = self.parts.edge.reload(&next.server, gate).await;
@@ -313,8 +311,7 @@ impl Reloader {
         ));
         running.upstreams = upstreams;
         running.text = text;
-        self.current.store(Arc::new(next.clone()));
-        running.config = next;
+        self.current.store(Arc::new(next));
         Ok(summary)
     }
 

@@ -30,7 +30,6 @@ pub fn ready(router: &RouterHandle, url: &str) {
     let mut catalog = router.watch();
     let mut phases = watch_phases(router);
     let status = status_line(router, url);
-    *URL.lock().unwrap_or_else(|p| p.into_inner()) = url.to_owned();
     notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
     let router = router.clone();
     let url = url.to_owned();
@@ -70,9 +69,6 @@ pub fn ready(router: &RouterHandle, url: &str) {
     }
 }
 
-/// Where hosts reach the daemon, for the status line after a reload.
-static URL: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
-
 fn watch_phases(
     router: &RouterHandle,
 ) -> Vec<tokio::sync::watch::Receiver<crate::upstream::Phase>> {
@@ -94,9 +90,8 @@ pub fn reloading() {
 }
 
 /// A reload ended (applied or refused): `READY=1` and the status line again.
-pub fn reloaded(router: &RouterHandle) {
-    let url = URL.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let status = status_line(router, &url);
+pub fn reloaded(router: &RouterHandle, url: &str) {
+    let status = status_line(router, url);
     notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
 }
 

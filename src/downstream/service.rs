@@ -187,6 +187,11 @@ impl HostService {
         self.delivery.sessions.all()
     }
 
+    /// How many host sessions are open.
+    pub fn session_count(&self) -> usize {
+        self.delivery.sessions.len()
+    }
+
     /// The session a host names, marked as used now.
     pub fn session(&self, id: &str) -> Option<Arc<Session>> {
         self.delivery.sessions.get(id)

@@ -185,7 +185,7 @@ impl HostService {
                 upstream_span = Some(child);
                 Some(trace)
             }
-            _ => host.ctx.trace.clone().filter(|t| t.from_headers),
+            _ => host.ctx.trace.as_ref().filter(|t| t.from_headers).cloned(),
         };
         let traceparent = trace.as_ref().map(|t| raw_string(&t.traceparent));
         let tracestate = (trace.as_ref()).and_then(|t| t.tracestate.as_deref().map(raw_string));
