@@ -15,8 +15,8 @@
 //! each `mcpmux` run, the audit records the daemon dropped (queue full) are read from its admin
 //! API (`GET /status`, `audit.dropped`) after the measured calls.
 //!
-//! `--otlp` has the daemon export traces and metrics over OTLP/gRPC (`[telemetry]`) to a sink in
-//! this process that counts the spans it gets: what exporting costs a forwarded call. The spans
+//! `--otlp` has the daemon export traces and metrics over OTLP/gRPC (`[telemetry]`) to a receiver
+//! in this process (the telemetry tests' `tests/telemetry/otlp.rs`) that keeps the spans it gets: what exporting costs a forwarded call. The spans
 //! received are reported (`otlp_spans`; two per call, the host request's and the upstream's).
 //!
 //! `--rate R` makes it open loop: call i starts at i/R s (or when a caller is free), which measures
@@ -636,10 +636,10 @@ async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
     eprintln!("loadgen: mcpmux: starting {exe} with {n} upstream(s), audit {on_off}");
     let remote = args.upstream_url.as_deref();
     let sink = match args.otlp {
-        true => Some(otlp_sink::start().await?),
+        true => Some(otlp::Receiver::grpc().await),
         false => None,
     };
-    let endpoint = sink.as_ref().map(|s| s.endpoint.clone());
+    let endpoint = sink.as_ref().map(otlp::Receiver::endpoint);
     let (mut daemon, url, admin) =
         Daemon::start(&args.mcpmux, cmd, remote, n, audit, endpoint.as_deref()).await?;
     let pid = daemon.child.id();
@@ -677,85 +677,16 @@ async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
     report["audit_queued"] = audit_counts["queued"].clone();
     report["audit_records"] = audit_counts["records"].clone();
     if let Some(sink) = sink {
-        report["otlp_spans"] = json!(sink.spans.load(Relaxed));
+        let received = sink.received.lock().map(|r| r.spans.len()).unwrap_or(0);
+        report["otlp_spans"] = json!(received);
     }
     Ok(report)
 }
 
-/// An OTLP/gRPC receiver that counts the spans it is sent and drops them (and metrics).
-mod otlp_sink {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-    use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
-        MetricsService, MetricsServiceServer,
-    };
-    use opentelemetry_proto::tonic::collector::metrics::v1::{
-        ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-    };
-    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-        TraceService, TraceServiceServer,
-    };
-    use opentelemetry_proto::tonic::collector::trace::v1::{
-        ExportTraceServiceRequest, ExportTraceServiceResponse,
-    };
-
-    pub struct Sink {
-        pub endpoint: String,
-        pub spans: Arc<AtomicU64>,
-    }
-
-    #[derive(Clone)]
-    struct Count(Arc<AtomicU64>);
-
-    #[tonic::async_trait]
-    impl TraceService for Count {
-        async fn export(
-            &self,
-            request: tonic::Request<ExportTraceServiceRequest>,
-        ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-            let spans = (request.into_inner().resource_spans.iter())
-                .flat_map(|r| &r.scope_spans)
-                .map(|s| s.spans.len() as u64)
-                .sum::<u64>();
-            self.0.fetch_add(spans, Relaxed);
-            Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
-        }
-    }
-
-    #[tonic::async_trait]
-    impl MetricsService for Count {
-        async fn export(
-            &self,
-            _request: tonic::Request<ExportMetricsServiceRequest>,
-        ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
-            Ok(tonic::Response::new(ExportMetricsServiceResponse::default()))
-        }
-    }
-
-    pub async fn start() -> super::Res<Sink> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await;
-        let listener = listener.map_err(|e| format!("OTLP sink: {e}"))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| format!("OTLP sink: {e}"))?
-            .port();
-        let spans = Arc::new(AtomicU64::new(0));
-        let count = Count(Arc::clone(&spans));
-        tokio::spawn(async move {
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-            let _ = tonic::transport::Server::builder()
-                .add_service(TraceServiceServer::new(count.clone()))
-                .add_service(MetricsServiceServer::new(count))
-                .serve_with_incoming(incoming)
-                .await;
-        });
-        Ok(Sink {
-            endpoint: format!("http://127.0.0.1:{port}"),
-            spans,
-        })
-    }
-}
+/// The OTLP receiver the telemetry tests use (the collector's gRPC services), here a sink.
+#[allow(dead_code, clippy::unwrap_used)]
+#[path = "../tests/telemetry/otlp.rs"]
+mod otlp;
 
 fn print_table(args: &Args, reports: &[Value], ratios: &[(String, f64)], audit: Option<&Value>) {
     let (calls, conc, warmup) = (args.calls, args.concurrency, args.warmup);
