@@ -23,7 +23,7 @@ mod validate;
 pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir};
 pub use error::ConfigError;
 pub use filter::NameFilter;
-pub use load::{default_path, load};
+pub use load::{default_path, load, parse};
 pub use mcp_servers::{ImportedServer, imported_servers};
 pub use model::{
     Authorization, CatalogConfig, Config, Credential, DEFAULT_INHERITED_ENV, HostCredential,

@@ -4,8 +4,12 @@
 //! session's own instance on its first call, restarts an upstream or instance that fails after
 //! an exponential backoff with jitter, puts it in `crash-loop` (catalog withdrawn, calls fail
 //! fast) once it fails more often than its restart budget allows, restarts one when an operator
-//! asks, stops a session's instances when the session ends, and stops everything, with their
-//! process groups, on shutdown. A failing upstream never touches the others or the daemon.
+//! asks, stops a session's instances when the session ends, takes in and retires upstreams as a
+//! reloaded config says, and stops everything, with their process groups, on shutdown. A failing
+//! upstream never touches the others or the daemon.
+//!
+//! - `failure`: backoff and crash-loop. `retire`: draining what a reload removed or changed.
+//! - `credentials`: a changed token file, renewed OAuth sign-ins.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -16,8 +20,11 @@ use ractor::{
 };
 
 mod credentials;
+mod failure;
+mod retire;
 
 use credentials::{CREDENTIAL_CHECK, renew, token_file};
+use failure::on_failure;
 
 use crate::audit::{AuditHandle, Record};
 use crate::sync::lock;
@@ -27,8 +34,6 @@ use crate::upstream::{Phase, StopReason, UpstreamError, UpstreamHandle};
 const CALL_DEADLINE: Duration = Duration::from_secs(30);
 /// How long stopping a session's instances may take.
 const INSTANCE_STOP: Duration = Duration::from_secs(5);
-/// How often a retired upstream is checked for requests still in flight.
-const DRAIN_POLL: Duration = Duration::from_millis(20);
 
 /// One supervised upstream: the shared instance (`session: None`) or a session's own.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -308,7 +313,7 @@ impl Actor for Supervisor {
             }
             SupervisorMsg::Reconcile(add, retire, grace, reply) => {
                 for name in &retire {
-                    self::retire(state, name, grace);
+                    retire::retire(state, name, grace);
                 }
                 for handle in add {
                     adopt(&myself, state, handle);
@@ -479,47 +484,6 @@ fn adopt(myself: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, handle: 
     state.slots.insert(key, Slot::new(handle));
 }
 
-/// Forgets the upstream `name` (its shared instance and every session's own): each stops once
-/// what it has in flight is answered, or `grace` passes. Its handles publish nothing more, and
-/// their ends are not failures.
-fn retire(state: &mut SupervisorState, name: &str, grace: Duration) {
-    let keys: Vec<Key> = (state.slots.keys())
-        .filter(|k| k.upstream == name)
-        .cloned()
-        .collect();
-    for key in keys {
-        let Some(slot) = state.slots.remove(&key) else {
-            continue;
-        };
-        if let Some(session) = &key.session {
-            lock(&state.instances).remove(&(key.upstream.clone(), session.clone()));
-        }
-        slot.handle.retire();
-        let actor = slot.actor;
-        if let Some(actor) = &actor {
-            state.by_actor.remove(&actor.get_id());
-        }
-        state.audit.record(Record::event(
-            "upstream.stopped",
-            Some(&key.upstream),
-            key.session.as_deref(),
-            Some(StopReason::Reload.as_str().into()),
-        ));
-        tokio::spawn(async move {
-            let drained = Instant::now() + grace;
-            while slot.handle.in_flight() > 0 && Instant::now() < drained {
-                tokio::time::sleep(DRAIN_POLL).await;
-            }
-            if let Some(actor) = actor {
-                let reason = StopReason::Reload.as_str().to_owned();
-                let _ = actor.stop_and_wait(Some(reason), Some(INSTANCE_STOP)).await;
-            }
-            slot.handle
-                .set_phase(Phase::Stopped, Some("removed by a reload".into()));
-        });
-    }
-}
-
 /// Spawns the actor of `key`'s upstream; a failure to spawn counts like a crash.
 async fn start(myself: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &Key) {
     if state.shutting_down {
@@ -582,90 +546,4 @@ async fn stop_instances(state: &mut SupervisorState, session: &str) {
             .map(|a| a.stop_and_wait(Some(reason.to_owned()), Some(INSTANCE_STOP))),
     )
     .await;
-}
-
-/// Records a failure: restart after the backoff, or enter `crash-loop` when over budget.
-fn on_failure(
-    myself: &ActorRef<SupervisorMsg>,
-    key: &Key,
-    slot: &mut Slot,
-    audit: &AuditHandle,
-    why: String,
-) {
-    let name = &key.upstream;
-    let session = key.session.as_deref();
-    audit.record(Record::event(
-        "upstream.crashed",
-        Some(name),
-        session,
-        Some(why.clone()),
-    ));
-    let policy = &slot.handle.config().policy;
-    // A failure after serving starts the backoff over; one while starting continues it.
-    let times_ready = slot.handle.status().times_ready;
-    if times_ready > slot.ready_seen {
-        slot.consecutive_failures = 0;
-    }
-    slot.ready_seen = times_ready;
-    slot.consecutive_failures += 1;
-    let now = Instant::now();
-    while slot
-        .restarts
-        .front()
-        .is_some_and(|t| now.duration_since(*t) > policy.restart_window)
-    {
-        slot.restarts.pop_front();
-    }
-    if slot.restarts.len() >= policy.restart_budget as usize {
-        let window = policy.restart_window.as_secs();
-        let budget = policy.restart_budget;
-        tracing::error!(upstream = %name, session, error = %why, budget, window_s = window, "Upstream is in a crash loop; not restarting it until an operator does (mcpmux restart NAME).");
-        // Withdrawn first, so no one sees `crash-loop` with the catalog still listed.
-        slot.handle.withdraw_catalog();
-        slot.handle.set_phase(
-            Phase::CrashLoop,
-            Some(format!(
-                "{why} (failed {} times within {window}s)",
-                budget + 1
-            )),
-        );
-        audit.record(Record::event(
-            "upstream.crash_loop",
-            Some(name),
-            session,
-            None,
-        ));
-        return;
-    }
-    slot.restarts.push_back(now);
-    let delay = backoff(
-        slot.consecutive_failures,
-        policy.restart_initial_backoff,
-        policy.restart_max_backoff,
-    );
-    slot.handle.count_restart();
-    slot.handle.set_phase(Phase::Restarting, Some(why.clone()));
-    tracing::warn!(upstream = %name, session, error = %why, retry_in_ms = delay.as_millis() as u64, "Upstream failed; it will be restarted.");
-    let key = key.clone();
-    myself.send_after(delay, move || SupervisorMsg::Start(key));
-}
-
-/// Exponential backoff from `initial` to `max`, with ±20% jitter.
-fn backoff(failures: u32, initial: Duration, max: Duration) -> Duration {
-    let exp = initial.saturating_mul(1 << failures.saturating_sub(1).min(16));
-    exp.min(max).mul_f64(rand::random_range(0.8..1.2))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        let (initial, max) = (Duration::from_secs(1), Duration::from_secs(30));
-        let first = backoff(1, initial, max);
-        assert!(first >= Duration::from_millis(800) && first <= Duration::from_millis(1200));
-        assert!(backoff(3, initial, max) >= Duration::from_millis(3200));
-        assert!(backoff(50, initial, max) <= max.mul_f64(1.2));
-    }
 }
