@@ -296,7 +296,12 @@ impl Cli {
                 let answer: serde_json::Value =
                     runtime.block_on(admin.request(reqwest::Method::POST, "/reload", &[]))?;
                 print!("{}", render::reload_summary(&answer["reloaded"]));
-                Ok(ExitCode::SUCCESS)
+                // Applied, but not cleanly (a drain ended with requests in flight): exit 1.
+                if render::incomplete(&answer["reloaded"]).is_empty() {
+                    Ok(ExitCode::SUCCESS)
+                } else {
+                    Ok(ExitCode::FAILURE)
+                }
             }
             Command::Sessions {
                 config,

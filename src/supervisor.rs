@@ -23,6 +23,8 @@ mod credentials;
 mod failure;
 mod retire;
 
+pub use retire::Undrained;
+
 use credentials::{CREDENTIAL_CHECK, renew, token_file};
 use failure::on_failure;
 
@@ -65,6 +67,24 @@ pub enum RestartError {
     Unknown(String),
     #[error("the supervisor did not answer: {0}")]
     Unavailable(String),
+}
+
+/// The instances a reload retired, draining.
+#[derive(Debug)]
+pub struct Draining(retire::Drains);
+
+impl Draining {
+    /// Waits until every retired instance has stopped; answers those that still had requests
+    /// in flight when their grace ended.
+    pub async fn finished(self) -> Vec<Undrained> {
+        let mut undrained = Vec::new();
+        for drain in self.0 {
+            if let Ok(Some(u)) = drain.await {
+                undrained.push(u);
+            }
+        }
+        undrained
+    }
 }
 
 impl SupervisorHandle {
@@ -148,17 +168,25 @@ impl SupervisorHandle {
     /// Applies a reloaded config: `retire` (removed or changed upstreams, by name) leave at
     /// once — their shared instance and every session's own instance finish what they have in
     /// flight, at most `grace`, and then stop — and `add` (new or changed ones) start as at
-    /// startup. Upstreams in neither list are not touched.
-    pub async fn reconcile(&self, add: Vec<UpstreamHandle>, retire: Vec<String>, grace: Duration) {
+    /// startup. Upstreams in neither list are not touched. The retired instances drain in the
+    /// background; [`Draining::finished`] waits for them.
+    pub async fn reconcile(
+        &self,
+        add: Vec<UpstreamHandle>,
+        retire: Vec<String>,
+        grace: Duration,
+    ) -> Result<Draining, RestartError> {
         let deadline = u64::try_from(CALL_DEADLINE.as_millis()).unwrap_or(u64::MAX);
-        let _ = ractor::call_t!(
+        let drains = ractor::call_t!(
             self.actor,
             SupervisorMsg::Reconcile,
             deadline,
             add,
             retire,
             grace
-        );
+        )
+        .map_err(|e| RestartError::Unavailable(e.to_string()))?;
+        Ok(Draining(drains))
     }
 
     /// Stops every upstream and instance (killing their process groups) and then the supervisor.
@@ -180,7 +208,12 @@ enum SupervisorMsg {
     StopInstances(String, RpcReplyPort<()>),
     Restart(String, RpcReplyPort<bool>),
     /// A reloaded config: upstreams to start, and names to drain and stop.
-    Reconcile(Vec<UpstreamHandle>, Vec<String>, Duration, RpcReplyPort<()>),
+    Reconcile(
+        Vec<UpstreamHandle>,
+        Vec<String>,
+        Duration,
+        RpcReplyPort<retire::Drains>,
+    ),
     /// Whether an unauthorized upstream's token file changed since `seen` (then it starts again).
     CheckCredential(Key, Option<Vec<u8>>),
     /// An upstream that needed a sign-in has new tokens: start it again.
@@ -312,13 +345,14 @@ impl Actor for Supervisor {
                 let _ = reply.send(true);
             }
             SupervisorMsg::Reconcile(add, retire, grace, reply) => {
+                let mut drains = retire::Drains::new();
                 for name in &retire {
-                    retire::retire(state, name, grace);
+                    drains.extend(retire::retire(state, name, grace));
                 }
                 for handle in add {
                     adopt(&myself, state, handle);
                 }
-                let _ = reply.send(());
+                let _ = reply.send(drains);
             }
             SupervisorMsg::CheckCredential(key, seen) => {
                 let Some(slot) = state.slots.get(&key) else {

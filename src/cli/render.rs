@@ -80,7 +80,17 @@ pub(super) fn reload_summary(changes: &serde_json::Value) -> String {
             names("restart_needed")
         ));
     }
+    for problem in incomplete(changes) {
+        out.push_str(&format!("NOT FINISHED: {problem}\n"));
+    }
     out
+}
+
+/// What a reload did not finish (requests a retired upstream still had when its drain ended).
+pub(super) fn incomplete(changes: &serde_json::Value) -> Vec<&str> {
+    (changes["incomplete"].as_array().into_iter().flatten())
+        .filter_map(|v| v.as_str())
+        .collect()
 }
 
 /// `mcpmux sessions`: one row per open host session.
@@ -173,6 +183,11 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
     if let Some(error) = config["last_reload"]["error"].as_str() {
         out.push_str(&format!(
             "THE CONFIG FILE IS NOT RUNNING (the previous one is): {error}\n"
+        ));
+    }
+    for problem in incomplete(&config["last_reload"]["changes"]) {
+        out.push_str(&format!(
+            "THE LAST RELOAD DID NOT FINISH CLEANLY: {problem}\n"
         ));
     }
     out.push_str(&table(

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 use serde_json::{Value, json};
@@ -26,8 +26,9 @@ use crate::supervisor::SupervisorHandle;
 use crate::sync::lock;
 use crate::upstream::{HostEvents, UpstreamHandle};
 
-/// How long the file must be quiet after a change before it is read (editors write in steps).
-const DEBOUNCE: Duration = Duration::from_millis(300);
+mod watch;
+
+pub use watch::spawn_triggers;
 
 /// What `serve`'s flags set over the file; a reload applies them again.
 #[derive(Debug, Clone, Default)]
@@ -101,6 +102,8 @@ pub struct Reloader {
     /// The running config (replaced only under `running`).
     current: ArcSwap<Config>,
     outcome: Mutex<Outcome>,
+    /// Reloads finished (applied or refused), so one that waited for another knows it did.
+    finished: AtomicU64,
     reloads: AtomicU64,
     rejected: AtomicU64,
 }
@@ -141,6 +144,7 @@ impl Reloader {
             current: ArcSwap::from_pointee(config),
             running: tokio::sync::Mutex::new(Running { upstreams, text }),
             outcome: Mutex::default(),
+            finished: AtomicU64::new(0),
             reloads: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
         })
@@ -179,13 +183,23 @@ impl Reloader {
 
     /// Reads the config file again and applies it; the error says why nothing changed.
     pub async fn reload(&self, trigger: Trigger) -> Result<Value, String> {
+        let asked = self.finished.load(Ordering::Acquire);
         let mut running = self.running.lock().await;
         let path = self.current.load().source.clone();
         let text = std::fs::read_to_string(&path);
+        let same = text.as_ref().ok() == running.text.as_ref();
         // Saved unchanged, or a step of an editor's save that removed the file for now.
-        let unchanged = text.as_ref().ok() == running.text.as_ref() || text.is_err();
-        if trigger == Trigger::File && unchanged {
+        if trigger == Trigger::File && (same || text.is_err()) {
             return Ok(json!({ "unchanged": true }));
+        }
+        // Another reload applied this very file while this one waited for it (the watcher saw
+        // the save first): how that went is this one's answer.
+        if same && self.finished.load(Ordering::Acquire) != asked {
+            let outcome = lock(&self.outcome).clone();
+            return match outcome.error {
+                Some(error) => Err(error),
+                None => Ok(outcome.summary.unwrap_or_default()),
+            };
         }
         super::systemd::reloading();
         let result = self.apply(&mut running, &path, text, trigger).await;
@@ -205,6 +219,7 @@ impl Reloader {
                 outcome.summary = None;
             }
         }
+        self.finished.fetch_add(1, Ordering::Release);
         result
     }
 
@@ -274,14 +289,24 @@ impl Reloader {
         self.parts
             .router
             .reconfigure(&next.catalog, &profiles, upstreams.clone(), &disabled);
-        self.parts
-            .supervisor
+        let draining = (self.parts.supervisor)
             .reconcile(add, retire, next.server.drain_timeout)
             .await;
         self.parts.hosts.store(Arc::new(principals.clone()));
         let gate = super::gate(&next, self.parts.local, principals, profiles);
         let ended = self.parts.edge.reload(&next.server, gate).await;
         self.parts.service.set_limits(&next.server);
+        // What did not finish: requests a retired upstream still had when its grace ended, or a
+        // supervisor that did not take the new upstream set.
+        let incomplete: Vec<String> = match draining {
+            Ok(draining) => (draining.finished().await.iter())
+                .map(ToString::to_string)
+                .collect(),
+            Err(e) => vec![format!("the new upstreams were not applied: {e}")],
+        };
+        for problem in &incomplete {
+            tracing::warn!(file = %path.display(), problem = %problem, "The reload did not finish cleanly.");
+        }
 
         let summary = json!({
             "added": diff.added,
@@ -290,6 +315,7 @@ impl Reloader {
             "unchanged": diff.unchanged,
             "sessions_ended": ended,
             "restart_needed": restart_needed,
+            "incomplete": incomplete,
         });
         tracing::info!(
             file = %path.display(),
@@ -403,85 +429,4 @@ fn keep_fixed(now: &Config, next: &mut Config) -> Vec<&'static str> {
         next.catalog.max_items_per_upstream = now.catalog.max_items_per_upstream;
     }
     changed
-}
-
-/// Reloads on SIGHUP, and when the config file changes. What is watched is the file's directory
-/// as written, where it really is, and the directory of every symlink on the way (so saves that
-/// write a temporary file and rename it, and a symlinked directory pointed elsewhere, are seen);
-/// the watches are set again after each change, as a symlink may now lead elsewhere. Events are
-/// debounced.
-pub fn spawn_triggers(reloader: Arc<Reloader>) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let file = reloader.current().source.clone();
-    let files = Arc::clone(&reloader);
-    tokio::spawn(async move {
-        let mut watcher = watch(&file, &tx);
-        while rx.recv().await.is_some() {
-            // Quiet for DEBOUNCE first: take every event of the same save.
-            while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
-            drop(watcher.take());
-            watcher = watch(&file, &tx);
-            let _ = files.reload(Trigger::File).await;
-        }
-    });
-    tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            tracing::warn!("Cannot listen for SIGHUP; reload with `mcpmux reload` instead.");
-            return;
-        };
-        while hup.recv().await.is_some() {
-            tracing::info!("Received SIGHUP.");
-            let _ = reloader.reload(Trigger::Signal).await;
-        }
-    });
-}
-
-/// The directories whose changes may change what `file` reads as.
-fn watched_dirs(file: &Path) -> Vec<PathBuf> {
-    let parent = |p: &Path| {
-        p.parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
-    };
-    let mut dirs = vec![parent(file)];
-    if let Ok(real) = std::fs::canonicalize(file) {
-        dirs.push(parent(&real));
-    }
-    for link in file.ancestors().skip(1) {
-        let is_link = std::fs::symlink_metadata(link).is_ok_and(|m| m.file_type().is_symlink());
-        if is_link {
-            dirs.push(parent(link));
-        }
-    }
-    let mut seen = std::collections::HashSet::new();
-    dirs.retain(|d| seen.insert(std::fs::canonicalize(d).unwrap_or_else(|_| d.clone())));
-    dirs
-}
-
-/// Watches the directories of `file` for changes; `None` (with a warning) when it cannot.
-fn watch(
-    file: &Path,
-    tx: &tokio::sync::mpsc::UnboundedSender<()>,
-) -> Option<notify::RecommendedWatcher> {
-    use notify::{RecursiveMode, Watcher};
-    let tx = tx.clone();
-    let handler = move |event: notify::Result<notify::Event>| {
-        if event.is_ok_and(|e| !e.kind.is_access()) {
-            let _ = tx.send(());
-        }
-    };
-    let mut watcher = match notify::recommended_watcher(handler) {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::warn!(error = %e, "Cannot watch the config file; reload with SIGHUP or `mcpmux reload`.");
-            return None;
-        }
-    };
-    for dir in watched_dirs(file) {
-        if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
-            tracing::warn!(dir = %dir.display(), error = %e, "Cannot watch the config's directory; reload with SIGHUP or `mcpmux reload`.");
-        }
-    }
-    Some(watcher)
 }

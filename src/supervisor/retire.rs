@@ -1,6 +1,7 @@
 //! Retiring an upstream a reloaded config removed or changed: it is forgotten at once (its
 //! shared instance and every session's own), publishes nothing more, and stops once what it has
-//! in flight is answered or the grace period ends.
+//! in flight is answered or the grace period ends. What was still in flight when the grace
+//! ended is reported ([`Undrained`]), not dropped: the reload says it did not finish cleanly.
 
 use std::time::{Duration, Instant};
 
@@ -12,10 +13,42 @@ use crate::upstream::{Phase, StopReason};
 /// How often a retired upstream is checked for requests still in flight.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
 
+/// A retired instance that still had requests in flight when its grace period ended: they were
+/// ended with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undrained {
+    pub upstream: String,
+    /// The host session whose own instance it was (`None`: the shared one).
+    pub session: Option<String>,
+    pub in_flight: usize,
+    pub grace: Duration,
+}
+
+impl std::fmt::Display for Undrained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "upstream `{}`", self.upstream)?;
+        if let Some(session) = &self.session {
+            let short: String = session.chars().take(8).collect();
+            write!(f, " (the instance of session {short}…)")?;
+        }
+        write!(
+            f,
+            " still had {} request(s) in flight after server.drain_timeout ({}); they were ended. Fix: raise server.drain_timeout, or reload when those calls are done",
+            self.in_flight,
+            humantime::format_duration(self.grace)
+        )
+    }
+}
+
+/// The drains a reload started, one per retired instance: each ends with what it could not
+/// finish.
+pub(super) type Drains = Vec<tokio::task::JoinHandle<Option<Undrained>>>;
+
 /// Forgets the upstream `name` (its shared instance and every session's own): each stops once
 /// what it has in flight is answered, or `grace` passes. Its handles publish nothing more, and
-/// their ends are not failures.
-pub(super) fn retire(state: &mut SupervisorState, name: &str, grace: Duration) {
+/// their ends are not failures. Returns the drains, each ending with what was still in flight.
+pub(super) fn retire(state: &mut SupervisorState, name: &str, grace: Duration) -> Drains {
+    let mut drains = Drains::new();
     let keys: Vec<Key> = (state.slots.keys())
         .filter(|k| k.upstream == name)
         .cloned()
@@ -38,10 +71,20 @@ pub(super) fn retire(state: &mut SupervisorState, name: &str, grace: Duration) {
             key.session.as_deref(),
             Some(StopReason::Reload.as_str().into()),
         ));
-        tokio::spawn(async move {
+        drains.push(tokio::spawn(async move {
             let drained = Instant::now() + grace;
             while slot.handle.in_flight() > 0 && Instant::now() < drained {
                 tokio::time::sleep(DRAIN_POLL).await;
+            }
+            let in_flight = slot.handle.in_flight();
+            let undrained = (in_flight > 0).then(|| Undrained {
+                upstream: key.upstream.clone(),
+                session: key.session.clone(),
+                in_flight,
+                grace,
+            });
+            if undrained.is_some() {
+                tracing::warn!(upstream = %key.upstream, in_flight, "A retired upstream did not drain in time; its requests in flight are ended.");
             }
             if let Some(actor) = actor {
                 let reason = StopReason::Reload.as_str().to_owned();
@@ -49,6 +92,8 @@ pub(super) fn retire(state: &mut SupervisorState, name: &str, grace: Duration) {
             }
             slot.handle
                 .set_phase(Phase::Stopped, Some("removed by a reload".into()));
-        });
+            undrained
+        }));
     }
+    drains
 }
