@@ -18,13 +18,15 @@ pub struct Incoming<'a> {
     method: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     params: Option<&'a RawValue>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "present")]
     result: Option<&'a RawValue>,
+    /// `"error": null` beside a result (some libraries write it) reads as no error.
     #[serde(borrow, default)]
     error: Option<&'a RawValue>,
 }
 
-/// Keeps `"id": null` as `Some(null)`, so it is told apart from a missing id.
+/// Keeps `"id": null` (or `"result": null`) as `Some(null)`, so it is told apart from a missing
+/// member: a response whose result is `null` is still a response.
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
 }
@@ -196,6 +198,15 @@ mod tests {
     }
 
     #[test]
+    fn a_null_result_is_still_a_response() {
+        // Found by the property test below: `"result": null` read as a missing member.
+        let k = Incoming::parse(r#"{"jsonrpc":"2.0","id":3,"result":null}"#);
+        assert!(matches!(k, Ok(Message::Response { result, .. }) if result.get() == "null"));
+        let k = Incoming::parse(r#"{"jsonrpc":"2.0","id":3,"result":{},"error":null}"#);
+        assert!(matches!(k, Ok(Message::Response { .. })));
+    }
+
+    #[test]
     fn rejects_what_is_not_jsonrpc() {
         let parse_err = Incoming::parse("{not json").err().map(|e| e.code);
         assert_eq!(parse_err, Some(super::super::codes::PARSE_ERROR));
@@ -232,5 +243,112 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&err).unwrap_or_default();
         assert_eq!(v["error"]["code"], -32602);
         assert!(v["id"].is_null());
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use super::*;
+    use crate::jsonrpc::depth::nests_deeper_than;
+    use crate::jsonrpc::members::Members;
+
+    /// Any JSON value, nested a few levels.
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "\\PC{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::vec(("\\PC{0,8}", inner), 0..6)
+                    .prop_map(|members| Value::Object(members.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// A JSON-RPC id: a number or a string.
+    fn id() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            "\\PC{0,16}".prop_map(|s| serialize(&s)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_parses_or_is_refused_without_a_panic(text in "\\PC{0,200}") {
+            if let Err(e) = Incoming::parse(&text) {
+                prop_assert!(e.code == crate::jsonrpc::codes::PARSE_ERROR
+                    || e.code == crate::jsonrpc::codes::INVALID_REQUEST);
+            }
+        }
+
+        #[test]
+        fn any_json_parses_or_is_refused_without_a_panic(value in json()) {
+            let _ = Incoming::parse(&value.to_string());
+        }
+
+        #[test]
+        fn a_request_round_trips(id in id(), method in "\\PC{1,30}", params in proptest::option::of(json())) {
+            // JSON-RPC params are structured: an object or an array (`null` reads as none).
+            let params = params.map(|p| match p {
+                Value::Object(_) | Value::Array(_) => p,
+                other => Value::Array(vec![other]),
+            });
+            let params = params.map(|p| p.to_string());
+            let line = request_line_raw(&id, &method, params.as_deref());
+            match Incoming::parse(&line) {
+                Ok(Message::Request { id: got, method: m, params: p }) => {
+                    prop_assert_eq!(got.get(), id.as_str());
+                    prop_assert_eq!(m.as_ref(), method.as_str());
+                    prop_assert_eq!(p.map(RawValue::get), params.as_deref());
+                }
+                other => return Err(TestCaseError::fail(format!("{line} → {other:?}"))),
+            }
+            let note = notification_line(&method, params.as_deref());
+            let is_notification = matches!(Incoming::parse(&note), Ok(Message::Notification { .. }));
+            prop_assert!(is_notification);
+        }
+
+        #[test]
+        fn a_response_and_an_error_round_trip(id in id(), result in json()) {
+            let (id, result) = (members_raw(&id), members_raw(&result.to_string()));
+            let line = response_line(&id, &result);
+            let round = matches!(Incoming::parse(&line),
+                Ok(Message::Response { id: i, result: r }) if i.get() == id.get() && r.get() == result.get());
+            prop_assert!(round, "{}", line);
+            let error = error_line(Some(&id), &RpcError::invalid_params("x"));
+            let is_error = matches!(Incoming::parse(&error), Ok(Message::Error { .. }));
+            prop_assert!(is_error);
+        }
+
+        #[test]
+        fn members_are_written_back_as_they_came(value in proptest::collection::vec(("[a-z]{1,6}", json()), 0..8)) {
+            let object: serde_json::Map<String, Value> = value.into_iter().collect();
+            let text = Value::Object(object.clone()).to_string();
+            let raw = members_raw(&text);
+            let members = Members::parse(&raw).map_err(|e| TestCaseError::fail(e.message))?;
+            // Byte for byte: the values stay raw text.
+            prop_assert_eq!(members.to_json(), text);
+        }
+
+        #[test]
+        fn depth_is_counted_as_serde_counts_it(depth in 0usize..200, max in 1usize..150) {
+            let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+            prop_assert_eq!(nests_deeper_than(&text, max), depth > max);
+        }
+    }
+
+    fn members_raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap_or_else(|e| panic!("{text}: {e}"))
     }
 }

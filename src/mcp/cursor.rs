@@ -168,3 +168,61 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn kind() -> impl Strategy<Value = ListKind> {
+        proptest::sample::select(ListKind::ALL.to_vec())
+    }
+
+    proptest! {
+        #[test]
+        fn every_position_round_trips(kind in kind(), generation: u64, view: u16, offset: u32) {
+            let codec = CursorCodec::random();
+            let at = Position { generation, view, offset };
+            let cursor = codec.encode(kind, at);
+            prop_assert!(!cursor.is_empty());
+            prop_assert_eq!(codec.decode(kind, view, &cursor), Ok(at));
+        }
+
+        #[test]
+        fn any_text_is_refused_without_a_panic(text in ".{0,80}", kind in kind(), view: u16) {
+            // A random string is a forgery with overwhelming likelihood; it must never decode.
+            prop_assert!(CursorCodec::random().decode(kind, view, &text).is_err());
+        }
+
+        #[test]
+        fn a_changed_character_is_refused(
+            kind in kind(), generation: u64, view: u16, offset: u32,
+            at in 0usize..43, with in proptest::sample::select(
+                b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".to_vec()),
+        ) {
+            let codec = CursorCodec::random();
+            let cursor = codec.encode(kind, Position { generation, view, offset });
+            let mut edited = cursor.clone().into_bytes();
+            let at = at % edited.len();
+            prop_assume!(edited[at] != with);
+            edited[at] = with;
+            let edited = String::from_utf8(edited).unwrap_or_default();
+            prop_assert!(codec.decode(kind, view, &edited).is_err(), "{} → {}", cursor, edited);
+        }
+
+        #[test]
+        fn another_listing_or_view_is_refused(
+            kind in kind(), other in kind(), generation: u64, view: u16, offset: u32, other_view: u16,
+        ) {
+            let codec = CursorCodec::random();
+            let cursor = codec.encode(kind, Position { generation, view, offset });
+            if other != kind {
+                prop_assert_eq!(codec.decode(other, view, &cursor), Err(CursorError::WrongListing));
+            }
+            if other_view != view {
+                prop_assert_eq!(codec.decode(kind, other_view, &cursor), Err(CursorError::WrongView));
+            }
+        }
+    }
+}

@@ -269,3 +269,68 @@ mod tests {
         assert_eq!(split_uri("Bad+x"), None);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn prefix() -> impl Strategy<Value = Prefix> {
+        "[a-z][a-z0-9-]{0,15}".prop_filter_map("a valid prefix", |p| Prefix::parse(&p).ok())
+    }
+
+    proptest! {
+        #[test]
+        fn a_name_in_budget_round_trips(prefix in prefix(), original in "[A-Za-z0-9_-]{1,40}") {
+            let budget = NameBudget::default();
+            let exposed = budget.expose(&prefix, &original);
+            let Some(exposed) = exposed else {
+                return Err(TestCaseError::fail("a name of allowed characters was left out"));
+            };
+            prop_assert!(budget.accepts(&exposed), "{}", exposed);
+            prop_assert_eq!(prefix_of(&exposed), Some(prefix.as_str()));
+            if format!("{prefix}{SEPARATOR}{original}").len() <= 64 {
+                let back = exposed.strip_prefix(&format!("{prefix}{SEPARATOR}"));
+                prop_assert_eq!(back, Some(original.as_str()));
+            }
+        }
+
+        #[test]
+        fn any_name_is_exposed_in_budget_deterministically(prefix in prefix(), original in "\\PC{0,120}") {
+            let budget = NameBudget::default();
+            let exposed = budget.expose(&prefix, &original);
+            prop_assert_eq!(&exposed, &budget.expose(&prefix, &original));
+            if let Some(exposed) = exposed {
+                prop_assert!(budget.accepts(&exposed), "{}", exposed);
+                let start = format!("{prefix}{SEPARATOR}");
+                prop_assert!(exposed.starts_with(&start), "{}", exposed);
+            }
+        }
+
+        #[test]
+        fn distinct_names_stay_distinct(prefix in prefix(), a in "\\PC{1,90}", b in "\\PC{1,90}") {
+            prop_assume!(a != b);
+            let budget = NameBudget::default();
+            let (ea, eb) = (budget.expose(&prefix, &a), budget.expose(&prefix, &b));
+            if ea.is_some() {
+                prop_assert_ne!(ea, eb);
+            }
+        }
+
+        #[test]
+        fn every_uri_round_trips(prefix in prefix(), uri in "\\PC{0,120}") {
+            let exposed = expose_uri(&prefix, &uri);
+            prop_assert_eq!(split_uri(&exposed), Some((prefix.as_str(), uri.as_str())));
+        }
+
+        #[test]
+        fn splitting_any_text_does_not_panic(text in "\\PC{0,120}") {
+            if let Some((prefix, uri)) = split_uri(&text) {
+                prop_assert_eq!(format!("{prefix}+{uri}"), text.clone());
+            }
+            let _ = prefix_of(&text);
+            let _ = Prefix::derive(&text);
+        }
+    }
+}

@@ -68,3 +68,49 @@ mod tests {
         assert!(!matches("static://doc", "static://doc2"));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::matches;
+
+    /// A template of literal parts and expressions, and one of its expansions.
+    fn template_and_uri() -> impl Strategy<Value = (String, String)> {
+        let part = (
+            "[a-z:/.?=&-]{0,8}",
+            "\\{[+/?#]?[a-z]{1,5}\\}",
+            "[a-zA-Z0-9%/._-]{0,10}",
+        );
+        proptest::collection::vec(part, 0..5).prop_map(|parts| {
+            let (mut template, mut uri) = (String::new(), String::new());
+            for (literal, expression, value) in parts {
+                template.push_str(&literal);
+                template.push_str(&expression);
+                uri.push_str(&literal);
+                uri.push_str(&value);
+            }
+            (template, uri)
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn every_expansion_matches((template, uri) in template_and_uri(), tail in "[a-z.]{0,6}") {
+            prop_assert!(matches(&template, &uri), "{} ⊭ {}", template, uri);
+            let (template, uri) = (format!("{template}{tail}"), format!("{uri}{tail}"));
+            prop_assert!(matches(&template, &uri), "{} ⊭ {}", template, uri);
+        }
+
+        #[test]
+        fn a_template_without_expressions_matches_only_itself(literal in "[^{}]{0,30}", other in "\\PC{0,30}") {
+            prop_assert!(matches(&literal, &literal));
+            prop_assert_eq!(matches(&literal, &other), literal == other);
+        }
+
+        #[test]
+        fn any_text_does_not_panic(template in "\\PC{0,60}", uri in "\\PC{0,60}") {
+            let _ = matches(&template, &uri);
+        }
+    }
+}
