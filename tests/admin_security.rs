@@ -448,6 +448,30 @@ async fn a_planted_runtime_directory_is_refused() {
             "the refusal names the directory and why: {said}"
         );
     }
+    // A daemon of the same user leaves no record there either, and says so.
+    let tmp_dir = tmp.path().to_str().unwrap();
+    let second = Daemon::start_with_env(
+        &test_upstream("up", &[]),
+        &[
+            ("TMPDIR", tmp_dir),
+            ("XDG_RUNTIME_DIR", ""),
+            ("MCPMUX_RUNTIME_DIR", ""),
+        ],
+    );
+    let planted = tmp
+        .path()
+        .join(format!("mcpmux-{}", nix::unistd::getuid()))
+        .join("daemons")
+        .join(format!("{}.json", second.pid()));
+    assert!(
+        !planted.exists(),
+        "the daemon wrote into the planted directory"
+    );
+    assert!(
+        second.log_count(&["Not leaving this daemon's record"]) == 1,
+        "{}",
+        second.stderr()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
