@@ -615,11 +615,17 @@ async fn run_direct(args: &Args, cmd: &[String]) -> Res<Value> {
     Ok(report)
 }
 
-/// The daemon's audit counters (`audit` of `GET <admin>/status`).
-async fn audit_status(admin: &str) -> Res<Value> {
+/// The daemon's audit counters (`audit` of `GET <admin>/status`, with the admin token the daemon
+/// made in `state_dir`).
+async fn audit_status(admin: &str, state_dir: &Path) -> Res<Value> {
+    let token = std::fs::read_to_string(state_dir.join("admin.token"));
+    let token = token.map_err(ctx("the admin token"))?;
     let client = reqwest::Client::builder().no_proxy().timeout(CALL_TIMEOUT);
     let client = client.build().map_err(ctx("client"))?;
-    let resp = client.get(format!("{admin}/status")).send().await;
+    let request = client
+        .get(format!("{admin}/status"))
+        .bearer_auth(token.trim());
+    let resp = request.send().await;
     let resp = resp.map_err(ctx("GET /status"))?;
     let status = resp.status();
     let body = resp.bytes().await.map_err(ctx("GET /status"))?;
@@ -654,7 +660,7 @@ async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
     let rss = rss_mib(pid).map(|m| (m * 10.0).round() / 10.0);
     let mut report = result.map_err(with_tail)?;
     let audit_counts = match &admin {
-        Some(admin) => audit_status(admin).await,
+        Some(admin) => audit_status(admin, &daemon.dir.path().join("state")).await,
         None => Err("the daemon announced no admin URL".into()),
     };
     let audit_counts = audit_counts.unwrap_or_else(|e| {

@@ -7,8 +7,15 @@
 //! `approve` use it.
 //! It reads a small state of its own ([`AdminState`]): the router's snapshots, the supervisor,
 //! the audit handle and a session count — nothing of the host side's internals.
+//! Every route but health and readiness passes [`guard`] first: the admin token
+//! ([`token`]), the listener's own `Origin`, a loopback `Host`, JSON POSTs.
 
+mod guard;
 mod metrics;
+pub mod token;
+
+pub use guard::AdminGuard;
+pub use token::{AdminToken, TOKEN_FILE, TokenError};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,6 +49,8 @@ pub struct AdminState {
     pub logins: std::sync::Mutex<HashMap<String, LoginState>>,
     /// The running config, and reloading it.
     pub reloader: Arc<dyn Reload>,
+    /// The token and the origin every admin request is checked against.
+    pub guard: AdminGuard,
 }
 
 /// Reloading the daemon's config (`POST /reload`), and how it went.
@@ -69,14 +78,17 @@ impl std::fmt::Debug for AdminState {
     }
 }
 
-/// The admin application.
+/// The admin application: health and readiness open to any caller (they tell nothing but that
+/// the daemon answers), every other route behind [`guard`].
 pub fn app(state: Arc<AdminState>) -> Router {
-    Router::new()
-        .route("/status", get(status))
+    let open = Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/healthz", get(|| async { "ok" }))
         .route("/ready", get(ready))
         .route("/readyz", get(ready))
+        .with_state(Arc::clone(&state));
+    Router::new()
+        .route("/status", get(status))
         .route("/metrics", get(metrics::metrics))
         .route("/sessions", get(sessions))
         .route("/reload", post(reload))
@@ -86,7 +98,9 @@ pub fn app(state: Arc<AdminState>) -> Router {
         .route("/pins", get(pins))
         .route("/pins/{upstream}/{tool}/approve", post(approve))
         .with_state(Arc::clone(&state))
-        .merge(audit_routes(state))
+        .merge(audit_routes(Arc::clone(&state)))
+        .route_layer(axum::middleware::from_fn_with_state(state, guard::guard))
+        .merge(open)
 }
 
 /// How long an audit read waits for queued records to be committed first.

@@ -28,6 +28,10 @@ pub struct Cli {
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, global = true)]
     log_json: bool,
+    /// The file holding the admin API's token (default: the one the running daemon's record
+    /// names, else the config's admin.token_file or <state dir>/admin.token).
+    #[arg(long, global = true, env = "MCPMUX_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -207,6 +211,7 @@ impl Cli {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;
+        let token_file = self.admin_token_file.as_deref();
         match self.command {
             Command::Serve {
                 config,
@@ -261,7 +266,7 @@ impl Cli {
                 admin,
                 json,
             } => {
-                let admin = Admin::required(admin.as_deref(), config)?;
+                let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 let status: serde_json::Value =
                     runtime.block_on(admin.request(reqwest::Method::GET, "/status", &[]))?;
                 if json {
@@ -276,7 +281,7 @@ impl Cli {
                 admin,
                 json,
             } => {
-                let admin = Admin::required(admin.as_deref(), config)?;
+                let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 let pins = runtime.block_on(admin.request(reqwest::Method::GET, "/pins", &[]))?;
                 show(&pins, json, render::pins)
             }
@@ -286,13 +291,13 @@ impl Cli {
                 config,
                 admin,
             } => {
-                let admin = Admin::required(admin.as_deref(), config)?;
+                let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 runtime.block_on(admin.post(&format!("/pins/{upstream}/{tool}/approve")))?;
                 println!("approved the new definition of {upstream}/{tool}");
                 Ok(ExitCode::SUCCESS)
             }
             Command::Reload { config, admin } => {
-                let admin = Admin::required(admin.as_deref(), config)?;
+                let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 let answer: serde_json::Value =
                     runtime.block_on(admin.request(reqwest::Method::POST, "/reload", &[]))?;
                 print!("{}", render::reload_summary(&answer["reloaded"]));
@@ -308,7 +313,7 @@ impl Cli {
                 admin,
                 json,
             } => {
-                let admin = Admin::required(admin.as_deref(), config)?;
+                let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 let answer =
                     runtime.block_on(admin.request(reqwest::Method::GET, "/sessions", &[]))?;
                 show(&answer, json, |a| render::sessions_table(&a["sessions"]))
@@ -318,7 +323,7 @@ impl Cli {
                 config,
                 admin,
             } => {
-                let admin = Admin::required(admin.as_deref(), config)?;
+                let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 runtime.block_on(admin.post(&format!("/upstreams/{name}/restart")))?;
                 println!("restarted {name}");
                 Ok(ExitCode::SUCCESS)
@@ -329,7 +334,7 @@ impl Cli {
                 admin,
                 no_browser,
             } => {
-                let admin = Admin::required(admin.as_deref(), config)?;
+                let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 runtime.block_on(login(&admin, &name, !no_browser))?;
                 Ok(ExitCode::SUCCESS)
             }
@@ -338,13 +343,13 @@ impl Cli {
                 config,
                 admin,
             } => {
-                let admin = Admin::required(admin.as_deref(), config)?;
+                let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 runtime.block_on(admin.post(&format!("/upstreams/{name}/logout")))?;
                 println!("signed out of {name}; it needs `mcpmux login {name}` again");
                 Ok(ExitCode::SUCCESS)
             }
             Command::Audit { command } => {
-                let ok = runtime.block_on(audit::run(*command))?;
+                let ok = runtime.block_on(audit::run(*command, token_file))?;
                 Ok(if ok {
                     ExitCode::SUCCESS
                 } else {

@@ -25,6 +25,7 @@ pub use error::ConfigError;
 pub use filter::NameFilter;
 pub use load::{default_path, load, parse};
 pub use mcp_servers::{ImportedServer, imported_servers};
+pub use model::{ADMIN_EXPOSED, ADMIN_EXPOSED_FIX, AdminAccess};
 pub use model::{
     Authorization, CatalogConfig, Config, Credential, DEFAULT_INHERITED_ENV, HostCredential,
     Isolation, JwksSource, JwtIssuer, OtlpProtocol, PinMode, Profile, ServerConfig,

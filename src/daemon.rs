@@ -43,6 +43,10 @@ pub enum DaemonError {
         "refusing to listen on {0}: it is reachable beyond this machine, and no [hosts] credential is configured, so anyone who reaches the port could see and call every upstream. Fix: add [hosts.NAME] with token_sha256 or token_file (or [server.authorization] for JWTs), or listen on 127.0.0.1"
     )]
     Exposed(std::net::SocketAddr),
+    #[error("admin.listen (or --admin) `{0}` {exposed}; fix: {fix}", exposed = crate::config::ADMIN_EXPOSED, fix = crate::config::ADMIN_EXPOSED_FIX)]
+    AdminExposed(std::net::SocketAddr),
+    #[error("{0}")]
+    AdminToken(#[from] crate::admin::TokenError),
 }
 
 /// The config's profiles, and its `[hosts]` as principals seeing them.
@@ -110,6 +114,17 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
     if !config.server.listen.ip().is_loopback() && !credentialed {
         return Err(DaemonError::Exposed(config.server.listen));
     }
+    if let Some(addr) = config.admin_exposed() {
+        return Err(DaemonError::AdminExposed(addr));
+    }
+    // Read (or made) before anything listens: without it there is no admin API to start.
+    let admin_token = match config.admin {
+        Some(_) => Some(crate::admin::AdminToken::load(
+            config.admin_access.token_file.as_deref(),
+            &config.state_dir,
+        )?),
+        None => None,
+    };
     let listener = TcpListener::bind(config.server.listen)
         .await
         .map_err(|source| DaemonError::Bind {
@@ -204,7 +219,8 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
     let telemetry = start_telemetry(&config, &router, &service, &audit, &reloader);
     tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), "mcpmux is listening.");
     let mut admin_url = None;
-    if let Some(addr) = config.admin {
+    let admin_token_file = admin_token.as_ref().map(|t| t.file.clone());
+    if let (Some(addr), Some(token)) = (config.admin, admin_token) {
         match TcpListener::bind(addr).await {
             Ok(admin) => {
                 let admin_addr = admin.local_addr().map_err(DaemonError::Serve)?;
@@ -222,6 +238,11 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
                     hosts: Box::new(move || hosts.load().iter().map(|p| p.status()).collect()),
                     logins: std::sync::Mutex::default(),
                     reloader: Arc::clone(&reloader) as Arc<dyn crate::admin::Reload>,
+                    guard: crate::admin::AdminGuard {
+                        token,
+                        port: admin_addr.port(),
+                        loopback: admin_addr.ip().is_loopback(),
+                    },
                 };
                 let app = crate::admin::app(Arc::new(state));
                 tokio::spawn(async move { axum::serve(admin, app).await });
@@ -236,6 +257,8 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
         pid: std::process::id(),
         url: format!("http://{local}/mcp"),
         admin: admin_url.clone(),
+        admin_token_file: (admin_url.as_ref().and(admin_token_file))
+            .map(|f| std::fs::canonicalize(&f).unwrap_or(f)),
         config: std::fs::canonicalize(&config.source).unwrap_or_else(|_| config.source.clone()),
         state_dir: config.state_dir.clone(),
     });

@@ -22,6 +22,8 @@
 //!   (bridge and CLI).
 //! - [`audit`]: the hash-chained audit log in sled (the only module that knows sled).
 //! - [`locator`]: where a running daemon is (records it leaves for the CLI).
+//! - [`loopback`]: which `Host` and `Origin` headers name this machine (host endpoint and admin
+//!   API).
 //! - [`sync`]: the one mutex-poison policy.
 //! - [`telemetry`]: logging setup, and OpenTelemetry export (`telemetry::otel`).
 
@@ -34,6 +36,7 @@ pub mod daemon;
 pub mod downstream;
 pub mod jsonrpc;
 pub mod locator;
+pub mod loopback;
 pub mod mcp;
 pub mod oauth;
 pub mod pins;

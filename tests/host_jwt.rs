@@ -253,13 +253,9 @@ async fn jwts_of_trusted_issuers_sign_hosts_in_and_everything_else_is_refused() 
     assert_eq!(carol.post(&ping).await.status(), 200);
 
     // Audit records name the JWT principals; status counts the robot host.
-    let admin = daemon.admin_url.clone().unwrap();
-    let records: Value = reqwest::get(format!("{admin}/audit/query?method=tools/call&limit=100"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let records = (daemon.admin())
+        .json("/audit/query?method=tools/call&limit=100")
+        .await;
     let principals: Vec<&str> = records["records"]
         .as_array()
         .unwrap()

@@ -95,18 +95,14 @@ async fn only_configured_hosts_get_in_and_a_session_is_its_principals_alone() {
     );
 
     // Audit records name the principal; `--host` filters by it.
-    let admin = daemon.admin_url.clone().unwrap();
+    let admin = daemon.admin();
     let query = |principal: &'static str| {
         let admin = admin.clone();
         async move {
-            let records: Value = reqwest::get(format!(
-                "{admin}/audit/query?principal={principal}&method=tools/call&limit=100"
-            ))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            let records = (admin.json(&format!(
+                "/audit/query?principal={principal}&method=tools/call&limit=100"
+            )))
+            .await;
             records["records"].as_array().cloned().unwrap_or_default()
         }
     };
@@ -120,7 +116,7 @@ async fn only_configured_hosts_get_in_and_a_session_is_its_principals_alone() {
     );
     let printed = std::process::Command::new(MCPMUX)
         .args([
-            "audit", "query", "--admin", &admin, "--host", "bob", "--format", "json",
+            "audit", "query", "--admin", &admin.url, "--host", "bob", "--format", "json",
         ])
         .output()
         .unwrap();

@@ -45,7 +45,7 @@ async fn metrics_parse_and_say_what_the_daemon_is_doing() {
     host.request("resources/read", json!({"uri": "up+test://up/hello"}))
         .await;
     let admin = daemon.admin_url.clone().unwrap();
-    let response = reqwest::get(format!("{admin}/metrics")).await.unwrap();
+    let response = daemon.admin_get("/metrics").await;
     assert_eq!(response.status(), 200);
     let content_type = response.headers()["content-type"]
         .to_str()
@@ -135,12 +135,7 @@ async fn metrics_parse_and_say_what_the_daemon_is_doing() {
         }
         other => panic!("not a histogram: {other:?}"),
     }
-    let status = reqwest::get(format!("{admin}/status"))
-        .await
-        .unwrap()
-        .json::<serde_json::Value>()
-        .await
-        .unwrap();
+    let status = daemon.status().await;
     let up = status["upstreams"]
         .as_array()
         .unwrap()
@@ -157,6 +152,7 @@ async fn metrics_parse_and_say_what_the_daemon_is_doing() {
         "p50 {p50} p99 {p99}"
     );
 
+    // Health and readiness stay open: no token.
     for path in ["/healthz", "/readyz"] {
         let answer = reqwest::get(format!("{admin}{path}")).await.unwrap();
         assert_eq!(answer.status(), 200, "{path}");

@@ -190,10 +190,9 @@ async fn a_signed_in_upstream_stays_signed_in_across_token_expiries_until_its_re
     assert!(good["result"].is_object(), "{good}");
 
     // No token anywhere.
-    let admin = daemon.admin_url.clone().unwrap();
-    let audit = reqwest::get(format!("{admin}/audit/query?limit=1000"))
+    let audit = daemon
+        .admin_get("/audit/query?limit=1000")
         .await
-        .unwrap()
         .text()
         .await
         .unwrap();

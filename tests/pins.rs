@@ -31,13 +31,9 @@ async fn description(client: &Client, name: &str) -> Option<String> {
 }
 
 async fn events(daemon: &Daemon, method: &str) -> Vec<Value> {
-    let admin = daemon.admin_url.clone().unwrap();
-    let page: Value = reqwest::get(format!("{admin}/audit/query?method={method}&limit=100"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page = (daemon.admin())
+        .json(&format!("/audit/query?method={method}&limit=100"))
+        .await;
     page["records"].as_array().cloned().unwrap_or_default()
 }
 

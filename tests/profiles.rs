@@ -485,15 +485,9 @@ async fn hosts_paths_and_the_anonymous_profile_decide_what_is_seen() {
     assert_eq!(initialize(&daemon.url, Some("wrong-token")).await, 401);
 
     // Audit records carry the profile; the query filters by it.
-    let admin = daemon.admin_url.clone().unwrap();
-    let records: Value = reqwest::get(format!(
-        "{admin}/audit/query?profile=reader&method=tools/list&limit=100"
-    ))
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let records = (daemon.admin())
+        .json("/audit/query?profile=reader&method=tools/list&limit=100")
+        .await;
     let records = records["records"].as_array().unwrap();
     assert!(!records.is_empty());
     assert!(

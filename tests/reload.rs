@@ -60,8 +60,7 @@ async fn upstream_names(daemon: &Daemon) -> Vec<String> {
 
 /// The admin API's `GET /sessions`.
 async fn open_sessions(daemon: &Daemon) -> Value {
-    let url = format!("{}/sessions", daemon.admin_url.as_deref().unwrap());
-    reqwest::get(url).await.unwrap().json().await.unwrap()
+    daemon.admin().json("/sessions").await
 }
 
 async fn reloads(daemon: &Daemon) -> (u64, u64) {

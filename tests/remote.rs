@@ -253,15 +253,12 @@ async fn a_refused_credential_leaves_the_upstream_unauthorized_and_the_token_now
     assert!(again, "{}", daemon.upstream_status("locked").await);
 
     // The token is in no log line, no status and no audit record.
-    let audit = reqwest::get(format!(
-        "{}/audit/query?limit=1000",
-        daemon.admin_url.as_deref().unwrap()
-    ))
-    .await
-    .unwrap()
-    .text()
-    .await
-    .unwrap();
+    let audit = daemon
+        .admin_get("/audit/query?limit=1000")
+        .await
+        .text()
+        .await
+        .unwrap();
     let full_status = daemon.status().await.to_string();
     // `mcpmux status` shows the state, the URL and the 401.
     let printed = std::process::Command::new(common::MCPMUX)

@@ -22,6 +22,15 @@ pub enum ClientError {
     Http { status: StatusCode, body: String },
 }
 
+/// An HTTP client for the daemon on loopback: it never goes through `HTTP_PROXY`, `HTTPS_PROXY`
+/// or `ALL_PROXY` (a proxy would see the host's token, and a dead one would cut the bridge off).
+pub fn loopback_http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap_or_default()
+}
+
 /// Where the messages of an answer go.
 enum Sink<'a> {
     Collect(&'a mut Vec<String>),
@@ -53,7 +62,7 @@ pub struct HttpSession {
 impl HttpSession {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
-            http: reqwest::Client::new(),
+            http: loopback_http(),
             url: url.into(),
             token: None,
             session_id: None,

@@ -1,7 +1,7 @@
 //! `mcpmux audit …`: query, tail, stats and verify the audit log — through the running daemon's
 //! admin API, or directly on the store when the daemon is stopped (the store lets one process in).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -90,13 +90,14 @@ enum Source {
 }
 
 impl Source {
-    async fn open(access: &Access) -> anyhow::Result<Self> {
+    async fn open(access: &Access, token_file: Option<&Path>) -> anyhow::Result<Self> {
         // A daemon that runs owns the store: ask it (the one of --state-dir, if given).
         let admin = match &access.state_dir {
-            Some(dir) => crate::locator::in_state_dir(dir)
-                .and_then(|r| r.admin)
-                .map(|a| Admin::at(&a)),
-            None => Admin::configured(access.admin.as_deref(), access.config.clone())
+            Some(dir) => crate::locator::in_state_dir(dir).and_then(|r| {
+                let file = token_file.map(Path::to_path_buf).or(r.admin_token_file);
+                r.admin.map(|a| Admin::at(&a, file.as_deref()))
+            }),
+            None => Admin::configured(access.admin.as_deref(), access.config.clone(), token_file)
                 .ok()
                 .flatten(),
         };
@@ -153,7 +154,8 @@ impl Source {
 }
 
 /// Runs one `audit` command; the exit status is failure when `verify` finds a break.
-pub async fn run(command: AuditCommand) -> anyhow::Result<bool> {
+/// `token_file` is `--admin-token-file`, where the admin token is when not found otherwise.
+pub async fn run(command: AuditCommand, token_file: Option<&Path>) -> anyhow::Result<bool> {
     match command {
         AuditCommand::Query {
             filter,
@@ -163,7 +165,7 @@ pub async fn run(command: AuditCommand) -> anyhow::Result<bool> {
             all,
             access,
         } => {
-            let source = Source::open(&access).await?;
+            let source = Source::open(&access, token_file).await?;
             let mut args = FilterArgs {
                 limit: Some(limit),
                 cursor,
@@ -192,7 +194,7 @@ pub async fn run(command: AuditCommand) -> anyhow::Result<bool> {
             format,
             access,
         } => {
-            let source = Source::open(&access).await?;
+            let source = Source::open(&access, token_file).await?;
             let newest = FilterArgs {
                 limit: Some(lines.max(1)),
                 newest_first: Some(true),
@@ -225,11 +227,14 @@ pub async fn run(command: AuditCommand) -> anyhow::Result<bool> {
             format,
             access,
         } => {
-            let rows = Source::open(&access).await?.stats(&filter).await?;
+            let rows = Source::open(&access, token_file)
+                .await?
+                .stats(&filter)
+                .await?;
             print_stats(&rows, format);
         }
         AuditCommand::Verify { access } => {
-            let v = Source::open(&access).await?.verify().await?;
+            let v = Source::open(&access, token_file).await?.verify().await?;
             return Ok(match &v.first_break {
                 None => {
                     emit!(

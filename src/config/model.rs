@@ -39,6 +39,8 @@ pub struct Config {
     pub catalog: CatalogConfig,
     /// Where the admin API listens (status, restart, audit queries); `None` when turned off.
     pub admin: Option<SocketAddr>,
+    /// Who may use the admin API: its token, and whether it may listen beyond loopback.
+    pub admin_access: AdminAccess,
     /// The audit log.
     pub audit: AuditConfig,
     /// Enabled and disabled upstreams, in name order.
@@ -50,6 +52,31 @@ pub struct Config {
     /// OpenTelemetry export (`[telemetry]`; the `OTEL_*` variables fill in what it leaves out).
     pub telemetry: TelemetryConfig,
 }
+
+/// `[admin]` beyond `listen`: the admin API's token and its exposure.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdminAccess {
+    /// `admin.token_file`: a token someone provisioned (never created by mcpmux); `None`: the
+    /// daemon makes `<state dir>/admin.token` at first start.
+    pub token_file: Option<PathBuf>,
+    /// `admin.allow_remote`: the explicit acknowledgement that a non-loopback `admin.listen`
+    /// serves the admin API in plain HTTP beyond this machine.
+    pub allow_remote: bool,
+}
+
+impl Config {
+    /// The admin address, when it is reachable beyond this machine without the acknowledgement
+    /// `admin.allow_remote` (mcpmux has no TLS listener to protect the token on the wire).
+    pub fn admin_exposed(&self) -> Option<SocketAddr> {
+        self.admin
+            .filter(|a| !a.ip().is_loopback() && !self.admin_access.allow_remote)
+    }
+}
+
+/// Why a non-loopback `admin.listen` is refused, and the fix (for `check` and `serve`).
+pub const ADMIN_EXPOSED: &str = "is reachable beyond this machine, over plain HTTP: whoever reaches it, or reads the token on the way, can approve changed tool pins, restart upstreams, reload the config, sign upstreams in and out and read the audit log";
+/// How to fix [`ADMIN_EXPOSED`].
+pub const ADMIN_EXPOSED_FIX: &str = "listen on 127.0.0.1 (reach it through SSH or a TLS proxy), or set admin.allow_remote = true to acknowledge it";
 
 /// `[telemetry]`: where traces and metrics go over OTLP. Unset keys are taken from the standard
 /// `OTEL_*` variables when the daemon starts.

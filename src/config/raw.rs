@@ -103,6 +103,10 @@ pub(super) struct RawAudit {
 pub(super) struct RawAdmin {
     /// `"off"` disables the admin listener.
     pub listen: Option<String>,
+    /// A provisioned admin token (else `<state dir>/admin.token` is made at first start).
+    pub token_file: Option<PathBuf>,
+    /// The acknowledgement a non-loopback `listen` needs (there is no TLS listener).
+    pub allow_remote: Option<bool>,
 }
 
 /// `[telemetry]`: OpenTelemetry export.

@@ -30,6 +30,7 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
     let anonymous_profile = raw.server.anonymous_profile.take();
     let authorization = hosts::authorization(path, &base_dir, raw.server.authorization.take())?;
     let server = server(path, raw.server)?;
+    let admin_access = admin_access(&base_dir, &mut raw.admin);
     let admin = admin(path, raw.admin)?;
     let telemetry = telemetry(path, raw.telemetry)?;
     let raw_catalog = raw.catalog.clone();
@@ -77,9 +78,18 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
         server,
         catalog,
         admin,
+        admin_access,
         upstreams,
         telemetry,
     };
+    if let Some(addr) = config.admin_exposed() {
+        return Err(ConfigError::invalid(
+            path,
+            "admin.listen",
+            format!("`{addr}` {}", super::ADMIN_EXPOSED),
+            super::ADMIN_EXPOSED_FIX,
+        ));
+    }
     config.set_state_dir(super::audit::state_dir(state_dir.as_deref()), false);
     Ok(config)
 }
@@ -177,6 +187,15 @@ fn admin(file: &Path, a: RawAdmin) -> Result<Option<SocketAddr>, ConfigError> {
                 "write it as IP:PORT, e.g. \"127.0.0.1:7333\", or \"off\"",
             )
         }),
+    }
+}
+
+/// `admin.token_file` (relative to the config's directory) and `admin.allow_remote`, taken out of
+/// `a`; whether the file exists and holds a token is the daemon's to check when it starts.
+fn admin_access(base_dir: &Path, a: &mut RawAdmin) -> super::AdminAccess {
+    super::AdminAccess {
+        token_file: a.token_file.take().map(|f| resolve(base_dir, f)),
+        allow_remote: a.allow_remote.take().unwrap_or(false),
     }
 }
 

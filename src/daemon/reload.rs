@@ -408,6 +408,10 @@ fn keep_fixed(now: &Config, next: &mut Config) -> Vec<&'static str> {
         changed.push("admin.listen");
         next.admin = now.admin;
     }
+    if next.admin_access != now.admin_access {
+        changed.push("admin.token_file / admin.allow_remote");
+        next.admin_access = now.admin_access.clone();
+    }
     if next.state_dir != now.state_dir {
         changed.push("state_dir");
         next.state_dir.clone_from(&now.state_dir);

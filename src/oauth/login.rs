@@ -3,12 +3,23 @@
 //! credentials grant (no person involved) or the authorization code flow — a loopback listener
 //! on 127.0.0.1 for the redirect, PKCE, `state` checked, the code exchanged — and the tokens
 //! stored in the upstream's token file.
+//!
+//! The redirect listener answers one request: `GET /callback` with the `state` this sign-in
+//! issued, once. Anything else (another path or method, a missing or forged `state`, a replay) is
+//! refused with 404/405/400 and leaves the sign-in waiting, so a page that guesses the port can
+//! neither end it nor slip its own code in (login CSRF). A sign-in is only started by the admin
+//! API (`POST /upstreams/{name}/login`, which wants the admin token) for `mcpmux login`; the
+//! supervisor only ever renews one without a person ([`Login::renew`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use axum::extract::{Query, State};
-use axum::response::Html;
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
 use tokio::sync::{mpsc, oneshot};
 use url::Url;
 
@@ -236,10 +247,16 @@ impl Login {
 
     /// Waits for the redirect with the right `state`, then exchanges its code.
     async fn finish(self, flow: Flow) -> Result<(), OAuthError> {
-        let (tx, mut rx) = mpsc::channel::<HashMap<String, String>>(4);
+        let (tx, mut rx) = mpsc::channel::<HashMap<String, String>>(1);
+        let expected = Arc::new(Callback {
+            state: flow.state.clone(),
+            tx,
+            used: AtomicBool::new(false),
+            upstream: self.upstream.clone(),
+        });
         let app = axum::Router::new()
             .route("/callback", axum::routing::get(callback))
-            .with_state(tx);
+            .with_state(expected);
         let (stop, stopped) = oneshot::channel::<()>();
         let server = axum::serve(flow.listener, app).with_graceful_shutdown(async {
             let _ = stopped.await;
@@ -298,10 +315,33 @@ struct Flow {
     token_endpoint: String,
 }
 
+/// The one redirect the listener waits for.
+struct Callback {
+    /// The `state` this sign-in issued.
+    state: String,
+    tx: mpsc::Sender<HashMap<String, String>>,
+    /// Set by the first redirect with the right `state`: any later one is a replay.
+    used: AtomicBool,
+    upstream: String,
+}
+
 async fn callback(
-    State(tx): State<mpsc::Sender<HashMap<String, String>>>,
+    State(expected): State<Arc<Callback>>,
     Query(query): Query<HashMap<String, String>>,
-) -> Html<&'static str> {
-    let _ = tx.send(query).await;
-    Html("<p>mcpmux received the sign-in. You can close this tab.</p>")
+) -> Response {
+    use subtle::ConstantTimeEq;
+    let issued = query
+        .get("state")
+        .is_some_and(|s| bool::from(s.as_bytes().ct_eq(expected.state.as_bytes())));
+    if !issued {
+        tracing::warn!(upstream = %expected.upstream, "Refused a sign-in redirect with a state this sign-in did not issue.");
+        let page = "<p>mcpmux did not start this sign-in (its state is not the one issued); nothing was done.</p>";
+        return (StatusCode::BAD_REQUEST, Html(page)).into_response();
+    }
+    if expected.used.swap(true, Ordering::SeqCst) {
+        let page = "<p>mcpmux already received this sign-in.</p>";
+        return (StatusCode::BAD_REQUEST, Html(page)).into_response();
+    }
+    let _ = expected.tx.send(query).await;
+    Html("<p>mcpmux received the sign-in. You can close this tab.</p>").into_response()
 }

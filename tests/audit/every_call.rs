@@ -12,7 +12,7 @@ use crate::common::Daemon;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_call_is_recorded_once_with_its_fields() {
     let daemon = Daemon::start(&three_upstreams());
-    let admin = daemon.admin_url.clone().expect("admin API");
+    let admin = daemon.admin();
     let w = run_workload(&daemon.url).await;
 
     let all = admin_all(&admin, &[]).await;

@@ -15,7 +15,7 @@ use crate::common::Daemon;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filters_and_pages_return_exactly_the_matching_records() {
     let daemon = Daemon::start(&three_upstreams());
-    let admin = daemon.admin_url.clone().expect("admin API");
+    let admin = daemon.admin();
     let w = run_workload(&daemon.url).await;
     let all = admin_all(&admin, &[]).await;
     assert_whole_log(&all);
@@ -163,7 +163,7 @@ async fn filters_and_pages_return_exactly_the_matching_records() {
         "CLI, {since_cli:?}"
     );
     // A bad filter is refused with a message.
-    let run = mcpmux(&["audit", "query", "--admin", &admin, "--outcome", "nope"]).await;
+    let run = mcpmux(&["audit", "query", "--admin", &admin.url, "--outcome", "nope"]).await;
     assert!(!run.status.success(), "{run:?}");
     assert!(run.stderr.contains("unknown outcome"), "{run:?}");
 
@@ -214,13 +214,11 @@ async fn filters_and_pages_return_exactly_the_matching_records() {
         .collect();
     assert_eq!(seqs(&paged), seqs(&alpha), "pages of 3 of upstream alpha");
     // A forged cursor is refused.
-    let response = reqwest::get(format!("{admin}/audit/query?cursor=garbage!"))
-        .await
-        .unwrap();
+    let response = admin.get("/audit/query?cursor=garbage!").await;
     assert_eq!(response.status(), 400);
 
     // The CLI: --limit 7 --all (JSON), one page, pages followed by hand (table), CSV.
-    let base = ["audit", "query", "--admin", &admin, "--limit", "7"];
+    let base = ["audit", "query", "--admin", &admin.url, "--limit", "7"];
     let cli_paged =
         json_lines(&mcpmux_ok(&[&base[..], &["--format", "json", "--all"]].concat()).await);
     assert_eq!(cli_paged, all, "CLI --limit 7 --all");

@@ -112,10 +112,10 @@ async fn kill_9_under_load_loses_only_the_last_moments() {
         &format!("[server]\nlisten = \"127.0.0.1:0\"\n\n{config}"),
         &["--state-dir", &state_arg],
     );
-    let admin = restarted.admin_url.clone().expect("admin API");
+    let admin = restarted.admin();
     let verified = admin_get(&admin, "/audit/verify").await;
     assert_eq!(verified["ok"], true, "after kill -9: {verified}");
-    let out = mcpmux_ok(&["audit", "verify", "--admin", &admin]).await;
+    let out = mcpmux_ok(&["audit", "verify", "--admin", &admin.url]).await;
     assert!(out.starts_with("ok: "), "{out}");
 
     let all = admin_all(&admin, &[]).await;

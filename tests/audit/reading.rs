@@ -5,16 +5,11 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::common::MCPMUX;
+use crate::common::{AdminApi, MCPMUX};
 
 /// One page of `GET /audit/query`.
-pub(super) async fn admin_page(admin: &str, query: &[(&str, String)]) -> Value {
-    let response = reqwest::Client::new()
-        .get(format!("{admin}/audit/query"))
-        .query(query)
-        .send()
-        .await
-        .unwrap();
+pub(super) async fn admin_page(admin: &AdminApi, query: &[(&str, String)]) -> Value {
+    let response = admin.get_query("/audit/query", query).await;
     let status = response.status();
     let text = response.text().await.unwrap();
     assert!(
@@ -25,7 +20,7 @@ pub(super) async fn admin_page(admin: &str, query: &[(&str, String)]) -> Value {
 }
 
 /// Every record matching `query`, following `next_cursor`.
-pub(super) async fn admin_all(admin: &str, query: &[(&str, String)]) -> Vec<Value> {
+pub(super) async fn admin_all(admin: &AdminApi, query: &[(&str, String)]) -> Vec<Value> {
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -43,14 +38,8 @@ pub(super) async fn admin_all(admin: &str, query: &[(&str, String)]) -> Vec<Valu
     }
 }
 
-pub(super) async fn admin_get(admin: &str, path: &str) -> Value {
-    let text = reqwest::get(format!("{admin}{path}"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"))
+pub(super) async fn admin_get(admin: &AdminApi, path: &str) -> Value {
+    admin.json(path).await
 }
 
 /// What one `mcpmux` command printed.
@@ -99,13 +88,13 @@ pub(super) fn json_lines(stdout: &str) -> Vec<Value> {
 }
 
 /// `mcpmux audit query --admin ADMIN --format json --all` with `filter` as flags.
-pub(super) async fn cli_all(admin: &str, filter: &[(&str, String)]) -> Vec<Value> {
+pub(super) async fn cli_all(admin: &AdminApi, filter: &[(&str, String)]) -> Vec<Value> {
     let flags: Vec<String> = filter
         .iter()
         .flat_map(|(k, v)| [format!("--{}", k.replace('_', "-")), v.clone()])
         .collect();
     let mut args = vec![
-        "audit", "query", "--admin", admin, "--format", "json", "--all", "--limit", "1000",
+        "audit", "query", "--admin", &admin.url, "--format", "json", "--all", "--limit", "1000",
     ];
     args.extend(flags.iter().map(String::as_str));
     json_lines(&mcpmux_ok(&args).await)

@@ -110,7 +110,7 @@ async fn query_store(state_arg: &str, extra: &[&str]) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_store_reads_the_same_and_tampering_is_detected() {
     let mut daemon = Daemon::start(&three_upstreams());
-    let admin = daemon.admin_url.clone().expect("admin API");
+    let admin = daemon.admin();
     let state = daemon.dir.path().join("state");
     let state_arg = state.to_str().unwrap().to_owned();
     let w = run_workload(&daemon.url).await;
@@ -125,7 +125,7 @@ async fn stopped_store_reads_the_same_and_tampering_is_detected() {
         verified["checked"].as_u64().unwrap() >= served.len() as u64,
         "{verified}"
     );
-    let out = mcpmux_ok(&["audit", "verify", "--admin", &admin]).await;
+    let out = mcpmux_ok(&["audit", "verify", "--admin", &admin.url]).await;
     assert!(out.starts_with("ok: "), "{out}");
     // While the daemon has the store open, naming its state directory asks the daemon.
     let run = mcpmux(&["audit", "verify", "--state-dir", &state_arg]).await;

@@ -18,6 +18,8 @@ pub struct Daemon {
     /// The admin API's base URL, e.g. `http://127.0.0.1:40123`.
     pub admin_url: Option<String>,
     pub dir: tempfile::TempDir,
+    /// Its state directory: `--state-dir` when the test passed one, else `<dir>/state`.
+    pub state_dir: PathBuf,
     stderr_path: PathBuf,
 }
 
@@ -66,6 +68,9 @@ impl Daemon {
         env: &[(&str, &str)],
     ) -> Self {
         let stderr_path = dir.path().join("daemon.stderr");
+        let state_dir = (extra_args.iter().position(|a| *a == "--state-dir"))
+            .and_then(|i| extra_args.get(i + 1))
+            .map_or_else(|| dir.path().join("state"), PathBuf::from);
         let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut child = Command::new(MCPMUX)
             .arg("serve")
@@ -107,6 +112,7 @@ impl Daemon {
             url: String::new(),
             admin_url: None,
             dir,
+            state_dir,
             stderr_path,
         };
         match rx.recv_timeout(Duration::from_secs(60)) {
@@ -137,19 +143,45 @@ impl Daemon {
         let out = Command::new(MCPMUX)
             .args(["audit", "query", "--format", "json", "--all", "--admin"])
             .arg(self.admin_url.as_deref().expect("the admin API"))
+            .env(
+                "MCPMUX_ADMIN_TOKEN_FILE",
+                self.state_dir.join("admin.token"),
+            )
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The admin API's token, from the test daemon's state directory (`<state dir>/admin.token`).
+    pub fn admin_token(&self) -> String {
+        let path = self.state_dir.join("admin.token");
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("no admin token at {}: {e}", path.display()))
+            .trim()
+            .to_owned()
+    }
+
+    /// The admin API, with its token: for requests, and `url` for `--admin` flags.
+    pub fn admin(&self) -> AdminApi {
+        AdminApi {
+            url: self.admin_url.clone().expect("the admin API is on"),
+            token: self.admin_token(),
+        }
+    }
+
+    /// `GET path` on the admin API, with the token (and no proxy).
+    pub async fn admin_get(&self, path: &str) -> reqwest::Response {
+        self.admin().get(path).await
+    }
+
+    /// `POST path` on the admin API with the JSON `body`, with the token (and no proxy).
+    pub async fn admin_post(&self, path: &str, body: Value) -> reqwest::Response {
+        self.admin().post(path, body).await
+    }
+
     /// The daemon's `GET /status` (admin API).
     pub async fn status(&self) -> Value {
-        let url = format!(
-            "{}/status",
-            self.admin_url.as_deref().expect("the admin API is on")
-        );
-        let text = reqwest::get(url).await.unwrap().text().await.unwrap();
-        serde_json::from_str(&text).unwrap()
+        self.admin().json("/status").await
     }
 
     /// The status entry of one upstream.
@@ -279,6 +311,54 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A test daemon's admin API: its base URL and its token.
+#[derive(Debug, Clone)]
+pub struct AdminApi {
+    /// `http://127.0.0.1:PORT`, as `--admin` takes it.
+    pub url: String,
+    pub token: String,
+}
+
+impl AdminApi {
+    /// `GET path` (a query string may be part of it), with the token and no proxy.
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.get_query(path, &[]).await
+    }
+
+    /// `GET path?query`, with the token and no proxy.
+    pub async fn get_query(&self, path: &str, query: &[(&str, String)]) -> reqwest::Response {
+        admin_http()
+            .get(format!("{}{path}", self.url))
+            .query(query)
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// `POST path` with the JSON `body`, with the token and no proxy.
+    pub async fn post(&self, path: &str, body: Value) -> reqwest::Response {
+        admin_http()
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// `GET path`'s JSON answer.
+    pub async fn json(&self, path: &str) -> Value {
+        let text = self.get(path).await.text().await.unwrap();
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"))
+    }
+}
+
+/// A client for the test daemon's admin API: never through a proxy the environment names.
+fn admin_http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
 /// Asserts `answer` is a JSON-RPC error with `code` that names `upstream`; returns its message.

@@ -26,7 +26,7 @@ pub use bridge::{Bridge, spawn_bridge, spawn_bridge_as};
 #[allow(unused_imports)]
 pub use client::{Call, Client};
 #[allow(unused_imports)]
-pub use daemon::{Daemon, assert_upstream_error, poll_until};
+pub use daemon::{AdminApi, Daemon, assert_upstream_error, poll_until};
 #[allow(unused_imports)]
 pub use legacy::LegacyHost;
 #[allow(unused_imports)]

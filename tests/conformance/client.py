@@ -74,6 +74,7 @@ class Daemon:
              "--state-dir", str(state / "state")],
             stdout=subprocess.PIPE, stderr=open(self.log, "w"), text=True,
             env={**os.environ, **env, "MCPMUX_LOG": "debug"})
+        self.state = state
         self.url = self.admin = None
         for line in self.process.stdout:
             line = line.strip()
@@ -84,8 +85,13 @@ class Daemon:
             if self.url and self.admin:
                 break
 
+    def admin_headers(self):
+        # The admin API wants the token the daemon made in its state directory.
+        token = (self.state / "state" / "admin.token").read_text().strip()
+        return {"authorization": f"Bearer {token}"}
+
     def status(self):
-        _, _, body = http("GET", f"{self.admin}/status")
+        _, _, body = http("GET", f"{self.admin}/status", headers=self.admin_headers())
         return next(u for u in json.loads(body)["upstreams"] if u["name"] == "server")
 
     def settled(self):
@@ -177,7 +183,7 @@ def leaked(daemon, context):
     secrets = ["test-token", "cc-token"] + [context[k] for k in ("client_secret",) if k in context]
     places = {
         "the daemon's log": daemon.log.read_text(),
-        "the status": http("GET", f"{daemon.admin}/status")[2],
+        "the status": http("GET", f"{daemon.admin}/status", headers=daemon.admin_headers())[2],
         "the audit log": http("GET", f"{daemon.admin}/audit/query?limit=1000")[2],
     }
     return [place for place, text in places.items() if any(s in text for s in secrets)]

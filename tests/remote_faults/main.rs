@@ -115,12 +115,9 @@ async fn wait_echo(daemon: &Daemon, client: &Client) -> Duration {
 
 /// `POST /upstreams/web/restart` on the admin API (what `mcpmux restart web` does).
 async fn operator_restart(daemon: &Daemon) {
-    let admin = daemon.admin_url.as_deref().unwrap();
-    let response = reqwest::Client::new()
-        .post(format!("{admin}/upstreams/{WEB}/restart"))
-        .send()
-        .await
-        .unwrap();
+    let response = daemon
+        .admin_post(&format!("/upstreams/{WEB}/restart"), serde_json::json!({}))
+        .await;
     assert!(
         response.status().is_success(),
         "the restart was refused: {}",

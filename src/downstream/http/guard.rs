@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::super::jwt::{JwtGate, JwtRefusal};
 use super::super::principal::Principal;
 use crate::jsonrpc::{RpcError, codes, error_line, error_line_without_id};
+use crate::loopback::{is_loopback_host, is_loopback_origin};
 use crate::mcp::version::Version;
 
 pub(super) const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -162,32 +163,6 @@ pub(super) fn check_version(headers: &HeaderMap) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn is_loopback_origin(origin: &str) -> bool {
-    let Some((_, rest)) = origin.split_once("://") else {
-        return false;
-    };
-    is_loopback_host(rest.trim_end_matches('/'))
-}
-
-/// `localhost`, `127.x.x.x` or `[::1]`, with or without a port.
-fn is_loopback_host(host: &str) -> bool {
-    let name = if let Some(v6) = host.strip_prefix('[') {
-        v6.split(']').next().unwrap_or_default()
-    } else {
-        host.rsplit_once(':').map_or(host, |(h, port)| {
-            if port.chars().all(|c| c.is_ascii_digit()) {
-                h
-            } else {
-                host
-            }
-        })
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
 /// Who checks a request's credential: the token hosts, the JWT issuers, and the protected
 /// resource metadata URL a 401 points to.
 #[derive(Debug)]
@@ -264,30 +239,5 @@ impl Credentials {
                 metadata,
             ),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn loopback_hosts_and_origins() {
-        for ok in [
-            "localhost",
-            "localhost:7332",
-            "127.0.0.1:80",
-            "[::1]:9",
-            "[::1]",
-            "127.1.2.3",
-        ] {
-            assert!(is_loopback_host(ok), "{ok}");
-        }
-        for bad in ["evil.com", "evil.com:80", "10.0.0.1", "localhost.evil.com"] {
-            assert!(!is_loopback_host(bad), "{bad}");
-        }
-        assert!(is_loopback_origin("http://localhost:3000"));
-        assert!(!is_loopback_origin("https://evil.example"));
-        assert!(!is_loopback_origin("null"));
     }
 }
