@@ -51,58 +51,59 @@ async fn tool_names(host: &Client) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_config_saved_while_files_beside_it_change_all_the_time_is_applied() {
+/// A daemon running upstream `first` from a config in its own directory, and a host of it.
+async fn first_only() -> (Daemon, Client, String) {
     let first = test_upstream("first", &[]);
     let daemon = Daemon::start_with(&config(std::slice::from_ref(&first), ""), &[]);
-    let path = daemon.dir.path().join("mcpmux.toml");
     let host = Client::connect(&daemon.url).await;
     daemon
         .wait_for_tools(&host, |n| n.iter().any(|t| t == "first__echo"))
         .await;
+    (daemon, host, first)
+}
+
+/// Whether upstream `second` joins the catalog while `churn` keeps writing (then stopped).
+async fn second_arrives(daemon: &Daemon, host: &Client, churn: Arc<AtomicBool>) -> bool {
+    let applied = poll_until(Duration::from_secs(30), || async {
+        tool_names(host).await.iter().any(|t| t == "second__echo")
+    })
+    .await;
+    churn.store(true, Ordering::Relaxed);
+    if !applied {
+        eprintln!("config status: {}", daemon.status().await["config"]);
+    }
+    applied
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_saved_while_files_beside_it_change_all_the_time_is_applied() {
+    let (daemon, host, first) = first_only().await;
+    let path = daemon.dir.path().join("mcpmux.toml");
     // A log beside the config, written every 50 ms (under the 300 ms debounce).
     let log = daemon.dir.path().join("beside.log");
     let churn = keep_writing(Duration::from_millis(50), move |n| {
         let _ = std::fs::write(&log, format!("line {n}\n"));
     });
-
     save(&path, &config(&[first, test_upstream("second", &[])], ""));
-    let applied = poll_until(Duration::from_secs(30), || async {
-        tool_names(&host).await.iter().any(|t| t == "second__echo")
-    })
-    .await;
-    churn.store(true, Ordering::Relaxed);
     assert!(
-        applied,
-        "the saved config was never applied while a file beside it changed: {}",
-        daemon.status().await["config"]
+        second_arrives(&daemon, &host, churn).await,
+        "the saved config was never applied while a file beside it changed"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_written_again_and_again_is_still_applied() {
-    let first = test_upstream("first", &[]);
-    let daemon = Daemon::start_with(&config(std::slice::from_ref(&first), ""), &[]);
+    let (daemon, host, first) = first_only().await;
     let path = daemon.dir.path().join("mcpmux.toml");
-    let host = Client::connect(&daemon.url).await;
-    daemon
-        .wait_for_tools(&host, |n| n.iter().any(|t| t == "first__echo"))
-        .await;
     // A generator rewrites the file every 100 ms (the same config, a changing comment), for
     // longer than the test waits.
     let text = config(&[first, test_upstream("second", &[])], "");
     let churn = keep_writing(Duration::from_millis(100), move |n| {
         let _ = std::fs::write(&path, format!("{text}\n# generation {n}\n"));
     });
-    let applied = poll_until(Duration::from_secs(30), || async {
-        tool_names(&host).await.iter().any(|t| t == "second__echo")
-    })
-    .await;
-    churn.store(true, Ordering::Relaxed);
     assert!(
-        applied,
-        "a config rewritten every 100 ms was never applied: {}",
-        daemon.status().await["config"]
+        second_arrives(&daemon, &host, churn).await,
+        "a config rewritten every 100 ms was never applied"
     );
 }
 
