@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::super::jwt::JwtGate;
-use super::super::principal::{Access, Principal};
+use super::super::principal::{Access, Identity, Principal};
 use super::guard::{Credentials, Refusal, refuse};
 use super::{AppState, json_response};
 use crate::config::{Profile, ServerConfig};
@@ -160,14 +160,18 @@ impl Admission {
     /// granted nothing any more (its host or path is gone, or anonymous use is no longer allowed):
     /// the session ends, as its next request would be refused.
     pub(super) fn remap(&self, old: &Access) -> Option<Access> {
+        // By identity: a host stays that host, a signed-in user that issuer's user (a user named
+        // like a host is never rebound to it).
         let principal = match &old.principal {
             None => None,
-            Some(p) => Some(
-                (self.credentials.hosts.iter())
+            Some(p) => Some(match &p.identity {
+                Identity::Host => (self.credentials.hosts.iter())
                     .find(|h| h.name == p.name)
-                    .cloned()
-                    .or_else(|| (self.credentials.jwt.as_ref())?.signed_in_user(&p.name))?,
-            ),
+                    .cloned()?,
+                Identity::SignedIn { issuer } => {
+                    (self.credentials.jwt.as_ref())?.signed_in_user(issuer, &p.name)?
+                }
+            }),
         };
         let at = match (&old.profile, old.via_path) {
             (Some(profile), true) => Some(
