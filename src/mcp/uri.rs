@@ -2,7 +2,8 @@
 //! on how it is spelled: `file:///tmp/../etc/passwd`, `FILE:///etc/passwd` and `file:///%65tc/passwd`
 //! are one resource. This is RFC 3986 §6.2.2's syntax-based normalization — the case of scheme and
 //! host, percent-decoding of unreserved characters (and upper-case hex in the rest), and removal of
-//! dot segments (§5.2.4) — and nothing more: every other byte stays as it was. The `url` crate is
+//! dot segments (§5.2.4) — and nothing more: every other byte stays as it was (but a stray `%`,
+//! not valid in a URI, is written `%25`, so the form stays canonical). The `url` crate is
 //! not used because it keeps `%65` encoded and treats non-special schemes (`test:`, `fs+file:`)
 //! differently from special ones.
 
@@ -173,7 +174,9 @@ fn hex(b: u8) -> Option<u8> {
 }
 
 /// `text` with `%XX` of unreserved characters decoded and the hex of every other triplet in
-/// upper case; a `%` not followed by two hex digits stays as it is.
+/// upper case; a `%` not followed by two hex digits (not valid in a URI) becomes `%25`, what it
+/// means to whoever decodes it once — else decoding could make a new triplet of it (`%a%41` →
+/// `%aA`), and the form would not be canonical.
 fn percent_normalized(text: &str) -> Cow<'_, str> {
     if !text.contains('%') {
         return Cow::Borrowed(text);
@@ -189,11 +192,13 @@ fn percent_normalized(text: &str) -> Cow<'_, str> {
         }
         let triplet =
             (bytes.get(i + 1).copied().and_then(hex)).zip(bytes.get(i + 2).copied().and_then(hex));
+        out.push_str(&text[copied..i]);
         let Some((high, low)) = triplet else {
+            out.push_str("%25");
             i += 1;
+            copied = i;
             continue;
         };
-        out.push_str(&text[copied..i]);
         let decoded = high * 16 + low;
         if is_unreserved(decoded) {
             out.push(char::from(decoded));
@@ -319,8 +324,9 @@ mod tests {
             ("test://b/a?q=%2e%2e/../x#F%3a", "test://b/a?q=../../x#F%3A"),
             ("test://h%C3%A9llo/", "test://h%C3%A9llo/"),
             ("test://H%c3%a9/", "test://h%C3%A9/"),
-            // Only a triplet of two hex digits is one.
-            ("test://b/100%/x%zz/%4", "test://b/100%/x%zz/%4"),
+            // Only a triplet of two hex digits is one; a stray `%` is escaped.
+            ("test://b/100%/x%zz/%4", "test://b/100%25/x%25zz/%254"),
+            ("test://b/%a%41", "test://b/%25aA"),
             ("urn:ietf:rfc:3986", "urn:ietf:rfc:3986"),
             ("x:/..//etc", "x:/.//etc"),
             ("./a:b", "./a:b"),
@@ -330,6 +336,26 @@ mod tests {
             let once = canonical(uri);
             assert_eq!(once, want, "{uri}");
             assert_eq!(canonical(&once), want, "idempotent: {uri}");
+        }
+    }
+
+    /// Random strings of URI-ish characters (a seeded generator, so a failure repeats):
+    /// canonicalizing never panics and a second time changes nothing.
+    #[test]
+    fn canonicalizing_is_idempotent_on_random_strings() {
+        use rand::{Rng, SeedableRng};
+        const ALPHABET: &[&str] = &[
+            "a", "Z", "0", ":", "/", "//", ".", "..", "%", "%2E", "%2e", "%41", "%7e", "%2F",
+            "%zz", "?", "#", "@", "[", "]", "+", "-", "~", "é", "FILE:", "x:", "%3A",
+        ];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3986);
+        for _ in 0..20_000 {
+            let len = rng.random_range(0..12);
+            let text: String = (0..len)
+                .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())])
+                .collect();
+            let once = canonical(&text).into_owned();
+            assert_eq!(canonical(&once), once, "not idempotent on {text:?}");
         }
     }
 
