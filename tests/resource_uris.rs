@@ -16,7 +16,7 @@ fn config() -> String {
     format!(
         "{}\n[profiles.safe]\npath = true\ndeny = [\"resource:fs+file:///etc/**\", \"template:fs+file:///etc/**\"]\n\
          [profiles.tmp]\npath = true\nallow = [\"resource:fs+file:///tmp/**\", \"template:fs+*\"]\n",
-        test_upstream("fs", &["--files"]),
+        test_upstream("fs", &["--files", "--protocol-tools"]),
     )
 }
 
@@ -126,4 +126,27 @@ async fn a_denied_resource_is_denied_however_its_uri_is_spelled() {
         .result("resources/read", json!({"uri": "fs+file:///etc/passwd"}))
         .await;
     assert_eq!(read["contents"][0]["text"], "read file:///etc/passwd");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_made_with_another_spelling_gets_the_upstreams_updates() {
+    let daemon = start().await;
+    let safe = Client::connect(&format!("{}/safe", daemon.url)).await;
+    let mut events = safe.events().await;
+    safe.result(
+        "resources/subscribe",
+        json!({"uri": "fs+file:///tmp/sub/../%6Eotes.txt"}),
+    )
+    .await;
+    // The upstream was subscribed to the canonical form, and names it in its update.
+    let touched = safe
+        .tool_text("fs__touch", json!({"uri": "file:///tmp/notes.txt"}))
+        .await;
+    assert!(touched.contains("subscribed: true"), "{touched}");
+    let update = events.next().await;
+    assert_eq!(
+        update["method"], "notifications/resources/updated",
+        "{update}"
+    );
+    assert_eq!(update["params"]["uri"], "fs+file:///tmp/notes.txt");
 }
