@@ -162,7 +162,10 @@ impl Admission {
     /// `server.anonymous_profile` and the paths of `anonymous = true` profiles.
     pub(super) fn announce(&self, loopback: bool) {
         let reachable = if self.credentials.is_empty() {
-            let mut open = vec!["/mcp (the whole catalog)".to_owned()];
+            let mut open = vec![match &self.anonymous {
+                Some(p) => format!("/mcp (profile {})", p.name),
+                None => "/mcp (the whole catalog)".to_owned(),
+            }];
             open.extend(self.paths.iter().map(|p| format!("/mcp/{}", p.name)));
             open.join(", ")
         } else {
@@ -181,9 +184,9 @@ impl Admission {
             }
         };
         if loopback || reachable == "nothing" {
-            tracing::info!(%reachable, "Host endpoints reachable without a credential (from loopback only): {reachable}.");
+            tracing::info!(%reachable, "Host endpoints reachable without a credential, by loopback clients.");
         } else {
-            tracing::warn!(%reachable, "Host endpoints reachable without a credential (from loopback only), while listening beyond loopback: {reachable}.");
+            tracing::warn!(%reachable, "Host endpoints reachable without a credential, by loopback clients, while listening beyond loopback.");
         }
     }
 
