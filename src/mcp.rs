@@ -1,9 +1,10 @@
 //! What mcpmux knows about MCP itself: protocol versions, the listable kinds, the namespacing codec,
-//! the aggregate-listing cursors and URI-template matching. No I/O here.
+//! the aggregate-listing cursors, URI-template matching and canonical URIs. No I/O here.
 
 pub mod cursor;
 pub mod names;
 pub mod template;
+pub mod uri;
 pub mod version;
 
 /// The four aggregate listings, with the wire names that belong to each.

@@ -357,3 +357,237 @@ async fn a_key_the_provider_removes_stops_being_trusted_once_the_keys_are_read_a
         200
     );
 }
+
+/// Serves `set` at `http://127.0.0.1:PORT/jwks.json`, each answer `delay` late and followed by
+/// `padding` spaces; the URL and how many times it was fetched.
+async fn serve_counted_jwks(
+    set: JwkSet,
+    delay: std::time::Duration,
+    padding: usize,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let body = serde_json::to_string(&set).unwrap() + &" ".repeat(padding);
+    let fetches = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&fetches);
+    let app = axum::Router::new().route(
+        "/jwks.json",
+        axum::routing::get(move || {
+            let body = body.clone();
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                tokio::time::sleep(delay).await;
+                ([("content-type", "application/json")], body)
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/jwks.json"), fetches)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_without_aud_exp_or_iss_is_refused_and_the_log_names_the_claim() {
+    let dir = tempfile::tempdir().unwrap();
+    let (idp, idp_jwk) = key_pair(dir.path(), "idp-1");
+    let (ci, ci_jwk) = key_pair(dir.path(), "ci-1");
+    let jwks_url = serve_jwks(JwkSet {
+        keys: vec![idp_jwk],
+    })
+    .await;
+    let ci_jwks = dir.path().join("ci-jwks.json");
+    std::fs::write(
+        &ci_jwks,
+        serde_json::to_string(&JwkSet { keys: vec![ci_jwk] }).unwrap(),
+    )
+    .unwrap();
+    let daemon = Daemon::start(&format!(
+        "authorization = {{ issuer = \"{IDP}\", jwks_url = \"{jwks_url}\" }}\n\
+         [hosts.robot]\nissuer = \"{CI}\"\njwks_file = {}\naudience = [\"mcpmux-ci\"]\n\
+         subject = \"deploy-bot\"\n{}",
+        serde_json::to_string(ci_jwks.to_str().unwrap()).unwrap(),
+        test_upstream("up", &[]),
+    ));
+    let user = json!({"iss": IDP, "aud": daemon.url, "sub": "carol", "exp": now() + 600});
+    let robot = json!({"iss": CI, "aud": "mcpmux-ci", "sub": "deploy-bot", "exp": now() + 600});
+    // Whole, both are accepted.
+    for (key, kid, claims) in [(&idp, "idp-1", &user), (&ci, "ci-1", &robot)] {
+        let token = sign(key, kid, claims);
+        assert_eq!(initialize_as(&daemon.url, Some(&token)).await.status(), 200);
+    }
+    for (key, kid, claims) in [(&idp, "idp-1", &user), (&ci, "ci-1", &robot)] {
+        for claim in ["aud", "exp", "iss"] {
+            let mut partial = claims.clone();
+            partial.as_object_mut().unwrap().remove(claim);
+            let token = sign(key, kid, &partial);
+            let refused = initialize_as(&daemon.url, Some(&token)).await;
+            assert_eq!(refused.status(), 401, "{kid} without {claim}");
+            let header = challenge(&refused);
+            assert!(
+                header.contains("error=\"invalid_token\"") && header.contains(claim),
+                "{kid} without {claim}: {header}"
+            );
+            let log = daemon.stderr();
+            assert!(!log.contains(&token), "a JWT leaked into the log");
+            assert!(
+                log.lines()
+                    .any(|l| l.contains("lacks a required claim") && l.contains(claim)),
+                "{kid} without {claim}: no log line names the claim:\n{log}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_in_user_named_like_a_host_is_not_that_host_even_after_a_reload() {
+    const ROBOT: &str = "robot-host-token-77a1";
+    let dir = tempfile::tempdir().unwrap();
+    let (idp, idp_jwk) = key_pair(dir.path(), "idp-1");
+    let jwks_url = serve_jwks(JwkSet {
+        keys: vec![idp_jwk],
+    })
+    .await;
+    // Signed-in users see `reader`; the token host `robot` too, until the reload gives it the
+    // whole catalog.
+    let config = |robot_has_profile: bool| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\
+             authorization = {{ issuer = \"{IDP}\", jwks_url = \"{jwks_url}\", profile = \"reader\" }}\n\n\
+             [hosts.robot]\ntoken_sha256 = \"{}\"\n{}\n{}\n[profiles.reader]\nallow = [\"tool:up__echo\"]\n",
+            common::sha256_hex(ROBOT),
+            if robot_has_profile {
+                "profile = \"reader\"\n"
+            } else {
+                ""
+            },
+            test_upstream("up", &[]),
+        )
+    };
+    let daemon = Daemon::start_with(&config(true), &[]);
+    let robot = Client::connect_as(&daemon.url, ROBOT).await;
+    daemon
+        .wait_for_tools(&robot, |n| n.iter().any(|t| t == "up__echo"))
+        .await;
+    // Mallory signs in with `sub` = the host's name.
+    let mallory_token = sign(
+        &idp,
+        "idp-1",
+        &json!({"iss": IDP, "aud": daemon.url, "sub": "robot", "exp": now() + 600}),
+    );
+    let mallory = Client::connect_as(&daemon.url, &mallory_token).await;
+    let tool_names = |tools: Vec<Value>| -> Vec<String> {
+        tools
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        tool_names(mallory.list_all("tools/list", "tools").await),
+        ["up__echo"]
+    );
+    // Neither may use the other's session.
+    let ping = json!({"jsonrpc": "2.0", "id": 7, "method": "ping"});
+    assert_eq!(
+        robot
+            .impersonate(Some(&mallory_token))
+            .post(&ping)
+            .await
+            .status(),
+        404,
+        "a signed-in user used a host's session"
+    );
+    assert_eq!(
+        mallory.impersonate(Some(ROBOT)).post(&ping).await.status(),
+        404
+    );
+
+    // The host gets the whole catalog; Mallory's session stays hers, with her profile.
+    let path = daemon.dir.path().join("mcpmux.toml");
+    let tmp = path.with_extension("toml.swp");
+    std::fs::write(&tmp, config(false)).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    assert!(
+        common::poll_until(std::time::Duration::from_secs(30), || async {
+            robot.list_all("tools/list", "tools").await.len() > 1
+        })
+        .await,
+        "the reload did not give the host the whole catalog"
+    );
+    assert_eq!(
+        tool_names(mallory.list_all("tools/list", "tools").await),
+        ["up__echo"],
+        "after the reload the signed-in user `robot` became the host `robot`"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_tokens_share_one_jwks_fetch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (idp, idp_jwk) = key_pair(dir.path(), "idp-1");
+    let (jwks_url, fetches) = serve_counted_jwks(
+        JwkSet {
+            keys: vec![idp_jwk],
+        },
+        std::time::Duration::from_millis(1500),
+        0,
+    )
+    .await;
+    let daemon = Daemon::start(&format!(
+        "authorization = {{ issuer = \"{IDP}\", jwks_url = \"{jwks_url}\" }}\n{}",
+        test_upstream("up", &[]),
+    ));
+    let tokens: Vec<String> = (0..8)
+        .map(|i| {
+            sign(
+                &idp,
+                "idp-1",
+                &json!({"iss": IDP, "aud": daemon.url, "sub": format!("user-{i}"), "exp": now() + 600}),
+            )
+        })
+        .collect();
+    let answers = futures_util::future::join_all(
+        tokens
+            .iter()
+            .map(|token| initialize_as(&daemon.url, Some(token))),
+    )
+    .await;
+    for answer in &answers {
+        assert_eq!(answer.status(), 200);
+    }
+    assert_eq!(
+        fetches.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "every token with a key not yet loaded fetched the JWKS itself"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_jwks_is_refused_naming_the_url_and_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (idp, idp_jwk) = key_pair(dir.path(), "idp-1");
+    let (jwks_url, _) = serve_counted_jwks(
+        JwkSet {
+            keys: vec![idp_jwk],
+        },
+        std::time::Duration::ZERO,
+        1024 * 1024 + 1,
+    )
+    .await;
+    let daemon = Daemon::start(&format!(
+        "authorization = {{ issuer = \"{IDP}\", jwks_url = \"{jwks_url}\" }}\n{}",
+        test_upstream("up", &[]),
+    ));
+    let token = sign(
+        &idp,
+        "idp-1",
+        &json!({"iss": IDP, "aud": daemon.url, "sub": "carol", "exp": now() + 600}),
+    );
+    let refused = initialize_as(&daemon.url, Some(&token)).await;
+    assert_eq!(refused.status(), 401, "an oversized JWKS was read");
+    let log = daemon.stderr();
+    assert!(
+        log.lines()
+            .any(|l| l.contains(&jwks_url) && l.contains("1 MiB")),
+        "no log line names the URL and the limit:\n{log}"
+    );
+}

@@ -36,6 +36,7 @@ path = true
 upstreams = ["solo"]
 unprefixed = true
 path = true
+anonymous = true
 deny = ["tool:crash", "tool:add_tool"]
 "#;
 
@@ -462,8 +463,9 @@ async fn hosts_paths_and_the_anonymous_profile_decide_what_is_seen() {
         404
     );
 
-    // No credential from loopback: the anonymous profile on /mcp, a path's own profile, but a
-    // path that requires a credential is 401; a wrong credential is never anonymous.
+    // No credential from loopback: the anonymous profile on /mcp, the path of a profile that
+    // says `anonymous = true`, but any other path is 401 once hosts are configured; a wrong
+    // credential is never anonymous.
     let anonymous = Client::connect(&daemon.url).await;
     let seen = names(&anonymous.list_all("tools/list", "tools").await, "name");
     assert!(
@@ -472,7 +474,23 @@ async fn hosts_paths_and_the_anonymous_profile_decide_what_is_seen() {
     );
     assert_eq!(
         initialize(&format!("{}/reader", daemon.url), None).await,
-        200
+        401,
+        "a profile path is open without a credential"
+    );
+    assert_eq!(initialize(&format!("{}/solo", daemon.url), None).await, 200);
+    assert_eq!(
+        initialize(&format!("{}/solo", daemon.url), Some("wrong-token")).await,
+        401
+    );
+    // `serve` said at start what is reachable without a credential.
+    let log = daemon.stderr();
+    let said = log
+        .lines()
+        .find(|l| l.contains("reachable without a credential"))
+        .unwrap_or_else(|| panic!("no start line says what is open:\n{log}"));
+    assert!(
+        said.contains("/mcp/solo") && said.contains("solo") && !said.contains("/mcp/reader"),
+        "{said}"
     );
     assert_eq!(
         initialize(&format!("{}/locked", daemon.url), None).await,
@@ -526,9 +544,34 @@ fn profile_mistakes_are_named_with_their_fix() {
             "[profiles.p]\npath = true\npath_requires_credential = true\n",
             "profiles.p.path_requires_credential",
         ),
+        ("[profiles.p]\nanonymous = true\n", "profiles.p.anonymous"),
+        (
+            "[profiles.p]\npath = true\nanonymous = true\npath_requires_credential = true\n",
+            "profiles.p.anonymous",
+        ),
     ];
     let upstreams = format!("{}{}", test_upstream("a", &[]), test_upstream("b", &[]));
     for (extra, culprit) in cases {
         common::assert_check_refuses(dir.path(), &format!("{extra}{upstreams}"), culprit);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_server_authorization_a_profile_path_wants_a_credential_unless_anonymous() {
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, r#"{"keys": []}"#).unwrap();
+    let daemon = Daemon::start(&format!(
+        "authorization = {{ issuer = \"https://idp.example.test\", jwks_file = {} }}\n{}\n\
+         [profiles.closed]\npath = true\n[profiles.open]\npath = true\nanonymous = true\n",
+        common::toml_str(jwks.to_str().unwrap()),
+        test_upstream("a", &[]),
+    ));
+    assert_eq!(initialize(&daemon.url, None).await, 401);
+    assert_eq!(
+        initialize(&format!("{}/closed", daemon.url), None).await,
+        401,
+        "a profile path is open without a credential"
+    );
+    assert_eq!(initialize(&format!("{}/open", daemon.url), None).await, 200);
 }

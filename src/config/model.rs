@@ -355,8 +355,12 @@ pub struct Profile {
     pub unprefixed: bool,
     /// Served at `/mcp/NAME` too.
     pub path: bool,
-    /// Whether its path needs a host credential (else loopback clients may use it without one).
+    /// Whether its path needs a host credential even without `[hosts]` (which validation
+    /// refuses); with credentials configured, every path needs one unless `anonymous`.
     pub path_requires_credential: bool,
+    /// Loopback clients without a credential may use its path even when `[hosts]` or
+    /// `[server.authorization]` are configured (`anonymous = true`).
+    pub anonymous: bool,
     /// Changed tools are withheld in this view until approved (`pin = "strict"`).
     pub strict_pins: bool,
 }

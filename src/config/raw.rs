@@ -232,6 +232,8 @@ pub(super) struct RawProfile {
     pub path: bool,
     #[serde(default)]
     pub path_requires_credential: bool,
+    #[serde(default)]
+    pub anonymous: bool,
     pub pin: Option<PinMode>,
     pub page_size: Option<usize>,
     pub tools_page_size: Option<usize>,

@@ -66,10 +66,12 @@ struct Edge {
 
 impl Edge {
     fn new(config: &ServerConfig, gate: Gate) -> Self {
+        let admission = access::Admission::new(gate, config);
+        admission.announce(config.listen.ip().is_loopback());
         Self {
             allowed_origins: config.allowed_origins.clone(),
             max_body_bytes: config.max_body_bytes,
-            admission: access::Admission::new(gate, config),
+            admission,
         }
     }
 }

@@ -1,10 +1,13 @@
 //! Hosts known by JSON Web Tokens ([`JwtGate`]): a token is accepted when an issuer mcpmux trusts
 //! signed it (a key of its JWKS, from a file or fetched; read again when a new key id appears, and
 //! once the keys are older than `jwks_refresh`, which also forgets remembered tokens if they changed),
-//! it names an accepted audience, has not expired, carries the required scopes, and its principal
+//! it has `exp`, `aud` and `iss` (a token without one is refused, whatever the library would allow),
+//! names an accepted audience, has not expired, carries the required scopes, and its principal
 //! claim names a configured host — or, for `[server.authorization]`, any user, who becomes a
-//! principal of that name. Verified tokens are remembered by digest until they expire, so a
-//! signature is checked once per token, not once per request.
+//! principal of that name (a user, never the host of the same name). Verified tokens are
+//! remembered by digest until they expire, so a signature is checked once per token, not once per
+//! request. Keys are fetched one fetch at a time per issuer (requests that need them meanwhile
+//! wait for that fetch), and a key set larger than [`MAX_JWKS_BYTES`] is refused.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,6 +29,10 @@ const REFETCH_AFTER: Duration = Duration::from_secs(10);
 const MAX_REMEMBERED: usize = 10_000;
 /// Signed-in users remembered at most (each is a principal with its own counts).
 const MAX_SIGNED_IN: usize = 10_000;
+/// The largest JWKS read, from a file or a URL: real ones are a few KiB; more is an error.
+pub const MAX_JWKS_BYTES: usize = 1024 * 1024;
+/// The claims every token must have, present (RFC 7519 leaves them optional; mcpmux does not).
+const REQUIRED_CLAIMS: [&str; 3] = ["exp", "aud", "iss"];
 
 /// Why a JWT was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +70,8 @@ struct Issuer {
     /// this profile.
     signed_in: Option<SignedIn>,
     keys: Mutex<Keys>,
+    /// Held while its keys are fetched: one fetch at a time, the others wait and use its result.
+    fetching: tokio::sync::Mutex<()>,
 }
 
 struct SignedIn {
@@ -74,12 +83,20 @@ struct SignedIn {
 struct Keys {
     set: Option<Arc<JwkSet>>,
     fetched: Option<Instant>,
+    /// Fetches tried so far: a request that waited for another's fetch sees it changed.
+    attempts: u64,
+    /// Whether the last fetch failed (then those who waited for it fail too, without a fetch of
+    /// their own).
+    failed: bool,
 }
 
 /// The claims mcpmux reads; signature, `iss`, `aud`, `exp` and `nbf` are checked by the decoder.
 #[derive(serde::Deserialize)]
 struct Claims {
-    exp: u64,
+    /// Optional here so that a token without it is refused by the decoder's required claims,
+    /// which name it (it is never `None` past the decoder).
+    #[serde(default)]
+    exp: Option<u64>,
     #[serde(default)]
     scope: Option<String>,
     #[serde(default)]
@@ -89,11 +106,12 @@ struct Claims {
 }
 
 impl JwtGate {
-    /// The principal of a user signed in through `[server.authorization]` (a session opened
-    /// before a reload keeps its user); `None` when such users are not accepted.
-    pub fn signed_in_user(&self, name: &str) -> Option<Arc<Principal>> {
-        let issuer = self.issuers.iter().find(|i| i.signed_in.is_some())?;
-        issuer.principal(name).ok()
+    /// The principal of the user `name` signed in through `[server.authorization]` with
+    /// `issuer` (a session opened before a reload keeps its user); `None` when such users are no
+    /// longer accepted from that issuer. Never a host: a user named like one stays a user.
+    pub fn signed_in_user(&self, issuer: &str, name: &str) -> Option<Arc<Principal>> {
+        let issuer = (self.issuers.iter()).find(|i| i.config.issuer == issuer)?;
+        issuer.signed_in(name).ok()
     }
 
     /// The gate for `hosts` with JWT credentials and the server's `authorization` (its audience
@@ -171,7 +189,10 @@ impl JwtGate {
                     .and_then(|i| i.as_str())
                     .map(str::to_owned)
             })
-            .ok_or_else(|| JwtRefusal::Invalid("the token names no issuer (`iss`)".into()))?;
+            .ok_or_else(|| {
+                tracing::info!(claim = "iss", "Refused a JWT that lacks a required claim.");
+                JwtRefusal::Invalid("the token names no issuer (`iss`)".into())
+            })?;
         let issuer = (self.issuers.iter())
             .find(|i| i.config.issuer == iss)
             .ok_or_else(|| {
@@ -179,14 +200,27 @@ impl JwtGate {
                     "the token's issuer `{iss}` is not one mcpmux trusts"
                 ))
             })?;
+        // An issuer without an audience would accept tokens meant for anyone (validation makes
+        // sure there is one; this keeps it so if that ever changes).
+        if issuer.config.audience.is_empty() {
+            return Err(JwtRefusal::Invalid(format!(
+                "mcpmux accepts no audience of issuer `{iss}`"
+            )));
+        }
         let key = self.key(issuer, header.kid.as_deref(), header.alg).await?;
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&issuer.config.issuer]);
         validation.set_audience(&issuer.config.audience);
+        validation.set_required_spec_claims(&REQUIRED_CLAIMS);
         validation.leeway = LEEWAY_SECS;
         validation.validate_nbf = true;
         let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
-            .map_err(|e| JwtRefusal::Invalid(describe(&e)))?
+            .map_err(|e| {
+                if let jsonwebtoken::errors::ErrorKind::MissingRequiredClaim(claim) = e.kind() {
+                    tracing::info!(issuer = %iss, claim = %claim, "Refused a JWT that lacks a required claim.");
+                }
+                JwtRefusal::Invalid(describe(&e))
+            })?
             .claims;
         let missing: Vec<&str> = (issuer.required_scopes.iter())
             .filter(|s| !has_scope(&claims, s))
@@ -210,7 +244,7 @@ impl JwtGate {
         if remembered.len() >= MAX_REMEMBERED {
             remembered.clear();
         }
-        remembered.insert(digest, (Arc::clone(&principal), claims.exp));
+        remembered.insert(digest, (Arc::clone(&principal), claims.exp.unwrap_or(now)));
         Ok(principal)
     }
 
@@ -229,27 +263,17 @@ impl JwtGate {
             }?;
             DecodingKey::from_jwk(jwk).ok()
         };
-        let (mut cached, mut stale, expired) = {
+        let (mut cached, mut stale, expired, attempts) = {
             let keys = lock(&issuer.keys);
             let age = keys.fetched.map(|at| at.elapsed());
             let stale = age.is_none_or(|age| age >= REFETCH_AFTER);
             let expired = age.is_some_and(|age| age >= issuer.config.jwks_refresh);
-            (keys.set.clone(), stale, expired)
+            (keys.set.clone(), stale, expired, keys.attempts)
         };
         // Keys older than `jwks_refresh` are read again, so a key the provider removed stops
         // being trusted; if they cannot be read, the ones held are used meanwhile.
         if expired {
-            if let Ok(set) = self.load(&issuer.config.jwks).await {
-                let set = Arc::new(set);
-                let changed = cached.as_deref().map(kids) != Some(kids(&set));
-                let mut keys = lock(&issuer.keys);
-                keys.set = Some(Arc::clone(&set));
-                keys.fetched = Some(Instant::now());
-                drop(keys);
-                // Tokens verified with a key that is gone must be checked again.
-                if changed {
-                    lock(&self.remembered).clear();
-                }
+            if let Ok(set) = self.refresh(issuer, attempts).await {
                 cached = Some(set);
                 stale = false;
             }
@@ -258,11 +282,7 @@ impl JwtGate {
             return Ok(key);
         }
         if cached.is_none() || stale {
-            let set = Arc::new(self.load(&issuer.config.jwks).await?);
-            let mut keys = lock(&issuer.keys);
-            keys.set = Some(Arc::clone(&set));
-            keys.fetched = Some(Instant::now());
-            drop(keys);
+            let set = self.refresh(issuer, attempts).await?;
             if let Some(key) = find(&set) {
                 return Ok(key);
             }
@@ -273,30 +293,94 @@ impl JwtGate {
         )))
     }
 
+    /// `issuer`'s keys read again — by this request, or by the one whose fetch it waited for
+    /// (`attempts`: the fetches tried when this request looked). Tokens verified with a key that
+    /// is gone are forgotten.
+    async fn refresh(&self, issuer: &Issuer, attempts: u64) -> Result<Arc<JwkSet>, JwtRefusal> {
+        let _one_at_a_time = issuer.fetching.lock().await;
+        {
+            let keys = lock(&issuer.keys);
+            if keys.attempts != attempts {
+                return match (&keys.set, keys.failed) {
+                    (Some(set), false) => Ok(Arc::clone(set)),
+                    _ => Err(unavailable_keys()),
+                };
+            }
+        }
+        let loaded = self.load(&issuer.config.jwks).await;
+        let mut keys = lock(&issuer.keys);
+        keys.attempts += 1;
+        keys.failed = loaded.is_err();
+        let set = Arc::new(loaded?);
+        let changed = keys.set.as_deref().map(kids) != Some(kids(&set));
+        keys.set = Some(Arc::clone(&set));
+        keys.fetched = Some(Instant::now());
+        drop(keys);
+        // Tokens verified with a key that is gone must be checked again.
+        if changed {
+            lock(&self.remembered).clear();
+        }
+        Ok(set)
+    }
+
     async fn load(&self, source: &JwksSource) -> Result<JwkSet, JwtRefusal> {
         let unavailable = |why: String| {
             tracing::warn!(jwks = ?source, error = %why, "Cannot read an issuer's signing keys.");
-            JwtRefusal::Invalid(
-                "the issuer's signing keys are unavailable; see the mcpmux log".into(),
+            unavailable_keys()
+        };
+        let too_large = |what: &str| {
+            format!(
+                "{what} is larger than {} MiB, the most mcpmux reads of a key set; \
+                 point the issuer's jwks at its key set itself",
+                MAX_JWKS_BYTES / (1024 * 1024)
             )
         };
-        match source {
+        let bytes = match source {
             JwksSource::File(path) => {
-                let text = tokio::fs::read_to_string(path)
-                    .await
-                    .map_err(|e| unavailable(e.to_string()))?;
-                serde_json::from_str(&text).map_err(|e| unavailable(e.to_string()))
+                let read = async {
+                    let file = tokio::fs::File::open(path).await?;
+                    let mut bytes = Vec::new();
+                    // One byte more than allowed tells an over-size file without reading it all.
+                    tokio::io::AsyncReadExt::read_to_end(
+                        &mut tokio::io::AsyncReadExt::take(file, MAX_JWKS_BYTES as u64 + 1),
+                        &mut bytes,
+                    )
+                    .await?;
+                    Ok::<_, std::io::Error>(bytes)
+                };
+                let bytes = read.await.map_err(|e| unavailable(e.to_string()))?;
+                if bytes.len() > MAX_JWKS_BYTES {
+                    return Err(unavailable(too_large(&format!(
+                        "the file {}",
+                        path.display()
+                    ))));
+                }
+                bytes
             }
             JwksSource::Url(url) => {
-                let response = (self.http.get(url).send().await)
+                let mut response = (self.http.get(url).send().await)
                     .and_then(reqwest::Response::error_for_status)
                     .map_err(|e| unavailable(e.to_string()))?;
-                response
-                    .json()
-                    .await
-                    .map_err(|e| unavailable(e.to_string()))
+                let over = || unavailable(too_large(&format!("the answer of {url}")));
+                if response
+                    .content_length()
+                    .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
+                {
+                    return Err(over());
+                }
+                let mut bytes = Vec::new();
+                while let Some(chunk) =
+                    (response.chunk().await).map_err(|e| unavailable(e.to_string()))?
+                {
+                    if bytes.len() + chunk.len() > MAX_JWKS_BYTES {
+                        return Err(over());
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                bytes
             }
-        }
+        };
+        serde_json::from_slice(&bytes).map_err(|e| unavailable(e.to_string()))
     }
 }
 
@@ -315,6 +399,7 @@ impl Issuer {
                 users: Mutex::new(HashMap::new()),
             }),
             keys: Mutex::new(Keys::default()),
+            fetching: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -323,6 +408,11 @@ impl Issuer {
         if let Some(host) = self.hosts.get(name) {
             return Ok(Arc::clone(host));
         }
+        self.signed_in(name)
+    }
+
+    /// The signed-in user `name` (never a host of that name).
+    fn signed_in(&self, name: &str) -> Result<Arc<Principal>, JwtRefusal> {
         let Some(signed_in) = &self.signed_in else {
             return Err(JwtRefusal::Invalid(format!(
                 "the token names `{name}`, which is not a configured host"
@@ -337,10 +427,19 @@ impl Issuer {
                 "too many signed-in users; configure them as [hosts]".into(),
             ));
         }
-        let user = Arc::new(Principal::signed_in(name, signed_in.profile.clone()));
+        let user = Arc::new(Principal::signed_in(
+            &self.config.issuer,
+            name,
+            signed_in.profile.clone(),
+        ));
         users.insert(name.to_owned(), Arc::clone(&user));
         Ok(user)
     }
+}
+
+/// What a host is told when an issuer's keys cannot be read (the log says why).
+fn unavailable_keys() -> JwtRefusal {
+    JwtRefusal::Invalid("the issuer's signing keys are unavailable; see the mcpmux log".into())
 }
 
 /// The key ids of a key set, to tell whether it changed.

@@ -1,6 +1,8 @@
 //! A host known by its token ([`Principal`]) and its limits: requests in flight at once, and
 //! requests per second (a GCRA token bucket, lock-free). Its counts show in `mcpmux status`.
 //! [`Access`] is what one request is granted: its principal (if any) and the profile it sees.
+//! A principal is known by (kind, issuer, name) — its [`Identity`] and name — never by its name
+//! alone: a user who signs in with the name of a host is not that host.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -12,7 +14,9 @@ use crate::jsonrpc::{RpcError, codes};
 /// A configured host, its limits and its counts.
 #[derive(Debug)]
 pub struct Principal {
+    /// What status, audit records and logs call it; with [`Self::identity`] who it is.
     pub name: Arc<str>,
+    pub identity: Identity,
     /// The digest of its bearer token (`None`: it signs in with a JWT).
     pub token_sha256: Option<[u8; 32]>,
     /// The profile it sees (`None`: the whole catalog).
@@ -22,6 +26,15 @@ pub struct Principal {
     in_flight: AtomicUsize,
     calls: AtomicU64,
     refused: AtomicU64,
+}
+
+/// What kind of principal one is, and for a signed-in user which issuer vouches for the name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// A `[hosts.NAME]` entry: its name is unique among hosts.
+    Host,
+    /// A user signed in through `[server.authorization]`, named by that issuer's token.
+    SignedIn { issuer: Arc<str> },
 }
 
 /// Requests per second as the generic cell rate algorithm: the theoretical arrival time of the
@@ -87,6 +100,7 @@ impl Principal {
         });
         Self {
             name: Arc::from(host.name.as_str()),
+            identity: Identity::Host,
             token_sha256: match &host.credential {
                 Credential::Token { sha256 } => Some(*sha256),
                 Credential::Jwt { .. } => None,
@@ -101,10 +115,14 @@ impl Principal {
         }
     }
 
-    /// A user signed in through `[server.authorization]` whom no host entry names: no limits.
-    pub fn signed_in(name: &str, profile: Option<Arc<Profile>>) -> Self {
+    /// A user signed in through `[server.authorization]` (its `issuer`) whom no host entry
+    /// names: no limits.
+    pub fn signed_in(issuer: &str, name: &str, profile: Option<Arc<Profile>>) -> Self {
         Self {
             name: Arc::from(name),
+            identity: Identity::SignedIn {
+                issuer: Arc::from(issuer),
+            },
             token_sha256: None,
             profile,
             max_in_flight: None,
@@ -115,11 +133,14 @@ impl Principal {
         }
     }
 
-    /// Whether `asking` may use what `owner` opened: the same principal, or both anonymous.
+    /// Whether `asking` may use what `owner` opened: the same principal — the same kind, issuer
+    /// and name, as a reload keeps them — or both anonymous.
     pub fn same(owner: Option<&Arc<Self>>, asking: Option<&Arc<Self>>) -> bool {
         match (owner, asking) {
             (None, None) => true,
-            (Some(owner), Some(asking)) => owner.name == asking.name,
+            (Some(owner), Some(asking)) => {
+                owner.identity == asking.identity && owner.name == asking.name
+            }
             _ => false,
         }
     }

@@ -1,6 +1,7 @@
 //! A catalog snapshot: every ready upstream's tools, prompts, resources and templates, namespaced,
 //! sorted by exposed name, with the exposed → (upstream, original) map that all routing goes through.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use crate::config::{CatalogConfig, PinMode, Profile};
 use crate::jsonrpc::{Members, raw_string};
 use crate::mcp::ListKind;
 use crate::mcp::names::{self, NameBudget, Prefix};
-use crate::mcp::template;
+use crate::mcp::{template, uri};
 use crate::upstream::{ServerInfo, UpstreamCatalog, UpstreamHandle, UpstreamItem};
 
 /// One exposed item.
@@ -213,36 +214,71 @@ impl Snapshot {
     /// ResourceTemplates) belongs to and the upstream's own form. Resources read through a
     /// template are not listed, so URIs route by their prefix, which names one upstream exactly.
     /// In a profile that filters resources or templates, a URI must also be listed in the view or
-    /// come from a template the view lists: a hidden template's resources are hidden too.
+    /// come from a template the view lists: a hidden template's resources are hidden too. Such a
+    /// profile decides on the URI's canonical form (RFC 3986 §6.2.2, [`uri::canonical`]) and
+    /// sends the upstream what it decided on: the upstream's own form of a listed URI, else the
+    /// canonical form.
     pub fn route_uri<'a>(
         &self,
         kind: ListKind,
         exposed: &'a str,
-    ) -> Option<(&UpstreamHandle, &'a str)> {
-        if let Some(p) = self.profile.as_deref() {
-            if !p.filter.admits(kind, exposed) {
-                return None;
-            }
-            let filtered = p.filter.restricts(ListKind::Resources)
-                || p.filter.restricts(ListKind::ResourceTemplates);
-            let shown = match kind {
-                ListKind::Resources => {
-                    self.lookup(kind, exposed).is_some()
-                        || (self.list(ListKind::ResourceTemplates).iter())
-                            .any(|t| template::matches(&t.exposed, exposed))
+    ) -> Option<(&UpstreamHandle, Cow<'a, str>)> {
+        let decided = match self.profile.as_deref() {
+            Some(p) if Self::filters_uris(p) => {
+                if !self.shows_uri(p, kind, exposed) {
+                    return None;
                 }
-                _ => self.lookup(kind, exposed).is_some(),
-            };
-            if filtered && !shown {
-                return None;
+                let canonical = uri::canonical(exposed);
+                let listed = (self.lookup(kind, exposed)).or_else(|| self.lookup(kind, &canonical));
+                if let Some(entry) = listed {
+                    return Some((&entry.upstream, Cow::Owned(entry.original.to_string())));
+                }
+                canonical
             }
-        }
+            _ => Cow::Borrowed(exposed),
+        };
         // An unprefixed upstream is the only one in view: every URI is its own.
         if let Some(h) = self.by_prefix.get("") {
-            return Some((h, exposed));
+            return Some((h, decided));
         }
-        let (prefix, uri) = names::split_uri(exposed)?;
-        self.by_prefix.get(prefix).map(|h| (h, uri))
+        let (prefix, original) = match decided {
+            Cow::Borrowed(exposed) => {
+                let (prefix, uri) = names::split_uri(exposed)?;
+                (prefix.to_owned(), Cow::Borrowed(uri))
+            }
+            Cow::Owned(canonical) => {
+                let (prefix, uri) = names::split_uri(&canonical)?;
+                (prefix.to_owned(), Cow::Owned(uri.to_owned()))
+            }
+        };
+        self.by_prefix.get(prefix.as_str()).map(|h| (h, original))
+    }
+
+    /// Whether the view shows the resource (or template) exposed as `exposed`, in a profile that
+    /// filters resources or templates: its canonical form passes the profile's globs, and it is
+    /// listed or (a resource) a listed template could make it. Without such a profile, every URI
+    /// of a held upstream is shown.
+    pub fn shows_uri(&self, profile: &Profile, kind: ListKind, exposed: &str) -> bool {
+        let canonical = uri::canonical(exposed);
+        if !profile.filter.admits(kind, &canonical) {
+            return false;
+        }
+        let listed = self.lookup(kind, exposed).is_some()
+            || (matches!(canonical, Cow::Owned(_)) && self.lookup(kind, &canonical).is_some());
+        match kind {
+            ListKind::Resources => {
+                listed
+                    || (self.list(ListKind::ResourceTemplates).iter())
+                        .any(|t| template::matches(&uri::canonical(&t.exposed), &canonical))
+            }
+            _ => listed,
+        }
+    }
+
+    /// Whether `profile` has globs on resources or templates (then its view decides on URIs).
+    pub fn filters_uris(profile: &Profile) -> bool {
+        profile.filter.restricts(ListKind::Resources)
+            || profile.filter.restricts(ListKind::ResourceTemplates)
     }
 
     /// The upstream an exposed task id belongs to and the upstream's own id. Task ids carry the
@@ -331,7 +367,13 @@ impl Exposer<'_> {
         };
         let mut description = None;
         if let Some(profile) = self.profile {
-            if !profile.filter.admits(kind, &exposed) {
+            // URIs are judged as what they mean, not as they are spelled.
+            let admitted = if kind.is_uri() {
+                profile.filter.admits(kind, &uri::canonical(&exposed))
+            } else {
+                profile.filter.admits(kind, &exposed)
+            };
+            if !admitted {
                 return None;
             }
             description = profile.descriptions.get(&exposed).map(|d| raw_string(d));
@@ -450,8 +492,8 @@ mod tests {
         assert!(s.lookup(ListKind::Tools, "a__nope").is_none());
         assert_eq!(
             s.route_uri(ListKind::Resources, "a+file:///x")
-                .map(|(h, u)| (h.name(), u)),
-            Some(("a", "file:///x"))
+                .map(|(h, u)| (h.name(), u.into_owned())),
+            Some(("a", "file:///x".to_owned()))
         );
     }
 }

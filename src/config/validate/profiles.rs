@@ -94,6 +94,22 @@ fn profile(
             "set path = true as well, or leave path_requires_credential out",
         ));
     }
+    if p.anonymous && !p.path {
+        return Err(ConfigError::invalid(
+            file,
+            key("anonymous"),
+            "is set but the profile is not served at a path",
+            "set path = true as well (server.anonymous_profile is what /mcp gives without a credential)",
+        ));
+    }
+    if p.anonymous && p.path_requires_credential {
+        return Err(ConfigError::invalid(
+            file,
+            key("anonymous"),
+            "is set together with path_requires_credential, which says the opposite",
+            "keep one of them",
+        ));
+    }
     let filter = NameFilter::new(&p.allow, &p.deny).map_err(|(pattern, why)| {
         ConfigError::invalid(
             file,
@@ -146,6 +162,7 @@ fn profile(
         unprefixed: p.unprefixed,
         path: p.path,
         path_requires_credential: p.path_requires_credential,
+        anonymous: p.anonymous,
         strict_pins: p.pin == Some(PinMode::Strict),
         name,
     })

@@ -1,7 +1,8 @@
 //! Who a host request is and what it sees ([`Admission`]): the host its bearer token names (with
 //! `[hosts]` or `[server.authorization]`), and the profile it gets — its path's, its host's, or
-//! `server.anonymous_profile` for a loopback client without a credential. Also what RFC 9728's
-//! protected resource metadata says about mcpmux.
+//! `server.anonymous_profile` for a loopback client without a credential. Once any credential is
+//! configured, a profile's path wants one too unless that profile says `anonymous = true`. Also
+//! what RFC 9728's protected resource metadata says about mcpmux.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::super::jwt::JwtGate;
-use super::super::principal::{Access, Principal};
+use super::super::principal::{Access, Identity, Principal};
 use super::guard::{Credentials, Refusal, refuse};
 use super::{AppState, json_response};
 use crate::config::{Profile, ServerConfig};
@@ -91,9 +92,10 @@ impl Admission {
         }
     }
 
-    /// Who is asking and what they see. With `[hosts]`, a request needs a valid credential
-    /// unless it comes from loopback to a profile path that does not require one, or (on `/mcp`)
-    /// `server.anonymous_profile` is set; a host with a profile may use only that profile's path.
+    /// Who is asking and what they see. With `[hosts]` or `[server.authorization]`, a request
+    /// needs a valid credential unless it comes from loopback to the path of a profile that says
+    /// `anonymous = true`, or (on `/mcp`) `server.anonymous_profile` is set; a host with a
+    /// profile may use only that profile's path.
     pub(super) async fn resolve(
         &self,
         headers: &HeaderMap,
@@ -120,7 +122,7 @@ impl Admission {
             !headers.contains_key(header::AUTHORIZATION)
                 && peer.ip().is_loopback()
                 && match &at {
-                    Some(profile) => !profile.path_requires_credential,
+                    Some(profile) => profile.anonymous,
                     None => self.anonymous.is_some(),
                 }
         };
@@ -155,19 +157,56 @@ impl Admission {
         })
     }
 
+    /// What a loopback client without a credential reaches, said in one line at start and after
+    /// each reload: everything without credentials configured, else `/mcp` with
+    /// `server.anonymous_profile` and the paths of `anonymous = true` profiles.
+    pub(super) fn announce(&self, loopback: bool) {
+        let reachable = if self.credentials.is_empty() {
+            let mut open = vec![match &self.anonymous {
+                Some(p) => format!("/mcp (profile {})", p.name),
+                None => "/mcp (the whole catalog)".to_owned(),
+            }];
+            open.extend(self.paths.iter().map(|p| format!("/mcp/{}", p.name)));
+            open.join(", ")
+        } else {
+            let mut open: Vec<String> = (self.anonymous.iter())
+                .map(|p| format!("/mcp (profile {})", p.name))
+                .collect();
+            open.extend(
+                (self.paths.iter())
+                    .filter(|p| p.anonymous)
+                    .map(|p| format!("/mcp/{}", p.name)),
+            );
+            if open.is_empty() {
+                "nothing".to_owned()
+            } else {
+                open.join(", ")
+            }
+        };
+        if loopback || reachable == "nothing" {
+            tracing::info!(%reachable, "Host endpoints reachable without a credential, by loopback clients.");
+        } else {
+            tracing::warn!(%reachable, "Host endpoints reachable without a credential, by loopback clients, while listening beyond loopback.");
+        }
+    }
+
     /// What a session opened with `old` is granted under this (reloaded) admission: its host's
     /// new settings and profile, its path's profile, or the anonymous profile. `None` when it is
     /// granted nothing any more (its host or path is gone, or anonymous use is no longer allowed):
     /// the session ends, as its next request would be refused.
     pub(super) fn remap(&self, old: &Access) -> Option<Access> {
+        // By identity: a host stays that host, a signed-in user that issuer's user (a user named
+        // like a host is never rebound to it).
         let principal = match &old.principal {
             None => None,
-            Some(p) => Some(
-                (self.credentials.hosts.iter())
+            Some(p) => Some(match &p.identity {
+                Identity::Host => (self.credentials.hosts.iter())
                     .find(|h| h.name == p.name)
-                    .cloned()
-                    .or_else(|| (self.credentials.jwt.as_ref())?.signed_in_user(&p.name))?,
-            ),
+                    .cloned()?,
+                Identity::SignedIn { issuer } => {
+                    (self.credentials.jwt.as_ref())?.signed_in_user(issuer, &p.name)?
+                }
+            }),
         };
         let at = match (&old.profile, old.via_path) {
             (Some(profile), true) => Some(
@@ -179,7 +218,7 @@ impl Admission {
         };
         let open = self.credentials.is_empty();
         let profile = match &principal {
-            None if old.via_path => Some(at.filter(|p| open || !p.path_requires_credential)?),
+            None if old.via_path => Some(at.filter(|p| open || p.anonymous)?),
             None if open || self.anonymous.is_some() => self.anonymous.clone(),
             None => return None,
             Some(p) => match (at, &p.profile) {

@@ -14,6 +14,7 @@ use crate::downstream::caller::{InFlightGuard, SessionCaller};
 use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, to_raw};
 use crate::mcp::ListKind;
 use crate::mcp::names::{self, Prefix};
+use crate::router::Snapshot;
 use crate::upstream::{CallContext, ProgressTokens, Reply, UpstreamHandle};
 
 /// Whether [`HostService::instance`] may start a session's own instance.
@@ -100,7 +101,9 @@ impl HostService {
             .await?
         {
             Reply::Result(result) => Ok(Answer::Result(expose_contents(
-                host.prefix_of(&upstream),
+                host,
+                &self.router.view(host.profile()),
+                &upstream,
                 result,
             ))),
             error => Ok(Answer::Upstream(error)),
@@ -123,7 +126,7 @@ impl HostService {
             )
             .with_data(json!({ "uri": uri }))
         })?;
-        Ok((upstream.clone(), original.to_owned()))
+        Ok((upstream.clone(), original.into_owned()))
     }
 
     /// The one place that decides which connection serves `session`'s request to `upstream`:
@@ -281,14 +284,29 @@ impl HostRequest {
 }
 
 /// Rewrites `contents[].uri` of a resources/read result to the exposed form.
-fn expose_contents(prefix: &Prefix, result: Box<RawValue>) -> Box<RawValue> {
+/// A `resources/read` result with each item's `uri` exposed. In a profile that decides on URIs,
+/// an item whose URI the view does not show (an upstream that followed a link out of what the
+/// host may read) is dropped, with a warning: the host gets what its view allows of the answer.
+fn expose_contents(
+    host: &HostRequest,
+    view: &Snapshot,
+    upstream: &UpstreamHandle,
+    result: Box<RawValue>,
+) -> Box<RawValue> {
+    let prefix = host.prefix_of(upstream);
+    let judge = host.profile().filter(|p| Snapshot::filters_uris(p));
     let rewrite = || -> Option<Box<RawValue>> {
         let mut top = Members::of(&result)?;
         let contents: Vec<&RawValue> = serde_json::from_str(top.get("contents")?.get()).ok()?;
         let mut exposed = Vec::with_capacity(contents.len());
         for item in contents {
             let mut item = Members::of(item)?;
-            let uri = raw_string(&names::expose_uri(prefix, &item.string("uri")?));
+            let uri = names::expose_uri(prefix, &item.string("uri")?);
+            if judge.is_some_and(|p| !view.shows_uri(p, ListKind::Resources, &uri)) {
+                tracing::warn!(upstream = %upstream.name(), %uri, "Dropped a resource the host's profile does not show from a read answer.");
+                continue;
+            }
+            let uri = raw_string(&uri);
             item.insert("uri", &uri);
             exposed.push(item.to_raw());
         }

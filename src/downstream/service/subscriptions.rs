@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 use super::forward::Start;
 use super::{Answer, HostRequest, HostService, upstream_error};
 use crate::jsonrpc::{Members, RpcError, to_raw};
-use crate::mcp::ListKind;
+use crate::mcp::{ListKind, names};
 use crate::upstream::Reply;
 
 impl HostService {
@@ -27,6 +27,9 @@ impl HostService {
             .ok_or_else(|| RpcError::invalid_params("needs a string `uri`"))?;
         let (upstream, original) = self.route_uri(host.profile(), ListKind::Resources, &uri)?;
         host.routed(&upstream, &uri);
+        // Kept as the upstream's updates will name it: what it was sent (the canonical form in
+        // a profile that decides on URIs), exposed.
+        let uri = names::expose_uri(host.prefix_of(&upstream), &original);
         let target = self
             .instance(&host.session.id, &upstream, Start::IfNeeded)
             .await?

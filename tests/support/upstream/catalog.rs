@@ -122,6 +122,9 @@ impl Server {
             .and_then(Value::as_str)
             .ok_or_else(|| invalid_params("resources/subscribe requires a string `uri`"))?;
         let base = format!("test://{}/", self.name);
+        if self.files && uri.starts_with(FILES) {
+            return Ok(uri.to_owned());
+        }
         let known = match uri.strip_prefix(&base) {
             Some("hello") => true,
             Some(rest) => rest.strip_prefix("item/").is_some_and(|i| !i.is_empty()),
@@ -193,6 +196,14 @@ impl Server {
             .and_then(Value::as_str)
             .ok_or_else(|| invalid_params("resources/read requires a string `uri`"))?;
         let name = &self.name;
+        if self.files && uri.starts_with(FILES) {
+            let read = |uri: &str| json!({"uri": uri, "mimeType": "text/plain", "text": format!("read {uri}")});
+            let contents = match uri.strip_suffix("/links") {
+                Some(_) => vec![read(&format!("{uri}/a")), read("file:///etc/passwd")],
+                None => vec![read(uri)],
+            };
+            return Ok(json!({ "contents": contents }));
+        }
         let base = format!("test://{name}/");
         let text = match uri.strip_prefix(&base) {
             Some("hello") => format!("hello from {name}"),
@@ -204,6 +215,30 @@ impl Server {
         };
         Ok(json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]}))
     }
+}
+
+/// The scheme and root of `--files` URIs.
+const FILES: &str = "file:///";
+
+/// The resources `--files` lists: one not in canonical form (a file server listing a path as it
+/// found it).
+pub(crate) fn file_resources() -> Vec<Value> {
+    [
+        "file:///tmp/notes.txt",
+        "file:///etc/passwd",
+        "file:///tmp/../etc/shadow",
+    ]
+    .iter()
+    .map(|uri| json!({"uri": uri, "name": uri.rsplit('/').next(), "mimeType": "text/plain"}))
+    .collect()
+}
+
+/// The templates `--files` lists.
+pub(crate) fn file_templates() -> Vec<Value> {
+    vec![
+        json!({"uriTemplate": "file:///tmp/{+path}", "name": "tmp", "mimeType": "text/plain"}),
+        json!({"uriTemplate": "file:///etc/{name}", "name": "etc", "mimeType": "text/plain"}),
+    ]
 }
 
 pub(crate) fn resource_not_found(uri: &str) -> RpcError {

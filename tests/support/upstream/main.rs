@@ -54,6 +54,10 @@
 //!   CallToolResult ("slept <ms>ms", or an `isError` "task cancelled") with `_meta`
 //!   `io.modelcontextprotocol/related-task`; `tasks/list` answers every task (no pagination);
 //!   unknown task ids are -32602. Without `--tasks`, the `task` param is ignored;
+//! - `--files`: also resources `file:///tmp/notes.txt`, `file:///etc/passwd` and (not canonical)
+//!   `file:///tmp/../etc/shadow`, templates `file:///tmp/{+path}` and `file:///etc/{name}`; any
+//!   `file:///` URI reads (and subscribes) as itself, "read <uri>", a URI ending in `/links`
+//!   answering two contents: `<uri>/a` and `file:///etc/passwd` (a link out of the directory);
 //! - optional self-pagination of every list (`--page-size`);
 //! - fault injection flags (`--exit-at-start`, `--garbage-at-start`,
 //!   `--ignore-pings`, `--hang-on-initialize`, `--spawn-grandchild`,
@@ -187,6 +191,10 @@ struct Args {
     /// Apply the `tools/call` faults of `--http-fault` to calls of this tool only.
     #[arg(long, value_name = "NAME")]
     http_fault_tool: Option<String>,
+    /// Also serve `file:///` resources, as a file server would (see `catalog.rs`,
+    /// `FILE_RESOURCES`): any `file:///` URI reads as "read <uri>", without resolving dot segments.
+    #[arg(long)]
+    files: bool,
 }
 
 /// Writer thread: writes queued lines, flushing only when the queue is empty.

@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use tokio::task::AbortHandle;
 
 use crate::Args;
-use crate::catalog::{fault_tools, fixed_tools, paginate, protocol_tools};
+use crate::catalog::{
+    fault_tools, file_resources, file_templates, fixed_tools, paginate, protocol_tools,
+};
 use crate::client_link::ClientLink;
 use crate::tasks::TaskTable;
 use crate::wire::{
@@ -75,6 +77,8 @@ pub(crate) struct Server {
     pub(crate) subscriptions: Mutex<BTreeSet<String>>,
     /// `--tasks`: task-augmented `slow` calls run as tasks.
     pub(crate) tasks_enabled: bool,
+    /// `--files`: `file:///` resources are served too.
+    pub(crate) files: bool,
     /// The tasks created so far.
     pub(crate) tasks: TaskTable,
 }
@@ -107,12 +111,16 @@ impl Server {
         }));
         let prompts = [json!({"name": "greet", "description": "Greets someone",
             "arguments": [{"name": "name", "description": "Who to greet", "required": true}]})];
-        let resources = [
+        let mut resources = vec![
             json!({"uri": format!("test://{name}/hello"), "name": "hello",
             "mimeType": "text/plain"}),
         ];
-        let templates = [json!({"uriTemplate": format!("test://{name}/item/{{id}}"),
+        let mut templates = vec![json!({"uriTemplate": format!("test://{name}/item/{{id}}"),
             "name": "item", "mimeType": "text/plain"})];
+        if args.files {
+            resources.extend(file_resources());
+            templates.extend(file_templates());
+        }
         let k = args.page_size;
         Server {
             name: name.clone(),
@@ -134,6 +142,7 @@ impl Server {
             log_level: Mutex::new(None),
             subscriptions: Mutex::new(BTreeSet::new()),
             tasks_enabled: args.tasks,
+            files: args.files,
             tasks: Arc::new(Mutex::new(Vec::new())),
         }
     }
