@@ -339,30 +339,70 @@ mod tests {
         }
     }
 
-    /// Random strings of URI-ish characters (a seeded generator, so a failure repeats):
-    /// canonicalizing never panics and a second time changes nothing.
-    #[test]
-    fn canonicalizing_is_idempotent_on_random_strings() {
-        use rand::{Rng, SeedableRng};
-        const ALPHABET: &[&str] = &[
-            "a", "Z", "0", ":", "/", "//", ".", "..", "%", "%2E", "%2e", "%41", "%7e", "%2F",
-            "%zz", "?", "#", "@", "[", "]", "+", "-", "~", "é", "FILE:", "x:", "%3A",
-        ];
-        let mut rng = rand::rngs::StdRng::seed_from_u64(3986);
-        for _ in 0..20_000 {
-            let len = rng.random_range(0..12);
-            let text: String = (0..len)
-                .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())])
-                .collect();
-            let once = canonical(&text).into_owned();
-            assert_eq!(canonical(&once), once, "not idempotent on {text:?}");
-        }
-    }
-
     #[test]
     fn a_canonical_uri_is_borrowed() {
         for uri in ["fs+file:///etc/passwd", "test://b/item/42?x=1#y", "a+b"] {
             assert!(matches!(canonical(uri), Cow::Borrowed(_)), "{uri}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::canonical;
+
+    /// URI-ish text: the pieces that make canonicalizing hard, in any order.
+    fn uri_ish() -> impl Strategy<Value = String> {
+        let piece = proptest::sample::select(vec![
+            "a", "Z", "0", ":", "/", "//", ".", "..", "%", "%2E", "%2e", "%41", "%7e", "%2F",
+            "%zz", "?", "#", "@", "[", "]", "+", "-", "~", "é", "FILE:", "x:", "%3A", "%a",
+        ]);
+        proptest::collection::vec(piece, 0..14).prop_map(|p| p.concat())
+    }
+
+    /// `%XX` of one ASCII character.
+    fn escaped(c: char) -> String {
+        format!("%{:02X}", c as u32)
+    }
+
+    proptest! {
+        #[test]
+        fn canonicalizing_any_text_is_idempotent(text in prop_oneof![uri_ish(), "\\PC{0,60}"]) {
+            let once = canonical(&text).into_owned();
+            prop_assert_eq!(canonical(&once).into_owned(), once, "not idempotent on {:?}", text);
+        }
+
+        #[test]
+        fn spellings_of_one_uri_are_one_canonical_uri(
+            scheme in "[a-z][a-z0-9+]{0,6}",
+            host in "[a-z0-9.-]{0,10}",
+            segments in proptest::collection::vec("[a-z0-9_~-]{1,6}", 1..5),
+            detour in "[a-z]{1,5}",
+            at in any::<proptest::sample::Index>(),
+        ) {
+            let plain = format!("{scheme}://{host}/{}", segments.join("/"));
+            // Upper case scheme and host.
+            let shouted = format!("{}://{}/{}", scheme.to_uppercase(), host.to_uppercase(), segments.join("/"));
+            // A detour through a sibling and back, and `.` segments.
+            let mut detoured = segments.clone();
+            detoured.insert(at.index(segments.len()), format!("{detour}/../."));
+            let detoured = format!("{scheme}://{host}/{}", detoured.join("/"));
+            // One unreserved character (of the first segment) percent-encoded.
+            let first = &segments[0];
+            let i = at.index(first.len());
+            let encoded = format!(
+                "{scheme}://{host}/{}{}{}{}",
+                &first[..i],
+                escaped(char::from(first.as_bytes()[i])),
+                &first[i + 1..],
+                segments[1..].iter().map(|s| format!("/{s}")).collect::<String>(),
+            );
+            let want = canonical(&plain).into_owned();
+            for spelling in [&shouted, &detoured, &encoded] {
+                prop_assert_eq!(canonical(spelling).into_owned(), want.clone(), "{}", spelling);
+            }
         }
     }
 }
