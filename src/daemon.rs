@@ -218,8 +218,22 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
                         let sessions = Arc::clone(&sessions);
                         move || sessions.len()
                     }),
+                    max_sessions: Box::new({
+                        let service = Arc::clone(&service);
+                        move || service.max_sessions()
+                    }),
+                    hosts: Box::new({
+                        let sessions = Arc::clone(&sessions);
+                        move || {
+                            let status = |p: &Arc<crate::downstream::Principal>| {
+                                let mut status = p.status();
+                                status["sessions"] = sessions.count_of(&p.name).into();
+                                status
+                            };
+                            hosts.load().iter().map(status).collect()
+                        }
+                    }),
                     sessions: Box::new(move || sessions.all().iter().map(|s| s.status()).collect()),
-                    hosts: Box::new(move || hosts.load().iter().map(|p| p.status()).collect()),
                     logins: std::sync::Mutex::default(),
                     reloader: Arc::clone(&reloader) as Arc<dyn crate::admin::Reload>,
                 };
