@@ -9,7 +9,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-
+mod connections;
 
 use std::time::Duration;
 
