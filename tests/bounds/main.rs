@@ -368,3 +368,51 @@ async fn a_repeated_initialize_through_the_bridge_closes_the_session_it_replaces
     );
     drop(bridge);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_applies_new_session_limits() {
+    let config = |server_max: usize, alice_max: usize| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nmax_sessions = {server_max}\n[hosts.alice]\ntoken_sha256 = \"{}\"\nmax_sessions = {alice_max}\n{}",
+            sha256_hex(ALICE),
+            test_upstream("up", &[])
+        )
+    };
+    let daemon = Daemon::start_with(&config(3, 1), &[]);
+    let reload = async |text: String| {
+        std::fs::write(daemon.dir.path().join("mcpmux.toml"), text).unwrap();
+        let admin = daemon.admin_url.as_deref().unwrap();
+        let answer = reqwest::Client::new()
+            .post(format!("{admin}/reload"))
+            .header("content-type", "application/json")
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            answer.status().is_success(),
+            "{}",
+            answer.text().await.unwrap()
+        );
+    };
+    let first = Client::connect_as(&daemon.url, ALICE).await;
+    let error = refused(initialize_as(&daemon.url, Some(ALICE)).await, 429).await;
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("hosts.alice.max_sessions")
+    );
+
+    reload(config(3, 2)).await;
+    assert_eq!(initialize_as(&daemon.url, Some(ALICE)).await.status(), 200);
+    reload(config(2, 5)).await;
+    let error = refused(initialize_as(&daemon.url, Some(ALICE)).await, 429).await;
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("server.max_sessions"),
+        "{error}"
+    );
+    assert!(pings(&first).await);
+}
