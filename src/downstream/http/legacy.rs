@@ -157,8 +157,13 @@ pub(super) async fn handle_message(
                     super::initialize_status(&error),
                 ),
             };
-            let _ = stream.send(line).await;
-            return status.into_response();
+            if status == StatusCode::ACCEPTED {
+                let _ = stream.send(line).await;
+                return status.into_response();
+            }
+            // A refusal goes on the stream (where the host waits for its answer) and in the body.
+            let _ = stream.send(line.clone()).await;
+            return (status, super::json_response(line)).into_response();
         }
         Message::Request { id, method, params } => match service.session(&target.session_id) {
             Some(session) => {
