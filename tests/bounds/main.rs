@@ -14,8 +14,8 @@ mod connections;
 use std::time::Duration;
 
 use common::{
-    Bridge, Client, Daemon, LegacyHost, alive, descendants, initialize_as, poll_until, sha256_hex,
-    spawn_bridge, test_upstream,
+    Bridge, Client, Daemon, LegacyHost, Via, alive, descendants, initialize_as, poll_until,
+    sha256_hex, spawn_bridge, test_upstream, test_upstream_via,
 };
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
@@ -415,4 +415,71 @@ async fn a_reload_applies_new_session_limits() {
         "{error}"
     );
     assert!(pings(&first).await);
+}
+
+#[test]
+fn limits_that_would_refuse_everything_or_do_nothing_are_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = test_upstream("up", &[]);
+    let host = format!("[hosts.alice]\ntoken_sha256 = \"{}\"\n", sha256_hex(ALICE));
+    for (config, culprit) in [
+        (
+            format!("[server]\nmax_sessions = 0\n{up}"),
+            "server.max_sessions",
+        ),
+        (
+            format!("[server]\nmax_connections = 0\n{up}"),
+            "server.max_connections",
+        ),
+        (
+            format!("[server]\nheader_timeout = \"0s\"\n{up}"),
+            "server.header_timeout",
+        ),
+        (
+            format!("{host}max_sessions = 0\n{up}"),
+            "hosts.alice.max_sessions",
+        ),
+        (
+            format!("{up}max_instances = 2\n"),
+            "upstreams.up.max_instances",
+        ),
+        (
+            format!("{up}isolation = \"per-session\"\nmax_instances = 0\n"),
+            "upstreams.up.max_instances",
+        ),
+    ] {
+        common::assert_check_refuses(dir.path(), &config, culprit);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_error_answer_of_a_remote_upstream_is_read_only_as_far_as_its_excerpt() {
+    for via in [Via::Http, Via::Sse] {
+        let fault = ["--http-fault", "endless500", "--http-fault-tool", "slow"];
+        let (table, _server) = test_upstream_via("web", via, &fault);
+        let daemon = start("", &format!("{table}request_timeout = \"40s\"\n"));
+        let client = Client::connect(&daemon.url).await;
+        daemon
+            .wait_for_tools(&client, |n| n.iter().any(|t| t == "web__slow"))
+            .await;
+        let call = json!({"name": "web__slow", "arguments": {"ms": 0}});
+        let answer = client.request("tools/call", call).await;
+        // Not a timeout: the error is known as soon as its start is read.
+        let message = common::assert_upstream_error(&answer, -32010, "web");
+        assert!(message.contains("500"), "{via:?}: {message}");
+        assert!(
+            echo_on(&client, "web").await,
+            "{via:?}: the upstream stays up"
+        );
+    }
+}
+
+/// Whether `prefix__echo` answers.
+async fn echo_on(client: &Client, prefix: &str) -> bool {
+    let call = json!({"name": format!("{prefix}__echo"), "arguments": {}});
+    client
+        .request("tools/call", call)
+        .await
+        .get("result")
+        .is_some()
 }
