@@ -41,6 +41,8 @@ pub struct AdminState {
     pub audit: AuditHandle,
     /// How many host sessions are open now.
     pub session_count: Box<dyn Fn() -> usize + Send + Sync>,
+    /// How many may be open at once (`server.max_sessions`, as the running config says).
+    pub max_sessions: Box<dyn Fn() -> usize + Send + Sync>,
     /// Every open host session: who, which profile, how old, requests in flight.
     pub sessions: Box<dyn Fn() -> Vec<Value> + Send + Sync>,
     /// Each configured host's limits and counts (empty while hosts are anonymous).
@@ -167,6 +169,7 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
         "version": env!("CARGO_PKG_VERSION"),
         "catalog_generation": snapshot.generation,
         "sessions": (admin.session_count)(),
+        "max_sessions": (admin.max_sessions)(),
         "config": admin.reloader.status(),
         "hosts": (admin.hosts)(),
         "upstreams": upstreams,

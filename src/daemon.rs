@@ -4,7 +4,6 @@
 pub mod reload;
 mod systemd;
 
-use std::future::IntoFuture;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -234,8 +233,22 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
                         let sessions = Arc::clone(&sessions);
                         move || sessions.len()
                     }),
+                    max_sessions: Box::new({
+                        let service = Arc::clone(&service);
+                        move || service.max_sessions()
+                    }),
+                    hosts: Box::new({
+                        let sessions = Arc::clone(&sessions);
+                        move || {
+                            let status = |p: &Arc<crate::downstream::Principal>| {
+                                let mut status = p.status();
+                                status["sessions"] = sessions.count_of(&p.name).into();
+                                status
+                            };
+                            hosts.load().iter().map(status).collect()
+                        }
+                    }),
                     sessions: Box::new(move || sessions.all().iter().map(|s| s.status()).collect()),
-                    hosts: Box::new(move || hosts.load().iter().map(|p| p.status()).collect()),
                     logins: std::sync::Mutex::default(),
                     reloader: Arc::clone(&reloader) as Arc<dyn crate::admin::Reload>,
                     guard: crate::admin::AdminGuard {
@@ -245,7 +258,9 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
                     },
                 };
                 let app = crate::admin::app(Arc::new(state));
-                tokio::spawn(async move { axum::serve(admin, app).await });
+                let bounds = crate::listener::Bounds::of(&config.server);
+                let forever = std::future::pending::<()>();
+                tokio::spawn(crate::listener::serve(admin, app, bounds, forever));
             }
             Err(e) => {
                 tracing::warn!(%addr, error = %e, "The admin API is not available (set admin.listen or --admin).")
@@ -274,14 +289,11 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
     reload::spawn_triggers(Arc::clone(&reloader));
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(async {
+    let bounds = crate::listener::Bounds::of(&config.server);
+    let server = crate::listener::serve(listener, app, bounds, async {
         let _ = stop_rx.await;
     });
-    let mut server = tokio::spawn(server.into_future());
+    let mut server = tokio::spawn(server);
     let served = tokio::select! {
         finished = &mut server => finished,
         () = shutdown_signal() => {
@@ -293,7 +305,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
                 Ok(finished) => finished,
                 Err(_) => {
                     server.abort();
-                    Ok(Ok(()))
+                    Ok(())
                 }
             }
         }
@@ -308,10 +320,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
         let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     }
     tracing::info!("Stopped.");
-    match served {
-        Ok(result) => result.map_err(DaemonError::Serve),
-        Err(join) => Err(DaemonError::Serve(std::io::Error::other(join))),
-    }
+    served.map_err(|join| DaemonError::Serve(std::io::Error::other(join)))
 }
 
 /// Starts exporting traces and metrics over OTLP, when `[telemetry]` or `OTEL_*` name a

@@ -21,6 +21,10 @@
 //! - [`bridge`]: `mcpmux stdio`, a stdio host's bridge to the daemon, and the daemon's HTTP client
 //!   (bridge and CLI).
 //! - [`audit`]: the hash-chained audit log in sled (the only module that knows sled).
+//! - [`http_body`]: reading fetched HTTP bodies within a size limit (OAuth, JWKS, upstream
+//!   error answers).
+//! - [`listener`]: serving HTTP within bounds (connection limit, header-read and idle timeout)
+//!   on the host and admin listeners.
 //! - [`locator`]: where a running daemon is (records it leaves for the CLI).
 //! - [`loopback`]: which `Host` and `Origin` headers name this machine (host endpoint and admin
 //!   API).
@@ -34,7 +38,9 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod downstream;
+pub mod http_body;
 pub mod jsonrpc;
+pub mod listener;
 pub mod locator;
 pub mod loopback;
 pub mod mcp;

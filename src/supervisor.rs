@@ -124,7 +124,7 @@ impl SupervisorHandle {
         .map_err(|e| UpstreamError::Failed {
             upstream: shared.name().to_owned(),
             reason: format!("its instance for this session could not be started: {e}"),
-        })?;
+        })??;
         handle.settled(shared.config().policy.startup_timeout).await;
         Ok(handle)
     }
@@ -204,7 +204,11 @@ enum SupervisorMsg {
     Start(Key),
     /// A call (or a new host session) wants a stopped upstream.
     Wake(String),
-    Instance(UpstreamHandle, String, RpcReplyPort<UpstreamHandle>),
+    Instance(
+        UpstreamHandle,
+        String,
+        RpcReplyPort<Result<UpstreamHandle, UpstreamError>>,
+    ),
     StopInstances(String, RpcReplyPort<()>),
     Restart(String, RpcReplyPort<bool>),
     /// A reloaded config: upstreams to start, and names to drain and stop.
@@ -305,14 +309,25 @@ impl Actor for Supervisor {
                     session: Some(session.clone()),
                 };
                 if let Some(slot) = state.slots.get(&key) {
-                    let _ = reply.send(slot.handle.clone());
+                    let _ = reply.send(Ok(slot.handle.clone()));
+                    return Ok(());
+                }
+                // Each session that calls it would start one more process: bounded.
+                let limit = shared.config().max_instances;
+                let running = (lock(&state.instances).keys())
+                    .filter(|(upstream, _)| *upstream == key.upstream)
+                    .count();
+                if running >= limit {
+                    tracing::warn!(upstream = %key.upstream, session = %session, limit, "Refused a per-session instance: the upstream runs all it may (max_instances).");
+                    let upstream = key.upstream;
+                    let _ = reply.send(Err(UpstreamError::TooManyInstances { upstream, limit }));
                     return Ok(());
                 }
                 let handle = shared.instance_for(&session);
                 lock(&state.instances).insert((key.upstream.clone(), session), handle.clone());
                 state.slots.insert(key.clone(), Slot::new(handle.clone()));
                 start(&myself, state, &key).await;
-                let _ = reply.send(handle);
+                let _ = reply.send(Ok(handle));
             }
             SupervisorMsg::StopInstances(session, reply) => {
                 stop_instances(state, &session).await;

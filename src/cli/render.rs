@@ -167,10 +167,13 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
             ]
         })
         .collect();
+    let sessions = match status["max_sessions"].as_u64() {
+        Some(max) => format!("{} of {max}", status["sessions"]),
+        None => status["sessions"].to_string(),
+    };
     let mut out = format!(
-        "mcpmux {} — {} host sessions, catalog generation {}\n",
+        "mcpmux {} — {sessions} host sessions, catalog generation {}\n",
         status["version"].as_str().unwrap_or("?"),
-        status["sessions"],
         status["catalog_generation"]
     );
     let config = &status["config"];
@@ -232,6 +235,8 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
                 h["refused"].to_string(),
                 limit("max_in_flight"),
                 limit("max_calls_per_second"),
+                h["sessions"].to_string(),
+                limit("max_sessions"),
             ]
         })
         .collect();
@@ -245,6 +250,8 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
                 "REFUSED",
                 "MAX IN-FLIGHT",
                 "MAX PER SECOND",
+                "SESSIONS",
+                "MAX SESSIONS",
             ],
             &hosts,
         ));

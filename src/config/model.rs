@@ -130,7 +130,24 @@ pub struct ServerConfig {
     pub anonymous_profile: Option<String>,
     /// mcpmux as an OAuth protected resource (`[server.authorization]`).
     pub authorization: Option<Authorization>,
+    /// Host sessions open at once, of every host together; beyond, `initialize` gets 429 (a
+    /// stranger cannot make the daemon hold sessions without bound).
+    pub max_sessions: usize,
+    /// Connections open at once on each listener (host and admin); beyond, new ones wait in the
+    /// kernel's accept queue until one closes.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's headers, from when it opens or its
+    /// previous answer ended; then it is closed (so half-sent requests and idle keep-alive
+    /// connections do not hold a slot). An answer in progress (an event stream) is not cut.
+    pub header_timeout: Duration,
 }
+
+/// Host sessions open at once unless `server.max_sessions` says otherwise.
+pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+/// Connections per listener unless `server.max_connections` says otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Per-session instances of one upstream unless `upstreams.NAME.max_instances` says otherwise.
+pub const DEFAULT_MAX_INSTANCES: usize = 64;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -144,6 +161,9 @@ impl Default for ServerConfig {
             drain_timeout: Duration::from_secs(10),
             anonymous_profile: None,
             authorization: None,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -202,6 +222,9 @@ pub struct UpstreamConfig {
     pub audit_redaction: Option<Redaction>,
     /// Per-tool overrides of `audit_redaction`, by the upstream's own tool name.
     pub audit_redaction_tools: BTreeMap<String, Redaction>,
+    /// With `isolation = "per-session"`: instances running at once (one per session that
+    /// called it); a session that would need one more gets an error naming this key.
+    pub max_instances: usize,
 }
 
 impl UpstreamConfig {
@@ -273,6 +296,8 @@ pub struct HostCredential {
     pub max_in_flight: Option<usize>,
     /// Most requests per second, as a token bucket of that many (`None`: unlimited).
     pub max_calls_per_second: Option<f64>,
+    /// Most sessions of this host open at once (`None`: only `server.max_sessions` applies).
+    pub max_sessions: Option<usize>,
     /// The profile it sees (`None`: the whole catalog).
     pub profile: Option<String>,
 }

@@ -65,6 +65,10 @@ pub(super) struct RawServer {
     /// The profile loopback clients without a credential get.
     pub anonymous_profile: Option<String>,
     pub authorization: Option<RawAuthorization>,
+    pub max_sessions: Option<usize>,
+    pub max_connections: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    pub header_timeout: Option<Duration>,
 }
 
 /// `[server.authorization]` as written.
@@ -172,6 +176,7 @@ pub(super) struct RawUpstream {
     pub audit_redaction: Option<Redaction>,
     #[serde(default)]
     pub audit_redaction_tools: BTreeMap<String, Redaction>,
+    pub max_instances: Option<usize>,
     #[serde(flatten)]
     pub policy: RawPolicy,
     #[serde(flatten)]
@@ -200,6 +205,7 @@ pub(super) struct RawHost {
     pub token_file: Option<PathBuf>,
     pub max_in_flight: Option<usize>,
     pub max_calls_per_second: Option<f64>,
+    pub max_sessions: Option<usize>,
     pub profile: Option<String>,
     /// A JWT credential: the principal claim's value (with `jwks_*`, `issuer`, `audience` and
     /// `claim` for the host's own issuer; without, `[server.authorization]`'s).
@@ -249,7 +255,7 @@ pub(super) struct RawProfile {
 pub(super) struct HumanDuration(#[serde(with = "humantime_serde")] pub Duration);
 
 /// The keys of [`RawUpstream`] besides the policy's, for unknown-key messages.
-pub(super) const UPSTREAM_KEYS: [&str; 23] = [
+pub(super) const UPSTREAM_KEYS: [&str; 24] = [
     "command",
     "oauth",
     "url",
@@ -273,6 +279,7 @@ pub(super) const UPSTREAM_KEYS: [&str; 23] = [
     "tool_timeouts",
     "audit_redaction",
     "audit_redaction_tools",
+    "max_instances",
 ];
 
 /// `[defaults]`: policy for every upstream.

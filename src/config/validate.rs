@@ -12,6 +12,7 @@ use super::model::{
     CatalogConfig, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_NAME_MAX_LENGTH, DEFAULT_PAGE_SIZE,
     OtlpProtocol, ServerConfig, TelemetryConfig, UpstreamConfig,
 };
+use super::model::{DEFAULT_MAX_INSTANCES, Isolation};
 use super::policy::{POLICY_KEYS, Policy};
 use super::raw::{
     RawAdmin, RawAudit, RawCatalog, RawConfig, RawDefaults, RawServer, RawTelemetry, RawUpstream,
@@ -129,7 +130,31 @@ fn server(file: &Path, s: RawServer) -> Result<ServerConfig, ConfigError> {
         // Checked against the profiles once they are read.
         anonymous_profile: None,
         authorization: None,
+        max_sessions: s.max_sessions.unwrap_or(d.max_sessions),
+        max_connections: s.max_connections.unwrap_or(d.max_connections),
+        header_timeout: s.header_timeout.unwrap_or(d.header_timeout),
     };
+    for (key, value) in [
+        ("server.max_sessions", server.max_sessions),
+        ("server.max_connections", server.max_connections),
+    ] {
+        if value == 0 {
+            return Err(ConfigError::invalid(
+                file,
+                key,
+                "0 would refuse every host",
+                "use a positive number, or leave it out for the default",
+            ));
+        }
+    }
+    if server.header_timeout.is_zero() {
+        return Err(ConfigError::invalid(
+            file,
+            "server.header_timeout",
+            "0 would close every connection before its request",
+            "use a duration such as \"10s\", or leave it out for the default",
+        ));
+    }
     if server.max_in_flight_per_session == 0 {
         return Err(ConfigError::invalid(
             file,
@@ -352,6 +377,25 @@ fn upstream(
                 })?,
         ),
     };
+    let max_instances = match (u.max_instances, u.isolation) {
+        (Some(0), _) => {
+            return Err(ConfigError::invalid(
+                file,
+                key("max_instances"),
+                "is 0, which would refuse every session's calls",
+                "allow at least 1, or leave it out for the default (64)",
+            ));
+        }
+        (Some(_), Isolation::Shared) => {
+            return Err(ConfigError::invalid(
+                file,
+                key("max_instances"),
+                "limits per-session instances, but this upstream is shared (one instance)",
+                "set isolation = \"per-session\", or leave max_instances out",
+            ));
+        }
+        (max, _) => max.unwrap_or(DEFAULT_MAX_INSTANCES),
+    };
     Ok(UpstreamConfig {
         name,
         prefix,
@@ -363,6 +407,7 @@ fn upstream(
         roots,
         audit_redaction: u.audit_redaction,
         audit_redaction_tools: u.audit_redaction_tools,
+        max_instances,
     })
 }
 

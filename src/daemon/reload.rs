@@ -424,6 +424,15 @@ fn keep_fixed(now: &Config, next: &mut Config) -> Vec<&'static str> {
         changed.push("server.session_idle_timeout");
         next.server.session_idle_timeout = now.server.session_idle_timeout;
     }
+    // The listeners' bounds are set when they start (src/listener.rs).
+    if next.server.max_connections != now.server.max_connections {
+        changed.push("server.max_connections");
+        next.server.max_connections = now.server.max_connections;
+    }
+    if next.server.header_timeout != now.server.header_timeout {
+        changed.push("server.header_timeout");
+        next.server.header_timeout = now.server.header_timeout;
+    }
     if next.telemetry != now.telemetry {
         changed.push("telemetry");
         next.telemetry = now.telemetry.clone();

@@ -317,7 +317,15 @@ async fn post_message(
     }
     match message {
         Message::Request { id, method, params } if method == "initialize" => {
-            match state.service.initialize(id, params, None, access).await {
+            // A host that initializes again naming its session replaces it (the stdio bridge
+            // does when its host initializes twice): that one is closed, not left to expire.
+            let replaces = session_of(&state, &headers, &access).ok();
+            let replaces = replaces.as_ref().map(|s| s.id.as_str());
+            match state
+                .service
+                .initialize(id, params, (None, replaces), access)
+                .await
+            {
                 Ok((session, line)) => {
                     let mut response = if accepts.stream_answers() {
                         Sse::new(futures_util::stream::iter([event(line)])).into_response()
@@ -331,7 +339,7 @@ async fn post_message(
                 }
                 Err(error) => {
                     let line = error_line(Some(id), &error);
-                    (StatusCode::BAD_REQUEST, json_response(line)).into_response()
+                    (initialize_status(&error), json_response(line)).into_response()
                 }
             }
         }
@@ -350,6 +358,15 @@ async fn post_message(
             }
             Err(refusal) => refusal.answering(None, &headers).into_response(),
         },
+    }
+}
+
+/// The HTTP status of a refused `initialize`: 429 when a session limit is reached.
+fn initialize_status(error: &RpcError) -> StatusCode {
+    if error.code == codes::TOO_MANY_SESSIONS {
+        StatusCode::TOO_MANY_REQUESTS
+    } else {
+        StatusCode::BAD_REQUEST
     }
 }
 

@@ -23,6 +23,9 @@ pub struct Principal {
     pub profile: Option<Arc<Profile>>,
     max_in_flight: Option<usize>,
     rate: Option<Rate>,
+    /// Sessions it may have open at once (`hosts.NAME.max_sessions`; `None`: only the server's
+    /// limit).
+    max_sessions: Option<usize>,
     in_flight: AtomicUsize,
     calls: AtomicU64,
     refused: AtomicU64,
@@ -109,6 +112,7 @@ impl Principal {
                 .and_then(|name| profiles.iter().find(|p| &p.name == name).cloned()),
             max_in_flight: host.max_in_flight,
             rate,
+            max_sessions: host.max_sessions,
             in_flight: AtomicUsize::new(0),
             calls: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -127,6 +131,7 @@ impl Principal {
             profile,
             max_in_flight: None,
             rate: None,
+            max_sessions: None,
             in_flight: AtomicUsize::new(0),
             calls: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -143,6 +148,11 @@ impl Principal {
             }
             _ => false,
         }
+    }
+
+    /// Sessions it may have open at once, if it has a limit of its own.
+    pub fn max_sessions(&self) -> Option<usize> {
+        self.max_sessions
     }
 
     /// Admits one request within this host's limits, or says which limit it met.
@@ -186,6 +196,7 @@ impl Principal {
             "refused": self.refused.load(Ordering::Relaxed),
             "max_in_flight": self.max_in_flight,
             "max_calls_per_second": self.rate.as_ref().map(|r| r.per_second),
+            "max_sessions": self.max_sessions,
         })
     }
 }
@@ -224,6 +235,7 @@ mod tests {
                 credential: Credential::Token { sha256: [0; 32] },
                 max_in_flight,
                 max_calls_per_second: rate,
+                max_sessions: None,
                 profile: None,
             },
             &[],

@@ -66,6 +66,8 @@ pub struct HostService {
 struct Limits {
     initialize_wait: Duration,
     max_in_flight_per_session: usize,
+    /// `server.max_sessions`.
+    max_sessions: usize,
 }
 
 impl Limits {
@@ -73,6 +75,7 @@ impl Limits {
         Self {
             initialize_wait: server.initialize_wait,
             max_in_flight_per_session: server.max_in_flight_per_session,
+            max_sessions: server.max_sessions,
         }
     }
 }
@@ -190,6 +193,11 @@ impl HostService {
     /// How many host sessions are open.
     pub fn session_count(&self) -> usize {
         self.delivery.sessions.len()
+    }
+
+    /// How many host sessions may be open at once (`server.max_sessions`, as a reload sets it).
+    pub fn max_sessions(&self) -> usize {
+        self.limits.load().max_sessions
     }
 
     /// The session a host names, marked as used now.
@@ -329,14 +337,15 @@ fn unknown(snapshot: &Snapshot, kind: ListKind, name: &str) -> RpcError {
 
 /// The one mapping from upstream failures to JSON-RPC errors.
 fn upstream_error(e: UpstreamError) -> RpcError {
-    let (code, upstream) = match &e {
-        UpstreamError::Timeout { upstream, .. } => (codes::UPSTREAM_TIMEOUT, upstream),
-        UpstreamError::Cancelled { upstream } => (codes::INTERNAL_ERROR, upstream),
-        UpstreamError::Busy { upstream, .. } => (codes::BUSY, upstream),
-        UpstreamError::Unavailable { upstream, .. } | UpstreamError::Failed { upstream, .. } => {
-            (codes::UPSTREAM_UNAVAILABLE, upstream)
-        }
-    };
+    let (code, upstream) =
+        match &e {
+            UpstreamError::Timeout { upstream, .. } => (codes::UPSTREAM_TIMEOUT, upstream),
+            UpstreamError::Cancelled { upstream } => (codes::INTERNAL_ERROR, upstream),
+            UpstreamError::Busy { upstream, .. }
+            | UpstreamError::TooManyInstances { upstream, .. } => (codes::BUSY, upstream),
+            UpstreamError::Unavailable { upstream, .. }
+            | UpstreamError::Failed { upstream, .. } => (codes::UPSTREAM_UNAVAILABLE, upstream),
+        };
     RpcError::new(code, e.to_string()).with_data(json!({ "upstream": upstream }))
 }
 

@@ -37,6 +37,9 @@ pub fn log_rank(level: &str) -> Option<usize> {
     LOG_LEVELS.iter().position(|l| *l == level)
 }
 
+/// Longest `clientInfo.name` or `.version` kept (and logged); the rest is cut.
+pub const CLIENT_INFO_FIELD_CHARS: usize = 128;
+
 /// What a host declared about itself: negotiated once per session in the handshake era (and,
 /// in the stateless era, carried by each request).
 #[derive(Debug)]
@@ -45,7 +48,42 @@ pub struct HostInfo {
     pub version: Version,
     /// What the host declared in `initialize` (sampling, roots, elicitation…).
     pub capabilities: Value,
-    pub client_info: Value,
+    pub client_info: ClientInfo,
+}
+
+/// Who the host says it is: the name and version of its `clientInfo`, cut to
+/// [`CLIENT_INFO_FIELD_CHARS`] each. Nothing else of it is kept, so what a host sends there
+/// cannot grow the daemon's memory or log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientInfo {
+    pub name: Option<String>,
+    pub version: Option<String>,
+}
+
+impl ClientInfo {
+    /// The name and version of a `clientInfo` object (anything else in it is dropped).
+    pub fn of(client_info: &Value) -> Self {
+        let field = |key: &str| {
+            client_info
+                .get(key)
+                .and_then(Value::as_str)
+                .map(|text| text.chars().take(CLIENT_INFO_FIELD_CHARS).collect())
+        };
+        Self {
+            name: field("name"),
+            version: field("version"),
+        }
+    }
+}
+
+impl std::fmt::Display for ClientInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = self.name.as_deref().unwrap_or("(unnamed)");
+        match &self.version {
+            Some(version) => write!(f, "{name} {version}"),
+            None => f.write_str(name),
+        }
+    }
 }
 
 impl HostInfo {
@@ -144,7 +182,8 @@ impl Session {
             "id": self.id.get(..8).unwrap_or(&self.id),
             "principal": access.principal.as_ref().map(|p| &*p.name),
             "profile": access.profile.as_ref().map(|p| p.name.as_str()),
-            "client": self.host.client_info.get("name"),
+            "client": self.host.client_info.name,
+            "client_version": self.host.client_info.version,
             "protocol_version": self.host.version.to_string(),
             "age_seconds": self.opened.elapsed().as_secs(),
             "in_flight": self.in_flight(),
@@ -252,8 +291,15 @@ impl SessionStore {
         })
     }
 
-    /// Opens a session (with `id`, or a fresh unguessable one).
-    pub fn open(&self, id: Option<String>, host: HostInfo, access: super::Access) -> Arc<Session> {
+    /// Opens a session (with `id`, or a fresh unguessable one), unless `max_sessions` are open
+    /// already or its host has all the sessions its own limit allows.
+    pub fn open(
+        &self,
+        id: Option<String>,
+        host: HostInfo,
+        access: super::Access,
+        max_sessions: usize,
+    ) -> Result<Arc<Session>, SessionRefused> {
         let id = id.unwrap_or_else(new_id);
         let (outbox, rx) = mpsc::channel(OUTBOX);
         let session = Arc::new(Session {
@@ -270,14 +316,42 @@ impl SessionStore {
             closed: CancellationToken::new(),
             in_flight: AtomicUsize::new(0),
         });
-        self.write().insert(id, Arc::clone(&session));
+        let principal = session.access().principal.clone();
+        {
+            // Counted and inserted under one lock, so racing initializes cannot pass a limit.
+            let mut sessions = self.write();
+            if sessions.len() >= max_sessions {
+                return Err(SessionRefused::Server {
+                    who: principal
+                        .as_ref()
+                        .map_or_else(|| "this host".to_owned(), |p| format!("host `{}`", p.name)),
+                    limit: max_sessions,
+                });
+            }
+            if let Some(p) = &principal {
+                if let Some(limit) = p.max_sessions() {
+                    if count_of(sessions.values(), &p.name) >= limit {
+                        return Err(SessionRefused::Host {
+                            host: Arc::clone(&p.name),
+                            limit,
+                        });
+                    }
+                }
+            }
+            sessions.insert(id, Arc::clone(&session));
+        }
         let access = session.access();
         let (principal, profile) = (
             access.principal.as_ref().map(|p| &*p.name),
             access.profile.as_ref().map(|p| p.name.as_str()),
         );
         tracing::info!(session = %session.id, version = %session.host.version, client = %session.host.client_info, principal, profile, "Host session opened.");
-        session
+        Ok(session)
+    }
+
+    /// How many open sessions belong to the principal named `name`.
+    pub fn count_of(&self, name: &str) -> usize {
+        count_of(self.read().values(), name)
     }
 
     /// The live session with `id`, marked as used now.
@@ -338,6 +412,26 @@ impl SessionStore {
     fn now_ms(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
+}
+
+/// Why a session was not opened: a session limit is reached.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionRefused {
+    #[error(
+        "host `{host}` already has {limit} sessions open (hosts.{host}.max_sessions); end one (DELETE it, or let it expire) or raise hosts.{host}.max_sessions"
+    )]
+    Host { host: Arc<str>, limit: usize },
+    #[error(
+        "mcpmux already has {limit} host sessions open (server.max_sessions), so {who} cannot open another; end one or raise server.max_sessions"
+    )]
+    Server { who: String, limit: usize },
+}
+
+/// How many of `sessions` belong to the principal named `name`.
+fn count_of<'a>(sessions: impl Iterator<Item = &'a Arc<Session>>, name: &str) -> usize {
+    sessions
+        .filter(|s| (s.access.load().principal.as_ref()).is_some_and(|p| &*p.name == name))
+        .count()
 }
 
 /// 128 random bits as hex: visible ASCII, as the spec requires of session ids.

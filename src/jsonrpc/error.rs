@@ -21,6 +21,9 @@ pub mod codes {
     pub const BUSY: i64 = -32011;
     /// mcpmux: the host is over its requests-per-second limit; retry later.
     pub const RATE_LIMITED: i64 = -32012;
+    /// mcpmux: a session limit is reached (`server.max_sessions`, `hosts.NAME.max_sessions`);
+    /// over HTTP it comes with 429.
+    pub const TOO_MANY_SESSIONS: i64 = -32013;
 }
 
 /// A JSON-RPC error object, as sent to a peer.

@@ -424,6 +424,7 @@ mod tests {
                 roots: None,
                 audit_redaction: None,
                 audit_redaction_tools: Default::default(),
+                max_instances: crate::config::DEFAULT_MAX_INSTANCES,
             },
             None,
             None,

@@ -32,6 +32,11 @@ pub enum UpstreamError {
     Cancelled { upstream: String },
     #[error("upstream `{upstream}` is busy: {limit} requests are already in flight; retry shortly")]
     Busy { upstream: String, limit: usize },
+    /// A session would need an instance of its own, and the upstream runs all it may.
+    #[error(
+        "upstream `{upstream}` already runs {limit} per-session instances, its limit (upstreams.{upstream}.max_instances); retry when another session ends, or raise upstreams.{upstream}.max_instances"
+    )]
+    TooManyInstances { upstream: String, limit: usize },
 }
 
 /// Why an upstream could not start serving.

@@ -129,6 +129,14 @@ pub(super) fn hosts(
                 "allow at least 1, or leave it out for no limit",
             ));
         }
+        if host.max_sessions == Some(0) {
+            return Err(ConfigError::invalid(
+                file,
+                key("max_sessions"),
+                "is 0, which would refuse every session",
+                "allow at least 1, or leave it out (then server.max_sessions applies)",
+            ));
+        }
         if let Some(rate) = host.max_calls_per_second {
             if !(rate.is_finite() && rate > 0.0) {
                 return Err(ConfigError::invalid(
@@ -146,6 +154,7 @@ pub(super) fn hosts(
             credential,
             max_in_flight: host.max_in_flight,
             max_calls_per_second: host.max_calls_per_second,
+            max_sessions: host.max_sessions,
         });
     }
     Ok(hosts)

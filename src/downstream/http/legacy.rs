@@ -140,17 +140,30 @@ pub(super) async fn handle_message(
     let service = Arc::clone(&state.service);
     match message {
         Message::Request { id, method, params } if method == "initialize" => {
-            let line = match service
-                .initialize(id, params, Some(target.session_id.clone()), access)
+            // Initializing again on the same stream replaces the session it had: that one is
+            // closed first (its instances stopped, its subscriptions dropped).
+            let session_id = target.session_id.clone();
+            let replaces = Some(target.session_id.as_str());
+            let (line, status) = match service
+                .initialize(id, params, (Some(session_id), replaces), access)
                 .await
             {
                 Ok((session, line)) => {
                     pump_outbox(&service, &session.id, stream.clone());
-                    line
+                    (line, StatusCode::ACCEPTED)
                 }
-                Err(error) => error_line(Some(id), &error),
+                Err(error) => (
+                    error_line(Some(id), &error),
+                    super::initialize_status(&error),
+                ),
             };
-            let _ = stream.send(line).await;
+            if status == StatusCode::ACCEPTED {
+                let _ = stream.send(line).await;
+                return status.into_response();
+            }
+            // A refusal goes on the stream (where the host waits for its answer) and in the body.
+            let _ = stream.send(line.clone()).await;
+            return (status, super::json_response(line)).into_response();
         }
         Message::Request { id, method, params } => match service.session(&target.session_id) {
             Some(session) => {

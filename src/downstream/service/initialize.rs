@@ -9,8 +9,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::HostService;
-use crate::downstream::session::{HostInfo, Session};
-use crate::jsonrpc::{RpcError, response_line, to_raw};
+use crate::downstream::session::{ClientInfo, HostInfo, Session};
+use crate::jsonrpc::{RpcError, codes, response_line, to_raw};
 use crate::mcp::ListKind;
 use crate::mcp::names::SEPARATOR;
 use crate::mcp::version::Version;
@@ -19,25 +19,27 @@ use crate::upstream::{Phase, UpstreamHandle};
 
 impl HostService {
     /// Handles `initialize`: opens a session (with `session_id`, or a new id) and returns it with
-    /// the response line. Lazy upstreams start now; it waits (bounded) for upstreams still
-    /// starting, so the first listing is whole.
+    /// the response line. The session it `replaces` (the host initializes again) is closed
+    /// first, its instances stopped and subscriptions dropped, so nothing of it leaks. Lazy
+    /// upstreams start now; it waits (bounded) for upstreams still starting, so the first
+    /// listing is whole. Beyond a session limit it is refused with `TOO_MANY_SESSIONS`.
     pub async fn initialize(
         &self,
         id: &RawValue,
         params: Option<&RawValue>,
-        session_id: Option<String>,
+        (session_id, replaces): (Option<String>, Option<&str>),
         access: crate::downstream::Access,
     ) -> Result<(Arc<Session>, String), RpcError> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
-        struct Params {
+        struct Params<'a> {
             protocol_version: String,
-            #[serde(default)]
-            capabilities: Value,
-            #[serde(default)]
-            client_info: Value,
+            #[serde(default, borrow)]
+            capabilities: Option<&'a RawValue>,
+            #[serde(default, borrow)]
+            client_info: Option<&'a RawValue>,
         }
-        let params: Params = match params.map(|p| serde_json::from_str(p.get())) {
+        let params: Params<'_> = match params.map(|p| serde_json::from_str(p.get())) {
             Some(Ok(p)) => p,
             Some(Err(e)) => {
                 return Err(RpcError::invalid_params(format!(
@@ -46,6 +48,14 @@ impl HostService {
             }
             None => return Err(RpcError::invalid_params("initialize needs params")),
         };
+        // Sized before anything is built of them: what a host declares is kept for its session.
+        let capabilities = declared("capabilities", params.capabilities)?;
+        let client_info = ClientInfo::of(&declared("clientInfo", params.client_info)?);
+        if let Some(replaced) = replaces {
+            if self.close_session(replaced).await {
+                tracing::info!(session = %replaced, "Closed a host session: the host initialized again.");
+            }
+        }
         let version = Version::negotiate(&params.protocol_version);
         let profile = access.profile.as_deref();
         let starting: Vec<UpstreamHandle> =
@@ -63,10 +73,16 @@ impl HostService {
         let snapshot = self.router.view(profile);
         let host = HostInfo {
             version,
-            capabilities: params.capabilities,
-            client_info: params.client_info,
+            capabilities,
+            client_info,
         };
-        let session = self.delivery.sessions.open(session_id, host, access);
+        let max_sessions = self.limits.load().max_sessions;
+        let session = (self.delivery.sessions)
+            .open(session_id, host, access, max_sessions)
+            .map_err(|refused| {
+                tracing::info!(reason = %refused, "Refused a host session.");
+                RpcError::new(codes::TOO_MANY_SESSIONS, refused.to_string())
+            })?;
         self.audit_event(
             "session.opened",
             &session.id,
@@ -75,6 +91,24 @@ impl HostService {
         let result = initialize_result(&snapshot, version);
         Ok((session, response_line(id, &to_raw(&result))))
     }
+}
+
+/// Largest `capabilities` or `clientInfo` a host may declare, serialized.
+pub const MAX_DECLARED_BYTES: usize = 16 * 1024;
+
+/// What the host declared under `field` (`null` when absent), within [`MAX_DECLARED_BYTES`].
+fn declared(field: &str, raw: Option<&RawValue>) -> Result<Value, RpcError> {
+    let Some(raw) = raw else {
+        return Ok(Value::Null);
+    };
+    let size = raw.get().len();
+    if size > MAX_DECLARED_BYTES {
+        return Err(RpcError::invalid_params(format!(
+            "initialize params.{field} is {size} bytes, over mcpmux's limit of {MAX_DECLARED_BYTES} bytes (16 KiB); send less"
+        )));
+    }
+    serde_json::from_str(raw.get())
+        .map_err(|e| RpcError::invalid_params(format!("invalid initialize params.{field}: {e}")))
 }
 
 /// The initialize result: capabilities are the union of what the ready upstreams offer, limited

@@ -15,6 +15,7 @@
 //! The faults (`--http-fault`, repeatable), each for `tools/call` only unless said (and, with
 //! `--http-fault-tool NAME`, only for calls of that tool, so the others show the upstream is back):
 //! - `status500`: answered HTTP 500;
+//! - `endless500`: answered HTTP 500 with a body that never ends (made as the client reads it);
 //! - `garbage-sse`: answered with an event whose data is not JSON;
 //! - `huge-event=BYTES`: answered with one event of BYTES of data, streamed in chunks (the server
 //!   never holds it whole);
@@ -52,6 +53,7 @@ const CHUNK: usize = 64 * 1024;
 #[derive(Debug, Clone)]
 pub(crate) enum HttpFault {
     Status500,
+    Endless500,
     GarbageSse,
     HugeEvent(usize),
     Hang,
@@ -64,6 +66,7 @@ impl std::str::FromStr for HttpFault {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.split_once('=') {
             None if s == "status500" => Ok(Self::Status500),
+            None if s == "endless500" => Ok(Self::Endless500),
             None if s == "garbage-sse" => Ok(Self::GarbageSse),
             None if s == "hang" => Ok(Self::Hang),
             Some(("huge-event", n)) => n
@@ -72,7 +75,7 @@ impl std::str::FromStr for HttpFault {
                 .map_err(|e| format!("huge-event=BYTES: {e}")),
             Some(("down-while", path)) => Ok(Self::DownWhile(path.into())),
             _ => Err(format!(
-                "unknown fault `{s}` (status500, garbage-sse, huge-event=BYTES, hang, down-while=PATH)"
+                "unknown fault `{s}` (status500, endless500, garbage-sse, huge-event=BYTES, hang, down-while=PATH)"
             )),
         }
     }
@@ -397,6 +400,18 @@ fn huge_event(bytes: usize) -> impl futures_util::Stream<Item = Bytes> + Send {
     }));
     let tail = futures_util::stream::once(async { Bytes::from_static(b"\n\n") });
     head.chain(data).chain(tail)
+}
+
+/// HTTP 500 whose body never ends (`endless500`): chunks made as the client reads them.
+fn endless_500() -> Response {
+    let filler = Bytes::from(vec![b'e'; CHUNK]);
+    let body = futures_util::stream::repeat(filler).map(Ok::<_, Infallible>);
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        [(header::CONTENT_TYPE, "text/plain")],
+        Body::from_stream(body),
+    )
+        .into_response()
 }
 
 fn event_stream(body: Body) -> Response {

@@ -177,7 +177,7 @@ struct Args {
     /// `listening on http://ADDR/mcp`).
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
-    /// An HTTP fault to inject (with `--http`): status500, garbage-sse, huge-event=BYTES, hang,
+    /// An HTTP fault to inject (with `--http`): status500, endless500, garbage-sse, huge-event=BYTES, hang,
     /// down-while=PATH. Repeatable.
     #[arg(long, value_name = "FAULT")]
     http_fault: Vec<http::HttpFault>,

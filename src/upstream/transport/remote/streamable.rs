@@ -467,9 +467,12 @@ async fn read_body(shared: &Shared, mut response: reqwest::Response) -> Result<S
     String::from_utf8(body).map_err(|_| Closed::Protocol("its answer is not UTF-8".into()))
 }
 
-/// The start of an error answer's body, for messages.
+/// The start of an error answer's body, for messages (only that much is read: an error answer
+/// of any size costs no more).
 pub(super) async fn excerpt(response: reqwest::Response) -> String {
-    let text = response.text().await.unwrap_or_default();
+    // Four bytes per character at most, so BODY_EXCERPT characters fit.
+    let start = crate::http_body::read_start(response, BODY_EXCERPT * 4).await;
+    let text = String::from_utf8_lossy(&start);
     let text: String = text.trim().chars().take(BODY_EXCERPT).collect();
     if text.is_empty() {
         "(no body)".into()
