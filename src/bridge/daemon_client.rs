@@ -27,6 +27,9 @@ pub enum ClientError {
 pub fn loopback_http() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
+        // Idle connections are let go before the daemon closes them (`server.header_timeout`,
+        // 10 s by default), so a request never goes out on a connection being closed.
+        .pool_idle_timeout(std::time::Duration::from_secs(4))
         .build()
         .unwrap_or_default()
 }

@@ -254,13 +254,7 @@ async fn a_huge_client_info_or_capabilities_is_refused_and_only_name_and_version
         opened.contains(&"n".repeat(128)) && opened.contains("1.2.3"),
         "{opened}"
     );
-    let sessions: Value =
-        reqwest::get(format!("{}/sessions", daemon.admin_url.as_deref().unwrap()))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let sessions: Value = daemon.admin().json("/sessions").await;
     let client = sessions["sessions"][0]["client"].as_str().unwrap();
     assert_eq!(client.chars().count(), 128, "{client}");
 }
@@ -381,13 +375,7 @@ async fn a_reload_applies_new_session_limits() {
     let daemon = Daemon::start_with(&config(3, 1), &[]);
     let reload = async |text: String| {
         std::fs::write(daemon.dir.path().join("mcpmux.toml"), text).unwrap();
-        let admin = daemon.admin_url.as_deref().unwrap();
-        let answer = reqwest::Client::new()
-            .post(format!("{admin}/reload"))
-            .header("content-type", "application/json")
-            .send()
-            .await
-            .unwrap();
+        let answer = daemon.admin_post("/reload", json!({})).await;
         assert!(
             answer.status().is_success(),
             "{}",
