@@ -63,6 +63,10 @@ pub struct OAuthConfig {
     pub redirect_port: u16,
     /// Where the tokens are kept: `<state dir>/oauth/NAME.json`.
     pub token_file: PathBuf,
+    /// The authorization server (issuer identifier, RFC 8414) mcpmux signs in with. Required
+    /// with a client secret or private key: configured credentials go to this server only,
+    /// whatever server the upstream's challenge or resource metadata names.
+    pub issuer: Option<url::Url>,
 }
 
 /// A client's private key for `private_key_jwt` (RFC 7523): a PEM file and the JWS algorithm.

@@ -201,15 +201,15 @@ fn trace_of(params: &serde_json::value::RawValue) -> Option<(String, Option<Stri
     Some((meta.string("traceparent")?, meta.string("tracestate")))
 }
 
-/// See [`super::http_client`].
+/// See [`super::http_client`]: for OAuth, so it follows no redirect.
 pub(super) fn http_client(config: &RemoteConfig) -> Result<reqwest::Client, String> {
-    client::pool(config).map_err(|e| e.to_string())
+    client::pool(config, client::Redirects::None).map_err(|e| e.to_string())
 }
 
 /// Refreshes the link's OAuth access token a minute before it expires, and sends the new one
 /// from then on: a live session never meets an expired token (as long as the refresh token
 /// holds).
-async fn keep_fresh(shared: Arc<Shared>, config: RemoteConfig) {
+async fn keep_fresh(shared: Arc<Shared>, config: RemoteConfig, oauth_client: reqwest::Client) {
     let Some(oauth) = config.oauth.as_deref() else {
         return;
     };
@@ -221,7 +221,7 @@ async fn keep_fresh(shared: Arc<Shared>, config: RemoteConfig) {
             () = shared.stop.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
         }
-        match crate::oauth::refresh_if_due(&shared.client, &oauth.token_file, false).await {
+        match crate::oauth::refresh_if_due(&oauth_client, &oauth.token_file, false).await {
             Ok(true) => match client::headers(&config) {
                 Ok(headers) => {
                     shared.headers.store(Arc::new(headers));
@@ -247,10 +247,16 @@ pub(super) async fn open(
     limits: Limits,
     diagnostics: Arc<Diagnostics>,
 ) -> Result<Link, StartError> {
-    let client = client::pool(config)?;
+    let client = client::pool(config, client::Redirects::SameOrigin)?;
+    // OAuth requests follow no redirect: a pool of their own.
+    let oauth_client = match &config.oauth {
+        Some(_) => client::pool(config, client::Redirects::None)?,
+        None => client.clone(),
+    };
     if let Some(oauth) = &config.oauth {
         // An access token about to expire is refreshed before it is used.
-        if let Err(e) = crate::oauth::refresh_if_due(&client, &oauth.token_file, false).await {
+        if let Err(e) = crate::oauth::refresh_if_due(&oauth_client, &oauth.token_file, false).await
+        {
             tracing::warn!(upstream, error = %e, "Refreshing its OAuth tokens failed; it needs `mcpmux login {upstream}`.");
         }
     }
@@ -282,7 +288,11 @@ pub(super) async fn open(
     shared.set_mode(mode);
     tokio::spawn(write_loop(Arc::clone(&shared), outgoing_rx));
     if config.oauth.is_some() {
-        tokio::spawn(keep_fresh(Arc::clone(&shared), config.clone()));
+        tokio::spawn(keep_fresh(
+            Arc::clone(&shared),
+            config.clone(),
+            oauth_client,
+        ));
     }
     let incoming = futures_util::stream::unfold(incoming_rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))

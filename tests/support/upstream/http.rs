@@ -122,7 +122,7 @@ pub(crate) async fn serve(args: Args, record: Option<std::fs::File>) {
     let addr = args.http.clone().unwrap_or_default();
     let authority = args
         .oauth_token_ttl
-        .map(|ttl| Arc::new(oauth::Authority::new(ttl, args.oauth_revoke_while.clone())));
+        .map(|ttl| Arc::new(oauth::Authority::new(ttl, &args)));
     let app = Arc::new(App {
         oauth: authority.clone(),
         faults: args.http_fault.clone(),

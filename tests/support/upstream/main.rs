@@ -184,6 +184,16 @@ struct Args {
     /// With `--oauth-token-ttl`: refuse refresh tokens while PATH exists.
     #[arg(long, value_name = "PATH")]
     oauth_revoke_while: Option<PathBuf>,
+    /// With `--oauth-token-ttl`: the resource metadata names URL as the authorization server
+    /// (a compromised upstream pointing at a server of its choice), not this process.
+    #[arg(long, value_name = "URL")]
+    oauth_authorization_server: Option<String>,
+    /// With `--oauth-token-ttl`: the authorization server metadata claims URL as its `issuer`.
+    #[arg(long, value_name = "URL")]
+    oauth_metadata_issuer: Option<String>,
+    /// With `--oauth-token-ttl`: `/token` answers every request with a 302 to URL.
+    #[arg(long, value_name = "URL")]
+    oauth_token_redirect: Option<String>,
     /// Apply the `tools/call` faults of `--http-fault` to calls of this tool only.
     #[arg(long, value_name = "NAME")]
     http_fault_tool: Option<String>,
