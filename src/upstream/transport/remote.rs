@@ -6,6 +6,14 @@
 //! refuses the first POST with a 4xx, falls back to the legacy transport as the spec's
 //! backward-compatibility section describes; what worked is remembered for the next start.
 //!
+//! A request whose POST fails — the connection refused or reset, a 5xx, an answer's stream cut
+//! off — fails alone: its caller gets an error naming the upstream and the HTTP status or
+//! transport error, every other request goes on. The link ends (and the supervisor restarts
+//! it) only once its [`Breaker`] trips: `breaker_failures` failed requests in a row within
+//! `breaker_window`, or a failed health ping (the ping exists to tell a server that is down
+//! from one request that failed). A forgotten session (404), a refused credential, an answer
+//! that is not JSON-RPC or is too long still end the link at once.
+//!
 //! - `client`: the HTTP pool, TLS, headers and credential.
 //! - `events`: SSE bodies as events, bounded by `max_message_bytes`.
 //! - `streamable`: one POST and its JSON or SSE answer; the standalone GET stream; DELETE.
@@ -16,8 +24,10 @@ mod events;
 mod legacy;
 mod streamable;
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use futures_util::future::BoxFuture;
@@ -49,6 +59,58 @@ pub(super) struct Limits {
     /// Longest opening may take (legacy HTTP+SSE: the GET of the stream and its `endpoint`
     /// event), as the upstream's `startup_timeout` bounds its handshake.
     pub open: Duration,
+    /// Failed requests in a row that end the link (`breaker_failures`)…
+    pub breaker_failures: u32,
+    /// …when they all fall within this long (`breaker_window`).
+    pub breaker_window: Duration,
+}
+
+/// The circuit breaker of one link: failed requests in a row, and when each failed. A success
+/// clears them; [`Limits::breaker_failures`] of them within [`Limits::breaker_window`] trip it.
+struct Breaker {
+    failures: usize,
+    within: Duration,
+    /// Whether `recent` holds failures, so a success costs one load while none do.
+    armed: AtomicBool,
+    recent: Mutex<VecDeque<Instant>>,
+}
+
+impl Breaker {
+    fn new(limits: &Limits) -> Self {
+        Self {
+            failures: limits.breaker_failures.max(1) as usize,
+            within: limits.breaker_window,
+            armed: AtomicBool::new(false),
+            recent: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// A request succeeded: the failures before it were not in a row with later ones.
+    fn success(&self) {
+        if self.armed.load(Ordering::Relaxed) {
+            self.armed.store(false, Ordering::Relaxed);
+            lock(&self.recent).clear();
+        }
+    }
+
+    /// A request failed; whether that trips the breaker. Failures older than the window no
+    /// longer count.
+    fn failure(&self) -> bool {
+        self.failure_at(Instant::now())
+    }
+
+    fn failure_at(&self, now: Instant) -> bool {
+        let mut recent = lock(&self.recent);
+        while recent
+            .front()
+            .is_some_and(|at| now.duration_since(*at) > self.within)
+        {
+            recent.pop_front();
+        }
+        recent.push_back(now);
+        self.armed.store(true, Ordering::Relaxed);
+        recent.len() >= self.failures
+    }
 }
 
 /// What every task of one remote link shares.
@@ -68,6 +130,8 @@ pub(super) struct Shared {
     pub stop: CancellationToken,
     /// Which transport this link speaks, once known (`auto` decides at the first POST).
     mode: Mutex<Mode>,
+    /// Failed requests in a row: enough of them end the link.
+    breaker: Breaker,
 }
 
 /// The transport a link speaks.
@@ -108,6 +172,31 @@ impl Shared {
         self.diagnostics.note_http(line);
     }
 
+    /// A request was answered: the breaker's count starts over.
+    pub fn succeeded(&self) {
+        self.breaker.success();
+    }
+
+    /// The POST of `out` failed (`why` names the upstream and the status or transport error):
+    /// it fails alone, unless this trips the breaker — then the link ends and every request in
+    /// flight fails with why. A failed health ping trips it at once.
+    pub async fn failed(&self, out: &Outgoing, why: String) {
+        self.note(why.clone());
+        if out.id.is_some() && out.method.as_deref() == Some("ping") {
+            let why = format!("its health ping failed: {why}");
+            return self.close(Closed::Io(why)).await;
+        }
+        if self.breaker.failure() {
+            let why = format!(
+                "{} requests in a row failed within {} (breaker_failures, breaker_window); the last: {why}",
+                self.breaker.failures,
+                humantime::format_duration(self.breaker.within)
+            );
+            return self.close(Closed::Io(why)).await;
+        }
+        self.fail_request(out, why).await;
+    }
+
     /// Answers the request `out` carried with an error of our own (its POST failed), in the
     /// form every other unavailable-upstream error has.
     pub async fn fail_request(&self, out: &Outgoing, why: String) {
@@ -120,24 +209,6 @@ impl Shared {
                 .with_data(serde_json::json!({ "upstream": self.upstream }));
             self.deliver(error_line(Some(&id), &error)).await;
         }
-    }
-
-    /// Ends the link when `message` is mcpmux's health ping and the server answered its POST
-    /// with a 5xx: an endpoint that cannot answer a ping is down (a 5xx storm), not failing one
-    /// request, so supervision restarts it (and crash-loops it while it stays so). Any other
-    /// request answered 5xx fails alone. Returns whether it ended the link.
-    pub async fn close_if_ping_refused(
-        &self,
-        out: &Outgoing,
-        status: reqwest::StatusCode,
-        why: &str,
-    ) -> bool {
-        let ping = out.id.is_some() && out.method.as_deref() == Some("ping");
-        if ping && status.is_server_error() {
-            self.close(Closed::Io(format!("its health ping was refused: {why}")))
-                .await;
-        }
-        ping && status.is_server_error()
     }
 
     fn mode(&self) -> Mode {
@@ -279,6 +350,7 @@ pub(super) async fn open(
         incoming: incoming_tx,
         stop: CancellationToken::new(),
         mode: Mutex::new(Mode::Auto),
+        breaker: Breaker::new(&limits),
     });
     let mode = match kind {
         RemoteKind::Auto => Mode::Auto,
@@ -397,5 +469,46 @@ impl Teardown for RemoteTeardown {
                 let _ = tokio::time::timeout(grace, streamable::end(&shared, &session)).await;
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn breaker(failures: u32, window: Duration) -> Breaker {
+        Breaker::new(&Limits {
+            max_message_bytes: 1024,
+            notification: Duration::from_secs(1),
+            request: Duration::from_secs(1),
+            open: Duration::from_secs(1),
+            breaker_failures: failures,
+            breaker_window: window,
+        })
+    }
+
+    #[test]
+    fn the_breaker_trips_at_its_count_of_failures_in_a_row_only() {
+        let b = breaker(3, Duration::from_secs(60));
+        assert!(!b.failure());
+        assert!(!b.failure());
+        b.success();
+        assert!(!b.failure());
+        assert!(!b.failure());
+        assert!(b.failure(), "three in a row trip it");
+        assert!(breaker(1, Duration::from_secs(60)).failure());
+    }
+
+    #[test]
+    fn failures_older_than_the_window_do_not_count() {
+        let b = breaker(2, Duration::from_secs(30));
+        let start = Instant::now();
+        assert!(!b.failure_at(start));
+        let later = start + Duration::from_secs(31);
+        assert!(
+            !b.failure_at(later),
+            "the first failure is outside the window"
+        );
+        assert!(b.failure_at(later + Duration::from_secs(29)));
     }
 }

@@ -174,7 +174,7 @@ struct Args {
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
     /// An HTTP fault to inject (with `--http`): status500, garbage-sse, huge-event=BYTES, hang,
-    /// down-while=PATH. Repeatable.
+    /// reset, down-while=PATH. Repeatable.
     #[arg(long, value_name = "FAULT")]
     http_fault: Vec<http::HttpFault>,
     /// With `--http`: protect `/mcp` with OAuth, this process being its authorization server

@@ -64,6 +64,7 @@ pub(super) async fn on_post(
     app.record(&body);
     let stream = session.standalone.lock().ok().and_then(|s| s.clone());
     match app.call_fault(&message) {
+        Some(HttpFault::Reset) => super::reset(),
         Some(HttpFault::Status500) => {
             return plain(
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -57,6 +57,7 @@ pub(super) async fn on_post(
         return StatusCode::ACCEPTED.into_response();
     };
     match app.call_fault(&message) {
+        Some(HttpFault::Reset) => super::reset(),
         Some(HttpFault::Status500) => {
             return plain(
                 StatusCode::INTERNAL_SERVER_ERROR,
