@@ -60,6 +60,8 @@ pub async fn discover(
     trusted: Option<&Url>,
 ) -> Result<Discovered, OAuthError> {
     let prm = resource_metadata(http, server, challenge).await?;
+    // Whether the server names its authorization server (else, 2025-03-26, its origin is one).
+    let named = prm.is_some();
     let (issuer, resource, resource_scopes) = match prm {
         Some(prm) => {
             let resource = Url::parse(&prm.resource).map_err(|e| {
@@ -99,15 +101,25 @@ pub async fn discover(
             (origin, canonical(server), None)
         }
     };
-    if let Some(trusted) = trusted {
-        if !same_issuer(issuer.as_str(), trusted.as_str()) {
-            return Err(OAuthError::new(format!(
-                "it names the authorization server {issuer}, but the configured oauth.issuer is {trusted}; mcpmux signs in only with the configured issuer (its credentials go nowhere else): if the server really moved, change oauth.issuer after checking with its operator"
-            )));
-        }
+    let refused = |trusted: &Url| {
+        OAuthError::new(format!(
+            "it names the authorization server {issuer}, but the configured oauth.issuer is {trusted}; mcpmux signs in only with the configured issuer (its credentials go nowhere else): if the server really moved, change oauth.issuer after checking with its operator"
+        ))
+    };
+    if let Some(trusted) = trusted.filter(|t| named && !same_issuer(issuer.as_str(), t.as_str())) {
+        return Err(refused(trusted));
     }
     secure_url("its authorization server", issuer.as_str())?;
-    let metadata = match server_metadata(http, &issuer).await? {
+    let found = server_metadata(http, &issuer, named).await?;
+    // 2025-03-26: the configured issuer is the server's origin, or the issuer its metadata names.
+    if let Some(trusted) = trusted.filter(|_| !named) {
+        let claimed = found.as_ref().and_then(|m| m.issuer.as_deref());
+        let same = |i: &str| same_issuer(i, trusted.as_str());
+        if !same(issuer.as_str()) && !claimed.is_some_and(same) {
+            return Err(refused(trusted));
+        }
+    }
+    let metadata = match found {
         Some(metadata) => metadata,
         // 2025-03-26: no metadata means the default endpoints at the authorization server's
         // origin.
@@ -186,10 +198,13 @@ async fn resource_metadata(
 }
 
 /// The authorization server's metadata, from the URLs the spec lists in its order; refused
-/// when it names another `issuer` than the one it was fetched for (or none).
+/// when it names another `issuer` than the one it was fetched for (or none). Without a `named`
+/// issuer (a 2025-03-26 server, whose origin stands in for one), the issuer it names must be
+/// at that origin.
 async fn server_metadata(
     http: &reqwest::Client,
     issuer: &Url,
+    named: bool,
 ) -> Result<Option<AuthServerMetadata>, OAuthError> {
     let path = issuer.path().trim_end_matches('/');
     let candidates = if path.is_empty() {
@@ -209,8 +224,11 @@ async fn server_metadata(
         let Some(metadata) = get_json::<AuthServerMetadata>(http, &url).await? else {
             continue;
         };
+        let at_origin =
+            |claimed: &str| Url::parse(claimed).is_ok_and(|c| c.origin() == issuer.origin());
         return match &metadata.issuer {
             Some(claimed) if same_issuer(claimed, issuer.as_str()) => Ok(Some(metadata)),
+            Some(claimed) if !named && at_origin(claimed) => Ok(Some(metadata)),
             Some(claimed) => Err(OAuthError::new(format!(
                 "the authorization server metadata at {url} names `{claimed}` as its issuer, not {issuer} it was fetched for (RFC 8414 §3.3); mcpmux refuses metadata that speaks for another server"
             ))),
