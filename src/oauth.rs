@@ -28,6 +28,8 @@ pub use login::{Login, LoginStarted};
 pub use store::TokenFile;
 pub use token::{refresh_if_due, refresh_wait};
 
+use crate::config::is_loopback;
+
 /// What went wrong signing in: one sentence naming the party and the step, never a token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -36,19 +38,6 @@ pub struct OAuthError(pub String);
 impl OAuthError {
     fn new(why: impl Into<String>) -> Self {
         Self(why.into())
-    }
-}
-
-/// Whether `url` names this machine: 127.0.0.0/8, ::1, `localhost` (or a name under it).
-pub fn is_loopback(url: &url::Url) -> bool {
-    match url.host() {
-        Some(url::Host::Domain(name)) => {
-            name.eq_ignore_ascii_case("localhost")
-                || name.to_ascii_lowercase().ends_with(".localhost")
-        }
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
     }
 }
 

@@ -302,7 +302,8 @@ fn issuer(file: &Path, key: &str, text: &str) -> Result<url::Url, ConfigError> {
         u.host_str().is_some()
             && u.query().is_none()
             && u.fragment().is_none()
-            && (u.scheme() == "https" || (u.scheme() == "http" && crate::oauth::is_loopback(u)))
+            && (u.scheme() == "https"
+                || (u.scheme() == "http" && super::super::transport::is_loopback(u)))
     });
     url.ok_or_else(|| {
         ConfigError::invalid(

@@ -11,8 +11,7 @@
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 
-use crate::config::RemoteConfig;
-use crate::oauth::is_loopback;
+use crate::config::{RemoteConfig, is_loopback};
 use crate::upstream::error::StartError;
 
 /// Most redirects followed for one request.
