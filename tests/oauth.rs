@@ -460,6 +460,42 @@ async fn a_redirect_from_the_token_endpoint_is_an_error_naming_it_and_is_not_fol
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_refused_for_insufficient_scope_fails_alone_and_names_the_sign_in() {
+    let server = RemoteServer::test_upstream(
+        WEB,
+        0,
+        &["--oauth-token-ttl", "60", "--oauth-scope-tool", "fancy"],
+    );
+    let daemon = Daemon::start(&format!(
+        "[upstreams.web]\nurl = \"{}\"\n",
+        server.url("/mcp")
+    ));
+    wait_state(&daemon, "needs-login").await;
+    login(&daemon).await;
+    wait_state(&daemon, "ready").await;
+    let host = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&host, |n| n.iter().any(|t| t == "web__echo"))
+        .await;
+
+    // The call that wants a wider scope fails, saying how to get it…
+    let refused = host
+        .request("tools/call", json!({"name": "web__fancy", "arguments": {}}))
+        .await;
+    let message = assert_upstream_error(&refused, -32010, WEB);
+    eprintln!("refused: {message}");
+    assert!(
+        message.contains("403") && message.contains("mcpmux login web"),
+        "{message}"
+    );
+    // …and nothing else: the session's other calls go on, the link is not restarted.
+    assert!(echoed(&echo(&host, 7).await, 7));
+    let status = daemon.upstream_status(WEB).await;
+    assert_eq!(status["state"], "ready", "{status}");
+    assert_eq!(status["restarts"], 0, "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_secret_without_an_issuer_is_a_config_error() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("mcpmux.toml");

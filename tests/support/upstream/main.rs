@@ -194,6 +194,10 @@ struct Args {
     /// With `--oauth-token-ttl`: `/token` answers every request with a 302 to URL.
     #[arg(long, value_name = "URL")]
     oauth_token_redirect: Option<String>,
+    /// With `--oauth-token-ttl`: calls of tool NAME are refused with 403 `insufficient_scope`
+    /// (a step-up: the tool wants a scope no token has).
+    #[arg(long, value_name = "NAME")]
+    oauth_scope_tool: Option<String>,
     /// Apply the `tools/call` faults of `--http-fault` to calls of this tool only.
     #[arg(long, value_name = "NAME")]
     http_fault_tool: Option<String>,

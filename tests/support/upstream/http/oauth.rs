@@ -11,7 +11,8 @@
 //! What a compromised or misconfigured server does, for the client's trust checks:
 //! `--oauth-authorization-server URL` names another authorization server in the resource
 //! metadata, `--oauth-metadata-issuer URL` claims another `issuer` in the server metadata, and
-//! `--oauth-token-redirect URL` answers `/token` with a 302 to URL.
+//! `--oauth-token-redirect URL` answers `/token` with a 302 to URL; `--oauth-scope-tool NAME`
+//! refuses calls of that tool with 403 `insufficient_scope`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -103,6 +104,19 @@ impl Authority {
         serde_json::json!({"access_token": access, "token_type": "Bearer",
             "expires_in": self.ttl.as_secs(), "refresh_token": refresh})
     }
+}
+
+/// The 403 for a call that wants a scope no token has (`--oauth-scope-tool`).
+pub(crate) fn insufficient_scope(origin: &str) -> Response {
+    let value = format!(
+        "Bearer error=\"insufficient_scope\", scope=\"mcp:admin\", resource_metadata=\"{origin}/.well-known/oauth-protected-resource/mcp\""
+    );
+    (
+        StatusCode::FORBIDDEN,
+        [(header::WWW_AUTHENTICATE, value)],
+        "this tool needs the mcp:admin scope",
+    )
+        .into_response()
 }
 
 /// The origin requests name in their `Host` header.
