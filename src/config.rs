@@ -32,6 +32,7 @@ pub use model::{
     TelemetryConfig, UpstreamConfig,
 };
 pub use policy::Policy;
+pub use transport::is_loopback;
 pub use transport::{
     DEFAULT_CONNECT_TIMEOUT, OAuthConfig, OAuthGrant, PrivateKey, RemoteConfig, RemoteKind,
     SIGNING_ALGORITHMS, StdioConfig, TokenSource, Transport,

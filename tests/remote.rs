@@ -4,7 +4,8 @@
 //! upstream `unauthorized` — not restarted, the host's error naming the upstream and the 401, the
 //! token in no log line, status or audit record; an HTTPS upstream trusts the configured CA and
 //! presents the configured client certificate, and one whose certificate is not trusted is never
-//! served; `HTTPS_PROXY` carries remote connections, `NO_PROXY` and loopback go around it.
+//! served; `HTTPS_PROXY` carries remote connections, `NO_PROXY` and loopback go around it; a
+//! redirect to another origin is not followed, so the upstream's headers go nowhere else.
 
 #![allow(clippy::unwrap_used)]
 
@@ -159,6 +160,81 @@ async fn a_remote_server_restarted_under_a_live_session_is_reconnected() {
         daemon.stderr()
     );
     eprintln!("calls that failed during the switch: {}", failures.len());
+}
+
+/// A server on 127.0.0.1 that answers every request with `answer` (given its own origin) and
+/// records each request's headers; its origin, what it saw, and its task.
+async fn recording_server(
+    answer: fn(&str) -> axum::response::Response,
+) -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (record, me) = (std::sync::Arc::clone(&seen), origin.clone());
+    let app = axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
+        let (record, me) = (std::sync::Arc::clone(&record), me.clone());
+        async move {
+            record.lock().unwrap().push(format!("{headers:?}"));
+            answer(&me)
+        }
+    });
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (origin, seen, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_to_another_origin_is_not_followed_and_the_headers_go_nowhere_else() {
+    use axum::response::IntoResponse;
+    let secret = "mcpmux-test-header-secret-3b7d";
+    let (elsewhere, seen, _elsewhere) = recording_server(|_| {
+        axum::Json(json!({"jsonrpc": "2.0", "id": 1, "result": {}})).into_response()
+    })
+    .await;
+    static TARGET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TARGET.set(format!("{elsewhere}/mcp")).unwrap();
+    let (redirector, _, _redirector) = recording_server(|_| {
+        let location = TARGET.get().cloned().unwrap_or_default();
+        (
+            axum::http::StatusCode::TEMPORARY_REDIRECT,
+            [(axum::http::header::LOCATION, location)],
+        )
+            .into_response()
+    })
+    .await;
+    let daemon = Daemon::start(&format!(
+        "[upstreams.moved]\nurl = \"{redirector}/mcp\"\ntransport = \"streamable-http\"\n\
+         headers = {{ \"X-Api-Key\" = \"{secret}\" }}\nrestart_initial_backoff = \"1s\"\n"
+    ));
+    let target = format!("{elsewhere}/mcp");
+    let said = poll_until(Duration::from_secs(20), || async {
+        let status = daemon.upstream_status("moved").await;
+        (status["last_http_error"].as_str()).is_some_and(|e| e.contains(&target))
+    })
+    .await;
+    let status = daemon.upstream_status("moved").await;
+    assert!(
+        said,
+        "the redirect's Location is not named: {status}\n{}",
+        daemon.stderr()
+    );
+    assert!(
+        status["last_http_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("another origin")),
+        "{status}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.is_empty(),
+        "the redirect was followed to another origin: {seen:#?}"
+    );
+    assert!(!daemon.stderr().contains(secret), "the header was logged");
 }
 
 /// A server that answers every request with 401 and a `WWW-Authenticate` challenge.

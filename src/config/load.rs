@@ -368,7 +368,7 @@ mod tests {
             "o.toml",
             "state_dir = \"st\"\n[upstreams.gh]\nurl = \"https://api.example.com/mcp\"\n\
              [upstreams.gh.oauth]\nclient_id = \"mcpmux\"\nclient_secret_env = \"GH_SECRET\"\n\
-             redirect_port = 8976\n[upstreams.plain]\nurl = \"https://other.example.com/mcp\"\n\
+             redirect_port = 8976\nissuer = \"https://auth.example.com\"\n[upstreams.plain]\nurl = \"https://other.example.com/mcp\"\n\
              [upstreams.tok]\nurl = \"https://t.example.com/mcp\"\nbearer_token_env = \"T\"\n",
         )
         .unwrap_or_else(|e| panic!("{e}"));
@@ -385,6 +385,10 @@ mod tests {
         assert_eq!(gh.client_id.as_deref(), Some("mcpmux"));
         assert_eq!(gh.client_secret, Some(TokenSource::Env("GH_SECRET".into())));
         assert_eq!(gh.redirect_port, 8976);
+        assert_eq!(
+            gh.issuer.as_ref().map(url::Url::as_str),
+            Some("https://auth.example.com/")
+        );
         assert!(
             gh.token_file.ends_with("st/oauth/gh.json"),
             "{}",
@@ -407,6 +411,19 @@ mod tests {
             (
                 "signing_algorithm = \"ES256\"",
                 "upstreams.u.oauth.signing_algorithm",
+            ),
+            // A secret goes to a configured issuer only, over https (http only on loopback).
+            (
+                "client_id = \"a\"\nclient_secret_env = \"S\"",
+                "upstreams.u.oauth.issuer",
+            ),
+            (
+                "client_id = \"a\"\nclient_secret_env = \"S\"\nissuer = \"http://auth.example.com\"",
+                "upstreams.u.oauth.issuer",
+            ),
+            (
+                "issuer = \"https://auth.example.com/?tenant=1\"",
+                "upstreams.u.oauth.issuer",
             ),
         ] {
             let e = load_text(

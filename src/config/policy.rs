@@ -31,10 +31,13 @@ pub(super) struct RawPolicy {
     #[serde(default, with = "humantime_serde")]
     pub idle_stop: Option<Duration>,
     pub lazy_start: Option<bool>,
+    pub breaker_failures: Option<u32>,
+    #[serde(default, with = "humantime_serde")]
+    pub breaker_window: Option<Duration>,
 }
 
 /// The keys of [`RawPolicy`], for unknown-key messages.
-pub(super) const POLICY_KEYS: [&str; 13] = [
+pub(super) const POLICY_KEYS: [&str; 15] = [
     "request_timeout",
     "startup_timeout",
     "shutdown_grace",
@@ -48,6 +51,8 @@ pub(super) const POLICY_KEYS: [&str; 13] = [
     "max_message_bytes",
     "idle_stop",
     "lazy_start",
+    "breaker_failures",
+    "breaker_window",
 ];
 
 /// The resolved policy of one upstream.
@@ -80,6 +85,10 @@ pub struct Policy {
     pub lazy_start: bool,
     /// Per-tool request deadlines, by the upstream's own tool name.
     pub tool_timeouts: BTreeMap<String, Duration>,
+    /// Remote upstreams: a failed POST (unreachable, reset, 5xx) fails its request alone; this
+    /// many in a row within `breaker_window` end the link, and it is restarted.
+    pub breaker_failures: u32,
+    pub breaker_window: Duration,
 }
 
 impl Default for Policy {
@@ -99,6 +108,8 @@ impl Default for Policy {
             idle_stop: None,
             lazy_start: false,
             tool_timeouts: BTreeMap::new(),
+            breaker_failures: 5,
+            breaker_window: Duration::from_secs(30),
         }
     }
 }
@@ -128,6 +139,8 @@ impl RawPolicy {
             idle_stop: zero_is_off(self.idle_stop, base.idle_stop),
             lazy_start: self.lazy_start.unwrap_or(base.lazy_start),
             tool_timeouts: base.tool_timeouts.clone(),
+            breaker_failures: self.breaker_failures.unwrap_or(base.breaker_failures),
+            breaker_window: self.breaker_window.unwrap_or(base.breaker_window),
         }
     }
 }
@@ -153,6 +166,20 @@ impl Policy {
                 "restart_max_backoff",
                 "is shorter than restart_initial_backoff".into(),
                 "make it at least as long",
+            ));
+        }
+        if self.breaker_window.is_zero() {
+            return Some((
+                "breaker_window",
+                "a zero window never holds two failed requests".into(),
+                "use e.g. \"30s\"",
+            ));
+        }
+        if self.breaker_failures == 0 {
+            return Some((
+                "breaker_failures",
+                "0 failed requests cannot trip anything".into(),
+                "use a positive number, e.g. 5 (1: every failed request restarts the link)",
             ));
         }
         if self.max_in_flight == 0 {

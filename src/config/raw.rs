@@ -195,6 +195,8 @@ pub(super) struct RawOAuth {
     pub client_id_metadata_url: Option<String>,
     pub grant: Option<OAuthGrant>,
     pub redirect_port: Option<u16>,
+    /// The authorization server the configured client belongs to (its issuer identifier).
+    pub issuer: Option<String>,
 }
 
 /// `[hosts.NAME]` as written.

@@ -63,6 +63,10 @@ pub struct OAuthConfig {
     pub redirect_port: u16,
     /// Where the tokens are kept: `<state dir>/oauth/NAME.json`.
     pub token_file: PathBuf,
+    /// The authorization server (issuer identifier, RFC 8414) mcpmux signs in with. Required
+    /// with a client secret or private key: configured credentials go to this server only,
+    /// whatever server the upstream's challenge or resource metadata names.
+    pub issuer: Option<url::Url>,
 }
 
 /// A client's private key for `private_key_jwt` (RFC 7523): a PEM file and the JWS algorithm.
@@ -144,3 +148,16 @@ impl TokenSource {
 
 /// Default [`RemoteConfig::connect_timeout`].
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether `url` names this machine: 127.0.0.0/8, ::1, `localhost` (or a name under it).
+pub fn is_loopback(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => {
+            name.eq_ignore_ascii_case("localhost")
+                || name.to_ascii_lowercase().ends_with(".localhost")
+        }
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::discovery::AuthServerMetadata;
-use super::{OAuthError, chain, store};
+use super::{OAuthError, chain, redirected, secure_url, store};
 use crate::config::OAuthConfig;
 
 /// A client identity and how it authenticates at the token endpoint.
@@ -76,6 +76,13 @@ pub fn configured(
     let Some(client_id) = &oauth.client_id else {
         return Ok(None);
     };
+    // Configured credentials go to the configured issuer only (config validation requires one;
+    // this holds whatever built the config).
+    if (oauth.private_key.is_some() || oauth.client_secret.is_some()) && oauth.issuer.is_none() {
+        return Err(OAuthError::new(
+            "a client secret or private key is configured without oauth.issuer; set issuer to the authorization server that registered this client",
+        ));
+    }
     if let Some(key) = &oauth.private_key {
         return Ok(Some(ClientIdentity {
             client_id: client_id.clone(),
@@ -188,12 +195,16 @@ async fn register(
         "response_types": ["code"],
         "token_endpoint_auth_method": wanted.name(),
     });
-    let response = http.post(endpoint).json(&body).send().await.map_err(|e| {
+    let url = secure_url("its registration endpoint", endpoint)?;
+    let response = http.post(url).json(&body).send().await.map_err(|e| {
         OAuthError::new(format!(
             "cannot reach its registration endpoint {endpoint}: {}",
             chain(&e)
         ))
     })?;
+    if let Some(e) = redirected("its registration endpoint", endpoint, &response) {
+        return Err(e);
+    }
     let status = response.status();
     let text = response.text().await.unwrap_or_default();
     if !status.is_success() {

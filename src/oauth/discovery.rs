@@ -3,11 +3,16 @@
 //! one), then the authorization server's metadata (RFC 8414 with path insertion, then OpenID
 //! Connect discovery in both forms). A server with no resource metadata is a 2025-03-26 one: its
 //! origin is the authorization server, and without metadata the default endpoints apply.
+//!
+//! What is checked on the way: the authorization server is the one the config names, when it
+//! names one (configured credentials go nowhere else); its metadata names the URL it was fetched
+//! for as its `issuer` (RFC 8414 §3.3); it and its endpoints are https (http only on this
+//! machine); a redirect is an error, never followed.
 
 use serde::Deserialize;
 use url::Url;
 
-use super::{Challenge, OAuthError, chain};
+use super::{Challenge, OAuthError, chain, redirected, same_issuer, secure_url};
 
 /// What sign-in needs to know about the server and its authorization server.
 #[derive(Debug, Clone)]
@@ -46,13 +51,17 @@ struct ResourceMetadata {
     scopes_supported: Option<Vec<String>>,
 }
 
-/// Discovers the authorization server of the MCP server at `server`, given its challenge.
+/// Discovers the authorization server of the MCP server at `server`, given its challenge;
+/// `trusted` is the issuer the config names, which the server must point at.
 pub async fn discover(
     http: &reqwest::Client,
     server: &Url,
     challenge: &Challenge,
+    trusted: Option<&Url>,
 ) -> Result<Discovered, OAuthError> {
     let prm = resource_metadata(http, server, challenge).await?;
+    // Whether the server names its authorization server (else, 2025-03-26, its origin is one).
+    let named = prm.is_some();
     let (issuer, resource, resource_scopes) = match prm {
         Some(prm) => {
             let resource = Url::parse(&prm.resource).map_err(|e| {
@@ -75,6 +84,14 @@ pub async fn discover(
                     "its authorization server `{first}` is not a URL: {e}"
                 ))
             })?;
+            // With one configured, the configured issuer may be any of those listed.
+            let issuer = match trusted {
+                Some(trusted) => (prm.authorization_servers.iter())
+                    .find(|s| same_issuer(s, trusted.as_str()))
+                    .and_then(|s| Url::parse(s).ok())
+                    .unwrap_or(issuer),
+                None => issuer,
+            };
             (issuer, prm.resource, prm.scopes_supported)
         }
         None => {
@@ -84,7 +101,25 @@ pub async fn discover(
             (origin, canonical(server), None)
         }
     };
-    let metadata = match server_metadata(http, &issuer).await? {
+    let refused = |trusted: &Url| {
+        OAuthError::new(format!(
+            "it names the authorization server {issuer}, but the configured oauth.issuer is {trusted}; mcpmux signs in only with the configured issuer (its credentials go nowhere else): if the server really moved, change oauth.issuer after checking with its operator"
+        ))
+    };
+    if let Some(trusted) = trusted.filter(|t| named && !same_issuer(issuer.as_str(), t.as_str())) {
+        return Err(refused(trusted));
+    }
+    secure_url("its authorization server", issuer.as_str())?;
+    let found = server_metadata(http, &issuer, named).await?;
+    // 2025-03-26: the configured issuer is the server's origin, or the issuer its metadata names.
+    if let Some(trusted) = trusted.filter(|_| !named) {
+        let claimed = found.as_ref().and_then(|m| m.issuer.as_deref());
+        let same = |i: &str| same_issuer(i, trusted.as_str());
+        if !same(issuer.as_str()) && !claimed.is_some_and(same) {
+            return Err(refused(trusted));
+        }
+    }
+    let metadata = match found {
         Some(metadata) => metadata,
         // 2025-03-26: no metadata means the default endpoints at the authorization server's
         // origin.
@@ -96,6 +131,18 @@ pub async fn discover(
             ..AuthServerMetadata::default()
         },
     };
+    for (what, endpoint) in [
+        (
+            "its authorization endpoint",
+            &metadata.authorization_endpoint,
+        ),
+        ("its token endpoint", &metadata.token_endpoint),
+        ("its registration endpoint", &metadata.registration_endpoint),
+    ] {
+        if let Some(endpoint) = endpoint {
+            secure_url(what, endpoint)?;
+        }
+    }
     if !metadata
         .code_challenge_methods_supported
         .iter()
@@ -150,10 +197,14 @@ async fn resource_metadata(
     first_published(http, server, &candidates).await
 }
 
-/// The authorization server's metadata, from the URLs the spec lists in its order.
+/// The authorization server's metadata, from the URLs the spec lists in its order; refused
+/// when it names another `issuer` than the one it was fetched for (or none). Without a `named`
+/// issuer (a 2025-03-26 server, whose origin stands in for one), the issuer it names must be
+/// at that origin.
 async fn server_metadata(
     http: &reqwest::Client,
     issuer: &Url,
+    named: bool,
 ) -> Result<Option<AuthServerMetadata>, OAuthError> {
     let path = issuer.path().trim_end_matches('/');
     let candidates = if path.is_empty() {
@@ -168,7 +219,25 @@ async fn server_metadata(
             format!("{path}/.well-known/openid-configuration"),
         ]
     };
-    first_published(http, issuer, &candidates).await
+    for path in &candidates {
+        let url = at(issuer, path);
+        let Some(metadata) = get_json::<AuthServerMetadata>(http, &url).await? else {
+            continue;
+        };
+        let at_origin =
+            |claimed: &str| Url::parse(claimed).is_ok_and(|c| c.origin() == issuer.origin());
+        return match &metadata.issuer {
+            Some(claimed) if same_issuer(claimed, issuer.as_str()) => Ok(Some(metadata)),
+            Some(claimed) if !named && at_origin(claimed) => Ok(Some(metadata)),
+            Some(claimed) => Err(OAuthError::new(format!(
+                "the authorization server metadata at {url} names `{claimed}` as its issuer, not {issuer} it was fetched for (RFC 8414 §3.3); mcpmux refuses metadata that speaks for another server"
+            ))),
+            None => Err(OAuthError::new(format!(
+                "the authorization server metadata at {url} names no issuer (RFC 8414 requires it); mcpmux cannot tell which server it speaks for"
+            ))),
+        };
+    }
+    Ok(None)
 }
 
 /// The first document published at one of `paths` (in order) of `base`'s origin.
@@ -197,6 +266,9 @@ async fn get_json<T: serde::de::DeserializeOwned>(
         .send()
         .await
         .map_err(|e| OAuthError::new(format!("cannot reach {url}: {}", chain(&e))))?;
+    if let Some(e) = redirected("the metadata document", url.as_str(), &response) {
+        return Err(e);
+    }
     let status = response.status();
     if status.is_client_error() {
         return Ok(None);

@@ -38,7 +38,7 @@ pub struct Login {
     /// The upstream's MCP endpoint.
     pub url: Url,
     pub oauth: OAuthConfig,
-    /// An HTTP client with the upstream's TLS settings and no credential.
+    /// An HTTP client with the upstream's TLS settings, no credential, following no redirect.
     pub http: reqwest::Client,
     /// The `WWW-Authenticate` value the upstream last refused mcpmux with, if any.
     pub challenge: Option<String>,
@@ -59,7 +59,13 @@ impl Login {
             Some(header) => Challenge::parse(header),
             None => self.probe().await?,
         };
-        let found = discover(&self.http, &self.url, &challenge).await?;
+        let found = discover(
+            &self.http,
+            &self.url,
+            &challenge,
+            self.oauth.issuer.as_ref(),
+        )
+        .await?;
         let token_endpoint = found.metadata.token_endpoint.clone().ok_or_else(|| {
             OAuthError::new(format!(
                 "its authorization server {} names no token endpoint",

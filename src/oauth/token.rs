@@ -13,7 +13,7 @@ use sha2::Digest;
 use url::Url;
 
 use super::client::{AuthMethod, ClientIdentity};
-use super::{OAuthError, TokenFile, chain};
+use super::{OAuthError, TokenFile, chain, redirected, secure_url};
 
 /// How long before its expiry an access token is refreshed: a minute, or a third of its
 /// lifetime when it lives less than three minutes.
@@ -163,7 +163,8 @@ impl Grant<'_> {
         previous_refresh: Option<String>,
     ) -> Result<TokenFile, OAuthError> {
         form.push(("resource", self.resource.to_owned()));
-        let mut request = http.post(self.token_endpoint);
+        let url = secure_url("its token endpoint", self.token_endpoint)?;
+        let mut request = http.post(url);
         match self.client.auth {
             AuthMethod::ClientSecretBasic => {
                 request = request.basic_auth(
@@ -200,6 +201,9 @@ impl Grant<'_> {
                     chain(&e)
                 ))
             })?;
+        if let Some(e) = redirected("its token endpoint", endpoint, &response) {
+            return Err(e);
+        }
         let status = response.status();
         let body = response.bytes().await.unwrap_or_default();
         if !status.is_success() {

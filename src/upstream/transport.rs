@@ -73,6 +73,8 @@ pub(super) async fn open(
                 notification: config.policy.request_timeout,
                 request: config.policy.longest_timeout() + REQUEST_MARGIN,
                 open: config.policy.startup_timeout,
+                breaker_failures: config.policy.breaker_failures,
+                breaker_window: config.policy.breaker_window,
             };
             remote::open(remote, &config.name, limits, diagnostics).await
         }

@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -37,6 +38,29 @@ def http(method, url, body=None, headers=None, follow=True):
         return e.code, dict(e.headers), e.read().decode()
 
 
+def issuer_of(url):
+    """The authorization server the server at `url` names, as the operator who configures a
+    client secret finds it out once, by hand: its challenge's resource metadata, else the
+    well-known one, else (a 2025-03-26 server) its origin. mcpmux then trusts this one only."""
+    origin = "/".join(url.split("/")[:3])
+    _, headers, _ = http("POST", url, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}},
+                         {"accept": "application/json, text/event-stream"})
+    challenge = headers.get("WWW-Authenticate") or headers.get("www-authenticate") or ""
+    candidates = []
+    if 'resource_metadata="' in challenge:
+        candidates.append(challenge.split('resource_metadata="', 1)[1].split('"', 1)[0])
+    path = urllib.parse.urlparse(url).path.rstrip("/")
+    candidates += [f"{origin}/.well-known/oauth-protected-resource{path}",
+                   f"{origin}/.well-known/oauth-protected-resource"]
+    for candidate in candidates:
+        status, _, body = http("GET", candidate)
+        if status == 200:
+            servers = json.loads(body).get("authorization_servers") or []
+            if servers:
+                return servers[0]
+    return origin
+
+
 def config(url, context, state):
     lines = [
         "[server]", 'listen = "127.0.0.1:0"', "",
@@ -59,6 +83,9 @@ def config(url, context, state):
         lines.append(f"signing_algorithm = {json.dumps(context.get('signing_algorithm', 'ES256'))}")
     if context.get("name", "").startswith("auth/client-credentials"):
         lines.append('grant = "client_credentials"')
+    if "client_secret" in context or "private_key_pem" in context:
+        # A configured credential goes to the configured issuer only.
+        lines.append(f"issuer = {json.dumps(issuer_of(url))}")
     path = state / "mcpmux.toml"
     path.write_text("\n".join(lines) + "\n")
     return path, env

@@ -14,13 +14,16 @@
 //! 4. an event of 100 MB → refused at `max_message_bytes`, restarted, daemon memory bounded;
 //! 5. a tool answered HTTP 500 → that call fails naming `web` and the 500, the upstream stays up;
 //!    every POST answered 503 (a 5xx storm) → failed pings restart it, `crash-loop` within its
-//!    budget, an operator restart brings it back once the storm is over.
+//!    budget, an operator restart brings it back once the storm is over;
+//! 6. a call whose connection is dropped → that call fails alone, the calls beside it are
+//!    answered, no restart; `breaker_failures` in a row restart it.
 //!
 //! One test binary: the shared helpers here, a module per numbered case (1. `server_dies`, 2.
-//! `hangs`, 3. `garbage_sse`, 4. `huge_event`, 5. `status_5xx`).
+//! `hangs`, 3. `garbage_sse`, 4. `huge_event`, 5. `status_5xx`, 6. `breaker`).
 
 #![allow(clippy::unwrap_used)]
 
+mod breaker;
 #[path = "../common/mod.rs"]
 mod common;
 mod garbage_sse;

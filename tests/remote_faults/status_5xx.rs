@@ -1,6 +1,7 @@
 //! Section 5, a remote server that answers 5xx: a tool answered HTTP 500 → that call fails at
 //! once naming the upstream and the 500, the upstream stays up (a failed request is a value, not a
-//! crash); every POST answered 503 (a 5xx storm) → failed health pings restart it, it reaches
+//! crash, below the breaker's count: `breaker` shows it trip); every POST answered 503 (a 5xx
+//! storm) → failed health pings restart it, it reaches
 //! `crash-loop` within its budget, and an operator restart brings it back once the storm is over.
 
 use std::time::Duration;
@@ -17,7 +18,12 @@ use crate::common::assert_upstream_error;
 over_both_transports!(a_call_answered_http_500_fails_naming_the_upstream_and_the_upstream_stays_up);
 async fn a_call_answered_http_500_fails_naming_the_upstream_and_the_upstream_stays_up(via: Via) {
     let server = web_server(&["--http-fault", "status500", "--http-fault-tool", "slow"]);
-    let web = web_table(&server, via, &[("request_timeout", "\"5s\"")]);
+    // Five 500s in a row, fewer than the breaker's count.
+    let web = web_table(
+        &server,
+        via,
+        &[("request_timeout", "\"5s\""), ("breaker_failures", "10")],
+    );
     let (daemon, client) = start(&web).await;
 
     for _ in 0..5 {

@@ -262,6 +262,18 @@ fn oauth(
             ));
         }
     }
+    let issuer = match raw.issuer {
+        Some(text) => Some(issuer(file, &key("issuer"), &text)?),
+        None if client_secret.is_some() || private_key.is_some() => {
+            return Err(ConfigError::invalid(
+                file,
+                key("issuer"),
+                "missing, though a client secret or private key is set",
+                "set issuer = \"https://…\" to the authorization server that registered this client: mcpmux sends its credentials to that server only, never to one an upstream points at",
+            ));
+        }
+        None => None,
+    };
     let grant = raw.grant.unwrap_or_default();
     if grant == OAuthGrant::ClientCredentials && client_secret.is_none() && private_key.is_none() {
         return Err(ConfigError::invalid(
@@ -279,6 +291,27 @@ fn oauth(
         grant,
         redirect_port: raw.redirect_port.unwrap_or(0),
         token_file: std::path::PathBuf::new(),
+        issuer,
+    })
+}
+
+/// `oauth.issuer`: an https URL (http only for a server on this machine) without query or
+/// fragment, as RFC 8414 §2 defines an issuer identifier.
+fn issuer(file: &Path, key: &str, text: &str) -> Result<url::Url, ConfigError> {
+    let url = url::Url::parse(text).ok().filter(|u| {
+        u.host_str().is_some()
+            && u.query().is_none()
+            && u.fragment().is_none()
+            && (u.scheme() == "https"
+                || (u.scheme() == "http" && super::super::transport::is_loopback(u)))
+    });
+    url.ok_or_else(|| {
+        ConfigError::invalid(
+            file,
+            key,
+            format!("`{text}` is not an https URL without query or fragment (http only on loopback)"),
+            "write the authorization server's issuer identifier as its metadata names it, e.g. issuer = \"https://auth.example.com\"",
+        )
     })
 }
 

@@ -6,11 +6,21 @@
 //! refuses the first POST with a 4xx, falls back to the legacy transport as the spec's
 //! backward-compatibility section describes; what worked is remembered for the next start.
 //!
+//! A request whose POST fails — the connection refused or reset, a 5xx, an answer's stream cut
+//! off — fails alone: its caller gets an error naming the upstream and the HTTP status or
+//! transport error, every other request goes on. The link ends (and the supervisor restarts
+//! it) only once its [`Breaker`] trips: `breaker_failures` failed requests in a row within
+//! `breaker_window`, or a failed health ping (the ping exists to tell a server that is down
+//! from one request that failed). A forgotten session (404), a refused credential, an answer
+//! that is not JSON-RPC or is too long still end the link at once.
+//!
+//! - `breaker`: when failed requests in a row end the link.
 //! - `client`: the HTTP pool, TLS, headers and credential.
 //! - `events`: SSE bodies as events, bounded by `max_message_bytes`.
 //! - `streamable`: one POST and its JSON or SSE answer; the standalone GET stream; DELETE.
 //! - `legacy`: the SSE stream, its `endpoint` event, and POSTs to that endpoint.
 
+mod breaker;
 mod client;
 mod events;
 mod legacy;
@@ -20,6 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use breaker::Breaker;
 use futures_util::future::BoxFuture;
 use reqwest::header::HeaderMap;
 use serde_json::value::RawValue;
@@ -49,6 +60,10 @@ pub(super) struct Limits {
     /// Longest opening may take (legacy HTTP+SSE: the GET of the stream and its `endpoint`
     /// event), as the upstream's `startup_timeout` bounds its handshake.
     pub open: Duration,
+    /// Failed requests in a row that end the link (`breaker_failures`)…
+    pub breaker_failures: u32,
+    /// …when they all fall within this long (`breaker_window`).
+    pub breaker_window: Duration,
 }
 
 /// What every task of one remote link shares.
@@ -68,6 +83,8 @@ pub(super) struct Shared {
     pub stop: CancellationToken,
     /// Which transport this link speaks, once known (`auto` decides at the first POST).
     mode: Mutex<Mode>,
+    /// Failed requests in a row: enough of them end the link.
+    breaker: Breaker,
 }
 
 /// The transport a link speaks.
@@ -108,6 +125,31 @@ impl Shared {
         self.diagnostics.note_http(line);
     }
 
+    /// A request was answered: the breaker's count starts over.
+    pub fn succeeded(&self) {
+        self.breaker.success();
+    }
+
+    /// The POST of `out` failed (`why` names the upstream and the status or transport error):
+    /// it fails alone, unless this trips the breaker — then the link ends and every request in
+    /// flight fails with why. A failed health ping trips it at once.
+    pub async fn failed(&self, out: &Outgoing, why: String) {
+        self.note(why.clone());
+        if out.id.is_some() && out.method.as_deref() == Some("ping") {
+            let why = format!("its health ping failed: {why}");
+            return self.close(Closed::Io(why)).await;
+        }
+        if self.breaker.failure() {
+            let why = format!(
+                "{} requests in a row failed within {} (breaker_failures, breaker_window); the last: {why}",
+                self.breaker.failures,
+                humantime::format_duration(self.breaker.within)
+            );
+            return self.close(Closed::Io(why)).await;
+        }
+        self.fail_request(out, why).await;
+    }
+
     /// Answers the request `out` carried with an error of our own (its POST failed), in the
     /// form every other unavailable-upstream error has.
     pub async fn fail_request(&self, out: &Outgoing, why: String) {
@@ -120,24 +162,6 @@ impl Shared {
                 .with_data(serde_json::json!({ "upstream": self.upstream }));
             self.deliver(error_line(Some(&id), &error)).await;
         }
-    }
-
-    /// Ends the link when `message` is mcpmux's health ping and the server answered its POST
-    /// with a 5xx: an endpoint that cannot answer a ping is down (a 5xx storm), not failing one
-    /// request, so supervision restarts it (and crash-loops it while it stays so). Any other
-    /// request answered 5xx fails alone. Returns whether it ended the link.
-    pub async fn close_if_ping_refused(
-        &self,
-        out: &Outgoing,
-        status: reqwest::StatusCode,
-        why: &str,
-    ) -> bool {
-        let ping = out.id.is_some() && out.method.as_deref() == Some("ping");
-        if ping && status.is_server_error() {
-            self.close(Closed::Io(format!("its health ping was refused: {why}")))
-                .await;
-        }
-        ping && status.is_server_error()
     }
 
     fn mode(&self) -> Mode {
@@ -201,15 +225,15 @@ fn trace_of(params: &serde_json::value::RawValue) -> Option<(String, Option<Stri
     Some((meta.string("traceparent")?, meta.string("tracestate")))
 }
 
-/// See [`super::http_client`].
+/// See [`super::http_client`]: for OAuth, so it follows no redirect.
 pub(super) fn http_client(config: &RemoteConfig) -> Result<reqwest::Client, String> {
-    client::pool(config).map_err(|e| e.to_string())
+    client::pool(config, client::Redirects::None).map_err(|e| e.to_string())
 }
 
 /// Refreshes the link's OAuth access token a minute before it expires, and sends the new one
 /// from then on: a live session never meets an expired token (as long as the refresh token
 /// holds).
-async fn keep_fresh(shared: Arc<Shared>, config: RemoteConfig) {
+async fn keep_fresh(shared: Arc<Shared>, config: RemoteConfig, oauth_client: reqwest::Client) {
     let Some(oauth) = config.oauth.as_deref() else {
         return;
     };
@@ -221,7 +245,7 @@ async fn keep_fresh(shared: Arc<Shared>, config: RemoteConfig) {
             () = shared.stop.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
         }
-        match crate::oauth::refresh_if_due(&shared.client, &oauth.token_file, false).await {
+        match crate::oauth::refresh_if_due(&oauth_client, &oauth.token_file, false).await {
             Ok(true) => match client::headers(&config) {
                 Ok(headers) => {
                     shared.headers.store(Arc::new(headers));
@@ -247,10 +271,16 @@ pub(super) async fn open(
     limits: Limits,
     diagnostics: Arc<Diagnostics>,
 ) -> Result<Link, StartError> {
-    let client = client::pool(config)?;
+    let client = client::pool(config, client::Redirects::SameOrigin)?;
+    // OAuth requests follow no redirect: a pool of their own.
+    let oauth_client = match &config.oauth {
+        Some(_) => client::pool(config, client::Redirects::None)?,
+        None => client.clone(),
+    };
     if let Some(oauth) = &config.oauth {
         // An access token about to expire is refreshed before it is used.
-        if let Err(e) = crate::oauth::refresh_if_due(&client, &oauth.token_file, false).await {
+        if let Err(e) = crate::oauth::refresh_if_due(&oauth_client, &oauth.token_file, false).await
+        {
             tracing::warn!(upstream, error = %e, "Refreshing its OAuth tokens failed; it needs `mcpmux login {upstream}`.");
         }
     }
@@ -273,6 +303,7 @@ pub(super) async fn open(
         incoming: incoming_tx,
         stop: CancellationToken::new(),
         mode: Mutex::new(Mode::Auto),
+        breaker: Breaker::new(&limits),
     });
     let mode = match kind {
         RemoteKind::Auto => Mode::Auto,
@@ -282,7 +313,11 @@ pub(super) async fn open(
     shared.set_mode(mode);
     tokio::spawn(write_loop(Arc::clone(&shared), outgoing_rx));
     if config.oauth.is_some() {
-        tokio::spawn(keep_fresh(Arc::clone(&shared), config.clone()));
+        tokio::spawn(keep_fresh(
+            Arc::clone(&shared),
+            config.clone(),
+            oauth_client,
+        ));
     }
     let incoming = futures_util::stream::unfold(incoming_rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))

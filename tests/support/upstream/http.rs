@@ -20,6 +20,8 @@
 //! - `huge-event=BYTES`: answered with one event of BYTES of data, streamed in chunks (the server
 //!   never holds it whole);
 //! - `hang`: never answered (a Streamable HTTP POST stays open);
+//! - `reset`: the POST's connection is dropped without an answer (the handler panics, so the
+//!   server drops that one connection, as a reset or a crashed worker behind a proxy would);
 //! - `down-while=PATH`: every request answered HTTP 503 while PATH exists (a 5xx storm).
 
 mod legacy;
@@ -57,6 +59,7 @@ pub(crate) enum HttpFault {
     GarbageSse,
     HugeEvent(usize),
     Hang,
+    Reset,
     DownWhile(PathBuf),
 }
 
@@ -69,13 +72,14 @@ impl std::str::FromStr for HttpFault {
             None if s == "endless500" => Ok(Self::Endless500),
             None if s == "garbage-sse" => Ok(Self::GarbageSse),
             None if s == "hang" => Ok(Self::Hang),
+            None if s == "reset" => Ok(Self::Reset),
             Some(("huge-event", n)) => n
                 .parse()
                 .map(Self::HugeEvent)
                 .map_err(|e| format!("huge-event=BYTES: {e}")),
             Some(("down-while", path)) => Ok(Self::DownWhile(path.into())),
             _ => Err(format!(
-                "unknown fault `{s}` (status500, endless500, garbage-sse, huge-event=BYTES, hang, down-while=PATH)"
+                "unknown fault `{s}` (status500, endless500, garbage-sse, huge-event=BYTES, hang, reset, down-while=PATH)"
             )),
         }
     }
@@ -125,7 +129,7 @@ pub(crate) async fn serve(args: Args, record: Option<std::fs::File>) {
     let addr = args.http.clone().unwrap_or_default();
     let authority = args
         .oauth_token_ttl
-        .map(|ttl| Arc::new(oauth::Authority::new(ttl, args.oauth_revoke_while.clone())));
+        .map(|ttl| Arc::new(oauth::Authority::new(ttl, &args)));
     let app = Arc::new(App {
         oauth: authority.clone(),
         faults: args.http_fault.clone(),
@@ -412,6 +416,12 @@ fn endless_500() -> Response {
         Body::from_stream(body),
     )
         .into_response()
+}
+
+/// Drops the connection of the request being handled, without an answer: hyper serves each
+/// connection in a task of its own, and a handler that panics ends that task and its socket.
+fn reset() -> ! {
+    std::panic::resume_unwind(Box::new("reset (injected fault)"))
 }
 
 fn event_stream(body: Body) -> Response {

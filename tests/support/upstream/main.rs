@@ -177,8 +177,8 @@ struct Args {
     /// `listening on http://ADDR/mcp`).
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
-    /// An HTTP fault to inject (with `--http`): status500, endless500, garbage-sse, huge-event=BYTES, hang,
-    /// down-while=PATH. Repeatable.
+    /// An HTTP fault to inject (with `--http`): status500, endless500, garbage-sse,
+    /// huge-event=BYTES, hang, reset, down-while=PATH. Repeatable.
     #[arg(long, value_name = "FAULT")]
     http_fault: Vec<http::HttpFault>,
     /// With `--http`: protect `/mcp` with OAuth, this process being its authorization server
@@ -188,6 +188,20 @@ struct Args {
     /// With `--oauth-token-ttl`: refuse refresh tokens while PATH exists.
     #[arg(long, value_name = "PATH")]
     oauth_revoke_while: Option<PathBuf>,
+    /// With `--oauth-token-ttl`: the resource metadata names URL as the authorization server
+    /// (a compromised upstream pointing at a server of its choice), not this process.
+    #[arg(long, value_name = "URL")]
+    oauth_authorization_server: Option<String>,
+    /// With `--oauth-token-ttl`: the authorization server metadata claims URL as its `issuer`.
+    #[arg(long, value_name = "URL")]
+    oauth_metadata_issuer: Option<String>,
+    /// With `--oauth-token-ttl`: `/token` answers every request with a 302 to URL.
+    #[arg(long, value_name = "URL")]
+    oauth_token_redirect: Option<String>,
+    /// With `--oauth-token-ttl`: calls of tool NAME are refused with 403 `insufficient_scope`
+    /// (a step-up: the tool wants a scope no token has).
+    #[arg(long, value_name = "NAME")]
+    oauth_scope_tool: Option<String>,
     /// Apply the `tools/call` faults of `--http-fault` to calls of this tool only.
     #[arg(long, value_name = "NAME")]
     http_fault_tool: Option<String>,

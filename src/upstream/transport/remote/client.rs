@@ -1,21 +1,56 @@
 //! The HTTP side of one remote upstream: one keep-alive pool (HTTP/2 where the server offers
 //! it) with rustls (the platform's verifier and roots) plus configured CAs, an optional client certificate,
-//! `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` (never for a loopback server), bounded redirects, and the headers every request carries — the
+//! `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` (never for a loopback server), redirects, and the headers every request carries — the
 //! configured ones and the bearer token, read afresh at each start and never logged.
+//!
+//! Redirects: the MCP requests follow a few redirects **within the upstream's origin** and stop
+//! at one to another origin (its 3xx is then the answer, an error naming the `Location`): the
+//! configured `headers` and the bearer token are the upstream's, and reqwest would carry custom
+//! headers anywhere. OAuth requests follow none at all ([`Redirects::None`]): a redirected
+//! token request would carry the client's credentials where the config never named.
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 
-use crate::config::RemoteConfig;
+use crate::config::{RemoteConfig, is_loopback};
 use crate::upstream::error::StartError;
 
 /// Most redirects followed for one request.
 const MAX_REDIRECTS: usize = 5;
 
-/// An HTTP client with the upstream's TLS, proxy and redirect settings, and no credential.
-pub fn pool(config: &RemoteConfig) -> Result<reqwest::Client, StartError> {
+/// Which redirects a pool follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redirects {
+    /// Up to [`MAX_REDIRECTS`] within the origin of the first request; one to another origin
+    /// is not followed.
+    SameOrigin,
+    /// None: a 3xx is the answer (OAuth).
+    None,
+}
+
+impl Redirects {
+    fn policy(self) -> reqwest::redirect::Policy {
+        match self {
+            Self::None => reqwest::redirect::Policy::none(),
+            Self::SameOrigin => reqwest::redirect::Policy::custom(|attempt| {
+                let first = attempt.previous().first().map(url::Url::origin);
+                if first.is_some_and(|o| o != attempt.url().origin()) {
+                    attempt.stop()
+                } else if attempt.previous().len() > MAX_REDIRECTS {
+                    attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+                } else {
+                    attempt.follow()
+                }
+            }),
+        }
+    }
+}
+
+/// An HTTP client with the upstream's TLS and proxy settings, following `redirects`, and no
+/// credential.
+pub fn pool(config: &RemoteConfig, redirects: Redirects) -> Result<reqwest::Client, StartError> {
     let mut builder = reqwest::Client::builder()
         .connect_timeout(config.connect_timeout)
-        .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
+        .redirect(redirects.policy())
         .user_agent(concat!("mcpmux/", env!("CARGO_PKG_VERSION")));
     // A server on this machine is never reached through a proxy (as Go's HTTP client decides):
     // `HTTP_PROXY` set for the outside world cannot reach it.
@@ -55,18 +90,6 @@ pub fn pool(config: &RemoteConfig) -> Result<reqwest::Client, StartError> {
     builder
         .build()
         .map_err(|e| StartError::Open(format!("cannot set up its HTTP client: {e}")))
-}
-
-fn is_loopback(url: &url::Url) -> bool {
-    match url.host() {
-        Some(url::Host::Domain(name)) => {
-            name.eq_ignore_ascii_case("localhost")
-                || name.to_ascii_lowercase().ends_with(".localhost")
-        }
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    }
 }
 
 /// The configured headers plus `Authorization: Bearer …` when a token source is set.

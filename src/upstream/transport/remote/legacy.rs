@@ -1,7 +1,8 @@
 //! The legacy HTTP+SSE transport (2024-11-05), the client side: GET the SSE URL, wait for its
 //! `endpoint` event, POST every message there (same origin only: the credential goes nowhere
 //! else), and take every answer and server message from the stream's `message` events. When the
-//! stream ends the link ends: a new stream is a new session, so the supervisor starts over.
+//! stream ends the link ends: a new stream is a new session, so the supervisor starts over. A
+//! POST that fails (unreachable, reset, 5xx) fails its request alone until the breaker trips.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 
 use super::events::events;
-use super::streamable::{error_chain, excerpt};
+use super::streamable::{error_chain, excerpt, location_of};
 use super::{Outgoing, Shared};
 use crate::upstream::error::{Closed, StartError};
 
@@ -125,31 +126,48 @@ pub(super) async fn post(shared: &Arc<Shared>, endpoint: &url::Url, message: Out
         response = request.send() => response,
     };
     match response {
-        Ok(r) if r.status().is_success() => {}
+        Ok(r) if r.status().is_success() => shared.succeeded(),
         Ok(r) => {
             let status = r.status();
+            let location = location_of(&r);
             let why = format!(
                 "HTTP {status} from upstream `{}`: {}",
                 shared.upstream,
                 excerpt(r).await
             );
-            shared.note(why.clone());
             match status {
                 StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                    shared.note(why.clone());
                     shared.close(Closed::Unauthorized(why)).await;
                 }
                 StatusCode::NOT_FOUND => {
+                    shared.note(why);
                     let why = "its SSE session is gone (404); a new one is started".to_owned();
                     shared.close(Closed::SessionExpired(why)).await;
                 }
-                s if shared.close_if_ping_refused(&message, s, &why).await => {}
-                _ => shared.fail_request(&message, why).await,
+                s if s.is_redirection() => {
+                    let why = format!(
+                        "upstream `{}` answered HTTP {s} redirecting to {}, another origin; mcpmux sends its headers and credential only to {}",
+                        shared.upstream,
+                        location.as_deref().unwrap_or("(no Location)"),
+                        shared.url.origin().ascii_serialization()
+                    );
+                    shared.failed(&message, why).await;
+                }
+                s if s.is_server_error() => shared.failed(&message, why).await,
+                _ => {
+                    shared.note(why.clone());
+                    shared.fail_request(&message, why).await;
+                }
             }
         }
         Err(e) => {
-            let why = format!("cannot reach {endpoint}: {}", error_chain(&e));
-            shared.note(why.clone());
-            shared.close(Closed::Io(why)).await;
+            let why = format!(
+                "upstream `{}`: cannot reach {endpoint}: {}",
+                shared.upstream,
+                error_chain(&e)
+            );
+            shared.failed(&message, why).await;
         }
     }
 }

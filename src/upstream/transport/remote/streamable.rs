@@ -4,9 +4,11 @@
 //! before it, then it is resumed with `Last-Event-ID`. `Mcp-Session-Id` from the `initialize`
 //! answer and `MCP-Protocol-Version` after it go on every later request; once the session is
 //! up, the standalone GET stream carries what the server sends unasked (a 405 means it offers
-//! none) and is reconnected with backoff. A 404 on an established session, a 401/403, a 5xx to
-//! the health ping, or a server that cannot be reached end the link (any other 5xx fails its
-//! request alone); DELETE ends the session on shutdown.
+//! none) and is reconnected with backoff. A 404 on an established session or a 401/403 end the
+//! link; a server that cannot be reached, a reset, a 5xx or a redirect to another origin fail
+//! their request alone until the link's breaker trips (see `remote.rs`); a 403
+//! `insufficient_scope` fails its request saying how to get the scopes. DELETE ends the session
+//! on shutdown.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +22,7 @@ use tokio::sync::watch;
 use super::events::events;
 use super::{Outgoing, Shared};
 use crate::jsonrpc::{Incoming, Members, Message};
+use crate::oauth::Challenge;
 use crate::sync::lock;
 use crate::upstream::error::Closed;
 
@@ -102,9 +105,13 @@ pub(super) async fn post(
     let response = match response {
         Ok(response) => response,
         Err(e) => {
-            let why = format!("cannot reach {}: {}", shared.url, error_chain(&e));
-            shared.note(why.clone());
-            shared.close(Closed::Io(why)).await;
+            let why = format!(
+                "upstream `{}`: cannot reach {}: {}",
+                shared.upstream,
+                shared.url,
+                error_chain(&e)
+            );
+            shared.failed(&message, why).await;
             return Ok(());
         }
     };
@@ -119,12 +126,13 @@ pub(super) async fn post(
         let answered =
             read_answer(shared, session, response, message.id.as_deref(), initialize).await;
         if message.id.is_some() && !answered {
-            shared
-                .fail_request(
-                    &message,
-                    "the server ended its answer's stream before answering".into(),
-                )
-                .await;
+            let why = format!(
+                "upstream `{}` ended its answer's stream before answering",
+                shared.upstream
+            );
+            shared.failed(&message, why).await;
+        } else {
+            shared.succeeded();
         }
         if initialize && answered {
             let state = match (session.id().is_some(), session.version()) {
@@ -140,30 +148,67 @@ pub(super) async fn post(
         }
         return Ok(());
     }
+    let challenge = challenge_of(&response);
     if matches!(status.as_u16(), 401 | 403) {
-        shared.diagnostics.set_challenge(challenge_of(&response));
+        shared.diagnostics.set_challenge(challenge.clone());
     }
+    let location = location_of(&response);
     let body = excerpt(response).await;
     let why = format!("HTTP {status} from upstream `{}`: {body}", shared.upstream);
     // A refusal `auto` falls back on is expected, not a failure to show.
     if may_fall_back && status.is_client_error() && !matches!(status.as_u16(), 401 | 403) {
         return Err(status);
     }
-    shared.note(why.clone());
+    let challenge = challenge
+        .as_deref()
+        .map(Challenge::parse)
+        .unwrap_or_default();
     match status {
+        // Wider scopes for this request (a step-up): it fails alone, saying how to get them; the
+        // challenge is kept for `mcpmux login`.
+        StatusCode::FORBIDDEN if challenge.error.as_deref() == Some("insufficient_scope") => {
+            shared.note(why.clone());
+            let name = &shared.upstream;
+            let wanted = challenge.scope.as_deref().unwrap_or("more");
+            let why = format!(
+                "{why}; it wants wider scopes ({wanted}) than mcpmux was granted: it needs a sign-in: run `mcpmux login {name}`"
+            );
+            shared.fail_request(&message, why).await;
+        }
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            shared.note(why.clone());
             shared.close(Closed::Unauthorized(why)).await;
         }
         // 404 is the spec's answer to a session the server no longer knows; servers built on the
         // TypeScript SDK's examples answer 400 "No valid session ID provided".
         s if session.id().is_some() && forgot_session(s, &body) => {
+            shared.note(why.clone());
             let why = format!("its HTTP session expired ({s}); a new one is started");
             shared.close(Closed::SessionExpired(why)).await;
         }
-        s if shared.close_if_ping_refused(&message, s, &why).await => {}
-        _ => shared.fail_request(&message, why).await,
+        // Same-origin redirects were followed; this one leads elsewhere.
+        s if s.is_redirection() => {
+            let why = format!(
+                "upstream `{}` answered HTTP {s} redirecting to {}, another origin; mcpmux sends its headers and credential only to {}: set its url to the server's own URL",
+                shared.upstream,
+                location.as_deref().unwrap_or("(no Location)"),
+                shared.url.origin().ascii_serialization()
+            );
+            shared.failed(&message, why).await;
+        }
+        s if s.is_server_error() => shared.failed(&message, why).await,
+        _ => {
+            shared.note(why.clone());
+            shared.fail_request(&message, why).await;
+        }
     }
     Ok(())
+}
+
+/// The `Location` of a redirect, if any.
+pub(super) fn location_of(response: &reqwest::Response) -> Option<String> {
+    let value = response.headers().get(reqwest::header::LOCATION)?;
+    value.to_str().ok().map(str::to_owned)
 }
 
 /// Whether an error answer says the server no longer knows the session.
@@ -195,6 +240,11 @@ async fn read_answer(
     }
     let body = match read_body(shared, response).await {
         Ok(body) => body,
+        // Cut off while it was read: that request failed (the caller says so).
+        Err(Closed::Io(why)) => {
+            shared.note(why);
+            return false;
+        }
         Err(why) => {
             shared.close(why).await;
             return true;

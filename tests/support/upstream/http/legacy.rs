@@ -65,6 +65,7 @@ pub(super) async fn on_post(
     let stream = session.standalone.lock().ok().and_then(|s| s.clone());
     match app.call_fault(&message) {
         Some(HttpFault::Endless500) => return super::endless_500(),
+        Some(HttpFault::Reset) => super::reset(),
         Some(HttpFault::Status500) => {
             return plain(
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -4,8 +4,15 @@
 //! Metadata, the authorization server metadata (PKCE S256, dynamic registration, public
 //! clients), `/register`, `/authorize` (no person: it redirects at once with a code), `/token`
 //! (the code with its PKCE verifier, or a refresh token; access tokens live SECS seconds, refresh
-//! tokens rotate), and `GET /oauth-stats` (how many tokens were issued by each grant). While the
+//! tokens rotate; or the client credentials grant for a client authenticating with Basic), and
+//! `GET /oauth-stats` (how many tokens were issued by each grant). While the
 //! `--oauth-revoke-while PATH` file exists, refresh tokens are refused (`invalid_grant`).
+//!
+//! What a compromised or misconfigured server does, for the client's trust checks:
+//! `--oauth-authorization-server URL` names another authorization server in the resource
+//! metadata, `--oauth-metadata-issuer URL` claims another `issuer` in the server metadata, and
+//! `--oauth-token-redirect URL` answers `/token` with a 302 to URL; `--oauth-scope-tool NAME`
+//! refuses calls of that tool with 403 `insufficient_scope`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -33,19 +40,30 @@ pub(crate) struct Authority {
     codes: Mutex<HashMap<String, String>>,
     by_code: AtomicU64,
     by_refresh: AtomicU64,
+    by_client_credentials: AtomicU64,
+    /// `--oauth-authorization-server`: the authorization server the resource metadata names.
+    names_server: Option<String>,
+    /// `--oauth-metadata-issuer`: the issuer the server metadata claims.
+    claims_issuer: Option<String>,
+    /// `--oauth-token-redirect`: where `/token` redirects to.
+    token_redirect: Option<String>,
 }
 
 impl Authority {
-    pub(crate) fn new(ttl_secs: u64, revoke_while: Option<PathBuf>) -> Self {
+    pub(crate) fn new(ttl_secs: u64, args: &crate::Args) -> Self {
         Self {
             ttl: Duration::from_secs(ttl_secs),
-            revoke_while,
+            revoke_while: args.oauth_revoke_while.clone(),
             next: AtomicU64::new(1),
             access: Mutex::default(),
             refresh: Mutex::default(),
             codes: Mutex::default(),
             by_code: AtomicU64::new(0),
             by_refresh: AtomicU64::new(0),
+            by_client_credentials: AtomicU64::new(0),
+            names_server: args.oauth_authorization_server.clone(),
+            claims_issuer: args.oauth_metadata_issuer.clone(),
+            token_redirect: args.oauth_token_redirect.clone(),
         }
     }
 
@@ -88,6 +106,19 @@ impl Authority {
     }
 }
 
+/// The 403 for a call that wants a scope no token has (`--oauth-scope-tool`).
+pub(crate) fn insufficient_scope(origin: &str) -> Response {
+    let value = format!(
+        "Bearer error=\"insufficient_scope\", scope=\"mcp:admin\", resource_metadata=\"{origin}/.well-known/oauth-protected-resource/mcp\""
+    );
+    (
+        StatusCode::FORBIDDEN,
+        [(header::WWW_AUTHENTICATE, value)],
+        "this tool needs the mcp:admin scope",
+    )
+        .into_response()
+}
+
 /// The origin requests name in their `Host` header.
 pub(crate) fn origin(headers: &HeaderMap) -> String {
     let host = headers
@@ -97,26 +128,34 @@ pub(crate) fn origin(headers: &HeaderMap) -> String {
     format!("http://{host}")
 }
 
-pub(crate) async fn resource_metadata(headers: HeaderMap) -> Response {
+pub(crate) async fn resource_metadata(
+    State(authority): State<std::sync::Arc<Authority>>,
+    headers: HeaderMap,
+) -> Response {
     let origin = origin(&headers);
+    let server = authority.names_server.clone().unwrap_or(origin.clone());
     axum::Json(serde_json::json!({
         "resource": format!("{origin}/mcp"),
-        "authorization_servers": [origin],
+        "authorization_servers": [server],
     }))
     .into_response()
 }
 
-pub(crate) async fn server_metadata(headers: HeaderMap) -> Response {
+pub(crate) async fn server_metadata(
+    State(authority): State<std::sync::Arc<Authority>>,
+    headers: HeaderMap,
+) -> Response {
     let origin = origin(&headers);
+    let issuer = authority.claims_issuer.clone().unwrap_or(origin.clone());
     axum::Json(serde_json::json!({
-        "issuer": origin,
+        "issuer": issuer,
         "authorization_endpoint": format!("{origin}/authorize"),
         "token_endpoint": format!("{origin}/token"),
         "registration_endpoint": format!("{origin}/register"),
         "response_types_supported": ["code"],
-        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
         "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": ["none"],
+        "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"],
     }))
     .into_response()
 }
@@ -154,8 +193,12 @@ pub(crate) async fn authorize(
 
 pub(crate) async fn token(
     State(authority): State<std::sync::Arc<Authority>>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(location) = &authority.token_redirect {
+        return (StatusCode::FOUND, [(header::LOCATION, location.clone())]).into_response();
+    }
     let form: HashMap<String, String> = url::form_urlencoded::parse(&body).into_owned().collect();
     let refuse = |error: &str| {
         (
@@ -197,6 +240,20 @@ pub(crate) async fn token(
             authority.by_refresh.fetch_add(1, Ordering::Relaxed);
             axum::Json(authority.issue()).into_response()
         }
+        // A confidential client: any secret will do, as long as it is sent with Basic.
+        Some("client_credentials") => {
+            let basic = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("Basic "));
+            if !basic {
+                return refuse("invalid_client");
+            }
+            authority
+                .by_client_credentials
+                .fetch_add(1, Ordering::Relaxed);
+            axum::Json(authority.issue()).into_response()
+        }
         _ => refuse("unsupported_grant_type"),
     }
 }
@@ -205,6 +262,7 @@ pub(crate) async fn stats(State(authority): State<std::sync::Arc<Authority>>) ->
     axum::Json(serde_json::json!({
         "authorization_code": authority.by_code.load(Ordering::Relaxed),
         "refresh_token": authority.by_refresh.load(Ordering::Relaxed),
+        "client_credentials": authority.by_client_credentials.load(Ordering::Relaxed),
     }))
     .into_response()
 }

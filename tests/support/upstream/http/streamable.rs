@@ -41,6 +41,10 @@ pub(super) async fn on_post(
         );
     };
     app.record(&body);
+    let tool = message.pointer("/params/name").and_then(Value::as_str);
+    if app.oauth.is_some() && tool.is_some() && tool == app.args.oauth_scope_tool.as_deref() {
+        return super::oauth::insufficient_scope(&super::oauth::origin(&headers));
+    }
     let method = message.get("method").and_then(Value::as_str);
     let (new_id, session) = if method == Some("initialize") {
         let (id, session) = app.open_session(Kind::Streamable);
@@ -58,6 +62,7 @@ pub(super) async fn on_post(
     };
     match app.call_fault(&message) {
         Some(HttpFault::Endless500) => return super::endless_500(),
+        Some(HttpFault::Reset) => super::reset(),
         Some(HttpFault::Status500) => {
             return plain(
                 StatusCode::INTERNAL_SERVER_ERROR,
