@@ -304,6 +304,10 @@ fn jwt_credential_mistakes_are_named_with_their_fix() {
             "hosts.a.jwks_url",
         ),
         (
+            "[hosts.a]\njwks_url = \"http://idp.example/jwks\"\nissuer = \"i\"\naudience = [\"m\"]\n",
+            "hosts.a.jwks_url",
+        ),
+        (
             "[hosts.a]\ntoken_sha256 = \"00\"\nsubject = \"a\"\n",
             "hosts.a",
         ),
@@ -589,5 +593,44 @@ async fn an_oversized_jwks_is_refused_naming_the_url_and_the_limit() {
         log.lines()
             .any(|l| l.contains(&jwks_url) && l.contains("1 MiB")),
         "no log line names the URL and the limit:\n{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jwks_redirect_is_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (idp, idp_jwk) = key_pair(dir.path(), "idp-1");
+    // The keys are real, but only reached through a redirect from the configured URL.
+    let keys = serve_jwks(JwkSet {
+        keys: vec![idp_jwk],
+    })
+    .await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let redirecting = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    let to = keys.clone();
+    let app = axum::Router::new().route(
+        "/jwks.json",
+        axum::routing::get(move || {
+            let to = to.clone();
+            async move { (axum::http::StatusCode::FOUND, [("location", to)]) }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let daemon = Daemon::start(&format!(
+        "authorization = {{ issuer = \"{IDP}\", jwks_url = \"{redirecting}\" }}\n{}",
+        test_upstream("up", &[]),
+    ));
+    let token = sign(
+        &idp,
+        "idp-1",
+        &json!({"iss": IDP, "aud": daemon.url, "sub": "carol", "exp": now() + 600}),
+    );
+    let refused = initialize_as(&daemon.url, Some(&token)).await;
+    assert_eq!(refused.status(), 401, "keys were taken from a redirect");
+    let log = daemon.stderr();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("redirect") && l.contains(&keys)),
+        "no log line names the redirect:\n{log}"
     );
 }

@@ -158,8 +158,11 @@ impl JwtGate {
         Some(Self {
             issuers,
             remembered: Mutex::new(HashMap::new()),
+            // A redirect is not followed: the keys come from the URL the config names, or not at
+            // all.
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .unwrap_or_default(),
         })
@@ -358,9 +361,19 @@ impl JwtGate {
                 bytes
             }
             JwksSource::Url(url) => {
-                let mut response = (self.http.get(url).send().await)
-                    .and_then(reqwest::Response::error_for_status)
-                    .map_err(|e| unavailable(e.to_string()))?;
+                let response =
+                    (self.http.get(url).send().await).map_err(|e| unavailable(e.to_string()))?;
+                if response.status().is_redirection() {
+                    let to = (response.headers().get(reqwest::header::LOCATION))
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("nowhere");
+                    return Err(unavailable(format!(
+                        "{url} answered HTTP {} redirecting to {to}; a JWKS redirect is not followed (set jwks_url to where the keys are)",
+                        response.status()
+                    )));
+                }
+                let mut response =
+                    (response.error_for_status()).map_err(|e| unavailable(e.to_string()))?;
                 let over = || unavailable(too_large(&format!("the answer of {url}")));
                 if response
                     .content_length()

@@ -268,8 +268,20 @@ fn jwt_issuer(
             JwksSource::File(path)
         }
         (None, Some(url)) => {
-            let ok = url::Url::parse(&url).is_ok_and(|u| matches!(u.scheme(), "https" | "http"));
-            if !ok {
+            let parsed = url::Url::parse(&url).ok();
+            let scheme = parsed.as_ref().map(url::Url::scheme);
+            // Keys fetched over plain http could be swapped by anyone on the path.
+            if scheme == Some("http") && !parsed.as_ref().is_some_and(super::super::is_loopback) {
+                return Err(ConfigError::invalid(
+                    file,
+                    key("jwks_url"),
+                    format!(
+                        "`{url}` is plain http beyond this machine: anyone on the path could swap the keys and sign tokens"
+                    ),
+                    "use the provider's https JWKS URL (plain http only on 127.0.0.1, ::1 or localhost)",
+                ));
+            }
+            if !matches!(scheme, Some("https" | "http")) {
                 return Err(ConfigError::invalid(
                     file,
                     key("jwks_url"),
