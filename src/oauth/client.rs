@@ -206,7 +206,11 @@ async fn register(
         return Err(e);
     }
     let status = response.status();
-    let text = response.text().await.unwrap_or_default();
+    let what = format!("the answer of its registration endpoint {endpoint}");
+    let body = crate::http_body::read_bounded(response, crate::http_body::DOCUMENT_LIMIT, &what)
+        .await
+        .map_err(|e| OAuthError::new(e.to_string()))?;
+    let text = String::from_utf8_lossy(&body);
     if !status.is_success() {
         return Err(OAuthError::new(format!(
             "its registration endpoint {endpoint} refused mcpmux: HTTP {status}: {}",

@@ -276,10 +276,10 @@ async fn get_json<T: serde::de::DeserializeOwned>(
     if !status.is_success() {
         return Err(OAuthError::new(format!("HTTP {status} from {url}")));
     }
-    let body = response
-        .bytes()
+    let what = format!("the metadata document {url}");
+    let body = crate::http_body::read_bounded(response, crate::http_body::DOCUMENT_LIMIT, &what)
         .await
-        .map_err(|e| OAuthError::new(format!("cannot read {url}: {}", chain(&e))))?;
+        .map_err(|e| OAuthError::new(e.to_string()))?;
     serde_json::from_slice(&body).map(Some).map_err(|e| {
         OAuthError::new(format!(
             "{url} is not the metadata document it should be: {e}"

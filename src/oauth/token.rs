@@ -205,7 +205,11 @@ impl Grant<'_> {
             return Err(e);
         }
         let status = response.status();
-        let body = response.bytes().await.unwrap_or_default();
+        let what = format!("the answer of its token endpoint {endpoint}");
+        let body =
+            crate::http_body::read_bounded(response, crate::http_body::DOCUMENT_LIMIT, &what)
+                .await
+                .map_err(|e| OAuthError::new(e.to_string()))?;
         if !status.is_success() {
             let why = match serde_json::from_slice::<TokenRefusal>(&body) {
                 Ok(refusal) => match refusal.error_description {
