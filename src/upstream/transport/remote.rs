@@ -150,6 +150,30 @@ impl Shared {
         self.fail_request(out, why).await;
     }
 
+    /// The POST of `out` was redirected to another origin (same-origin redirects are followed):
+    /// it fails, as any failed POST does, saying where it led.
+    pub async fn redirected(
+        &self,
+        out: &Outgoing,
+        status: reqwest::StatusCode,
+        location: Option<&str>,
+    ) {
+        let why = format!(
+            "upstream `{}` answered HTTP {status} redirecting to {}, another origin; mcpmux sends its headers and credential only to {}: set its url to the server's own URL",
+            self.upstream,
+            location.unwrap_or("(no Location)"),
+            self.url.origin().ascii_serialization()
+        );
+        self.failed(out, why).await;
+    }
+
+    /// The upstream refused the POST of `out` in a way that says nothing of the link (a 4xx of
+    /// its own): noted for status, and that request fails.
+    pub async fn refused(&self, out: &Outgoing, why: String) {
+        self.note(why.clone());
+        self.fail_request(out, why).await;
+    }
+
     /// Answers the request `out` carried with an error of our own (its POST failed), in the
     /// form every other unavailable-upstream error has.
     pub async fn fail_request(&self, out: &Outgoing, why: String) {

@@ -188,19 +188,10 @@ pub(super) async fn post(
         }
         // Same-origin redirects were followed; this one leads elsewhere.
         s if s.is_redirection() => {
-            let why = format!(
-                "upstream `{}` answered HTTP {s} redirecting to {}, another origin; mcpmux sends its headers and credential only to {}: set its url to the server's own URL",
-                shared.upstream,
-                location.as_deref().unwrap_or("(no Location)"),
-                shared.url.origin().ascii_serialization()
-            );
-            shared.failed(&message, why).await;
+            shared.redirected(&message, s, location.as_deref()).await;
         }
         s if s.is_server_error() => shared.failed(&message, why).await,
-        _ => {
-            shared.note(why.clone());
-            shared.fail_request(&message, why).await;
-        }
+        _ => shared.refused(&message, why).await,
     }
     Ok(())
 }
