@@ -13,10 +13,20 @@ pub const DOCUMENT_LIMIT: usize = 1024 * 1024;
 /// Why a body was not read.
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
-    #[error("{what} is larger than {limit} bytes, mcpmux's limit for it")]
+    #[error("{what} is larger than {}, mcpmux's limit for it", size(*limit))]
     TooLarge { what: String, limit: usize },
     #[error("reading {what} failed: {reason}")]
     Read { what: String, reason: String },
+}
+
+/// `limit` as people write it: whole MiB as MiB, else bytes.
+fn size(limit: usize) -> String {
+    const MIB: usize = 1024 * 1024;
+    if limit >= MIB && limit % MIB == 0 {
+        format!("{} MiB", limit / MIB)
+    } else {
+        format!("{limit} bytes")
+    }
 }
 
 /// The whole body of `response`, at most `limit` bytes; `what` names it in the error (e.g.

@@ -372,25 +372,13 @@ impl JwtGate {
                         response.status()
                     )));
                 }
-                let mut response =
+                let response =
                     (response.error_for_status()).map_err(|e| unavailable(e.to_string()))?;
-                let over = || unavailable(too_large(&format!("the answer of {url}")));
-                if response
-                    .content_length()
-                    .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
-                {
-                    return Err(over());
-                }
-                let mut bytes = Vec::new();
-                while let Some(chunk) =
-                    (response.chunk().await).map_err(|e| unavailable(e.to_string()))?
-                {
-                    if bytes.len() + chunk.len() > MAX_JWKS_BYTES {
-                        return Err(over());
-                    }
-                    bytes.extend_from_slice(&chunk);
-                }
-                bytes
+                let what = format!("the answer of {url}");
+                crate::http_body::read_bounded(response, MAX_JWKS_BYTES, &what)
+                    .await
+                    .map_err(|e| unavailable(e.to_string()))?
+                    .to_vec()
             }
         };
         serde_json::from_slice(&bytes).map_err(|e| unavailable(e.to_string()))
