@@ -101,6 +101,68 @@ impl<'a> Incoming<'a> {
     }
 }
 
+/// One received message, owned: what a transport hands its connection, parsed once where it
+/// was read (a child's stdout line, an HTTP answer, an event).
+#[derive(Debug)]
+pub enum Received {
+    Request {
+        id: Box<RawValue>,
+        method: String,
+        params: Option<Box<RawValue>>,
+    },
+    Notification {
+        method: String,
+        params: Option<Box<RawValue>>,
+    },
+    Response {
+        id: Box<RawValue>,
+        result: Box<RawValue>,
+    },
+    Error {
+        id: Box<RawValue>,
+        error: Box<RawValue>,
+    },
+}
+
+impl Received {
+    /// Parses one message ([`Incoming::parse`]) and keeps it.
+    pub fn parse(text: &str) -> Result<Self, RpcError> {
+        Incoming::parse(text).map(Self::from)
+    }
+
+    /// The id of an answer (a response or an error), as JSON text.
+    pub fn answer_id(&self) -> Option<&RawValue> {
+        match self {
+            Self::Response { id, .. } | Self::Error { id, .. } => Some(id),
+            Self::Request { .. } | Self::Notification { .. } => None,
+        }
+    }
+}
+
+impl From<Message<'_>> for Received {
+    fn from(message: Message<'_>) -> Self {
+        match message {
+            Message::Request { id, method, params } => Self::Request {
+                id: id.to_owned(),
+                method: method.into_owned(),
+                params: params.map(ToOwned::to_owned),
+            },
+            Message::Notification { method, params } => Self::Notification {
+                method: method.into_owned(),
+                params: params.map(ToOwned::to_owned),
+            },
+            Message::Response { id, result } => Self::Response {
+                id: id.to_owned(),
+                result: result.to_owned(),
+            },
+            Message::Error { id, error } => Self::Error {
+                id: id.to_owned(),
+                error: error.to_owned(),
+            },
+        }
+    }
+}
+
 fn valid_id(id: &RawValue) -> bool {
     matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
 }

@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use caller::{Caller, Canceller, HostEvents, ServerRequestReply};
 
 use super::error::{Closed, Reply, UpstreamError};
-use super::transport::Incoming;
+use super::transport::{Incoming, Outgoing};
 use crate::jsonrpc::notification_line;
 use crate::mcp::names::Prefix;
 use crate::mcp::{ListKind, cancelled_params};
@@ -61,6 +61,8 @@ pub struct CallContext {
     pub caller: Arc<dyn Caller>,
     /// When the host asked for progress: our token (in the params sent) and the host's.
     pub progress: Option<ProgressTokens>,
+    /// The trace context the params' `_meta` carries (remote transports send it as headers too).
+    pub trace: Option<crate::telemetry::otel::TraceParent>,
 }
 
 /// A host's `progressToken` and the one that stands for it upstream (both raw JSON).
@@ -116,7 +118,7 @@ struct Tables {
 
 pub(super) struct Connection {
     ctx: Context,
-    writer: mpsc::Sender<String>,
+    writer: mpsc::Sender<Outgoing>,
     tables: Mutex<Tables>,
     next_id: AtomicU64,
 }
@@ -126,7 +128,7 @@ impl Connection {
     /// ones. `events` is called from the reader task.
     pub(super) fn start(
         ctx: Context,
-        writer: mpsc::Sender<String>,
+        writer: mpsc::Sender<Outgoing>,
         incoming: Incoming,
         events: impl Fn(Event) + Send + Sync + 'static,
     ) -> Arc<Self> {
@@ -168,6 +170,7 @@ impl Connection {
         tracing::Span::current().record("id", id);
         let (tx, rx) = oneshot::channel();
         let caller = call.as_ref().map(|c| Arc::clone(&c.caller));
+        let mut trace = None;
         {
             let mut tables = self.tables();
             if let Some(closed) = &tables.closed {
@@ -182,7 +185,10 @@ impl Connection {
                 });
             }
             let (caller, progress) = match call {
-                Some(c) => (Some(c.caller), c.progress),
+                Some(c) => {
+                    trace = c.trace;
+                    (Some(c.caller), c.progress)
+                }
                 None => (None, None),
             };
             if let Some(tokens) = &progress {
@@ -211,8 +217,9 @@ impl Connection {
             });
         }
         let line = crate::jsonrpc::request_line(id, method, params);
+        let message = Outgoing::request(id, method, line, trace);
         let outcome = tokio::time::timeout(timeout, async {
-            self.writer.send(line).await.map_err(|_| ())?;
+            self.writer.send(message).await.map_err(|_| ())?;
             rx.await.map_err(|_| ())
         })
         .await;
@@ -263,11 +270,19 @@ impl Connection {
 
     /// Sends a notification without waiting; dropped if the write queue is full.
     pub(super) fn notify(&self, method: &str, params: Option<&str>) {
-        self.send_line(notification_line(method, params));
+        self.send(Outgoing::notification(
+            method,
+            notification_line(method, params),
+        ));
     }
 
-    fn send_line(&self, line: String) {
-        if self.writer.try_send(line).is_err() {
+    /// Writes an answer to a request the upstream sent.
+    fn send_answer(&self, line: String) {
+        self.send(Outgoing::answer(line));
+    }
+
+    fn send(&self, message: Outgoing) {
+        if self.writer.try_send(message).is_err() {
             tracing::warn!(upstream = %self.upstream(), "Dropped a message to the upstream: its write queue is full.");
         }
     }
@@ -275,7 +290,7 @@ impl Connection {
     /// Writes a host's answer to a request the upstream sent.
     pub(super) fn answer_server_request(&self, upstream_id: &RawValue, line: String) {
         self.tables().forwarded.remove(upstream_id.get());
-        self.send_line(line);
+        self.send_answer(line);
     }
 
     fn failed(&self, reason: String) -> UpstreamError {
@@ -341,11 +356,7 @@ impl Drop for PendingGuard<'_> {
 async fn read_loop(conn: Arc<Connection>, mut incoming: Incoming, events: impl Fn(Event)) {
     let closed = loop {
         match incoming.next().await {
-            Some(Ok(line)) => {
-                if let Err(broken) = conn.on_line(&line, &events) {
-                    break broken;
-                }
-            }
+            Some(Ok(message)) => conn.on_message(message, &events),
             Some(Err(closed)) => break closed,
             None => break Closed::Eof,
         }

@@ -82,6 +82,17 @@ pub enum Closed {
     Stopped,
 }
 
+impl Closed {
+    /// The upstream wrote `text`, which is not JSON-RPC (`error` says how).
+    pub(crate) fn not_json_rpc(text: &str, error: &crate::jsonrpc::RpcError) -> Self {
+        let shown: String = text.chars().take(120).collect();
+        Self::Protocol(format!(
+            "it wrote something that is not JSON-RPC ({}): {shown}",
+            error.message
+        ))
+    }
+}
+
 /// Why mcpmux stopped an upstream on purpose, as carried in the actor's stop reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {

@@ -1,5 +1,7 @@
-//! The seam between a connection and what carries its messages. A transport yields and takes
-//! whole JSON-RPC messages (one string each, no framing), says why it ended ([`Closed`]), and
+//! The seam between a connection and what carries its messages. A transport takes whole
+//! messages with what the connection knows of them ([`Outgoing`]: the id, the method, the trace
+//! context — so no transport parses what it is given) and yields each message it receives parsed
+//! once, where it was read ([`Received`]); it says why it ended ([`Closed`]), and
 //! reports what it can tell about its upstream besides messages ([`Diagnostics`]: a child's
 //! stderr lines, later an HTTP status). Routing, catalogs and supervision never know whether a
 //! pipe, a POST or an event stream carries a message.
@@ -22,7 +24,9 @@ use tokio::sync::mpsc;
 
 use super::error::{Closed, StartError};
 use crate::config::{RemoteKind, Transport, UpstreamConfig};
+use crate::jsonrpc::Received;
 use crate::sync::lock;
+use crate::telemetry::otel::TraceParent;
 
 /// How much longer a remote request's POST may take than the request itself (the connection's
 /// deadline answers the caller first; this only ends the POST that served it).
@@ -31,12 +35,78 @@ const REQUEST_MARGIN: Duration = Duration::from_secs(5);
 const DIAGNOSTIC_LINES: usize = 8;
 
 /// Messages from the upstream, until the stream ends with why.
-pub(super) type Incoming = Pin<Box<dyn Stream<Item = Result<String, Closed>> + Send>>;
+pub(super) type Incoming = Pin<Box<dyn Stream<Item = Result<Received, Closed>> + Send>>;
+
+/// One message for the upstream, with what its connection knows of it.
+#[derive(Debug, Clone)]
+pub(super) struct Outgoing {
+    /// The message, one JSON text.
+    pub bytes: String,
+    /// Our id, when it is a request (its answer is awaited).
+    pub id: Option<u64>,
+    /// Its method (`None` for an answer to a request of the upstream's).
+    pub method: Option<Box<str>>,
+    /// The W3C trace context of a host's request (also in its `params._meta`), for transports
+    /// that send it as headers too.
+    pub trace: Option<TraceParent>,
+}
+
+impl Outgoing {
+    /// A request of ours.
+    pub fn request(id: u64, method: &str, bytes: String, trace: Option<TraceParent>) -> Self {
+        Self {
+            bytes,
+            id: Some(id),
+            method: Some(method.into()),
+            trace,
+        }
+    }
+
+    /// A notification.
+    pub fn notification(method: &str, bytes: String) -> Self {
+        Self {
+            bytes,
+            id: None,
+            method: Some(method.into()),
+            trace: None,
+        }
+    }
+
+    /// An answer to a request the upstream sent.
+    pub fn answer(bytes: String) -> Self {
+        Self {
+            bytes,
+            id: None,
+            method: None,
+            trace: None,
+        }
+    }
+
+    /// Whether it is a request with `method`.
+    pub fn is_request(&self, method: &str) -> bool {
+        self.id.is_some() && self.method.as_deref() == Some(method)
+    }
+
+    /// Whether its method is `method`.
+    pub fn is(&self, method: &str) -> bool {
+        self.method.as_deref() == Some(method)
+    }
+}
+
+/// A received text as a message; blank text is none (keep-alive lines), text that is not
+/// JSON-RPC says why the upstream's stream can no longer be trusted.
+pub(super) fn receive(text: &str) -> Option<Result<Received, Closed>> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    Some(Received::parse(text).map_err(|e| Closed::not_json_rpc(text, &e)))
+}
 
 /// One open transport to an upstream.
 pub(super) struct Link {
     /// Messages for the upstream; a full queue makes senders wait (backpressure).
-    pub outgoing: mpsc::Sender<String>,
+    pub outgoing: mpsc::Sender<Outgoing>,
     /// Messages from the upstream. Polled by the connection's reader task itself, so a message
     /// crosses no extra task on its way in.
     pub incoming: Incoming,

@@ -239,7 +239,13 @@ impl HostService {
             host_id: host.id.get().to_owned(),
         };
         let timeout = upstream.config().policy.timeout_for(tool);
-        let call = Some(CallContext { caller, progress });
+        // What `_meta` now carries: ours, or the host's own (remote transports send it as headers).
+        let trace = trace.or_else(|| host.ctx.trace.clone());
+        let call = Some(CallContext {
+            caller,
+            progress,
+            trace,
+        });
         let started = std::time::Instant::now();
         let reply = target
             .request_within(method, Some(&params), call, timeout)

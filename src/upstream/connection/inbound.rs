@@ -8,42 +8,23 @@ use serde_json::value::RawValue;
 
 use super::caller::{Caller, ServerRequestReply};
 use super::{Connection, Event, Forwarded};
-use crate::jsonrpc::{Incoming, Members, Message, RpcError, codes, error_line, raw, response_line};
+use crate::jsonrpc::{Members, Received, RpcError, codes, error_line, raw, response_line};
 use crate::mcp::ListKind;
-use crate::upstream::error::{Closed, Reply};
+use crate::upstream::error::Reply;
 
 impl Connection {
-    /// Handles one line; `Err` says why the upstream is broken (it wrote something that is not
-    /// JSON-RPC, so its stream can no longer be trusted).
-    pub(super) fn on_line(
-        self: &Arc<Self>,
-        line: &str,
-        events: &impl Fn(Event),
-    ) -> Result<(), Closed> {
-        let line = line.trim();
-        if line.is_empty() {
-            return Ok(());
-        }
-        match Incoming::parse(line) {
-            Ok(Message::Response { id, result }) => {
-                self.resolve(id.get(), Reply::Result(result.to_owned()))
+    /// Handles one message (parsed by the transport that read it).
+    pub(super) fn on_message(self: &Arc<Self>, message: Received, events: &impl Fn(Event)) {
+        match message {
+            Received::Response { id, result } => self.resolve(id.get(), Reply::Result(result)),
+            Received::Error { id, error } => self.resolve(id.get(), Reply::Error(error)),
+            Received::Request { id, method, params } => {
+                self.on_request(&id, &method, params.as_deref())
             }
-            Ok(Message::Error { id, error }) => {
-                self.resolve(id.get(), Reply::Error(error.to_owned()))
-            }
-            Ok(Message::Request { id, method, params }) => self.on_request(id, &method, params),
-            Ok(Message::Notification { method, params }) => {
-                self.on_notification(&method, params, events)
-            }
-            Err(e) => {
-                let shown: String = line.chars().take(120).collect();
-                return Err(Closed::Protocol(format!(
-                    "it wrote something that is not JSON-RPC ({}): {shown}",
-                    e.message
-                )));
+            Received::Notification { method, params } => {
+                self.on_notification(&method, params.as_deref(), events)
             }
         }
-        Ok(())
     }
 
     fn resolve(&self, id: &str, reply: Reply) {
@@ -64,12 +45,12 @@ impl Connection {
     /// A request from the upstream to its client.
     fn on_request(self: &Arc<Self>, id: &RawValue, method: &str, params: Option<&RawValue>) {
         if method == "ping" {
-            self.send_line(response_line(id, &raw("{}".to_owned())));
+            self.send_answer(response_line(id, &raw("{}".to_owned())));
             return;
         }
         if method == "roots/list" {
             if let Some(roots) = &self.ctx.roots {
-                self.send_line(response_line(id, roots));
+                self.send_answer(response_line(id, roots));
                 return;
             }
         }
@@ -78,7 +59,7 @@ impl Connection {
             if let Some(events) = &self.ctx.events {
                 events.server_request_refused(&self.ctx.id, method, &why);
             }
-            self.send_line(error_line(
+            self.send_answer(error_line(
                 Some(id),
                 &RpcError::new(codes::INTERNAL_ERROR, why),
             ));
@@ -115,7 +96,7 @@ impl Connection {
                 if let Some(events) = &self.ctx.events {
                     events.server_request_refused(&self.ctx.id, method, &e.message);
                 }
-                self.send_line(error_line(Some(id), &e));
+                self.send_answer(error_line(Some(id), &e));
             }
         }
     }

@@ -33,13 +33,12 @@ use arc_swap::ArcSwap;
 use breaker::Breaker;
 use futures_util::future::BoxFuture;
 use reqwest::header::HeaderMap;
-use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Diagnostics, Link, Teardown};
+use super::{Diagnostics, Link, Outgoing, Teardown};
 use crate::config::{RemoteConfig, RemoteKind};
-use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
+use crate::jsonrpc::{Received, RpcError, codes};
 use crate::sync::lock;
 use crate::upstream::error::{Closed, StartError};
 
@@ -78,7 +77,7 @@ pub(super) struct Shared {
     limits: Limits,
     pub diagnostics: Arc<Diagnostics>,
     /// Where received messages go; a send that fails means the connection is gone.
-    incoming: mpsc::Sender<Result<String, Closed>>,
+    incoming: mpsc::Sender<Result<Received, Closed>>,
     /// Cancelled when the link is closed: every task of it ends.
     pub stop: CancellationToken,
     /// Which transport this link speaks, once known (`auto` decides at the first POST).
@@ -100,8 +99,18 @@ pub(super) enum Mode {
 
 impl Shared {
     /// Hands one received message to the connection.
-    pub async fn deliver(&self, message: String) {
+    pub async fn deliver(&self, message: Received) {
         let _ = self.incoming.send(Ok(message)).await;
+    }
+
+    /// Parses a received text (an event's data) and hands it on; text that is not JSON-RPC ends
+    /// the link.
+    pub async fn deliver_text(&self, text: &str) {
+        match super::receive(text) {
+            Some(Ok(message)) => self.deliver(message).await,
+            Some(Err(closed)) => self.close(closed).await,
+            None => {}
+        }
     }
 
     /// Ends the link for a reason the connection reports (the supervisor then restarts it, or
@@ -135,7 +144,7 @@ impl Shared {
     /// flight fails with why. A failed health ping trips it at once.
     pub async fn failed(&self, out: &Outgoing, why: String) {
         self.note(why.clone());
-        if out.id.is_some() && out.method.as_deref() == Some("ping") {
+        if out.is_request("ping") {
             let why = format!("its health ping failed: {why}");
             return self.close(Closed::Io(why)).await;
         }
@@ -177,14 +186,14 @@ impl Shared {
     /// Answers the request `out` carried with an error of our own (its POST failed), in the
     /// form every other unavailable-upstream error has.
     pub async fn fail_request(&self, out: &Outgoing, why: String) {
-        if let Some(id) = out
-            .id
-            .as_deref()
-            .and_then(|id| RawValue::from_string(id.to_owned()).ok())
-        {
+        if let Some(id) = out.id {
             let error = RpcError::new(codes::UPSTREAM_UNAVAILABLE, why)
                 .with_data(serde_json::json!({ "upstream": self.upstream }));
-            self.deliver(error_line(Some(&id), &error)).await;
+            self.deliver(Received::Error {
+                id: crate::jsonrpc::raw(id.to_string()),
+                error: crate::jsonrpc::to_raw(&error),
+            })
+            .await;
         }
     }
 
@@ -197,56 +206,18 @@ impl Shared {
     }
 }
 
-/// One message for the upstream, read once for what the transport needs of it.
-#[derive(Debug, Clone)]
-pub(super) struct Outgoing {
-    pub text: String,
-    /// The request id (JSON text), when it is a request: its answer is awaited.
-    pub id: Option<String>,
-    pub method: Option<String>,
-    /// The W3C `traceparent` and `tracestate` of a request's `params._meta`, sent as HTTP headers
-    /// too, so the trace continues for servers (and proxies) that read only those.
-    pub trace: Option<(String, Option<String>)>,
-}
-
-impl Outgoing {
-    fn new(text: String) -> Self {
-        let (id, method, trace) = match Incoming::parse(&text) {
-            Ok(Message::Request { id, method, params }) => (
-                Some(id.get().to_owned()),
-                Some(method.into_owned()),
-                params
-                    .filter(|p| p.get().contains("traceparent"))
-                    .and_then(trace_of),
-            ),
-            Ok(Message::Notification { method, .. }) => (None, Some(method.into_owned()), None),
-            _ => (None, None, None),
-        };
-        Self {
-            text,
-            id,
-            method,
-            trace,
+/// Adds the trace context headers, when the message carries one.
+fn traced(message: &Outgoing, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    match &message.trace {
+        None => request,
+        Some(trace) => {
+            let request = request.header("traceparent", &trace.traceparent);
+            match &trace.tracestate {
+                Some(state) => request.header("tracestate", state),
+                None => request,
+            }
         }
     }
-
-    /// Adds the trace context headers, when the message carries one.
-    fn traced(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match &self.trace {
-            None => request,
-            Some((parent, None)) => request.header("traceparent", parent),
-            Some((parent, Some(state))) => request
-                .header("traceparent", parent)
-                .header("tracestate", state),
-        }
-    }
-}
-
-/// `params._meta.traceparent` (and `tracestate`) of an outgoing request.
-fn trace_of(params: &serde_json::value::RawValue) -> Option<(String, Option<String>)> {
-    let meta = crate::jsonrpc::Members::of(params)?.get("_meta")?;
-    let meta = crate::jsonrpc::Members::of(meta)?;
-    Some((meta.string("traceparent")?, meta.string("tracestate")))
 }
 
 /// See [`super::http_client`]: for OAuth, so it follows no redirect.
@@ -359,14 +330,14 @@ pub(super) async fn open(
 /// call never holds up the next), a notification or an answer is POSTed before the next message
 /// is taken, so the server sees them in the order the connection sent them (`initialized`
 /// before the first listing, a cancellation after its request).
-async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<String>) {
+async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Outgoing>) {
     // The first message (initialize) decides `auto`; the rest wait for that answer.
     let mut first = true;
     loop {
         let message = tokio::select! {
             () = shared.stop.cancelled() => return,
             message = rx.recv() => match message {
-                Some(message) => Outgoing::new(message),
+                Some(message) => message,
                 None => return,
             },
         };

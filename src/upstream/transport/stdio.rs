@@ -16,7 +16,7 @@ use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
-use super::{Diagnostics, Incoming, Link, Teardown};
+use super::{Diagnostics, Incoming, Link, Outgoing, Teardown};
 use crate::config::StdioConfig;
 use crate::jsonrpc::line_codec;
 use crate::upstream::error::{Closed, StartError};
@@ -145,31 +145,40 @@ fn incoming(reader: Reader) -> Incoming {
         if r.done {
             return None;
         }
-        let item = tokio::select! {
-            biased;
-            line = r.lines.next() => match line {
-                Some(Ok(line)) => Ok(line),
+        let item = loop {
+            let line = tokio::select! {
+                biased;
+                line = r.lines.next() => line,
+                how = &mut r.exit => break Err(how.map_or(Closed::Eof, Closed::Exited)),
+            };
+            break match line {
+                // Parsed here, once: the connection gets the message.
+                Some(Ok(line)) => match super::receive(&line) {
+                    Some(message) => message,
+                    None => continue,
+                },
                 Some(Err(LinesCodecError::MaxLineLengthExceeded)) => Err(Closed::TooLong(r.max)),
-                Some(Err(LinesCodecError::Io(e))) => Err(Closed::Io(format!("reading its stdout failed: {e}"))),
+                Some(Err(LinesCodecError::Io(e))) => {
+                    Err(Closed::Io(format!("reading its stdout failed: {e}")))
+                }
                 // The exit status says more than "closed its stdout", if it comes soon.
                 None => match tokio::time::timeout(EXIT_STATUS_WAIT, &mut r.exit).await {
                     Ok(Ok(how)) => Err(Closed::Exited(how)),
                     _ => Err(Closed::Eof),
                 },
-            },
-            how = &mut r.exit => Err(how.map_or(Closed::Eof, Closed::Exited)),
+            };
         };
         r.done = item.is_err();
         Some((item, r))
     }))
 }
 
-async fn write_loop(mut rx: mpsc::Receiver<String>, stdin: impl AsyncWrite + Unpin) {
+async fn write_loop(mut rx: mpsc::Receiver<Outgoing>, stdin: impl AsyncWrite + Unpin) {
     let mut out = BufWriter::with_capacity(64 * 1024, stdin);
     while let Some(first) = rx.recv().await {
         let mut next = Some(first);
-        while let Some(line) = next {
-            if write_line(&mut out, &line).await.is_err() {
+        while let Some(message) = next {
+            if write_line(&mut out, &message.bytes).await.is_err() {
                 return;
             }
             next = rx.try_recv().ok();

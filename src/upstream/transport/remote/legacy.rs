@@ -101,9 +101,7 @@ async fn read(
         };
         match event {
             Some(Ok(event)) if event.event.is_empty() || event.event == "message" => {
-                if !event.data.trim().is_empty() {
-                    shared.deliver(event.data).await;
-                }
+                shared.deliver_text(&event.data).await;
             }
             Some(Ok(_)) => {}
             Some(Err(closed)) => break closed,
@@ -114,13 +112,14 @@ async fn read(
 }
 
 /// POSTs one message to the endpoint; its answer comes on the stream.
-pub(super) async fn post(shared: &Arc<Shared>, endpoint: &url::Url, message: Outgoing) {
+pub(super) async fn post(shared: &Arc<Shared>, endpoint: &url::Url, mut message: Outgoing) {
     let request = shared
         .client
         .post(endpoint.clone())
         .headers(shared.headers())
         .header(CONTENT_TYPE, "application/json");
-    let request = message.traced(request).body(message.text.clone());
+    let body = std::mem::take(&mut message.bytes);
+    let request = super::traced(&message, request).body(body);
     let response = tokio::select! {
         () = shared.stop.cancelled() => return,
         response = request.send() => response,

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use super::events::events;
 use super::{Outgoing, Shared};
-use crate::jsonrpc::{Incoming, Members, Message};
+use crate::jsonrpc::{Members, Received};
 use crate::oauth::Challenge;
 use crate::sync::lock;
 use crate::upstream::error::Closed;
@@ -78,10 +78,10 @@ impl Session {
 pub(super) async fn post(
     shared: &Arc<Shared>,
     session: &Session,
-    message: Outgoing,
+    mut message: Outgoing,
     may_fall_back: bool,
 ) -> Result<(), StatusCode> {
-    if message.method.as_deref() == Some("notifications/initialized") {
+    if message.is("notifications/initialized") {
         let mut ready = session.0.stream_ready.subscribe();
         let _ = tokio::time::timeout(STREAM_WAIT, ready.wait_for(|r| *r)).await;
     }
@@ -97,10 +97,12 @@ pub(super) async fn post(
     if let Some(version) = session.version() {
         request = request.header(VERSION_HEADER, version);
     }
-    let request = message.traced(request);
+    let request = super::traced(&message, request);
+    // The message's text goes into the body; what the transport needs of it stays beside.
+    let body = std::mem::take(&mut message.bytes);
     let response = tokio::select! {
         () = shared.stop.cancelled() => return Ok(()),
-        response = request.body(message.text.clone()).send() => response,
+        response = request.body(body).send() => response,
     };
     let response = match response {
         Ok(response) => response,
@@ -116,15 +118,14 @@ pub(super) async fn post(
         }
     };
     let status = response.status();
-    let initialize = message.method.as_deref() == Some("initialize");
+    let initialize = message.is("initialize");
     if initialize {
         if let Some(id) = response.headers().get(SESSION_HEADER) {
             *lock(&session.0.id) = Some(id.clone());
         }
     }
     if status.is_success() {
-        let answered =
-            read_answer(shared, session, response, message.id.as_deref(), initialize).await;
+        let answered = read_answer(shared, session, response, message.id, initialize).await;
         if message.id.is_some() && !answered {
             let why = format!(
                 "upstream `{}` ended its answer's stream before answering",
@@ -214,7 +215,7 @@ async fn read_answer(
     shared: &Arc<Shared>,
     session: &Session,
     response: reqwest::Response,
-    id: Option<&str>,
+    id: Option<u64>,
     initialize: bool,
 ) -> bool {
     let content_type = response
@@ -259,8 +260,18 @@ async fn read_answer(
     }
     let mut answered = false;
     for item in items {
-        answered |= observe(session, item.get(), id, initialize);
-        shared.deliver(item.get().to_owned()).await;
+        // Parsed here, once: the connection gets the message.
+        match super::super::receive(item.get()) {
+            Some(Ok(message)) => {
+                answered |= observe(session, &message, id, initialize);
+                shared.deliver(message).await;
+            }
+            Some(Err(closed)) => {
+                shared.close(closed).await;
+                return true;
+            }
+            None => {}
+        }
     }
     answered
 }
@@ -270,7 +281,7 @@ async fn read_stream(
     shared: &Arc<Shared>,
     session: &Session,
     mut response: reqwest::Response,
-    id: Option<&str>,
+    id: Option<u64>,
     initialize: bool,
 ) -> bool {
     let mut resume = Resume::default();
@@ -287,8 +298,16 @@ async fn read_stream(
                     if !is_message(&event) {
                         continue;
                     }
-                    let answered = observe(session, &event.data, id, initialize);
-                    shared.deliver(event.data).await;
+                    let message = match super::super::receive(&event.data) {
+                        Some(Ok(message)) => message,
+                        Some(Err(closed)) => {
+                            shared.close(closed).await;
+                            return true;
+                        }
+                        None => continue,
+                    };
+                    let answered = observe(session, &message, id, initialize);
+                    shared.deliver(message).await;
                     if answered {
                         return true;
                     }
@@ -314,27 +333,14 @@ async fn read_stream(
 }
 
 /// Notes what the client must learn from a received message; true when it answers `id`.
-fn observe(session: &Session, message: &str, id: Option<&str>, initialize: bool) -> bool {
-    let Some(id) = id else {
+fn observe(session: &Session, message: &Received, id: Option<u64>, initialize: bool) -> bool {
+    let (Some(id), Some(answered)) = (id, message.answer_id()) else {
         return false;
     };
-    let Ok(
-        Message::Response {
-            id: answered,
-            result,
-        }
-        | Message::Error {
-            id: answered,
-            error: result,
-        },
-    ) = Incoming::parse(message)
-    else {
-        return false;
-    };
-    if answered.get() != id {
+    if answered.get().parse::<u64>().ok() != Some(id) {
         return false;
     }
-    if initialize {
+    if let (true, Received::Response { result, .. }) = (initialize, message) {
         let version = Members::of(result).and_then(|m| m.string("protocolVersion"));
         if let Some(version) = version.and_then(|v| HeaderValue::from_str(&v).ok()) {
             *lock(&session.0.version) = Some(version);
@@ -405,7 +411,7 @@ async fn listen(shared: Arc<Shared>, session: Session) {
                         Some(Ok(event)) => {
                             resume.note(&event);
                             if is_message(&event) {
-                                shared.deliver(event.data).await;
+                                shared.deliver_text(&event.data).await;
                             }
                         }
                         Some(Err(Closed::TooLong(max))) => {
