@@ -3,23 +3,31 @@
 //! map with only the owned fields rewritten (names, URIs, progress tokens, task ids), and the
 //! upstream's answer goes back verbatim. One place maps internal errors to JSON-RPC errors.
 //!
+//! A request is parsed once into a [`method::HostMethod`] and handled by its method family's
+//! handler, which fills in the request's [`outcome::Route`]; its [`outcome::Outcome`] is decided
+//! once and handed to each reporting layer (`layers`: trace, metrics, audit).
+//!
+//! - `method`: a request's method and params, parsed once.
+//! - `outcome`: what routing learned, and what the request came to.
+//! - `layers`: what reports on a finished request (span, metrics, audit record).
 //! - `initialize`: the handshake and the merged capabilities.
 //! - `forward`: calls, reads and the one funnel to upstreams (which instance serves a request).
 //! - `listing`: aggregate pages and cursors. `content`: fitting results to the host's version.
 //! - `subscriptions`, `logging`, `completion`, `tasks`: the other request methods.
 //! - `answers`: host notifications, host answers to server requests, the end of a session.
 //! - `notices`: the idle-session reaper and catalog-change notifications.
-//! - `audit`: turning what happened into audit records.
 
 mod answers;
-mod audit;
 mod completion;
 mod content;
 mod forward;
 mod initialize;
+mod layers;
 mod listing;
 mod logging;
+mod method;
 mod notices;
+mod outcome;
 mod subscriptions;
 mod tasks;
 
@@ -46,6 +54,8 @@ use crate::router::{RouterHandle, Snapshot};
 use crate::supervisor::SupervisorHandle;
 use crate::telemetry::otel::{HostSpan, TraceParent};
 use crate::upstream::{Phase, Reply, UpstreamError};
+use method::HostMethod;
+use outcome::{Outcome, Route};
 
 /// Everything a host request needs, shared by all transports.
 #[derive(Debug)]
@@ -101,8 +111,6 @@ pub struct HostRequest {
     pub session: Arc<Session>,
     pub id: Box<RawValue>,
     pub sink: Option<mpsc::Sender<String>>,
-    /// What routing learned, for the audit record.
-    facts: std::sync::Mutex<audit::RouteFacts>,
     /// Its span, when traces are exported.
     span: std::sync::OnceLock<HostSpan>,
     /// The session's access as the request began (read once: a reload may change it meanwhile).
@@ -121,7 +129,7 @@ impl HostRequest {
     ) -> Self {
         let trace = params
             .filter(|p| p.get().contains(r#""traceparent""#))
-            .and_then(audit::traceparent_of)
+            .and_then(layers::traceparent_of)
             .or(headers_trace);
         let access = session.access();
         Self {
@@ -133,7 +141,6 @@ impl HostRequest {
             session,
             id,
             sink,
-            facts: std::sync::Mutex::default(),
             span: std::sync::OnceLock::new(),
             access,
         }
@@ -142,16 +149,6 @@ impl HostRequest {
     /// The profile the request sees (`None`: the whole catalog).
     pub fn profile(&self) -> Option<&crate::config::Profile> {
         self.access.profile.as_deref()
-    }
-
-    /// The trace this request belongs to: its span's, or the one the host sent.
-    fn trace_id(&self) -> Option<String> {
-        match self.span.get() {
-            Some(span) => Some(span.trace_id()),
-            None => (self.ctx.trace.as_ref())
-                .and_then(TraceParent::trace_id)
-                .map(str::to_owned),
-        }
     }
 }
 
@@ -238,13 +235,17 @@ impl HostService {
         let admitted = (host.access.principal.as_ref())
             .map(|p| p.admit())
             .transpose();
+        let mut route = Route::default();
         let answer = match admitted {
             Err(refused) => Err(refused),
             Ok(_admitted) if too_deep => Err(RpcError::new(
                 codes::INVALID_PARAMS,
                 format!("Invalid params: nested deeper than {MAX_DEPTH} levels, mcpmux's limit"),
             )),
-            Ok(_admitted) => self.answer(host, method, params).await,
+            Ok(_admitted) => match HostMethod::parse(method, params) {
+                Ok(parsed) => self.handle(host, method, parsed, &mut route).await,
+                Err(error) => Err(error),
+            },
         };
         let id = &host.id;
         let line = match &answer {
@@ -257,65 +258,52 @@ impl HostService {
                 error_line(Some(id), error)
             }
         };
-        if let Some(span) = host.span.get() {
-            let facts = crate::sync::lock(&host.facts);
-            span.routed(method, facts.target.as_deref(), facts.upstream.as_deref());
-            drop(facts);
-            span.end(error_code(&answer));
-        }
-        let request_bytes = params.map_or(0, |p| p.get().len());
-        self.audit_request(host, method, request_bytes, &answer, line.len(), started);
+        let outcome = Outcome::of(method, &answer, route, started, self.audit.is_enabled());
+        let sizes = layers::Sizes {
+            request: params.map_or(0, |p| p.get().len()),
+            response: line.len(),
+        };
+        self.report(host, method, outcome, sizes);
         line
     }
 
-    /// What `method` answers, by method family.
-    async fn answer(
+    /// What the request answers, by method family.
+    async fn handle(
         &self,
         host: &HostRequest,
-        method: &str,
-        params: Option<&RawValue>,
+        name: &str,
+        method: HostMethod<'_>,
+        route: &mut Route,
     ) -> Result<Answer, RpcError> {
         match method {
-            "ping" => Ok(Answer::Result(to_raw(&json!({})))),
-            "tools/list" => self.list(host, ListKind::Tools, params),
-            "prompts/list" => self.list(host, ListKind::Prompts, params),
-            "resources/list" => self.list(host, ListKind::Resources, params),
-            "resources/templates/list" => self.list(host, ListKind::ResourceTemplates, params),
-            "tools/call" => self.call_named(host, ListKind::Tools, method, params).await,
-            "prompts/get" => {
-                self.call_named(host, ListKind::Prompts, method, params)
+            HostMethod::Ping => Ok(Answer::Result(to_raw(&json!({})))),
+            HostMethod::List { kind, cursor } => self.list(host, kind, cursor),
+            HostMethod::CallNamed {
+                kind,
+                name: target,
+                members,
+            } => {
+                self.call_named(host, (name, kind), target, members, route)
                     .await
             }
-            "resources/read" => self.read_resource(host, params).await,
-            "resources/subscribe" => self.subscribe(host, params, true).await,
-            "resources/unsubscribe" => self.subscribe(host, params, false).await,
-            "logging/setLevel" => self.set_log_level(host, params).await,
-            "completion/complete" => self.complete(host, params).await,
-            "tasks/get" | "tasks/result" | "tasks/cancel" => {
-                self.task_request(host, method, params).await
+            HostMethod::ReadResource { uri, members } => {
+                self.read_resource(host, uri, members, route).await
             }
-            "tasks/list" => self.list_tasks(host).await,
-            "initialize" => Err(RpcError::new(
-                codes::INVALID_REQUEST,
-                "this session is already initialized",
-            )),
-            other => Err(RpcError::method_not_found(other)),
+            HostMethod::Subscribe { uri, on } => self.subscribe(host, uri, on, route).await,
+            HostMethod::SetLogLevel { level } => self.set_log_level(host, level).await,
+            HostMethod::Complete {
+                reference,
+                reference_members,
+                members,
+            } => {
+                self.complete(host, (reference, reference_members, members), route)
+                    .await
+            }
+            HostMethod::Task { task, members } => {
+                self.task_request(host, name, (task, members), route).await
+            }
+            HostMethod::ListTasks => self.list_tasks(host).await,
         }
-    }
-}
-
-/// The JSON-RPC error code a host got, if it got an error.
-fn error_code(answer: &Result<Answer, RpcError>) -> Option<i64> {
-    #[derive(serde::Deserialize)]
-    struct Coded {
-        code: i64,
-    }
-    match answer {
-        Ok(Answer::Upstream(Reply::Error(error))) => serde_json::from_str::<Coded>(error.get())
-            .ok()
-            .map(|c| c.code),
-        Ok(_) => None,
-        Err(error) => Some(error.code),
     }
 }
 

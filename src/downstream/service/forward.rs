@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use super::outcome::{Forwarded, Route};
 use super::{Answer, HostRequest, HostService, content, unknown, upstream_error};
 use crate::config::{Isolation, Profile};
 use crate::downstream::caller::{InFlightGuard, SessionCaller};
@@ -31,42 +32,39 @@ impl HostService {
     pub(super) async fn call_named(
         &self,
         host: &HostRequest,
-        kind: ListKind,
-        method: &str,
-        params: Option<&RawValue>,
+        (method, kind): (&str, ListKind),
+        name: String,
+        members: Members<'_>,
+        route: &mut Route,
     ) -> Result<Answer, RpcError> {
-        let params = params.ok_or_else(|| {
-            RpcError::invalid_params(format!("{method} needs params with a `name`"))
-        })?;
-        let mut members = Members::parse(params)?;
-        let name: String = members
-            .string("name")
-            .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string `name`")))?;
-        host.note(|n| n.target = Some(name.clone()));
+        let mut members = members;
         tracing::Span::current().record("target", name.as_str());
         let snapshot = self.router.view(host.profile());
         let Some((upstream, original_name)) = snapshot.route_name(kind, &name) else {
-            return Err(unknown(&snapshot, kind, &name));
+            let error = unknown(&snapshot, kind, &name);
+            route.target = Some(name);
+            return Err(error);
         };
         let (upstream, original_name) = (upstream.clone(), original_name.to_owned());
         drop(snapshot);
+        route.target = Some(name);
         let tool = (kind == ListKind::Tools).then_some(&*original_name);
-        let audited = self.audit.is_enabled();
-        host.note(|n| {
-            n.upstream = Some(upstream.name().to_owned());
-            n.redaction = upstream.config().redaction_for(tool);
-            // The arguments are copied only when they will be audited.
-            n.args = audited
-                .then(|| members.get("arguments").map(ToOwned::to_owned))
-                .flatten();
-        });
+        route.upstream = Some(upstream.name().to_owned());
+        route.redaction = upstream.config().redaction_for(tool);
+        // The arguments are copied only when they will be audited.
+        if self.audit.is_enabled() {
+            route.args = members.get("arguments").map(ToOwned::to_owned);
+        }
         let original = raw_string(&original_name);
         members.insert("name", &original);
         let task_augmented = kind == ListKind::Tools && members.contains("task");
         let reply = self
-            .forward_within(host, &upstream, method, members, tool)
-            .await?;
-        match reply {
+            .forward_within(host, &upstream, method, members, tool, route)
+            .await;
+        if let (Some(forwarded), ListKind::Tools) = (&mut route.forwarded, kind) {
+            forwarded.tool = Some(original_name);
+        }
+        match reply? {
             Reply::Result(result) if task_augmented => Ok(Answer::Result(
                 self.expose_created_task(host, &upstream, result),
             )),
@@ -83,21 +81,18 @@ impl HostService {
     pub(super) async fn read_resource(
         &self,
         host: &HostRequest,
-        params: Option<&RawValue>,
+        uri: String,
+        members: Members<'_>,
+        route: &mut Route,
     ) -> Result<Answer, RpcError> {
-        let params = params
-            .ok_or_else(|| RpcError::invalid_params("resources/read needs params with a `uri`"))?;
-        let mut members = Members::parse(params)?;
-        let uri: String = members
-            .string("uri")
-            .ok_or_else(|| RpcError::invalid_params("resources/read needs a string `uri`"))?;
-        host.note(|n| n.target = Some(uri.clone()));
+        let mut members = members;
+        route.target = Some(uri.clone());
         let (upstream, original) = self.route_uri(host.profile(), ListKind::Resources, &uri)?;
-        host.routed(&upstream, &uri);
+        route.routed(&upstream, &uri);
         let original = raw_string(&original);
         members.insert("uri", &original);
         match self
-            .forward(host, &upstream, "resources/read", members)
+            .forward(host, &upstream, "resources/read", members, route)
             .await?
         {
             Reply::Result(result) => Ok(Answer::Result(expose_contents(
@@ -159,8 +154,9 @@ impl HostService {
         upstream: &UpstreamHandle,
         method: &str,
         members: Members<'_>,
+        route: &mut Route,
     ) -> Result<Reply, RpcError> {
-        self.forward_within(host, upstream, method, members, None)
+        self.forward_within(host, upstream, method, members, None, route)
             .await
     }
 
@@ -172,6 +168,7 @@ impl HostService {
         method: &str,
         mut members: Members<'_>,
         tool: Option<&str>,
+        route: &mut Route,
     ) -> Result<Reply, RpcError> {
         let Some(target) = self
             .instance(&host.session.id, upstream, Start::IfNeeded)
@@ -250,11 +247,14 @@ impl HostService {
         let reply = target
             .request_within(method, Some(&params), call, timeout)
             .await;
-        let (elapsed, failed) = (started.elapsed(), !matches!(reply, Ok(Reply::Result(_))));
-        (upstream.metrics()).record(method, tool, elapsed, failed);
-        crate::telemetry::otel::record_latency(upstream.name(), method, tool, elapsed, failed);
+        // The metrics count it once the host's answer is decided (`layers::metrics`).
+        route.forwarded = Some(Forwarded {
+            upstream: upstream.clone(),
+            tool: None,
+            elapsed: started.elapsed(),
+        });
         if let Some(span) = upstream_span {
-            span.end(failed);
+            span.end(!matches!(reply, Ok(Reply::Result(_))));
         }
         reply.map_err(upstream_error)
     }
@@ -277,15 +277,6 @@ impl HostRequest {
     /// The prefix `upstream`'s names and URIs carry in this host's view.
     pub(super) fn prefix_of<'a>(&self, upstream: &'a UpstreamHandle) -> &'a Prefix {
         Profile::prefix_for(self.profile(), upstream.prefix())
-    }
-
-    /// Notes the upstream and target a request was routed to (for its audit record and span).
-    pub(super) fn routed(&self, upstream: &UpstreamHandle, target: &str) {
-        tracing::Span::current().record("target", target);
-        self.note(|n| {
-            n.upstream = Some(upstream.name().to_owned());
-            n.target = Some(target.to_owned());
-        });
     }
 }
 

@@ -1,7 +1,6 @@
 //! Aggregate listings: one page of a snapshot, continued by a signed cursor that names the
 //! snapshot's generation, so paging stays consistent while upstreams change.
 
-use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{Answer, HostRequest, HostService, internal};
@@ -15,20 +14,8 @@ impl HostService {
         &self,
         host: &HostRequest,
         kind: ListKind,
-        params: Option<&RawValue>,
+        cursor: Option<String>,
     ) -> Result<Answer, RpcError> {
-        #[derive(Deserialize)]
-        struct Params {
-            cursor: Option<String>,
-        }
-        let cursor = match params {
-            Some(p) => {
-                serde_json::from_str::<Params>(p.get())
-                    .map_err(|e| RpcError::invalid_params(format!("invalid params: {e}")))?
-                    .cursor
-            }
-            None => None,
-        };
         let current = self.router.view(host.profile());
         let (snapshot, offset) = match cursor {
             None => (current, 0),

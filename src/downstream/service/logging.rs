@@ -3,26 +3,19 @@
 //! session's own instance to that session's level.
 
 use serde_json::json;
-use serde_json::value::RawValue;
 
 use super::forward::Start;
 use super::{Answer, HostRequest, HostService};
 use crate::downstream::session::{LOG_LEVELS, log_rank};
-use crate::jsonrpc::{Members, RpcError, to_raw};
+use crate::jsonrpc::{RpcError, to_raw};
 use crate::upstream::UpstreamHandle;
 
 impl HostService {
     pub(super) async fn set_log_level(
         &self,
         host: &HostRequest,
-        params: Option<&RawValue>,
+        level: String,
     ) -> Result<Answer, RpcError> {
-        let members = Members::parse(
-            params.ok_or_else(|| RpcError::invalid_params("needs params with a `level`"))?,
-        )?;
-        let level = members
-            .string("level")
-            .ok_or_else(|| RpcError::invalid_params("needs a string `level`"))?;
         let rank = log_rank(&level).ok_or_else(|| {
             RpcError::invalid_params(format!(
                 "unknown level `{level}`; use one of {}",

@@ -3,11 +3,11 @@
 //! upstream is subscribed while anyone wants it and unsubscribed when the last one leaves.
 
 use serde_json::json;
-use serde_json::value::RawValue;
 
 use super::forward::Start;
+use super::outcome::Route;
 use super::{Answer, HostRequest, HostService, upstream_error};
-use crate::jsonrpc::{Members, RpcError, to_raw};
+use crate::jsonrpc::{RpcError, to_raw};
 use crate::mcp::{ListKind, names};
 use crate::upstream::Reply;
 
@@ -16,17 +16,12 @@ impl HostService {
     pub(super) async fn subscribe(
         &self,
         host: &HostRequest,
-        params: Option<&RawValue>,
+        uri: String,
         on: bool,
+        route: &mut Route,
     ) -> Result<Answer, RpcError> {
-        let members = Members::parse(
-            params.ok_or_else(|| RpcError::invalid_params("needs params with a `uri`"))?,
-        )?;
-        let uri = members
-            .string("uri")
-            .ok_or_else(|| RpcError::invalid_params("needs a string `uri`"))?;
         let (upstream, original) = self.route_uri(host.profile(), ListKind::Resources, &uri)?;
-        host.routed(&upstream, &uri);
+        route.routed(&upstream, &uri);
         // Kept as the upstream's updates will name it: what it was sent (the canonical form in
         // a profile that decides on URIs), exposed.
         let uri = names::expose_uri(host.prefix_of(&upstream), &original);

@@ -6,6 +6,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::forward::Start;
+use super::outcome::Route;
 use super::{Answer, HostRequest, HostService, internal};
 use crate::jsonrpc::{Members, RpcError, raw_string, to_raw};
 use crate::mcp::names;
@@ -37,14 +38,10 @@ impl HostService {
         &self,
         host: &HostRequest,
         method: &str,
-        params: Option<&RawValue>,
+        (task, members): (String, Members<'_>),
+        route: &mut Route,
     ) -> Result<Answer, RpcError> {
-        let mut members = Members::parse(
-            params.ok_or_else(|| RpcError::invalid_params("needs params with a `taskId`"))?,
-        )?;
-        let task = members
-            .string("taskId")
-            .ok_or_else(|| RpcError::invalid_params("needs a string `taskId`"))?;
+        let mut members = members;
         let not_found = || RpcError::invalid_params(format!("Unknown task: {task}"));
         if self.delivery.tasks.owner(&task).as_deref() != Some(host.session.id.as_str()) {
             return Err(not_found());
@@ -53,10 +50,13 @@ impl HostService {
         let (upstream, original) = snapshot.route_task(&task).ok_or_else(not_found)?;
         let (upstream, original) = (upstream.clone(), original.to_owned());
         drop(snapshot);
-        host.routed(&upstream, &task);
+        route.routed(&upstream, &task);
         let original = raw_string(&original);
         members.insert("taskId", &original);
-        match self.forward(host, &upstream, method, members).await? {
+        match self
+            .forward(host, &upstream, method, members, route)
+            .await?
+        {
             Reply::Result(result) => {
                 let Ok(mut value) = serde_json::from_str::<Value>(result.get()) else {
                     return Ok(Answer::Result(result));

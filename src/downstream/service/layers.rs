@@ -1,0 +1,32 @@
+//! What reports on a host request once it is answered, one concern per file, each handed the
+//! request's one [`Outcome`]: nothing here reads the answer again or decides anything twice.
+//! The next cross-cutting concern is one more file and one more line in [`HostService::report`].
+//!
+//! - `trace`: the request's OpenTelemetry span (routed, ended with the error code).
+//! - `metrics`: the upstream call's latency and error counts (`/metrics` and OTLP).
+//! - `audit`: the request's audit record (and those of server requests and session events).
+
+mod audit;
+mod metrics;
+mod trace;
+
+pub(super) use trace::traceparent_of;
+
+use super::outcome::Outcome;
+use super::{HostRequest, HostService};
+
+/// The sizes of a request and its answer, for the audit record.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sizes {
+    pub request: usize,
+    pub response: usize,
+}
+
+impl HostService {
+    /// Hands a finished request's outcome to every layer.
+    pub(super) fn report(&self, host: &HostRequest, method: &str, outcome: Outcome, sizes: Sizes) {
+        trace::report(host, method, &outcome);
+        metrics::report(method, &outcome);
+        self.audit_request(host, method, outcome, sizes);
+    }
+}

@@ -1,0 +1,99 @@
+//! The audit layer: turning host requests, forwarded server requests and session events into
+//! audit records. What routing learned (upstream, target, arguments) comes in the request's
+//! [`Outcome`]; the trace id and principal from the request's context; redaction happens on the
+//! caller, sealing on the writer thread.
+
+use std::time::Instant;
+
+use super::super::outcome::Outcome;
+use super::super::{HostRequest, HostService};
+use super::Sizes;
+use crate::audit::{Direction, Kind, Outcome as Ended, Record};
+use crate::telemetry::otel::TraceParent;
+
+impl HostService {
+    /// One record for a finished host request.
+    pub(super) fn audit_request(
+        &self,
+        host: &HostRequest,
+        method: &str,
+        outcome: Outcome,
+        sizes: Sizes,
+    ) {
+        if !self.audit.is_enabled() {
+            return;
+        }
+        let ended = match (outcome.failed(), outcome.tool_error) {
+            (true, _) => Ended::Error,
+            (false, true) => Ended::ToolError,
+            (false, false) => Ended::Ok,
+        };
+        let route = outcome.route;
+        let mut record = Record::new(Kind::Request, method, ended);
+        record.direction = Some(Direction::HostToUpstream);
+        record.session = Some(host.session.id.clone());
+        record.error_code = outcome.code;
+        record.latency_us = Some(u64::try_from(outcome.latency.as_micros()).unwrap_or(u64::MAX));
+        record.request_bytes = Some(sizes.request as u64);
+        record.response_bytes = Some(sizes.response as u64);
+        record.trace_id = Some(trace_id(host).unwrap_or_else(new_trace_id));
+        record.principal = host.ctx.principal.as_deref().map(str::to_owned);
+        record.profile = host.profile().map(|p| p.name.clone());
+        if let Some(args) = route.args {
+            record.raw_args = Some((args, route.redaction.unwrap_or(self.audit_redaction)));
+        }
+        record.upstream = route.upstream;
+        record.target = route.target;
+        self.audit.record(record);
+    }
+
+    /// One record for a request an upstream sent to a host, once the host answered (or not).
+    pub fn audit_server_request(
+        &self,
+        session: &str,
+        upstream: &str,
+        method: &str,
+        started: Instant,
+        ended: Ended,
+        code: Option<i64>,
+    ) {
+        if !self.audit.is_enabled() {
+            return;
+        }
+        let mut record = Record::new(Kind::Request, method, ended);
+        record.direction = Some(Direction::UpstreamToHost);
+        record.session = Some(session.to_owned());
+        record.upstream = Some(upstream.to_owned());
+        record.error_code = code;
+        record.latency_us = Some(micros(started));
+        record.trace_id = Some(new_trace_id());
+        self.audit.record(record);
+    }
+
+    /// A session lifecycle event.
+    pub(in super::super) fn audit_event(&self, name: &str, session: &str, detail: Option<String>) {
+        if self.audit.is_enabled() {
+            self.audit
+                .record(Record::event(name, None, Some(session), detail));
+        }
+    }
+}
+
+fn micros(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// A W3C-style trace id (32 hex digits) for a request that came without one.
+fn new_trace_id() -> String {
+    crate::audit::hex(&rand::random::<[u8; 16]>())
+}
+
+/// The trace this request belongs to: its span's, or the one the host sent.
+fn trace_id(host: &HostRequest) -> Option<String> {
+    match host.span.get() {
+        Some(span) => Some(span.trace_id()),
+        None => (host.ctx.trace.as_ref())
+            .and_then(TraceParent::trace_id)
+            .map(str::to_owned),
+    }
+}

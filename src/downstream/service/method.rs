@@ -1,0 +1,247 @@
+//! A host request's method and params, parsed once into what its handler needs: the handler gets
+//! the name, URI, cursor or task id as a value and the other members as they came (only what
+//! mcpmux owns is rewritten before they go upstream). A request of the next protocol revision is
+//! one more variant here and one more handler.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::jsonrpc::{Members, RpcError, codes};
+use crate::mcp::ListKind;
+
+/// What a host asked for.
+#[derive(Debug)]
+pub(super) enum HostMethod<'a> {
+    Ping,
+    /// `tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`.
+    List {
+        kind: ListKind,
+        cursor: Option<String>,
+    },
+    /// `tools/call` (`kind` Tools) and `prompts/get` (Prompts): routed by the exposed `name`.
+    CallNamed {
+        kind: ListKind,
+        name: String,
+        members: Members<'a>,
+    },
+    /// `resources/read`: routed by the exposed `uri`.
+    ReadResource {
+        uri: String,
+        members: Members<'a>,
+    },
+    /// `resources/subscribe` (`on`) and `resources/unsubscribe`.
+    Subscribe {
+        uri: String,
+        on: bool,
+    },
+    /// `logging/setLevel`.
+    SetLogLevel {
+        level: String,
+    },
+    /// `completion/complete`: its `ref` names a prompt or a resource template.
+    Complete {
+        reference: Reference,
+        /// The `ref` object's members besides the one routed on.
+        reference_members: Members<'a>,
+        members: Members<'a>,
+    },
+    /// `tasks/get`, `tasks/result`, `tasks/cancel`: routed by the task id's prefix.
+    Task {
+        task: String,
+        members: Members<'a>,
+    },
+    ListTasks,
+}
+
+/// What a `completion/complete` refers to.
+#[derive(Debug)]
+pub(super) enum Reference {
+    /// `ref/prompt`: a namespaced prompt name.
+    Prompt(String),
+    /// `ref/resource`: a namespaced resource template URI.
+    Resource(String),
+}
+
+impl<'a> HostMethod<'a> {
+    /// Parses `method` and its `params`; the error is the host's answer (unknown method, missing
+    /// or malformed params).
+    pub(super) fn parse(method: &str, params: Option<&'a RawValue>) -> Result<Self, RpcError> {
+        let list = |kind| {
+            Ok(Self::List {
+                kind,
+                cursor: cursor(params)?,
+            })
+        };
+        match method {
+            "ping" => Ok(Self::Ping),
+            "tools/list" => list(ListKind::Tools),
+            "prompts/list" => list(ListKind::Prompts),
+            "resources/list" => list(ListKind::Resources),
+            "resources/templates/list" => list(ListKind::ResourceTemplates),
+            "tools/call" => Self::named(ListKind::Tools, method, params),
+            "prompts/get" => Self::named(ListKind::Prompts, method, params),
+            "resources/read" => {
+                let members = Members::parse(params.ok_or_else(|| {
+                    RpcError::invalid_params("resources/read needs params with a `uri`")
+                })?)?;
+                let uri = members.string("uri").ok_or_else(|| {
+                    RpcError::invalid_params("resources/read needs a string `uri`")
+                })?;
+                Ok(Self::ReadResource { uri, members })
+            }
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let members = needs(params, "uri")?;
+                let uri = members
+                    .string("uri")
+                    .ok_or_else(|| RpcError::invalid_params("needs a string `uri`"))?;
+                let on = method == "resources/subscribe";
+                Ok(Self::Subscribe { uri, on })
+            }
+            "logging/setLevel" => {
+                let members = needs(params, "level")?;
+                let level = members
+                    .string("level")
+                    .ok_or_else(|| RpcError::invalid_params("needs a string `level`"))?;
+                Ok(Self::SetLogLevel { level })
+            }
+            "completion/complete" => Self::complete(params),
+            "tasks/get" | "tasks/result" | "tasks/cancel" => {
+                let members = needs(params, "taskId")?;
+                let task = members
+                    .string("taskId")
+                    .ok_or_else(|| RpcError::invalid_params("needs a string `taskId`"))?;
+                Ok(Self::Task { task, members })
+            }
+            "tasks/list" => Ok(Self::ListTasks),
+            "initialize" => Err(RpcError::new(
+                codes::INVALID_REQUEST,
+                "this session is already initialized",
+            )),
+            other => Err(RpcError::method_not_found(other)),
+        }
+    }
+
+    fn named(kind: ListKind, method: &str, params: Option<&'a RawValue>) -> Result<Self, RpcError> {
+        let params = params.ok_or_else(|| {
+            RpcError::invalid_params(format!("{method} needs params with a `name`"))
+        })?;
+        let members = Members::parse(params)?;
+        let name = members
+            .string("name")
+            .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string `name`")))?;
+        Ok(Self::CallNamed {
+            kind,
+            name,
+            members,
+        })
+    }
+
+    fn complete(params: Option<&'a RawValue>) -> Result<Self, RpcError> {
+        let members = needs(params, "ref")?;
+        let reference = members
+            .get("ref")
+            .ok_or_else(|| RpcError::invalid_params("needs a `ref`"))?;
+        let reference_members = Members::parse(reference)?;
+        let kind = reference_members.string("type").unwrap_or_default();
+        let reference = match kind.as_str() {
+            "ref/prompt" => Reference::Prompt(
+                reference_members
+                    .string("name")
+                    .ok_or_else(|| RpcError::invalid_params("ref/prompt needs a `name`"))?,
+            ),
+            "ref/resource" => Reference::Resource(
+                reference_members
+                    .string("uri")
+                    .ok_or_else(|| RpcError::invalid_params("ref/resource needs a `uri`"))?,
+            ),
+            other => {
+                return Err(RpcError::invalid_params(format!(
+                    "unknown ref type `{other}`"
+                )));
+            }
+        };
+        Ok(Self::Complete {
+            reference,
+            reference_members,
+            members,
+        })
+    }
+}
+
+/// The params' members, which must include `key`.
+fn needs<'a>(params: Option<&'a RawValue>, key: &str) -> Result<Members<'a>, RpcError> {
+    let params =
+        params.ok_or_else(|| RpcError::invalid_params(format!("needs params with a `{key}`")))?;
+    Members::parse(params)
+}
+
+/// A listing's `cursor`, if it has one.
+fn cursor(params: Option<&RawValue>) -> Result<Option<String>, RpcError> {
+    #[derive(Deserialize)]
+    struct Params {
+        cursor: Option<String>,
+    }
+    match params {
+        Some(p) => serde_json::from_str::<Params>(p.get())
+            .map(|p| p.cursor)
+            .map_err(|e| RpcError::invalid_params(format!("invalid params: {e}"))),
+        None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::raw;
+
+    fn parse(method: &str, params: &str) -> Result<String, RpcError> {
+        let params = raw(params.to_owned());
+        HostMethod::parse(method, Some(&params)).map(|m| format!("{m:?}"))
+    }
+
+    #[test]
+    fn each_method_is_read_once_into_what_its_handler_needs() {
+        let call = parse("tools/call", r#"{"name":"a__echo","arguments":{}}"#).unwrap();
+        assert!(
+            call.contains("CallNamed") && call.contains("a__echo"),
+            "{call}"
+        );
+        let list = parse("tools/list", r#"{"cursor":"c1"}"#).unwrap();
+        assert!(list.contains("Tools") && list.contains("c1"), "{list}");
+        let read = parse("resources/read", r#"{"uri":"a+file:///x"}"#).unwrap();
+        assert!(read.contains("ReadResource"), "{read}");
+        let unsub = parse("resources/unsubscribe", r#"{"uri":"u"}"#).unwrap();
+        assert!(unsub.contains("on: false"), "{unsub}");
+        let complete = parse(
+            "completion/complete",
+            r#"{"ref":{"type":"ref/prompt","name":"a__p"},"argument":{}}"#,
+        )
+        .unwrap();
+        assert!(complete.contains("Prompt(\"a__p\")"), "{complete}");
+        assert!(HostMethod::parse("tasks/list", None).is_ok());
+        assert!(HostMethod::parse("ping", None).is_ok());
+    }
+
+    #[test]
+    fn what_is_missing_is_named_in_the_error() {
+        let missing = HostMethod::parse("tools/call", None).unwrap_err();
+        assert_eq!(missing.message, "tools/call needs params with a `name`");
+        let no_name = parse("prompts/get", r#"{"arguments":{}}"#).unwrap_err();
+        assert_eq!(no_name.message, "prompts/get needs a string `name`");
+        let no_uri = parse("resources/subscribe", "{}").unwrap_err();
+        assert_eq!(no_uri.message, "needs a string `uri`");
+        let bad_ref = parse("completion/complete", r#"{"ref":{"type":"ref/x"}}"#).unwrap_err();
+        assert_eq!(bad_ref.message, "unknown ref type `ref/x`");
+        let cursor = parse("tools/list", r#"{"cursor":5}"#).unwrap_err();
+        assert!(
+            cursor.message.starts_with("invalid params"),
+            "{}",
+            cursor.message
+        );
+        let again = HostMethod::parse("initialize", None).unwrap_err();
+        assert_eq!(again.code, codes::INVALID_REQUEST);
+        let unknown = HostMethod::parse("tools/unknown", None).unwrap_err();
+        assert_eq!(unknown.code, codes::METHOD_NOT_FOUND);
+    }
+}
