@@ -4,24 +4,22 @@
 //! A profile with `path = true` is served the same way at `/mcp/NAME`. `legacy` serves the
 //! 2024-11-05 HTTP+SSE transport at `/sse` + `/messages`.
 //!
-//! Every request is first given its [`Access`]: the host its bearer token names (with `[hosts]`),
-//! and the profile it sees — its path's, its host's, or `server.anonymous_profile` for a loopback
-//! client without a credential.
+//! Every handler starts from an admitted request (`admission`: the origin checks, then its
+//! access — the host its bearer token names and the profile it sees — and, where it names
+//! one, its session); what it does with the message is the host service's.
 
 mod accepts;
-mod access;
+mod admission;
 mod body;
-mod guard;
 mod legacy;
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -30,15 +28,14 @@ use futures_util::Stream;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-use super::principal::Access;
 use super::service::{HostRequest, HostService};
 use super::session::Session;
 use crate::config::ServerConfig;
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
 use crate::telemetry::otel::TraceParent;
 use accepts::Accepts;
-pub use access::{Gate, ProtectedResource};
-use guard::{Refusal, check_origin, check_version, refuse};
+use admission::{Admitted, InSession, Refusal, check_version, refuse};
+pub use admission::{Gate, ProtectedResource};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 /// Messages a request may produce before its answer without waiting for the host to read.
@@ -61,12 +58,12 @@ struct Edge {
     /// Largest request body accepted (`server.max_body_bytes`).
     max_body_bytes: usize,
     /// Who a request is and what it sees.
-    admission: access::Admission,
+    admission: admission::Admission,
 }
 
 impl Edge {
     fn new(config: &ServerConfig, gate: Gate) -> Self {
-        let admission = access::Admission::new(gate, config);
+        let admission = admission::Admission::new(gate, config);
         admission.announce(config.listen.ip().is_loopback());
         Self {
             allowed_origins: config.allowed_origins.clone(),
@@ -120,23 +117,18 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> (Rou
     });
     let control = EdgeControl(Arc::clone(&state));
     let router = Router::new()
-        .route(
-            "/mcp",
-            post(handle_post).get(handle_get).delete(handle_delete),
-        )
+        .route("/mcp", post(post_message).get(get_stream).delete(delete))
         .route(
             "/mcp/{profile}",
-            post(handle_post_at)
-                .get(handle_get_at)
-                .delete(handle_delete_at),
+            post(post_message).get(get_stream).delete(delete),
         )
         .route(
             "/.well-known/oauth-protected-resource",
-            get(access::protected_resource),
+            get(admission::protected_resource),
         )
         .route(
             "/.well-known/oauth-protected-resource/{*path}",
-            get(access::protected_resource),
+            get(admission::protected_resource),
         )
         .route("/sse", get(legacy::handle_sse))
         .route("/messages", post(legacy::handle_message))
@@ -144,28 +136,6 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> (Rou
         .layer(DefaultBodyLimit::disable())
         .with_state(state);
     (router, control)
-}
-
-impl AppState {
-    /// The request body within `max_body_bytes`, or the refusal to send instead.
-    async fn body(&self, body: Body, headers: &HeaderMap) -> Result<Bytes, Response> {
-        self.edge.load().body(body, headers).await
-    }
-
-    fn check_origin(&self, headers: &HeaderMap) -> Result<(), Refusal> {
-        self.edge.load().check_origin(headers, self.loopback_only)
-    }
-
-    /// Who a request is and what it sees, under the running settings.
-    async fn resolve(
-        &self,
-        headers: &HeaderMap,
-        peer: SocketAddr,
-        path: Option<&str>,
-    ) -> Result<Access, Refusal> {
-        let edge = self.edge.load_full();
-        edge.admission.resolve(headers, peer, path).await
-    }
 }
 
 impl Edge {
@@ -193,80 +163,23 @@ impl Edge {
             response
         })
     }
-
-    fn check_origin(&self, headers: &HeaderMap, loopback_only: bool) -> Result<(), Refusal> {
-        check_origin(headers, &self.allowed_origins, loopback_only)
-    }
 }
 
 fn json_response(body: String) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// Finds the session a request names: 400 without the header, 404 when unknown or expired.
-fn session_of(
-    state: &AppState,
-    headers: &HeaderMap,
-    access: &Access,
-) -> Result<Arc<Session>, Refusal> {
-    let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
-        return Err(refuse(
-            StatusCode::BAD_REQUEST,
-            codes::INVALID_REQUEST,
-            "Bad Request: Mcp-Session-Id header is required",
-        ));
-    };
-    // Another principal's (or another profile's) session does not exist for this one.
-    let own = |s: &Arc<Session>| s.access().same(access);
-    state.service.session(id).filter(own).ok_or_else(|| {
-        refuse(
-            StatusCode::NOT_FOUND,
-            codes::INVALID_REQUEST,
-            "Session not found: it ended or expired; initialize a new one",
-        )
-    })
-}
-
-async fn handle_post(
-    State(state): State<Arc<AppState>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    post_message(state, peer, None, headers, body).await
-}
-
-async fn handle_post_at(
-    State(state): State<Arc<AppState>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    Path(profile): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    post_message(state, peer, Some(&profile), headers, body).await
-}
-
+/// POST `/mcp` (or `/mcp/NAME`): one host message, or a batch.
 async fn post_message(
-    state: Arc<AppState>,
-    peer: SocketAddr,
-    path: Option<&str>,
+    State(state): State<Arc<AppState>>,
+    admitted: Admitted,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    // One read of the running settings serves the whole request.
-    let edge = state.edge.load_full();
-    if let Err(refusal) = edge.check_origin(&headers, state.loopback_only) {
-        return refusal.answering(None, &headers).into_response();
-    }
-    let access = match edge.admission.resolve(&headers, peer, path).await {
-        Ok(access) => access,
-        Err(refusal) => return refusal.answering(None, &headers).into_response(),
-    };
-    let body = match edge.body(body, &headers).await {
+    let body = match admitted.edge.body(body, &headers).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
-    drop(edge);
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -289,7 +202,7 @@ async fn post_message(
         .into_response();
     };
     if text.trim_start().starts_with('[') {
-        return handle_batch(&state, &headers, text, &access).await;
+        return handle_batch(&state, &headers, text, &admitted).await;
     }
     let message = match Incoming::parse(text) {
         Ok(message) => message,
@@ -319,11 +232,11 @@ async fn post_message(
         Message::Request { id, method, params } if method == "initialize" => {
             // A host that initializes again naming its session replaces it (the stdio bridge
             // does when its host initializes twice): that one is closed, not left to expire.
-            let replaces = session_of(&state, &headers, &access).ok();
+            let replaces = admitted.session(&state, &headers).ok();
             let replaces = replaces.as_ref().map(|s| s.id.as_str());
             match state
                 .service
-                .initialize(id, params, (None, replaces), access)
+                .initialize(id, params, (None, replaces), admitted.access)
                 .await
             {
                 Ok((session, line)) => {
@@ -343,7 +256,7 @@ async fn post_message(
                 }
             }
         }
-        Message::Request { id, method, params } => match session_of(&state, &headers, &access) {
+        Message::Request { id, method, params } => match admitted.session(&state, &headers) {
             Ok(session) => {
                 let service = Arc::clone(&state.service);
                 let trace = TraceParent::from_headers(&headers);
@@ -351,7 +264,7 @@ async fn post_message(
             }
             Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
         },
-        other => match session_of(&state, &headers, &access) {
+        other => match admitted.session(&state, &headers) {
             Ok(session) => {
                 accept(&state.service, &session, other);
                 StatusCode::ACCEPTED.into_response()
@@ -441,9 +354,9 @@ async fn handle_batch(
     state: &AppState,
     headers: &HeaderMap,
     text: &str,
-    access: &Access,
+    admitted: &Admitted,
 ) -> Response {
-    let session = match session_of(state, headers, access) {
+    let session = match admitted.session(state, headers) {
         Ok(session) => session,
         Err(refusal) => return refusal.answering(None, headers).into_response(),
     };
@@ -506,34 +419,14 @@ async fn handle_batch(
     json_response(format!("[{}]", lines.join(",")))
 }
 
-/// The session's event stream: notifications and server requests that belong to no open request.
-async fn handle_get(
-    State(state): State<Arc<AppState>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    get_stream(state, peer, None, headers).await
-}
-
-async fn handle_get_at(
-    State(state): State<Arc<AppState>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    Path(profile): Path<String>,
-    headers: HeaderMap,
-) -> Response {
-    get_stream(state, peer, Some(&profile), headers).await
-}
-
+/// GET `/mcp` (or `/mcp/NAME`): the session's event stream, notifications and server requests
+/// that belong to no open request.
 async fn get_stream(
-    state: Arc<AppState>,
-    peer: SocketAddr,
-    path: Option<&str>,
+    State(state): State<Arc<AppState>>,
+    admitted: Admitted,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refusal) = state
-        .check_origin(&headers)
-        .and_then(|()| check_version(&headers))
-    {
+    if let Err(refusal) = check_version(&headers) {
         return refusal.answering(None, &headers).into_response();
     }
     let accepts_sse = headers
@@ -548,9 +441,7 @@ async fn get_stream(
         );
         return refusal.answering(None, &headers).into_response();
     }
-    let session = match (state.resolve(&headers, peer, path).await)
-        .and_then(|access| session_of(&state, &headers, &access))
-    {
+    let session = match admitted.session(&state, &headers) {
         Ok(session) => session,
         Err(refusal) => return refusal.answering(None, &headers).into_response(),
     };
@@ -575,39 +466,8 @@ fn sse(stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static) -
         .into_response()
 }
 
-async fn handle_delete(
-    State(state): State<Arc<AppState>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    delete(state, peer, None, headers).await
-}
-
-async fn handle_delete_at(
-    State(state): State<Arc<AppState>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    Path(profile): Path<String>,
-    headers: HeaderMap,
-) -> Response {
-    delete(state, peer, Some(&profile), headers).await
-}
-
-async fn delete(
-    state: Arc<AppState>,
-    peer: SocketAddr,
-    path: Option<&str>,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(refusal) = state.check_origin(&headers) {
-        return refusal.answering(None, &headers).into_response();
-    }
-    match (state.resolve(&headers, peer, path).await)
-        .and_then(|access| session_of(&state, &headers, &access))
-    {
-        Ok(session) => {
-            state.service.close_session(&session.id).await;
-            StatusCode::OK.into_response()
-        }
-        Err(refusal) => refusal.answering(None, &headers).into_response(),
-    }
+/// DELETE `/mcp` (or `/mcp/NAME`): ends the session.
+async fn delete(State(state): State<Arc<AppState>>, InSession { session }: InSession) -> Response {
+    state.service.close_session(&session.id).await;
+    StatusCode::OK.into_response()
 }

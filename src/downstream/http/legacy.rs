@@ -4,18 +4,17 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
-use super::guard::refuse;
+use super::admission::{Admitted, refuse};
 use super::{AppState, accept, sse};
 use crate::downstream::Access;
 use crate::downstream::service::{HostRequest, HostService};
@@ -59,16 +58,8 @@ impl Drop for Closing {
 
 pub(super) async fn handle_sse(
     State(state): State<Arc<AppState>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    Admitted { access, .. }: Admitted,
 ) -> Response {
-    if let Err(refusal) = state.check_origin(&headers) {
-        return refusal.into_response();
-    }
-    let access = match state.resolve(&headers, peer, None).await {
-        Ok(access) => access,
-        Err(refusal) => return refusal.into_response(),
-    };
     let id = new_id();
     let (tx, rx) = mpsc::channel::<String>(STREAM);
     crate::sync::lock(&state.legacy.0).insert(id.clone(), (tx, access));
@@ -98,19 +89,12 @@ pub(super) struct Target {
 
 pub(super) async fn handle_message(
     State(state): State<Arc<AppState>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Admitted { access, edge }: Admitted,
     Query(target): Query<Target>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Err(refusal) = state.check_origin(&headers) {
-        return refusal.into_response();
-    }
-    let access = match state.resolve(&headers, peer, None).await {
-        Ok(access) => access,
-        Err(refusal) => return refusal.into_response(),
-    };
-    let body = match state.body(body, &headers).await {
+    let body = match edge.body(body, &headers).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };

@@ -1,4 +1,4 @@
-//! Who a host request is and what it sees ([`Admission`]): the host its bearer token names (with
+//! Who a host request is and what it sees ([`Admission`], the profile part of admission): the host its bearer token names (with
 //! `[hosts]` or `[server.authorization]`), and the profile it gets — its path's, its host's, or
 //! `server.anonymous_profile` for a loopback client without a credential. Once any credential is
 //! configured, a profile's path wants one too unless that profile says `anonymous = true`. Also
@@ -11,11 +11,12 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::super::jwt::JwtGate;
-use super::super::principal::{Access, Identity, Principal};
-use super::guard::{Credentials, Refusal, refuse};
-use super::{AppState, json_response};
+use super::super::{AppState, json_response};
+use super::credential::Credentials;
+use super::refusal::{Refusal, refuse};
 use crate::config::{Profile, ServerConfig};
+use crate::downstream::jwt::JwtGate;
+use crate::downstream::principal::{Access, Identity, Principal};
 use crate::jsonrpc::codes;
 
 /// Who may use the host endpoint and what they see.
@@ -65,7 +66,7 @@ impl ProtectedResource {
 
 /// What decides a request's [`Access`].
 #[derive(Debug)]
-pub(super) struct Admission {
+pub(in super::super) struct Admission {
     /// Who checks credentials; no hosts and no JWT issuer: hosts are anonymous.
     credentials: Credentials,
     /// The protected resource metadata document, with `[server.authorization]`.
@@ -77,7 +78,7 @@ pub(super) struct Admission {
 }
 
 impl Admission {
-    pub(super) fn new(gate: Gate, config: &ServerConfig) -> Self {
+    pub(in super::super) fn new(gate: Gate, config: &ServerConfig) -> Self {
         let profiles = gate.profiles;
         Self {
             credentials: Credentials {
@@ -96,7 +97,7 @@ impl Admission {
     /// needs a valid credential unless it comes from loopback to the path of a profile that says
     /// `anonymous = true`, or (on `/mcp`) `server.anonymous_profile` is set; a host with a
     /// profile may use only that profile's path.
-    pub(super) async fn resolve(
+    pub(in super::super) async fn resolve(
         &self,
         headers: &HeaderMap,
         peer: SocketAddr,
@@ -160,7 +161,7 @@ impl Admission {
     /// What a loopback client without a credential reaches, said in one line at start and after
     /// each reload: everything without credentials configured, else `/mcp` with
     /// `server.anonymous_profile` and the paths of `anonymous = true` profiles.
-    pub(super) fn announce(&self, loopback: bool) {
+    pub(in super::super) fn announce(&self, loopback: bool) {
         let reachable = if self.credentials.is_empty() {
             let mut open = vec![match &self.anonymous {
                 Some(p) => format!("/mcp (profile {})", p.name),
@@ -194,7 +195,7 @@ impl Admission {
     /// new settings and profile, its path's profile, or the anonymous profile. `None` when it is
     /// granted nothing any more (its host or path is gone, or anonymous use is no longer allowed):
     /// the session ends, as its next request would be refused.
-    pub(super) fn remap(&self, old: &Access) -> Option<Access> {
+    pub(in super::super) fn remap(&self, old: &Access) -> Option<Access> {
         // By identity: a host stays that host, a signed-in user that issuer's user (a user named
         // like a host is never rebound to it).
         let principal = match &old.principal {
@@ -236,7 +237,7 @@ impl Admission {
 }
 
 /// RFC 9728 protected resource metadata, with `[server.authorization]`.
-pub(super) async fn protected_resource(State(state): State<Arc<AppState>>) -> Response {
+pub(in super::super) async fn protected_resource(State(state): State<Arc<AppState>>) -> Response {
     match &state.edge.load().admission.resource_metadata {
         Some(document) => json_response(document.clone()),
         None => StatusCode::NOT_FOUND.into_response(),

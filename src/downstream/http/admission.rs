@@ -1,0 +1,121 @@
+//! Admission to the host endpoint, as an axum extractor: a handler that takes [`Admitted`] runs
+//! only for a request that passed the origin checks and was given its [`Access`] (its
+//! credential's host, the profile it sees), under one read of the running settings; one that
+//! takes [`InSession`] also gets the session the request names. A request that does not pass is
+//! answered with a [`Refusal`], the one refusal type of the host endpoint; no handler repeats
+//! any of this.
+//!
+//! - `origin`: `Origin`, `Host` and `MCP-Protocol-Version`.
+//! - `credential`: who a bearer token names (token hosts, JWT issuers).
+//! - `access`: what a request sees (profiles, paths, anonymous use) and what a reload grants an
+//!   open session.
+//! - `refusal`: the status and JSON-RPC error a refused request gets.
+
+mod access;
+mod credential;
+mod origin;
+mod refusal;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, FromRequestParts, Path};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+pub(super) use access::{Admission, protected_resource};
+pub use access::{Gate, ProtectedResource};
+pub(super) use origin::check_version;
+pub(super) use refusal::{Refusal, refuse};
+
+use super::{AppState, Edge, SESSION_HEADER};
+use crate::downstream::principal::Access;
+use crate::downstream::session::Session;
+use crate::jsonrpc::codes;
+
+/// A request that passed the origin checks and its credential: who it is and what it sees, and
+/// the running settings it was admitted under (read once for the whole request).
+pub(super) struct Admitted {
+    pub access: Access,
+    pub edge: Arc<Edge>,
+}
+
+impl FromRequestParts<Arc<AppState>> for Admitted {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        // `/mcp/{profile}` names the profile; `/mcp`, `/sse` and `/messages` name none.
+        let path = Path::<String>::from_request_parts(parts, state).await.ok();
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(peer)| *peer);
+        let refused = |refusal: Refusal| refusal.answering(None, &parts.headers).into_response();
+        let edge = state.edge.load_full();
+        origin::check_origin(&parts.headers, &edge.allowed_origins, state.loopback_only)
+            .map_err(refused)?;
+        // The listener always sets the peer; without one (never in practice) no loopback rule
+        // applies.
+        let peer = peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let access = (edge.admission)
+            .resolve(
+                &parts.headers,
+                peer,
+                path.as_ref().map(|Path(p)| p.as_str()),
+            )
+            .await
+            .map_err(refused)?;
+        Ok(Self { access, edge })
+    }
+}
+
+impl Admitted {
+    /// The session the request names (its `Mcp-Session-Id`): 400 without the header, 404 when
+    /// unknown, expired, or another principal's (or another profile's).
+    pub(super) fn session(
+        &self,
+        state: &AppState,
+        headers: &HeaderMap,
+    ) -> Result<Arc<Session>, Refusal> {
+        let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                codes::INVALID_REQUEST,
+                "Bad Request: Mcp-Session-Id header is required",
+            ));
+        };
+        // Another principal's (or another profile's) session does not exist for this one.
+        let own = |s: &Arc<Session>| s.access().same(&self.access);
+        state.service.session(id).filter(own).ok_or_else(|| {
+            refuse(
+                StatusCode::NOT_FOUND,
+                codes::INVALID_REQUEST,
+                "Session not found: it ended or expired; initialize a new one",
+            )
+        })
+    }
+}
+
+/// An admitted request and the session it names.
+pub(super) struct InSession {
+    pub session: Arc<Session>,
+}
+
+impl FromRequestParts<Arc<AppState>> for InSession {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let admitted = Admitted::from_request_parts(parts, state).await?;
+        match admitted.session(state, &parts.headers) {
+            Ok(session) => Ok(Self { session }),
+            Err(refusal) => Err(refusal.answering(None, &parts.headers).into_response()),
+        }
+    }
+}
