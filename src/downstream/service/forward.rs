@@ -8,14 +8,16 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use super::layers;
 use super::outcome::{Forwarded, Route};
 use super::{Answer, HostRequest, HostService, content, unknown, upstream_error};
 use crate::config::{Isolation, Profile};
-use crate::downstream::caller::{InFlightGuard, SessionCaller};
+use crate::downstream::caller::SessionCaller;
 use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, to_raw};
 use crate::mcp::ListKind;
 use crate::mcp::names::{self, Prefix};
 use crate::router::Snapshot;
+use crate::telemetry::otel::TraceParent;
 use crate::upstream::{CallContext, ProgressTokens, Reply, UpstreamHandle};
 
 /// Whether [`HostService::instance`] may start a session's own instance.
@@ -176,45 +178,9 @@ impl HostService {
         else {
             return Err(upstream_error(upstream.unavailable()));
         };
-        // The trace the upstream continues: this request's span when traces are exported, else
-        // the host's own (already in `_meta` unless it came in HTTP headers).
-        let mut upstream_span = None;
-        let trace = match (crate::telemetry::otel::tracer(), host.span.get()) {
-            (Some(tracer), Some(span)) => {
-                let (child, trace) = span.child(tracer, method, tool, upstream.name());
-                upstream_span = Some(child);
-                Some(trace)
-            }
-            _ => host.ctx.trace.as_ref().filter(|t| t.from_headers).cloned(),
-        };
-        let traceparent = trace.as_ref().map(|t| raw_string(&t.traceparent));
-        let tracestate = (trace.as_ref()).and_then(|t| t.tracestate.as_deref().map(raw_string));
-        let ours;
-        let meta = members.get("_meta").map(Members::parse).transpose()?;
-        let mut meta_holder = None;
-        let mut progress = None;
-        if meta.is_some() || traceparent.is_some() {
-            let mut meta = meta.unwrap_or_default();
-            let mut changed = false;
-            if let Some(host_token) = meta.get("progressToken").map(ToOwned::to_owned) {
-                let tokens = ProgressTokens::new(host_token);
-                ours = raw(tokens.ours.clone());
-                meta.insert("progressToken", &ours);
-                progress = Some(tokens);
-                changed = true;
-            }
-            if let Some(traceparent) = &traceparent {
-                meta.insert("traceparent", traceparent);
-                if let Some(tracestate) = &tracestate {
-                    meta.insert("tracestate", tracestate);
-                }
-                changed = true;
-            }
-            if changed {
-                meta_holder = Some(meta.to_raw());
-            }
-        }
-        if let Some(meta) = &meta_holder {
+        let mut trace = layers::trace::upstream(host, method, tool, upstream.name());
+        let (meta, progress) = rewrite_meta(members.get("_meta"), trace.meta())?;
+        if let Some(meta) = &meta {
             members.insert("_meta", meta);
         }
         let params = members.to_json();
@@ -224,24 +190,12 @@ impl HostService {
             host_id: Some(host.id.clone()),
             sink: host.sink.clone(),
         });
-        let limit = self.limits.load().max_in_flight_per_session;
-        let _permit = host.session.claim_slot(limit).ok_or_else(|| {
-            RpcError::new(
-                codes::BUSY,
-                format!("this session already has {limit} requests in flight; retry shortly"),
-            )
-        })?;
-        let _in_flight = InFlightGuard {
-            session: Arc::clone(&host.session),
-            host_id: host.id.get().to_owned(),
-        };
-        let timeout = upstream.config().policy.timeout_for(tool);
-        // What `_meta` now carries: ours, or the host's own (remote transports send it as headers).
-        let trace = trace.or_else(|| host.ctx.trace.clone());
+        let _permit = layers::permit::claim(host, self.limits.load().max_in_flight_per_session)?;
+        let timeout = layers::deadline::of(upstream, tool);
         let call = Some(CallContext {
             caller,
             progress,
-            trace,
+            trace: trace.carried(host),
         });
         let started = std::time::Instant::now();
         let reply = target
@@ -253,9 +207,7 @@ impl HostService {
             tool: None,
             elapsed: started.elapsed(),
         });
-        if let Some(span) = upstream_span {
-            span.end(!matches!(reply, Ok(Reply::Result(_))));
-        }
+        trace.end(matches!(reply, Ok(Reply::Result(_))));
         reply.map_err(upstream_error)
     }
 
@@ -278,6 +230,37 @@ impl HostRequest {
     pub(super) fn prefix_of<'a>(&self, upstream: &'a UpstreamHandle) -> &'a Prefix {
         Profile::prefix_for(self.profile(), upstream.prefix())
     }
+}
+
+/// A forwarded request's `_meta` with what mcpmux owns rewritten — the host's progress token
+/// swapped for ours, the trace context the upstream continues — and the tokens; `None` when
+/// nothing changed.
+fn rewrite_meta(
+    meta: Option<&RawValue>,
+    trace: Option<&TraceParent>,
+) -> Result<(Option<Box<RawValue>>, Option<ProgressTokens>), RpcError> {
+    if meta.is_none() && trace.is_none() {
+        return Ok((None, None));
+    }
+    let mut meta = meta.map(Members::parse).transpose()?.unwrap_or_default();
+    let mut progress = None;
+    let ours;
+    if let Some(host_token) = meta.get("progressToken").map(ToOwned::to_owned) {
+        let tokens = ProgressTokens::new(host_token);
+        ours = raw(tokens.ours.clone());
+        meta.insert("progressToken", &ours);
+        progress = Some(tokens);
+    }
+    let traceparent = trace.map(|t| raw_string(&t.traceparent));
+    let tracestate = trace.and_then(|t| t.tracestate.as_deref().map(raw_string));
+    if let Some(traceparent) = &traceparent {
+        meta.insert("traceparent", traceparent);
+        if let Some(tracestate) = &tracestate {
+            meta.insert("tracestate", tracestate);
+        }
+    }
+    let changed = progress.is_some() || traceparent.is_some();
+    Ok((changed.then(|| meta.to_raw()), progress))
 }
 
 /// Rewrites `contents[].uri` of a resources/read result to the exposed form.

@@ -2,13 +2,19 @@
 //! request's one [`Outcome`]: nothing here reads the answer again or decides anything twice.
 //! The next cross-cutting concern is one more file and one more line in [`HostService::report`].
 //!
+//! Around the upstream call itself (`forward`): `permit` (the session's in-flight slots),
+//! `deadline` (how long the upstream may take), `trace` (the span and trace context it
+//! continues).
+//!
 //! - `trace`: the request's OpenTelemetry span (routed, ended with the error code).
 //! - `metrics`: the upstream call's latency and error counts (`/metrics` and OTLP).
 //! - `audit`: the request's audit record (and those of server requests and session events).
 
 mod audit;
+pub(super) mod deadline;
 mod metrics;
-mod trace;
+pub(super) mod permit;
+pub(super) mod trace;
 
 pub(super) use trace::traceparent_of;
 

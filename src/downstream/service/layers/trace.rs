@@ -1,12 +1,64 @@
-//! The trace layer: a host request's span learns where it was routed and ends with the error
-//! code the host got; and the W3C trace context a request brings in its `_meta`.
+//! The trace layer: the upstream request's span and the trace context it carries upstream; a
+//! host request's span learns where it was routed and ends with the error code the host got;
+//! and the W3C trace context a request brings in its `_meta`.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::super::HostRequest;
 use super::super::outcome::Outcome;
-use crate::telemetry::otel::TraceParent;
+use crate::telemetry::otel::{TraceParent, UpstreamSpan};
+
+/// The trace a forwarded request continues upstream.
+pub(in super::super) struct UpstreamTrace {
+    /// The upstream request's span, when traces are exported.
+    span: Option<UpstreamSpan>,
+    /// What mcpmux writes into the request's `_meta`.
+    meta: Option<TraceParent>,
+}
+
+/// The trace the upstream continues: a child of this request's span when traces are exported,
+/// else the host's own (already in `_meta`, unless it came in HTTP headers: then it is written).
+pub(in super::super) fn upstream(
+    host: &HostRequest,
+    method: &str,
+    tool: Option<&str>,
+    upstream: &str,
+) -> UpstreamTrace {
+    match (crate::telemetry::otel::tracer(), host.span.get()) {
+        (Some(tracer), Some(span)) => {
+            let (child, trace) = span.child(tracer, method, tool, upstream);
+            UpstreamTrace {
+                span: Some(child),
+                meta: Some(trace),
+            }
+        }
+        _ => UpstreamTrace {
+            span: None,
+            meta: host.ctx.trace.as_ref().filter(|t| t.from_headers).cloned(),
+        },
+    }
+}
+
+impl UpstreamTrace {
+    /// The trace context to write into the request's `_meta`, if any.
+    pub fn meta(&self) -> Option<&TraceParent> {
+        self.meta.as_ref()
+    }
+
+    /// What the request's `_meta` carries now, ours or the host's own (remote transports send it
+    /// as headers too).
+    pub fn carried(&mut self, host: &HostRequest) -> Option<TraceParent> {
+        self.meta.take().or_else(|| host.ctx.trace.clone())
+    }
+
+    /// Ends the upstream span, failed unless the upstream answered with a result.
+    pub fn end(self, answered: bool) {
+        if let Some(span) = self.span {
+            span.end(!answered);
+        }
+    }
+}
 
 /// Ends the request's span (when traces are exported).
 pub(super) fn report(host: &HostRequest, method: &str, outcome: &Outcome) {
