@@ -11,10 +11,11 @@
 //! ([`token`]), the listener's own `Origin`, a loopback `Host`, JSON POSTs.
 
 mod guard;
-mod metrics;
+pub mod metrics;
 pub mod token;
 
 pub use guard::AdminGuard;
+pub use metrics::catalog::Readings;
 pub use token::{AdminToken, TOKEN_FILE, TokenError};
 
 use std::collections::HashMap;
@@ -39,14 +40,12 @@ pub struct AdminState {
     pub router: RouterHandle,
     pub supervisor: SupervisorHandle,
     pub audit: AuditHandle,
-    /// How many host sessions are open now.
-    pub session_count: Box<dyn Fn() -> usize + Send + Sync>,
+    /// What `/metrics` reads (and the OTLP exporter with it): sessions, hosts, reloads…
+    pub metrics: Arc<Readings>,
     /// How many may be open at once (`server.max_sessions`, as the running config says).
     pub max_sessions: Box<dyn Fn() -> usize + Send + Sync>,
     /// Every open host session: who, which profile, how old, requests in flight.
     pub sessions: Box<dyn Fn() -> Vec<Value> + Send + Sync>,
-    /// Each configured host's limits and counts (empty while hosts are anonymous).
-    pub hosts: Box<dyn Fn() -> Vec<Value> + Send + Sync>,
     /// Sign-ins started through `POST /upstreams/{name}/login`, by upstream.
     pub logins: std::sync::Mutex<HashMap<String, LoginState>>,
     /// The running config, and reloading it.
@@ -168,10 +167,10 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "catalog_generation": snapshot.generation,
-        "sessions": (admin.session_count)(),
+        "sessions": (admin.metrics.sessions)(),
         "max_sessions": (admin.max_sessions)(),
         "config": admin.reloader.status(),
-        "hosts": (admin.hosts)(),
+        "hosts": (admin.metrics.hosts)(),
         "upstreams": upstreams,
         "audit": {
             "enabled": audit.is_enabled(),
