@@ -227,7 +227,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
             move || {
                 let status = |p: &Arc<crate::downstream::Principal>| {
                     let mut status = p.status();
-                    status["sessions"] = sessions.count_of(&p.name).into();
+                    status.sessions = sessions.count_of(&p.name);
                     status
                 };
                 hosts.load().iter().map(status).collect()

@@ -148,9 +148,17 @@ mod tests {
             audit: AuditHandle::disabled(),
             sessions: Box::new(|| 2),
             hosts: Box::new(|| {
-                vec![serde_json::json!({
-                    "name": "c\"i", "requests": 3, "refused": 1, "in_flight": 0,
-                })]
+                vec![crate::api::HostStatus {
+                    name: "c\"i".into(),
+                    profile: None,
+                    in_flight: 0,
+                    requests: 3,
+                    refused: 1,
+                    max_in_flight: None,
+                    max_calls_per_second: None,
+                    max_sessions: None,
+                    sessions: 0,
+                }]
             }),
             reloads: Box::new(|| (4, 1)),
         })

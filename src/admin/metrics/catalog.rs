@@ -12,6 +12,7 @@ use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::api::HostStatus;
 use crate::audit::AuditHandle;
 use crate::mcp::ListKind;
 use crate::router::{RouterHandle, Snapshot};
@@ -102,7 +103,7 @@ pub struct Readings {
     /// How many host sessions are open now.
     pub sessions: Box<dyn Fn() -> usize + Send + Sync>,
     /// Each configured host's limits and counts (empty while hosts are anonymous).
-    pub hosts: Box<dyn Fn() -> Vec<serde_json::Value> + Send + Sync>,
+    pub hosts: Box<dyn Fn() -> Vec<HostStatus> + Send + Sync>,
     /// Config reloads applied, and refused.
     pub reloads: Box<dyn Fn() -> (u64, u64) + Send + Sync>,
 }
@@ -118,7 +119,7 @@ pub struct Scrape<'a> {
     readings: &'a Readings,
     snapshot: Arc<Snapshot>,
     upstreams: Vec<UpstreamHandle>,
-    hosts: OnceCell<Vec<serde_json::Value>>,
+    hosts: OnceCell<Vec<HostStatus>>,
 }
 
 impl<'a> Scrape<'a> {
@@ -134,7 +135,7 @@ impl<'a> Scrape<'a> {
         }
     }
 
-    fn hosts(&self) -> &[serde_json::Value] {
+    fn hosts(&self) -> &[HostStatus] {
         self.hosts.get_or_init(|| (self.readings.hosts)())
     }
 
@@ -148,13 +149,12 @@ impl<'a> Scrape<'a> {
         }
     }
 
-    /// One count per configured host, its `key` in the host's status.
-    fn per_host(&self, f: &mut dyn FnMut(Sample<'_>), key: &str) {
+    /// One count per configured host.
+    fn per_host(&self, f: &mut dyn FnMut(Sample<'_>), value: impl Fn(&HostStatus) -> u64) {
         for h in self.hosts() {
-            let name = h["name"].as_str().unwrap_or_default();
             f(Sample {
-                labels: &[(HOST, name)],
-                value: Value::Count(h[key].as_u64().unwrap_or(0)),
+                labels: &[(HOST, &h.name)],
+                value: Value::Count(value(h)),
             });
         }
     }
@@ -256,7 +256,7 @@ pub const CATALOG: &[Metric] = &[
         kind: Kind::Counter,
         help: "Requests each configured host made.",
         labels: &[HOST],
-        read: |s, f| s.per_host(f, "requests"),
+        read: |s, f| s.per_host(f, |h| h.requests),
     },
     Metric {
         prometheus: "mcpmux_host_refused_total",
@@ -264,7 +264,7 @@ pub const CATALOG: &[Metric] = &[
         kind: Kind::Counter,
         help: "Requests refused by a host's limits.",
         labels: &[HOST],
-        read: |s, f| s.per_host(f, "refused"),
+        read: |s, f| s.per_host(f, |h| h.refused),
     },
     Metric {
         prometheus: "mcpmux_host_in_flight",
@@ -272,7 +272,7 @@ pub const CATALOG: &[Metric] = &[
         kind: Kind::Gauge,
         help: "Requests of each host in flight now.",
         labels: &[HOST],
-        read: |s, f| s.per_host(f, "in_flight"),
+        read: |s, f| s.per_host(f, |h| h.in_flight as u64),
     },
     Metric {
         prometheus: "mcpmux_upstream_requests_total",
