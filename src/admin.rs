@@ -12,6 +12,8 @@
 
 mod guard;
 pub mod metrics;
+#[cfg(test)]
+mod tests;
 pub mod token;
 
 pub use guard::AdminGuard;

@@ -382,3 +382,87 @@ fn program_exists(command: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(command).is_file()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{AuditStatus, ConfigStatus, HostStatus, LastReload};
+
+    fn changes(incomplete: &[&str]) -> ReloadChanges {
+        ReloadChanges {
+            added: vec!["new".into()],
+            unchanged: vec!["a".into(), "b".into()],
+            sessions_ended: 2,
+            incomplete: incomplete.iter().map(|s| (*s).to_owned()).collect(),
+            ..ReloadChanges::default()
+        }
+    }
+
+    #[test]
+    fn a_reload_summary_says_what_changed_and_what_did_not_finish() {
+        let text = reload_summary(&changes(&["`far` still had 1 request"]));
+        assert_eq!(
+            text,
+            "reloaded: added new; removed -; changed -; 2 unchanged\n\
+             2 host sessions ended: the new config no longer admits them\n\
+             NOT FINISHED: `far` still had 1 request\n"
+        );
+    }
+
+    #[test]
+    fn status_shows_the_daemon_its_config_hosts_and_remote_upstreams() {
+        let status = Status {
+            version: "0.1.0".into(),
+            catalog_generation: 3,
+            sessions: 1,
+            max_sessions: 64,
+            config: ConfigStatus {
+                file: "/etc/mcpmux.toml".into(),
+                reloads: 1,
+                rejected: 1,
+                last_reload: Some(LastReload {
+                    at: "2026-12-02T00:00:00Z".into(),
+                    trigger: Some("file".into()),
+                    applied: false,
+                    error: Some("line 3: bad".into()),
+                    changes: None,
+                }),
+            },
+            hosts: vec![HostStatus {
+                name: "ci".into(),
+                profile: None,
+                in_flight: 0,
+                requests: 9,
+                refused: 1,
+                max_in_flight: Some(4),
+                max_calls_per_second: Some(2.5),
+                max_sessions: None,
+                sessions: 1,
+            }],
+            upstreams: Vec::new(),
+            audit: AuditStatus {
+                enabled: false,
+                queued: 0,
+                dropped: 0,
+                records: None,
+            },
+        };
+        let text = status_table(&status);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[..3],
+            [
+                "mcpmux 0.1.0 — 1 of 64 host sessions, catalog generation 3",
+                "config /etc/mcpmux.toml — 1 reloads, 1 refused",
+                "THE CONFIG FILE IS NOT RUNNING (the previous one is): line 3: bad",
+            ]
+        );
+        let host = lines.iter().find(|l| l.starts_with("ci ")).unwrap_or(&"");
+        let cells: Vec<&str> = host.split_whitespace().collect();
+        assert_eq!(cells, ["ci", "0", "9", "1", "4", "2.5", "1", "-"]);
+        assert!(
+            !text.contains("REMOTE"),
+            "no remote upstream, no remote table"
+        );
+    }
+}
