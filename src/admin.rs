@@ -1,12 +1,13 @@
 //! The admin API, on its own loopback listener: `GET /status` (every upstream's state, version,
 //! catalog counts, restarts, last error), `POST /upstreams/{name}/restart`, `GET /health` or
 //! `/healthz` (the daemon answers), `GET /ready` or `/readyz` (no upstream is still starting),
-//! `GET /metrics` (Prometheus text format, in `metrics`) and the audit log
+//! `GET /metrics` (Prometheus text format, from the one catalog in `metrics`) and the audit log
 //! (`GET /audit/query`, `/audit/stats`, `/audit/verify`), and tool pins (`GET /pins`,
 //! `POST /pins/{upstream}/{tool}/approve`). `mcpmux status`, `restart`, `audit`, `pins` and
 //! `approve` use it.
 //! It reads a small state of its own ([`AdminState`]): the router's snapshots, the supervisor,
-//! the audit handle and a session count — nothing of the host side's internals.
+//! the audit handle, what the metrics read — nothing of the host side's internals. Every
+//! answer is a type of `crate::api`, the one the CLI reads it into.
 //! Every route but health and readiness passes [`guard`] first: the admin token
 //! ([`token`]), the listener's own `Origin`, a loopback `Host`, JSON POSTs.
 
@@ -23,6 +24,12 @@ pub use token::{AdminToken, TOKEN_FILE, TokenError};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::{get, post};
+
 use crate::api::{
     Approved, ApprovedTool, AuditStatus, ConfigStatus, LoggedOut, LoginStarted, LoginState, Pins,
     Refused, ReloadChanges, Reloaded, Restarted, SessionStatus, Sessions, Status, UpstreamStatus,
@@ -33,11 +40,6 @@ use crate::mcp::ListKind;
 use crate::router::RouterHandle;
 use crate::supervisor::{RestartError, SupervisorHandle};
 use crate::upstream::Phase;
-use axum::Router;
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Json, Response};
-use axum::routing::{get, post};
 
 /// What the admin API reads and acts on.
 pub struct AdminState {
@@ -46,7 +48,8 @@ pub struct AdminState {
     pub audit: AuditHandle,
     /// What `/metrics` reads (and the OTLP exporter with it): sessions, hosts, reloads…
     pub metrics: Arc<Readings>,
-    /// How many may be open at once (`server.max_sessions`, as the running config says).
+    /// How many host sessions may be open at once (`server.max_sessions`, as the running
+    /// config says).
     pub max_sessions: Box<dyn Fn() -> usize + Send + Sync>,
     /// Every open host session: who, which profile, how old, requests in flight.
     pub sessions: Box<dyn Fn() -> Vec<SessionStatus> + Send + Sync>,

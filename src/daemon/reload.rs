@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use crate::api::{ConfigStatus, LastReload, ReloadChanges};
 use arc_swap::ArcSwap;
 
+use crate::api::{ConfigStatus, LastReload, ReloadChanges};
 use crate::audit::{AuditHandle, Record};
 use crate::config::{self, Config, UpstreamConfig};
 use crate::downstream::{EdgeControl, HostService, Principal};
