@@ -1,20 +1,24 @@
 //! The admin API, on its own loopback listener: `GET /status` (every upstream's state, version,
 //! catalog counts, restarts, last error), `POST /upstreams/{name}/restart`, `GET /health` or
 //! `/healthz` (the daemon answers), `GET /ready` or `/readyz` (no upstream is still starting),
-//! `GET /metrics` (Prometheus text format, in `metrics`) and the audit log
+//! `GET /metrics` (Prometheus text format, from the one catalog in `metrics`) and the audit log
 //! (`GET /audit/query`, `/audit/stats`, `/audit/verify`), and tool pins (`GET /pins`,
 //! `POST /pins/{upstream}/{tool}/approve`). `mcpmux status`, `restart`, `audit`, `pins` and
 //! `approve` use it.
 //! It reads a small state of its own ([`AdminState`]): the router's snapshots, the supervisor,
-//! the audit handle and a session count — nothing of the host side's internals.
+//! the audit handle, what the metrics read — nothing of the host side's internals. Every
+//! answer is a type of `crate::api`, the one the CLI reads it into.
 //! Every route but health and readiness passes [`guard`] first: the admin token
 //! ([`token`]), the listener's own `Origin`, a loopback `Host`, JSON POSTs.
 
 mod guard;
-mod metrics;
+pub mod metrics;
+#[cfg(test)]
+mod tests;
 pub mod token;
 
 pub use guard::AdminGuard;
+pub use metrics::catalog::Readings;
 pub use token::{AdminToken, TOKEN_FILE, TokenError};
 
 use std::collections::HashMap;
@@ -25,8 +29,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
-use serde_json::{Value, json};
 
+use crate::api::{
+    Approved, ApprovedTool, AuditStatus, ConfigStatus, LoggedOut, LoginStarted, LoginState, Pins,
+    Refused, ReloadChanges, Reloaded, Restarted, SessionStatus, Sessions, Status, UpstreamStatus,
+};
 use crate::audit::{AuditHandle, FilterArgs, now_us};
 use crate::config::Transport;
 use crate::mcp::ListKind;
@@ -39,14 +46,13 @@ pub struct AdminState {
     pub router: RouterHandle,
     pub supervisor: SupervisorHandle,
     pub audit: AuditHandle,
-    /// How many host sessions are open now.
-    pub session_count: Box<dyn Fn() -> usize + Send + Sync>,
-    /// How many may be open at once (`server.max_sessions`, as the running config says).
+    /// What `/metrics` reads (and the OTLP exporter with it): sessions, hosts, reloads…
+    pub metrics: Arc<Readings>,
+    /// How many host sessions may be open at once (`server.max_sessions`, as the running
+    /// config says).
     pub max_sessions: Box<dyn Fn() -> usize + Send + Sync>,
     /// Every open host session: who, which profile, how old, requests in flight.
-    pub sessions: Box<dyn Fn() -> Vec<Value> + Send + Sync>,
-    /// Each configured host's limits and counts (empty while hosts are anonymous).
-    pub hosts: Box<dyn Fn() -> Vec<Value> + Send + Sync>,
+    pub sessions: Box<dyn Fn() -> Vec<SessionStatus> + Send + Sync>,
     /// Sign-ins started through `POST /upstreams/{name}/login`, by upstream.
     pub logins: std::sync::Mutex<HashMap<String, LoginState>>,
     /// The running config, and reloading it.
@@ -58,20 +64,11 @@ pub struct AdminState {
 /// Reloading the daemon's config (`POST /reload`), and how it went.
 pub trait Reload: Send + Sync {
     /// Reads the config file again and applies it: what changed, or why nothing did.
-    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<Value, String>>;
+    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<ReloadChanges, String>>;
     /// The config file and its last reload.
-    fn status(&self) -> Value;
+    fn status(&self) -> ConfigStatus;
     /// Reloads applied, and refused.
     fn counts(&self) -> (u64, u64);
-}
-
-/// Where a sign-in started through the admin API is.
-#[derive(Debug, Clone)]
-pub enum LoginState {
-    /// Waiting for the person at the authorization URL.
-    Pending(String),
-    Done,
-    Failed(String),
 }
 
 impl std::fmt::Debug for AdminState {
@@ -108,7 +105,7 @@ pub fn app(state: Arc<AdminState>) -> Router {
 /// How long an audit read waits for queued records to be committed first.
 const SYNC_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
-async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
+async fn status(State(admin): State<Arc<AdminState>>) -> Json<Status> {
     let snapshot = admin.router.snapshot();
     let mut counts: HashMap<(&str, ListKind), usize> = HashMap::new();
     for kind in ListKind::ALL {
@@ -116,7 +113,7 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
             *counts.entry((entry.upstream.name(), kind)).or_default() += 1;
         }
     }
-    let mut upstreams: Vec<Value> = snapshot
+    let mut upstreams: Vec<UpstreamStatus> = snapshot
         .upstreams()
         .map(|h| {
             let s = h.status();
@@ -132,78 +129,82 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Value> {
                     (kind.as_str(), Some(r.url.as_str()))
                 }
             };
-            json!({
-                "name": h.name(),
-                "prefix": h.prefix().as_str(),
-                "state": s.phase.to_string(),
-                "transport": transport,
-                "url": url,
-                "last_http_error": h.diagnostics().last_http_error(),
-                "http_session": h.diagnostics().http_session(),
-                "last_error": s.last_error,
-                "restarts": s.restarts,
-                "pid": s.pid,
-                "protocol_version": s.info.as_ref().map(|i| i.protocol_version.as_str()),
-                "server": s.info.as_ref().map(|i| i.server_info.clone()),
-                "tools": count(ListKind::Tools),
-                "prompts": count(ListKind::Prompts),
-                "resources": count(ListKind::Resources),
-                "resource_templates": count(ListKind::ResourceTemplates),
-                "in_flight": h.in_flight(),
-                "requests": total.requests(),
-                "errors": total.errors(),
-                "latency_p50_ms": p50,
-                "latency_p99_ms": p99,
-                "idle_seconds": h.idle_for().as_secs(),
-                "changed_tools": admin.router.changed_tools(h.name()),
-                "pin": match h.config().pin {
+            UpstreamStatus {
+                name: h.name().to_owned(),
+                prefix: h.prefix().as_str().to_owned(),
+                state: s.phase.to_string(),
+                transport: transport.to_owned(),
+                url: url.map(str::to_owned),
+                last_http_error: h.diagnostics().last_http_error(),
+                http_session: h.diagnostics().http_session(),
+                last_error: s.last_error,
+                restarts: s.restarts,
+                pid: s.pid,
+                protocol_version: (s.info.as_ref()).map(|i| i.protocol_version.as_str().to_owned()),
+                server: s.info.as_ref().map(|i| i.server_info.clone()),
+                tools: count(ListKind::Tools),
+                prompts: count(ListKind::Prompts),
+                resources: count(ListKind::Resources),
+                resource_templates: count(ListKind::ResourceTemplates),
+                in_flight: h.in_flight(),
+                requests: total.requests(),
+                errors: total.errors(),
+                latency_p50_ms: p50,
+                latency_p99_ms: p99,
+                idle_seconds: h.idle_for().as_secs(),
+                changed_tools: admin.router.changed_tools(h.name()),
+                pin: match h.config().pin {
                     crate::config::PinMode::Record => "record",
                     crate::config::PinMode::Strict => "strict",
-                },
-            })
+                }
+                .to_owned(),
+            }
         })
         .collect();
-    upstreams.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    upstreams.sort_by(|a, b| a.name.cmp(&b.name));
     let audit = &admin.audit;
-    Json(json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "catalog_generation": snapshot.generation,
-        "sessions": (admin.session_count)(),
-        "max_sessions": (admin.max_sessions)(),
-        "config": admin.reloader.status(),
-        "hosts": (admin.hosts)(),
-        "upstreams": upstreams,
-        "audit": {
-            "enabled": audit.is_enabled(),
-            "queued": audit.queued(),
-            "dropped": audit.dropped(),
-            "records": audit.store().map(crate::audit::Store::len),
+    Json(Status {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        catalog_generation: snapshot.generation,
+        sessions: (admin.metrics.sessions)(),
+        max_sessions: (admin.max_sessions)(),
+        config: admin.reloader.status(),
+        hosts: (admin.metrics.hosts)(),
+        upstreams,
+        audit: AuditStatus {
+            enabled: audit.is_enabled(),
+            queued: audit.queued(),
+            dropped: audit.dropped(),
+            records: audit.store().map(crate::audit::Store::len),
         },
-    }))
+    })
 }
 
 /// Every open host session.
-async fn sessions(State(admin): State<Arc<AdminState>>) -> Json<Value> {
+async fn sessions(State(admin): State<Arc<AdminState>>) -> Json<Sessions> {
     let mut sessions = (admin.sessions)();
-    sessions.sort_by(|a, b| a["age_seconds"].as_u64().cmp(&b["age_seconds"].as_u64()));
-    Json(json!({ "sessions": sessions }))
+    sessions.sort_by_key(|s| s.age_seconds);
+    Json(Sessions { sessions })
+}
+
+/// A refusal as the admin API answers one: `status` and `{"error": why}`.
+fn refused(status: StatusCode, error: String) -> Response {
+    (status, Json(Refused { error })).into_response()
 }
 
 /// Reloads the config: 200 with what changed, 422 with why the file was refused.
 async fn reload(State(admin): State<Arc<AdminState>>) -> Response {
     match admin.reloader.reload().await {
-        Ok(changes) => Json(json!({ "reloaded": changes })).into_response(),
-        Err(error) => (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            Json(json!({ "error": error })),
-        )
-            .into_response(),
+        Ok(reloaded) => Json(Reloaded { reloaded }).into_response(),
+        Err(error) => refused(StatusCode::UNPROCESSABLE_ENTITY, error),
     }
 }
 
 /// Every tool pin: its digest, and the new one when the definition changed.
-async fn pins(State(admin): State<Arc<AdminState>>) -> Json<Value> {
-    Json(json!({ "pins": admin.router.pins().unwrap_or_default() }))
+async fn pins(State(admin): State<Arc<AdminState>>) -> Json<Pins> {
+    Json(Pins {
+        pins: admin.router.pins().unwrap_or_default(),
+    })
 }
 
 /// Pins a changed tool's new definition (and shows it again where `pin = "strict"` withheld it).
@@ -216,12 +217,15 @@ async fn approve(
         let mut record = crate::audit::Record::event("tool.approved", Some(&upstream), None, None);
         record.target = Some(tool.clone());
         admin.audit.record(record);
-        Json(json!({ "approved": { "upstream": upstream, "tool": tool } })).into_response()
+        Json(Approved {
+            approved: ApprovedTool { upstream, tool },
+        })
+        .into_response()
     } else {
         let error = format!(
             "`{tool}` of upstream `{upstream}` has no changed definition to approve (see `mcpmux pins`)"
         );
-        (StatusCode::NOT_FOUND, Json(json!({ "error": error }))).into_response()
+        refused(StatusCode::NOT_FOUND, error)
     }
 }
 
@@ -246,17 +250,9 @@ async fn ready(State(admin): State<Arc<AdminState>>) -> Response {
 
 async fn restart(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
     match admin.supervisor.restart(&name).await {
-        Ok(()) => Json(json!({ "restarted": name })).into_response(),
-        Err(e @ RestartError::Unknown(_)) => (
-            StatusCode::NOT_FOUND,
-            Json(json!({ "error": e.to_string() })),
-        )
-            .into_response(),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "error": e.to_string() })),
-        )
-            .into_response(),
+        Ok(()) => Json(Restarted { restarted: name }).into_response(),
+        Err(e @ RestartError::Unknown(_)) => refused(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e) => refused(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
 }
 
@@ -281,9 +277,9 @@ fn oauth_upstream(
     Ok(handle)
 }
 
-/// A refusal as the admin API answers one: the status and `{"error": why}`.
+/// [`refused`], from a pair.
 fn refusal((status, why): (StatusCode, String)) -> Response {
-    (status, Json(json!({ "error": why }))).into_response()
+    refused(status, why)
 }
 
 /// `POST /upstreams/{name}/login`: starts signing in. Answers the authorization URL to open
@@ -304,16 +300,14 @@ async fn login(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -
         Err(e) => {
             let why = format!("cannot sign in to upstream `{name}`: {e}");
             tracing::warn!(upstream = %name, error = %e, "Sign-in failed.");
-            set_login(&admin, &name, LoginState::Failed(why.clone()));
-            return (StatusCode::BAD_GATEWAY, Json(json!({ "error": why }))).into_response();
+            let error = why.clone();
+            set_login(&admin, &name, LoginState::Failed { error });
+            return refused(StatusCode::BAD_GATEWAY, why);
         }
     };
     let url = started.authorization_url.clone();
-    set_login(
-        &admin,
-        &name,
-        LoginState::Pending(url.clone().unwrap_or_default()),
-    );
+    let authorization_url = url.clone().unwrap_or_default();
+    set_login(&admin, &name, LoginState::Pending { authorization_url });
     let waiting = Arc::clone(&admin);
     let upstream = name.clone();
     tokio::spawn(async move {
@@ -330,16 +324,16 @@ async fn login(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -
             }
             Err(e) => {
                 tracing::warn!(upstream = %upstream, error = %e, "Sign-in failed.");
-                let why = format!("cannot sign in to upstream `{upstream}`: {e}");
-                set_login(&waiting, &upstream, LoginState::Failed(why));
+                let error = format!("cannot sign in to upstream `{upstream}`: {e}");
+                set_login(&waiting, &upstream, LoginState::Failed { error });
             }
         }
     });
-    Json(json!({
-        "upstream": name,
-        "authorization_url": url,
-        "done": url.is_none(),
-    }))
+    Json(LoginStarted {
+        upstream: name,
+        done: url.is_none(),
+        authorization_url: url,
+    })
     .into_response()
 }
 
@@ -352,14 +346,9 @@ fn set_login(admin: &AdminState, name: &str, state: LoginState) {
 async fn login_state(
     State(admin): State<Arc<AdminState>>,
     Path(name): Path<String>,
-) -> Json<Value> {
+) -> Json<LoginState> {
     let state = crate::sync::lock(&admin.logins).get(&name).cloned();
-    Json(match state {
-        None => json!({ "state": "none" }),
-        Some(LoginState::Pending(url)) => json!({ "state": "pending", "authorization_url": url }),
-        Some(LoginState::Done) => json!({ "state": "done" }),
-        Some(LoginState::Failed(why)) => json!({ "state": "failed", "error": why }),
-    })
+    Json(state.unwrap_or(LoginState::None))
 }
 
 /// `POST /upstreams/{name}/logout`: forgets the upstream's tokens and restarts it (it then
@@ -377,16 +366,12 @@ async fn logout(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) 
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => {
             let why = format!("cannot remove {}: {e}", oauth.token_file.display());
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Json(json!({ "error": why })),
-            )
-                .into_response();
+            return refused(StatusCode::INTERNAL_SERVER_ERROR, why);
         }
     }
     crate::sync::lock(&admin.logins).remove(&name);
     let _ = admin.supervisor.restart(&name).await;
-    Json(json!({ "logged_out": name })).into_response()
+    Json(LoggedOut { logged_out: name }).into_response()
 }
 
 /// The audit routes: `GET /audit/query`, `/audit/stats`, `/audit/verify` (same filters as the CLI).
@@ -398,10 +383,6 @@ pub fn audit_routes(state: Arc<AdminState>) -> Router {
         .with_state(state)
 }
 
-fn audit_error(status: StatusCode, message: String) -> Response {
-    (status, Json(json!({ "error": message }))).into_response()
-}
-
 /// Runs a read of the store off the runtime (sled calls block), after everything recorded
 /// before this request is committed, so it is visible to the read.
 async fn with_store<T: serde::Serialize + Send + 'static>(
@@ -410,7 +391,7 @@ async fn with_store<T: serde::Serialize + Send + 'static>(
 ) -> Response {
     let audit = admin.audit.clone();
     let Some(store) = audit.store().cloned() else {
-        return audit_error(
+        return refused(
             StatusCode::NOT_FOUND,
             "the audit log is turned off (audit.enabled = false)".into(),
         );
@@ -421,8 +402,8 @@ async fn with_store<T: serde::Serialize + Send + 'static>(
     };
     match tokio::task::spawn_blocking(read).await {
         Ok(Ok(value)) => Json(value).into_response(),
-        Ok(Err(e)) => audit_error(StatusCode::BAD_REQUEST, e),
-        Err(e) => audit_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Ok(Err(e)) => refused(StatusCode::BAD_REQUEST, e),
+        Err(e) => refused(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::api;
 use crate::config::{self, Config};
 
 mod admin;
@@ -267,10 +268,10 @@ impl Cli {
                 json,
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let status: serde_json::Value =
+                let status: api::Status =
                     runtime.block_on(admin.request(reqwest::Method::GET, "/status", &[]))?;
                 if json {
-                    println!("{status}");
+                    println!("{}", serde_json::to_string(&status)?);
                 } else {
                     print!("{}", status_table(&status));
                 }
@@ -282,7 +283,8 @@ impl Cli {
                 json,
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let pins = runtime.block_on(admin.request(reqwest::Method::GET, "/pins", &[]))?;
+                let pins: api::Pins =
+                    runtime.block_on(admin.request(reqwest::Method::GET, "/pins", &[]))?;
                 show(&pins, json, render::pins)
             }
             Command::Approve {
@@ -292,17 +294,17 @@ impl Cli {
                 admin,
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                runtime.block_on(admin.post(&format!("/pins/{upstream}/{tool}/approve")))?;
+                let path = format!("/pins/{upstream}/{tool}/approve");
+                let _: api::Approved = runtime.block_on(admin.post(&path))?;
                 println!("approved the new definition of {upstream}/{tool}");
                 Ok(ExitCode::SUCCESS)
             }
             Command::Reload { config, admin } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let answer: serde_json::Value =
-                    runtime.block_on(admin.request(reqwest::Method::POST, "/reload", &[]))?;
-                print!("{}", render::reload_summary(&answer["reloaded"]));
+                let api::Reloaded { reloaded } = runtime.block_on(admin.post("/reload"))?;
+                print!("{}", render::reload_summary(&reloaded));
                 // Applied, but not cleanly (a drain ended with requests in flight): exit 1.
-                if render::incomplete(&answer["reloaded"]).is_empty() {
+                if reloaded.incomplete.is_empty() {
                     Ok(ExitCode::SUCCESS)
                 } else {
                     Ok(ExitCode::FAILURE)
@@ -314,9 +316,9 @@ impl Cli {
                 json,
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let answer =
+                let answer: api::Sessions =
                     runtime.block_on(admin.request(reqwest::Method::GET, "/sessions", &[]))?;
-                show(&answer, json, |a| render::sessions_table(&a["sessions"]))
+                show(&answer, json, |a| render::sessions_table(&a.sessions))
             }
             Command::Restart {
                 name,
@@ -324,7 +326,8 @@ impl Cli {
                 admin,
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                runtime.block_on(admin.post(&format!("/upstreams/{name}/restart")))?;
+                let _: api::Restarted =
+                    runtime.block_on(admin.post(&format!("/upstreams/{name}/restart")))?;
                 println!("restarted {name}");
                 Ok(ExitCode::SUCCESS)
             }
@@ -344,7 +347,8 @@ impl Cli {
                 admin,
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                runtime.block_on(admin.post(&format!("/upstreams/{name}/logout")))?;
+                let _: api::LoggedOut =
+                    runtime.block_on(admin.post(&format!("/upstreams/{name}/logout")))?;
                 println!("signed out of {name}; it needs `mcpmux login {name}` again");
                 Ok(ExitCode::SUCCESS)
             }
@@ -404,10 +408,10 @@ impl Cli {
 
 /// Writes `bytes` to stdout; a reader that stopped early (`| head`) is not an error.
 /// Prints an admin answer as indented JSON (`--json`) or as the table `render` makes of it.
-fn show(
-    answer: &serde_json::Value,
+fn show<T: serde::Serialize>(
+    answer: &T,
     json: bool,
-    render: impl Fn(&serde_json::Value) -> String,
+    render: impl Fn(&T) -> String,
 ) -> anyhow::Result<ExitCode> {
     if json {
         println!("{}", serde_json::to_string_pretty(answer)?);
@@ -448,7 +452,7 @@ fn load(path: Option<PathBuf>) -> anyhow::Result<Config> {
 }
 
 /// Every tool of the daemon's merged catalog, following `nextCursor` to the last page.
-async fn list_tools(url: String) -> anyhow::Result<Vec<serde_json::Value>> {
+async fn list_tools(url: String) -> anyhow::Result<Vec<render::ListedTool>> {
     let mut session = crate::bridge::daemon_client::HttpSession::new(url);
     session.initialize().await?;
     let mut tools = Vec::new();
@@ -458,12 +462,11 @@ async fn list_tools(url: String) -> anyhow::Result<Vec<serde_json::Value>> {
             Some(c) => serde_json::json!({ "cursor": c }),
             None => serde_json::json!({}),
         };
-        let mut page = session.request("tools/list", params).await?;
-        if let Some(listed) = page["tools"].as_array_mut() {
-            tools.append(listed);
-        }
-        match page["nextCursor"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
+        let mut page: ToolsPage =
+            serde_json::from_value(session.request("tools/list", params).await?)?;
+        tools.append(&mut page.tools);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
             None => break,
         }
     }
@@ -471,11 +474,20 @@ async fn list_tools(url: String) -> anyhow::Result<Vec<serde_json::Value>> {
     Ok(tools)
 }
 
+/// A page of `tools/list`, as far as `mcpmux tools` reads it.
+#[derive(Debug, serde::Deserialize)]
+struct ToolsPage {
+    #[serde(default)]
+    tools: Vec<render::ListedTool>,
+    #[serde(rename = "nextCursor")]
+    next_cursor: Option<String>,
+}
+
 /// `mcpmux login NAME`: starts the sign-in in the daemon, shows where to go, waits for the end.
 async fn login(admin: &Admin, name: &str, browser: bool) -> anyhow::Result<()> {
     let path = format!("/upstreams/{name}/login");
-    let started: serde_json::Value = admin.request(reqwest::Method::POST, &path, &[]).await?;
-    if let Some(url) = started["authorization_url"].as_str() {
+    let started: api::LoginStarted = admin.post(&path).await?;
+    if let Some(url) = started.authorization_url.as_deref() {
         say(&format!(
             "Open this URL to sign in to upstream `{name}`:\n\n  {url}\n"
         ));
@@ -485,18 +497,18 @@ async fn login(admin: &Admin, name: &str, browser: bool) -> anyhow::Result<()> {
         say("Waiting for the sign-in to finish…");
     }
     loop {
-        let state: serde_json::Value = admin.request(reqwest::Method::GET, &path, &[]).await?;
-        match state["state"].as_str() {
-            Some("done") => {
+        let state: api::LoginState = admin.request(reqwest::Method::GET, &path, &[]).await?;
+        match state {
+            api::LoginState::Done => {
                 say(&format!(
                     "Signed in to `{name}`; it restarts with its new tokens."
                 ));
                 return Ok(());
             }
-            Some("failed") => {
-                anyhow::bail!("{}", state["error"].as_str().unwrap_or("sign-in failed"))
+            api::LoginState::Failed { error } => anyhow::bail!("{error}"),
+            api::LoginState::None | api::LoginState::Pending { .. } => {
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await
             }
-            _ => tokio::time::sleep(std::time::Duration::from_millis(300)).await,
         }
     }
 }

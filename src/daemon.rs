@@ -215,7 +215,30 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
         },
     );
 
-    let telemetry = start_telemetry(&config, &router, &service, &audit, &reloader);
+    let readings = Arc::new(crate::admin::Readings {
+        router: router.clone(),
+        audit: audit.clone(),
+        sessions: Box::new({
+            let sessions = Arc::clone(&sessions);
+            move || sessions.len()
+        }),
+        hosts: Box::new({
+            let sessions = Arc::clone(&sessions);
+            move || {
+                let status = |p: &Arc<crate::downstream::Principal>| {
+                    let mut status = p.status();
+                    status.sessions = sessions.count_of(&p.name);
+                    status
+                };
+                hosts.load().iter().map(status).collect()
+            }
+        }),
+        reloads: Box::new({
+            let reloader = Arc::clone(&reloader);
+            move || reloader.counts()
+        }),
+    });
+    let telemetry = start_telemetry(&config, &readings);
     tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), "mcpmux is listening.");
     let mut admin_url = None;
     let admin_token_file = admin_token.as_ref().map(|t| t.file.clone());
@@ -229,24 +252,10 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
                     router: router.clone(),
                     supervisor: supervisor.clone(),
                     audit: audit.clone(),
-                    session_count: Box::new({
-                        let sessions = Arc::clone(&sessions);
-                        move || sessions.len()
-                    }),
+                    metrics: Arc::clone(&readings),
                     max_sessions: Box::new({
                         let service = Arc::clone(&service);
                         move || service.max_sessions()
-                    }),
-                    hosts: Box::new({
-                        let sessions = Arc::clone(&sessions);
-                        move || {
-                            let status = |p: &Arc<crate::downstream::Principal>| {
-                                let mut status = p.status();
-                                status["sessions"] = sessions.count_of(&p.name).into();
-                                status
-                            };
-                            hosts.load().iter().map(status).collect()
-                        }
                     }),
                     sessions: Box::new(move || sessions.all().iter().map(|s| s.status()).collect()),
                     logins: std::sync::Mutex::default(),
@@ -324,93 +333,19 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
 }
 
 /// Starts exporting traces and metrics over OTLP, when `[telemetry]` or `OTEL_*` name a
-/// collector; a failure is logged and the daemon runs without.
+/// collector (the metrics are the admin API's catalog, read from `readings`); a failure is logged
+/// and the daemon runs without.
 fn start_telemetry(
     config: &Config,
-    router: &RouterHandle,
-    service: &Arc<HostService>,
-    audit: &AuditHandle,
-    reloader: &Arc<reload::Reloader>,
+    readings: &Arc<crate::admin::Readings>,
 ) -> Option<crate::telemetry::otel::Telemetry> {
-    use crate::telemetry::otel::{self, Export, Observation};
+    use crate::telemetry::otel::{self, Export};
     let export = Export::resolve(&config.telemetry, |name| std::env::var(name).ok())?;
-    let (router, service, audit, reloader) = (
-        router.clone(),
-        Arc::clone(service),
-        audit.clone(),
-        Arc::clone(reloader),
-    );
-    let observe: otel::Observe = Box::new(move |f: &mut dyn FnMut(Observation<'_>)| {
-        let mut emit = |name, counter, value: u64, attributes: &[(&'static str, &str)]| {
-            f(Observation {
-                name,
-                counter,
-                value,
-                attributes,
-            })
-        };
-        for h in router.snapshot().upstreams() {
-            let name = h.name();
-            let total = h.metrics().total();
-            let up = u64::from(h.phase() == crate::upstream::Phase::Ready);
-            emit(
-                "mcpmux.upstream.requests",
-                true,
-                total.requests(),
-                &[("mcpmux.upstream", name)],
-            );
-            emit(
-                "mcpmux.upstream.request.errors",
-                true,
-                total.errors(),
-                &[("mcpmux.upstream", name)],
-            );
-            emit(
-                "mcpmux.upstream.in_flight",
-                false,
-                h.in_flight() as u64,
-                &[("mcpmux.upstream", name)],
-            );
-            emit(
-                "mcpmux.upstream.restarts",
-                true,
-                u64::from(h.status().restarts),
-                &[("mcpmux.upstream", name)],
-            );
-            emit(
-                "mcpmux.upstream.up",
-                false,
-                up,
-                &[("mcpmux.upstream", name)],
-            );
-        }
-        emit(
-            "mcpmux.sessions",
-            false,
-            service.session_count() as u64,
-            &[],
-        );
-        emit("mcpmux.audit.queue_depth", false, audit.queued(), &[]);
-        emit("mcpmux.audit.dropped", true, audit.dropped(), &[]);
-        let (applied, refused) = reloader.counts();
-        emit(
-            "mcpmux.config.reloads",
-            true,
-            applied,
-            &[("result", "applied")],
-        );
-        emit(
-            "mcpmux.config.reloads",
-            true,
-            refused,
-            &[("result", "refused")],
-        );
-    });
     let target = export
         .endpoint
         .clone()
         .unwrap_or_else(|| "the OTEL_EXPORTER_OTLP endpoint".into());
-    match otel::start(&export, observe) {
+    match otel::start(&export, crate::admin::metrics::otlp_instruments(readings)) {
         Ok(telemetry) => {
             tracing::info!(endpoint = %target, protocol = ?export.protocol, metrics = export.metrics, "Exporting traces over OTLP.");
             Some(telemetry)

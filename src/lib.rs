@@ -2,7 +2,9 @@
 //!
 //! Module map (see README "Architecture"):
 //! - [`cli`]: the command line (`serve`, `stdio`, `check`, `tools`, `status`, `restart`, `audit`).
-//! - [`admin`]: the admin API (status, restart, health, readiness, audit) on its own listener.
+//! - [`admin`]: the admin API (status, restart, health, readiness, audit, metrics) on its own
+//!   listener, and the one metrics catalog both `/metrics` and OTLP are made from.
+//! - [`api`]: the admin API's answers as serde types, shared by the server and the CLI.
 //! - [`daemon`]: wires config → upstreams → router → supervisor → HTTP, and shuts down in order.
 //! - [`config`]: the validated model and its defaults; loading TOML or an `mcpServers` JSON file.
 //! - [`jsonrpc`]: envelopes parsed without copying payloads, the members of a raw object, line
@@ -32,6 +34,7 @@
 //! - [`telemetry`]: logging setup, and OpenTelemetry export (`telemetry::otel`).
 
 pub mod admin;
+pub mod api;
 pub mod audit;
 pub mod bridge;
 pub mod cli;

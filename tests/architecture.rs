@@ -65,6 +65,21 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         ],
     ),
     ("admin", &["downstream", "daemon", "cli", "bridge"]),
+    // The admin API's wire types: shared by the server side and the CLI, so they use neither.
+    (
+        "api",
+        &[
+            "upstream",
+            "router",
+            "downstream",
+            "supervisor",
+            "admin",
+            "daemon",
+            "cli",
+            "bridge",
+            "telemetry",
+        ],
+    ),
     ("downstream", &["admin", "daemon", "cli", "bridge"]),
 ];
 

@@ -10,7 +10,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Json, Response};
-use serde_json::json;
 
 use super::AdminState;
 use super::token::AdminToken;
@@ -41,7 +40,7 @@ pub(super) async fn guard(
     next: Next,
 ) -> Response {
     if let Err((status, why)) = admit(&admin.guard, request.method(), request.headers()) {
-        return (status, Json(json!({ "error": why }))).into_response();
+        return (status, Json(crate::api::Refused { error: why })).into_response();
     }
     next.run(request).await
 }

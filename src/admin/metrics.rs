@@ -1,8 +1,11 @@
-//! `GET /metrics`: the daemon's state in Prometheus' text exposition format (0.0.4) — per
-//! upstream its state, requests in flight, restarts, catalog sizes and changed tools; host
-//! sessions; per host its requests, refusals and requests in flight; the audit queue and drops;
-//! the catalog generation. It reads what the daemon already keeps, so serving it costs the hot
-//! path nothing.
+//! mcpmux's metrics, both exporters generated from one [`catalog`]: `GET /metrics` renders it in
+//! Prometheus' text exposition format (0.0.4), and [`otlp_instruments`] turns it into the OTLP
+//! instruments the daemon registers. Per upstream its state, requests in flight, restarts,
+//! catalog sizes, changed tools and forwarded requests; host sessions; per host its requests,
+//! refusals and requests in flight; config reloads; the audit queue and drops; the catalog
+//! generation. It reads what the daemon already keeps, so serving it costs the hot path nothing.
+
+pub mod catalog;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -12,11 +15,8 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use super::AdminState;
-use crate::mcp::ListKind;
-use crate::upstream::Phase;
-
-/// One sample: its labels and value.
-type Sample = (Vec<(&'static str, String)>, f64);
+use crate::telemetry::otel::{Instrument, InstrumentKind};
+use catalog::{CATALOG, Kind, Metric, Readings, Sample, Scrape, Value};
 
 /// The exposition being written.
 #[derive(Default)]
@@ -24,76 +24,48 @@ struct Exposition(String);
 
 impl Exposition {
     /// A metric family: its `# HELP` and `# TYPE` lines, then its samples.
-    fn family(&mut self, name: &str, kind: &str, help: &str, samples: Vec<Sample>) {
-        let _ = writeln!(self.0, "# HELP {name} {help}");
+    fn family(&mut self, metric: &Metric, scrape: &Scrape<'_>) {
+        let name = metric.prometheus;
+        let kind = match metric.kind {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        };
+        let _ = writeln!(self.0, "# HELP {name} {}", metric.help);
         let _ = writeln!(self.0, "# TYPE {name} {kind}");
-        for (labels, value) in samples {
-            self.0.push_str(name);
-            if !labels.is_empty() {
-                let labels: Vec<String> = labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-                    .collect();
-                let _ = write!(self.0, "{{{}}}", labels.join(","));
+        (metric.read)(scrape, &mut |sample| self.sample(name, &sample));
+    }
+
+    fn sample(&mut self, name: &str, sample: &Sample<'_>) {
+        let labels: Vec<String> = (sample.labels.iter())
+            .map(|(label, v)| format!("{}=\"{}\"", label.prometheus, escape(v)))
+            .collect();
+        let labels = labels.join(",");
+        match sample.value {
+            Value::Count(value) => {
+                self.0.push_str(name);
+                if !labels.is_empty() {
+                    let _ = write!(self.0, "{{{labels}}}");
+                }
+                let _ = writeln!(self.0, " {value}");
             }
-            let _ = writeln!(self.0, " {value}");
+            Value::Latency(histogram) => {
+                let sep = if labels.is_empty() { "" } else { "," };
+                for (le, n) in histogram.cumulative() {
+                    let le = if le.is_infinite() {
+                        "+Inf".to_owned()
+                    } else {
+                        format!("{le}")
+                    };
+                    let _ = writeln!(self.0, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {n}");
+                }
+                let sum = histogram.sum().as_secs_f64();
+                let count = histogram.count();
+                let _ = writeln!(self.0, "{name}_sum{{{labels}}} {sum}");
+                let _ = writeln!(self.0, "{name}_count{{{labels}}} {count}");
+            }
         }
     }
-}
-
-/// Host requests forwarded to each upstream, per method and tool: counts, errors, and the latency
-/// histogram.
-fn requests(out: &mut Exposition, upstreams: &[crate::upstream::UpstreamHandle]) {
-    let (mut counts, mut errors) = (Vec::new(), Vec::new());
-    let mut histogram = String::new();
-    for h in upstreams {
-        h.metrics().each(|v| {
-            let mut labels = vec![
-                ("upstream", h.name().to_owned()),
-                ("method", v.method.to_owned()),
-            ];
-            if let Some(tool) = v.tool {
-                labels.push(("tool", tool.to_owned()));
-            }
-            counts.push((labels.clone(), v.series.requests() as f64));
-            errors.push((labels.clone(), v.series.errors() as f64));
-            let text: Vec<String> = (labels.iter())
-                .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-                .collect();
-            let text = text.join(",");
-            let name = "mcpmux_upstream_request_duration_seconds";
-            for (le, n) in v.series.latency.cumulative() {
-                let le = if le.is_infinite() {
-                    "+Inf".to_owned()
-                } else {
-                    format!("{le}")
-                };
-                let _ = writeln!(histogram, "{name}_bucket{{{text},le=\"{le}\"}} {n}");
-            }
-            let sum = v.series.latency.sum().as_secs_f64();
-            let _ = writeln!(histogram, "{name}_sum{{{text}}} {sum}");
-            let _ = writeln!(histogram, "{name}_count{{{text}}} {}", v.series.requests());
-        });
-    }
-    out.family(
-        "mcpmux_upstream_requests_total",
-        "counter",
-        "Host requests forwarded to the upstream, per method (and tool, for tools/call).",
-        counts,
-    );
-    out.family(
-        "mcpmux_upstream_request_errors_total",
-        "counter",
-        "Forwarded requests that failed: an error answer, a timeout, or no connection.",
-        errors,
-    );
-    out.family(
-        "mcpmux_upstream_request_duration_seconds",
-        "histogram",
-        "How long forwarded requests took, from mcpmux to the upstream and back.",
-        Vec::new(),
-    );
-    out.0.push_str(&histogram);
 }
 
 /// A label value as the format wants it: `\`, `"` and newlines escaped.
@@ -104,130 +76,230 @@ fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-pub(super) async fn metrics(State(admin): State<Arc<AdminState>>) -> Response {
-    let snapshot = admin.router.snapshot();
-    let mut upstreams: Vec<_> = snapshot.upstreams().cloned().collect();
-    upstreams.sort_by(|a, b| a.name().cmp(b.name()));
-    let by_upstream = |f: &dyn Fn(&crate::upstream::UpstreamHandle) -> f64| -> Vec<Sample> {
-        upstreams
-            .iter()
-            .map(|h| (vec![("upstream", h.name().to_owned())], f(h)))
-            .collect()
-    };
+/// Every metric of the catalog as Prometheus text.
+pub fn render(readings: &Readings) -> String {
+    let scrape = Scrape::of(readings);
     let mut out = Exposition::default();
-    out.family(
-        "mcpmux_upstream_up",
-        "gauge",
-        "1 while the upstream is ready.",
-        by_upstream(&|h| f64::from(u8::from(h.phase() == Phase::Ready))),
-    );
-    out.family(
-        "mcpmux_upstream_in_flight",
-        "gauge",
-        "Requests the upstream is serving now.",
-        by_upstream(&|h| h.in_flight() as f64),
-    );
-    out.family(
-        "mcpmux_upstream_restarts_total",
-        "counter",
-        "Times the upstream was restarted.",
-        by_upstream(&|h| f64::from(h.status().restarts)),
-    );
-    let mut items = Vec::new();
-    for kind in ListKind::ALL {
-        for h in &upstreams {
-            let count = (snapshot.list(kind).iter())
-                .filter(|e| e.upstream.name() == h.name())
-                .count();
-            let labels = vec![
-                ("upstream", h.name().to_owned()),
-                ("listing", kind.field().to_owned()),
-            ];
-            items.push((labels, count as f64));
-        }
+    for metric in CATALOG {
+        out.family(metric, &scrape);
     }
-    out.family(
-        "mcpmux_catalog_items",
-        "gauge",
-        "Items each upstream has in the merged catalog, per listing.",
-        items,
-    );
-    out.family(
-        "mcpmux_tools_changed",
-        "gauge",
-        "Tools whose definition changed since it was pinned (see mcpmux pins).",
-        by_upstream(&|h| admin.router.changed_tools(h.name()).len() as f64),
-    );
-    out.family(
-        "mcpmux_catalog_generation",
-        "gauge",
-        "The current catalog generation.",
-        vec![(vec![], snapshot.generation as f64)],
-    );
-    out.family(
-        "mcpmux_sessions",
-        "gauge",
-        "Open host sessions.",
-        vec![(vec![], (admin.session_count)() as f64)],
-    );
-    let hosts = (admin.hosts)();
-    let per_host = |key: &str| -> Vec<Sample> {
-        hosts
-            .iter()
-            .map(|h| {
-                let name = h["name"].as_str().unwrap_or_default().to_owned();
-                (vec![("host", name)], h[key].as_f64().unwrap_or(0.0))
-            })
-            .collect()
-    };
-    out.family(
-        "mcpmux_host_requests_total",
-        "counter",
-        "Requests each configured host made.",
-        per_host("requests"),
-    );
-    out.family(
-        "mcpmux_host_refused_total",
-        "counter",
-        "Requests refused by a host's limits.",
-        per_host("refused"),
-    );
-    out.family(
-        "mcpmux_host_in_flight",
-        "gauge",
-        "Requests of each host in flight now.",
-        per_host("in_flight"),
-    );
-    requests(&mut out, &upstreams);
-    let (reloads, rejected) = admin.reloader.counts();
-    out.family(
-        "mcpmux_config_reloads_total",
-        "counter",
-        "Config reloads, by whether the new file was applied or refused.",
-        vec![
-            (vec![("result", "applied".into())], reloads as f64),
-            (vec![("result", "refused".into())], rejected as f64),
-        ],
-    );
-    let audit = &admin.audit;
-    out.family(
-        "mcpmux_audit_queue_depth",
-        "gauge",
-        "Audit records waiting for the writer.",
-        vec![(vec![], audit.queued() as f64)],
-    );
-    out.family(
-        "mcpmux_audit_dropped_total",
-        "counter",
-        "Audit records dropped because the queue was full.",
-        vec![(vec![], audit.dropped() as f64)],
-    );
+    out.0
+}
+
+pub(super) async fn metrics(State(admin): State<Arc<AdminState>>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        out.0,
+        render(&admin.metrics),
     )
         .into_response()
+}
+
+/// One OTLP instrument per catalog entry: counters and gauges read from `readings` at each
+/// export, the latency histogram (recorded per request) by its name.
+pub fn otlp_instruments(readings: &Arc<Readings>) -> Vec<Instrument> {
+    CATALOG
+        .iter()
+        .map(|metric| {
+            let readings = Arc::clone(readings);
+            let read = metric.read;
+            let observe: crate::telemetry::otel::Observe = Box::new(move |f| {
+                let scrape = Scrape::of(&readings);
+                read(&scrape, &mut |sample| {
+                    let Value::Count(value) = sample.value else {
+                        return;
+                    };
+                    let attributes: Vec<(&'static str, &str)> = (sample.labels.iter())
+                        .map(|(label, v)| (label.otlp, *v))
+                        .collect();
+                    f(value, &attributes);
+                });
+            });
+            Instrument {
+                name: metric.otlp,
+                description: metric.help,
+                kind: match metric.kind {
+                    Kind::Counter => InstrumentKind::Counter(observe),
+                    Kind::Gauge => InstrumentKind::Gauge(observe),
+                    Kind::Histogram => InstrumentKind::Histogram,
+                },
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+    use crate::audit::AuditHandle;
+    use crate::config::CatalogConfig;
+    use crate::router::RouterHandle;
+    use crate::upstream::metrics::Histogram;
+
+    /// A daemon with no upstreams, one host `c"i` with 3 requests, 2 sessions, a reload of each
+    /// outcome.
+    fn readings() -> Arc<Readings> {
+        Arc::new(Readings {
+            router: RouterHandle::new(&CatalogConfig::default(), &[], None),
+            audit: AuditHandle::disabled(),
+            sessions: Box::new(|| 2),
+            hosts: Box::new(|| {
+                vec![crate::api::HostStatus {
+                    name: "c\"i".into(),
+                    profile: None,
+                    in_flight: 0,
+                    requests: 3,
+                    refused: 1,
+                    max_in_flight: None,
+                    max_calls_per_second: None,
+                    max_sessions: None,
+                    sessions: 0,
+                }]
+            }),
+            reloads: Box::new(|| (4, 1)),
+        })
+    }
+
+    #[test]
+    fn every_quantity_is_named_once_in_each_format() {
+        let (mut prometheus, mut otlp) = (HashSet::new(), HashSet::new());
+        for m in CATALOG {
+            assert!(prometheus.insert(m.prometheus), "{} twice", m.prometheus);
+            assert!(otlp.insert(m.otlp), "{} twice", m.otlp);
+            assert!(m.prometheus.starts_with("mcpmux_"), "{}", m.prometheus);
+            assert!(m.otlp.starts_with("mcpmux."), "{}", m.otlp);
+            assert_eq!(
+                m.kind == Kind::Counter,
+                m.prometheus.ends_with("_total"),
+                "Prometheus counters, and only they, end in _total: {}",
+                m.prometheus
+            );
+            assert!(
+                !m.help.is_empty() && m.help.ends_with('.'),
+                "{}",
+                m.prometheus
+            );
+        }
+        let histograms = CATALOG.iter().filter(|m| m.kind == Kind::Histogram);
+        assert_eq!(histograms.count(), 1, "record_latency feeds exactly one");
+    }
+
+    #[test]
+    fn every_catalog_entry_has_a_prometheus_family_and_an_otlp_instrument() {
+        let readings = readings();
+        let text = render(&readings);
+        let instruments = otlp_instruments(&readings);
+        assert_eq!(instruments.len(), CATALOG.len());
+        for (m, instrument) in CATALOG.iter().zip(&instruments) {
+            assert!(text.contains(&format!("# HELP {} {}\n", m.prometheus, m.help)));
+            assert!(
+                text.contains(&format!("# TYPE {} ", m.prometheus)),
+                "{text}"
+            );
+            assert_eq!(instrument.name, m.otlp);
+            assert_eq!(instrument.description, m.help);
+            let matches = matches!(
+                (m.kind, &instrument.kind),
+                (Kind::Counter, InstrumentKind::Counter(_))
+                    | (Kind::Gauge, InstrumentKind::Gauge(_))
+                    | (Kind::Histogram, InstrumentKind::Histogram)
+            );
+            assert!(matches, "{} is exported as another kind", m.otlp);
+        }
+    }
+
+    #[test]
+    fn samples_carry_only_the_labels_their_entry_names() {
+        let readings = readings();
+        let scrape = Scrape::of(&readings);
+        for m in CATALOG {
+            (m.read)(&scrape, &mut |sample| {
+                for (label, _) in sample.labels {
+                    assert!(m.labels.contains(label), "{}: {label:?}", m.prometheus);
+                }
+            });
+        }
+    }
+
+    #[test]
+    fn prometheus_text_has_labelled_escaped_samples() {
+        let text = render(&readings());
+        for line in [
+            "# TYPE mcpmux_host_requests_total counter\n",
+            "mcpmux_host_requests_total{host=\"c\\\"i\"} 3\n",
+            "mcpmux_host_refused_total{host=\"c\\\"i\"} 1\n",
+            "mcpmux_sessions 2\n",
+            "mcpmux_config_reloads_total{result=\"applied\"} 4\n",
+            "mcpmux_config_reloads_total{result=\"refused\"} 1\n",
+            "mcpmux_catalog_generation 0\n",
+            "mcpmux_audit_dropped_total 0\n",
+        ] {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
+        assert_eq!(escape("a\\b\n"), "a\\\\b\\n");
+    }
+
+    #[test]
+    fn a_histogram_is_rendered_as_cumulative_buckets_a_sum_and_a_count() {
+        let histogram = Histogram::default();
+        histogram.record(std::time::Duration::from_millis(3));
+        histogram.record(std::time::Duration::from_millis(5));
+        let mut out = Exposition::default();
+        let labels = [(catalog::UPSTREAM, "up")];
+        out.sample(
+            "d",
+            &Sample {
+                labels: &labels,
+                value: Value::Latency(&histogram),
+            },
+        );
+        let lines: Vec<&str> = out.0.lines().collect();
+        assert!(
+            lines.contains(&"d_bucket{upstream=\"up\",le=\"+Inf\"} 2"),
+            "{lines:?}"
+        );
+        assert!(lines.contains(&"d_sum{upstream=\"up\"} 0.008"), "{lines:?}");
+        assert!(lines.contains(&"d_count{upstream=\"up\"} 2"), "{lines:?}");
+        let buckets: Vec<u64> = (lines.iter())
+            .filter(|l| l.starts_with("d_bucket"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+            .collect();
+        assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+    }
+
+    #[test]
+    fn otlp_instruments_read_the_same_values_with_otlp_attributes() {
+        let readings = readings();
+        let instruments = otlp_instruments(&readings);
+        let observed = |name: &str| {
+            let instrument = instruments.iter().find(|i| i.name == name);
+            let Some(InstrumentKind::Counter(observe) | InstrumentKind::Gauge(observe)) =
+                instrument.map(|i| &i.kind)
+            else {
+                panic!("no observed instrument {name}");
+            };
+            let mut seen = Vec::new();
+            observe(&mut |v, a| {
+                let a: Vec<String> = a.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                seen.push((v, a.join(",")));
+            });
+            seen
+        };
+        assert_eq!(
+            observed("mcpmux.config.reloads"),
+            [
+                (4, "result=applied".to_owned()),
+                (1, "result=refused".to_owned())
+            ]
+        );
+        assert_eq!(observed("mcpmux.sessions"), [(2, String::new())]);
+        assert_eq!(
+            observed("mcpmux.host.requests"),
+            [(3, "mcpmux.host=c\"i".to_owned())]
+        );
+    }
 }

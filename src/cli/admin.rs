@@ -224,11 +224,9 @@ impl Admin {
             .is_ok_and(|r| r.status().is_success())
     }
 
-    /// `POST path` (with an empty JSON body), for an action whose answer only says it was done.
-    pub async fn post(&self, path: &str) -> anyhow::Result<()> {
-        self.request::<serde_json::Value>(Method::POST, path, &[])
-            .await
-            .map(drop)
+    /// `POST path` (with an empty JSON body), its answer decoded.
+    pub async fn post<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        self.request(Method::POST, path, &[]).await
     }
 
     /// `method path?query`, its JSON answer decoded; an error answer becomes its `error` text.
@@ -244,7 +242,7 @@ impl Admin {
             request = request.header(reqwest::header::AUTHORIZATION, token.clone());
         }
         if method == Method::POST {
-            request = request.json(&serde_json::json!({}));
+            request = request.json(&crate::api::Empty {});
         }
         let response = request.send().await.map_err(|e| {
             anyhow::anyhow!(
@@ -254,13 +252,15 @@ impl Admin {
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
         if !status.is_success() {
-            let body: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            if let Ok(refused) = serde_json::from_str::<crate::api::Refused>(&text) {
+                anyhow::bail!("{}", refused.error);
+            }
             let fallback = if text.is_empty() {
                 status.as_str()
             } else {
                 &text
             };
-            anyhow::bail!("{}", body["error"].as_str().unwrap_or(fallback));
+            anyhow::bail!("{fallback}");
         }
         Ok(serde_json::from_str(&text)?)
     }

@@ -1,6 +1,7 @@
 //! What the CLI prints for people: plain left-aligned tables of the config's upstreams, hosts and
 //! profiles, of the daemon's status, of its tools and of its tool pins.
 
+use crate::api::{Pins, ReloadChanges, SessionStatus, Status};
 use crate::config::{Config, Credential, Transport};
 
 /// A plain left-aligned text table.
@@ -26,93 +27,80 @@ fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// A tool as `tools/list` lists it: what `mcpmux tools` prints of it (the rest is ignored).
+#[derive(Debug, Clone, serde::Deserialize)]
+pub(super) struct ListedTool {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
 /// `mcpmux tools`: each tool's name and the first line of its description.
-pub(super) fn tools_table(tools: &[serde_json::Value]) -> String {
+pub(super) fn tools_table(tools: &[ListedTool]) -> String {
     let rows: Vec<Vec<String>> = tools
         .iter()
         .map(|tool| {
-            let description = tool["description"]
-                .as_str()
+            let description = (tool.description.as_deref())
                 .unwrap_or_default()
                 .lines()
                 .next()
                 .unwrap_or_default();
-            vec![
-                tool["name"].as_str().unwrap_or_default().to_owned(),
-                description.chars().take(80).collect(),
-            ]
+            vec![tool.name.clone(), description.chars().take(80).collect()]
         })
         .collect();
     table(&["TOOL", "DESCRIPTION"], &rows)
 }
 
+/// Names as a list, or `-` for none.
+fn names(list: &[String]) -> String {
+    if list.is_empty() {
+        "-".into()
+    } else {
+        list.join(", ")
+    }
+}
+
 /// `mcpmux reload`: what the reload changed.
-pub(super) fn reload_summary(changes: &serde_json::Value) -> String {
-    let names = |k: &str| -> String {
-        let list: Vec<&str> = (changes[k].as_array().into_iter().flatten())
-            .filter_map(|v| v.as_str())
-            .collect();
-        if list.is_empty() {
-            "-".into()
-        } else {
-            list.join(", ")
-        }
-    };
+pub(super) fn reload_summary(changes: &ReloadChanges) -> String {
     let mut out = format!(
         "reloaded: added {}; removed {}; changed {}; {} unchanged\n",
-        names("added"),
-        names("removed"),
-        names("changed"),
-        changes["unchanged"].as_array().map_or(0, Vec::len),
+        names(&changes.added),
+        names(&changes.removed),
+        names(&changes.changed),
+        changes.unchanged.len(),
     );
-    if changes["sessions_ended"].as_u64().unwrap_or(0) > 0 {
+    if changes.sessions_ended > 0 {
         out.push_str(&format!(
             "{} host sessions ended: the new config no longer admits them\n",
-            changes["sessions_ended"]
+            changes.sessions_ended
         ));
     }
-    if changes["restart_needed"]
-        .as_array()
-        .is_some_and(|a| !a.is_empty())
-    {
+    if !changes.restart_needed.is_empty() {
         out.push_str(&format!(
             "needs a restart to take effect (running with the old value): {}\n",
-            names("restart_needed")
+            names(&changes.restart_needed)
         ));
     }
-    for problem in incomplete(changes) {
+    for problem in &changes.incomplete {
         out.push_str(&format!("NOT FINISHED: {problem}\n"));
     }
     out
 }
 
-/// What a reload did not finish (requests a retired upstream still had when its drain ended).
-pub(super) fn incomplete(changes: &serde_json::Value) -> Vec<&str> {
-    (changes["incomplete"].as_array().into_iter().flatten())
-        .filter_map(|v| v.as_str())
-        .collect()
-}
-
 /// `mcpmux sessions`: one row per open host session.
-pub(super) fn sessions_table(sessions: &serde_json::Value) -> String {
-    let rows: Vec<Vec<String>> = (sessions.as_array().into_iter().flatten())
+pub(super) fn sessions_table(sessions: &[SessionStatus]) -> String {
+    let rows: Vec<Vec<String>> = (sessions.iter())
         .map(|s| {
-            let text = |k: &str| {
-                s[k].as_str()
-                    .map_or_else(|| s[k].to_string(), str::to_owned)
-            };
-            let or_dash = |k: &str| s[k].as_str().unwrap_or("-").to_owned();
+            let or_dash = |v: &Option<String>| v.as_deref().unwrap_or("-").to_owned();
             vec![
-                text("id"),
-                or_dash("principal"),
-                or_dash("profile"),
-                or_dash("client"),
-                text("protocol_version"),
-                humantime::format_duration(std::time::Duration::from_secs(
-                    s["age_seconds"].as_u64().unwrap_or(0),
-                ))
-                .to_string(),
-                text("in_flight"),
+                s.id.clone(),
+                or_dash(&s.principal),
+                or_dash(&s.profile),
+                or_dash(&s.client),
+                s.protocol_version.clone(),
+                humantime::format_duration(std::time::Duration::from_secs(s.age_seconds))
+                    .to_string(),
+                s.in_flight.to_string(),
             ]
         })
         .collect();
@@ -130,65 +118,53 @@ pub(super) fn sessions_table(sessions: &serde_json::Value) -> String {
     )
 }
 
+/// The first 90 characters of `text`.
+fn first_90(text: &str) -> String {
+    text.chars().take(90).collect()
+}
+
 /// `mcpmux status`: the daemon, then one row per upstream.
-pub(super) fn status_table(status: &serde_json::Value) -> String {
-    let rows: Vec<Vec<String>> = status["upstreams"]
-        .as_array()
-        .into_iter()
-        .flatten()
+pub(super) fn status_table(status: &Status) -> String {
+    let rows: Vec<Vec<String>> = (status.upstreams.iter())
         .map(|u| {
-            let text = |k: &str| {
-                u[k].as_str()
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| u[k].to_string())
-            };
             vec![
-                text("name"),
-                text("state"),
-                text("transport"),
-                u["protocol_version"].as_str().unwrap_or("-").to_owned(),
-                text("tools"),
-                text("restarts"),
-                text("in_flight"),
-                match (u["latency_p50_ms"].as_f64(), u["latency_p99_ms"].as_f64()) {
+                u.name.clone(),
+                u.state.clone(),
+                u.transport.clone(),
+                u.protocol_version.as_deref().unwrap_or("-").to_owned(),
+                u.tools.to_string(),
+                u.restarts.to_string(),
+                u.in_flight.to_string(),
+                match (u.latency_p50_ms, u.latency_p99_ms) {
                     (Some(p50), Some(p99)) => format!("{p50}/{p99}"),
                     _ => "-".into(),
                 },
                 // A ready upstream's last HTTP error is history (the remote table keeps it).
-                u["last_error"]
-                    .as_str()
-                    .or(u["last_http_error"]
-                        .as_str()
-                        .filter(|_| u["state"] != "ready"))
-                    .unwrap_or("")
-                    .chars()
-                    .take(90)
-                    .collect(),
+                first_90(
+                    (u.last_error.as_deref())
+                        .or((u.last_http_error.as_deref()).filter(|_| u.state != "ready"))
+                        .unwrap_or(""),
+                ),
             ]
         })
         .collect();
-    let sessions = match status["max_sessions"].as_u64() {
-        Some(max) => format!("{} of {max}", status["sessions"]),
-        None => status["sessions"].to_string(),
-    };
     let mut out = format!(
-        "mcpmux {} — {sessions} host sessions, catalog generation {}\n",
-        status["version"].as_str().unwrap_or("?"),
-        status["catalog_generation"]
+        "mcpmux {} — {} of {} host sessions, catalog generation {}\n",
+        status.version, status.sessions, status.max_sessions, status.catalog_generation
     );
-    let config = &status["config"];
-    if let Some(file) = config["file"].as_str() {
-        out.push_str(&format!(
-            "config {file} — {} reloads, {} refused\n",
-            config["reloads"], config["rejected"]
-        ));
-    }
-    if let Some(error) = config["last_reload"]["error"].as_str() {
+    let config = &status.config;
+    out.push_str(&format!(
+        "config {} — {} reloads, {} refused\n",
+        config.file, config.reloads, config.rejected
+    ));
+    let last = config.last_reload.as_ref();
+    if let Some(error) = last.and_then(|r| r.error.as_deref()) {
         out.push_str(&format!(
             "THE CONFIG FILE IS NOT RUNNING (the previous one is): {error}\n"
         ));
     }
-    for problem in incomplete(&config["last_reload"]["changes"]) {
+    let changes = last.and_then(|r| r.changes.as_ref());
+    for problem in changes.into_iter().flat_map(|c| &c.incomplete) {
         out.push_str(&format!(
             "THE LAST RELOAD DID NOT FINISH CLEANLY: {problem}\n"
         ));
@@ -207,36 +183,30 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
         ],
         &rows,
     ));
-    let remote: Vec<Vec<String>> = status["upstreams"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let or_dash = |v: &Option<String>| first_90(v.as_deref().unwrap_or("-"));
+    let remote: Vec<Vec<String>> = (status.upstreams.iter())
         .filter_map(|u| {
-            let field = |k: &str| u[k].as_str().unwrap_or("-").chars().take(90).collect();
-            let url = u["url"].as_str()?;
             Some(vec![
-                field("name"),
-                url.to_owned(),
-                field("http_session"),
-                field("last_http_error"),
+                first_90(&u.name),
+                u.url.clone()?,
+                or_dash(&u.http_session),
+                or_dash(&u.last_http_error),
             ])
         })
         .collect();
-    let hosts: Vec<Vec<String>> = status["hosts"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let hosts: Vec<Vec<String>> = (status.hosts.iter())
         .map(|h| {
-            let limit = |k: &str| h[k].as_f64().map_or("-".to_owned(), |v| v.to_string());
+            let limit = |v: Option<f64>| v.map_or("-".to_owned(), |v| v.to_string());
+            let count = |v: Option<usize>| limit(v.map(|v| v as f64));
             vec![
-                h["name"].as_str().unwrap_or_default().to_owned(),
-                h["in_flight"].to_string(),
-                h["requests"].to_string(),
-                h["refused"].to_string(),
-                limit("max_in_flight"),
-                limit("max_calls_per_second"),
-                h["sessions"].to_string(),
-                limit("max_sessions"),
+                h.name.clone(),
+                h.in_flight.to_string(),
+                h.requests.to_string(),
+                h.refused.to_string(),
+                count(h.max_in_flight),
+                limit(h.max_calls_per_second),
+                h.sessions.to_string(),
+                count(h.max_sessions),
             ]
         })
         .collect();
@@ -263,21 +233,18 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
             &remote,
         ));
     }
-    for u in status["upstreams"].as_array().into_iter().flatten() {
-        let changed: Vec<&str> = (u["changed_tools"].as_array().into_iter().flatten())
-            .filter_map(|t| t.as_str())
-            .collect();
-        if !changed.is_empty() {
-            let fate = if u["pin"] == "strict" {
+    for u in &status.upstreams {
+        if !u.changed_tools.is_empty() {
+            let fate = if u.pin == "strict" {
                 "withheld until approved"
             } else {
                 "still shown"
             };
             out.push_str(&format!(
                 "\nchanged tool definitions of {} ({fate}; review, then `mcpmux approve {} TOOL`): {}\n",
-                u["name"].as_str().unwrap_or_default(),
-                u["name"].as_str().unwrap_or_default(),
-                changed.join(", ")
+                u.name,
+                u.name,
+                u.changed_tools.join(", ")
             ));
         }
     }
@@ -285,23 +252,21 @@ pub(super) fn status_table(status: &serde_json::Value) -> String {
 }
 
 /// `mcpmux pins`: one row per pinned tool; a changed one shows its new digest.
-pub(super) fn pins(pins: &serde_json::Value) -> String {
-    let rows: Vec<Vec<String>> = (pins["pins"].as_array().into_iter().flatten())
+pub(super) fn pins(pins: &Pins) -> String {
+    let short =
+        |digest: Option<&str>| digest.map_or("-".to_owned(), |d| d.chars().take(12).collect());
+    let rows: Vec<Vec<String>> = (pins.pins.iter())
         .map(|p| {
-            let short = |k: &str| {
-                p[k].as_str()
-                    .map_or("-".to_owned(), |d| d.chars().take(12).collect())
-            };
             vec![
-                p["upstream"].as_str().unwrap_or_default().to_owned(),
-                p["tool"].as_str().unwrap_or_default().to_owned(),
-                short("digest"),
-                if p["changed_to"].is_string() {
+                p.upstream.clone(),
+                p.tool.clone(),
+                short(Some(&p.digest)),
+                if p.changed_to.is_some() {
                     "CHANGED".to_owned()
                 } else {
                     "pinned".to_owned()
                 },
-                short("changed_to"),
+                short(p.changed_to.as_deref()),
             ]
         })
         .collect();
@@ -416,4 +381,88 @@ fn program_exists(command: &str) -> bool {
     }
     std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(command).is_file()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{AuditStatus, ConfigStatus, HostStatus, LastReload};
+
+    fn changes(incomplete: &[&str]) -> ReloadChanges {
+        ReloadChanges {
+            added: vec!["new".into()],
+            unchanged: vec!["a".into(), "b".into()],
+            sessions_ended: 2,
+            incomplete: incomplete.iter().map(|s| (*s).to_owned()).collect(),
+            ..ReloadChanges::default()
+        }
+    }
+
+    #[test]
+    fn a_reload_summary_says_what_changed_and_what_did_not_finish() {
+        let text = reload_summary(&changes(&["`far` still had 1 request"]));
+        assert_eq!(
+            text,
+            "reloaded: added new; removed -; changed -; 2 unchanged\n\
+             2 host sessions ended: the new config no longer admits them\n\
+             NOT FINISHED: `far` still had 1 request\n"
+        );
+    }
+
+    #[test]
+    fn status_shows_the_daemon_its_config_hosts_and_remote_upstreams() {
+        let status = Status {
+            version: "0.1.0".into(),
+            catalog_generation: 3,
+            sessions: 1,
+            max_sessions: 64,
+            config: ConfigStatus {
+                file: "/etc/mcpmux.toml".into(),
+                reloads: 1,
+                rejected: 1,
+                last_reload: Some(LastReload {
+                    at: "2026-12-02T00:00:00Z".into(),
+                    trigger: Some("file".into()),
+                    applied: false,
+                    error: Some("line 3: bad".into()),
+                    changes: None,
+                }),
+            },
+            hosts: vec![HostStatus {
+                name: "ci".into(),
+                profile: None,
+                in_flight: 0,
+                requests: 9,
+                refused: 1,
+                max_in_flight: Some(4),
+                max_calls_per_second: Some(2.5),
+                max_sessions: None,
+                sessions: 1,
+            }],
+            upstreams: Vec::new(),
+            audit: AuditStatus {
+                enabled: false,
+                queued: 0,
+                dropped: 0,
+                records: None,
+            },
+        };
+        let text = status_table(&status);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[..3],
+            [
+                "mcpmux 0.1.0 — 1 of 64 host sessions, catalog generation 3",
+                "config /etc/mcpmux.toml — 1 reloads, 1 refused",
+                "THE CONFIG FILE IS NOT RUNNING (the previous one is): line 3: bad",
+            ]
+        );
+        let host = lines.iter().find(|l| l.starts_with("ci ")).unwrap_or(&"");
+        let cells: Vec<&str> = host.split_whitespace().collect();
+        assert_eq!(cells, ["ci", "0", "9", "1", "4", "2.5", "1", "-"]);
+        assert!(
+            !text.contains("REMOTE"),
+            "no remote upstream, no remote table"
+        );
+    }
 }

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
-use serde_json::{Value, json};
 
+use crate::api::{ConfigStatus, LastReload, ReloadChanges};
 use crate::audit::{AuditHandle, Record};
 use crate::config::{self, Config, UpstreamConfig};
 use crate::downstream::{EdgeControl, HostService, Principal};
@@ -121,7 +121,7 @@ struct Outcome {
     trigger: Option<Trigger>,
     /// Why the file on disk is not running (`None`: the last reload applied).
     error: Option<String>,
-    summary: Option<Value>,
+    summary: Option<ReloadChanges>,
 }
 
 impl std::fmt::Debug for Reloader {
@@ -164,25 +164,25 @@ impl Reloader {
     }
 
     /// The config's file and how its last reload went, for status.
-    pub fn status(&self) -> Value {
+    pub fn status(&self) -> ConfigStatus {
         let outcome = lock(&self.outcome).clone();
         let (reloads, rejected) = self.counts();
-        json!({
-            "file": self.current.load().source.display().to_string(),
-            "reloads": reloads,
-            "rejected": rejected,
-            "last_reload": outcome.at.map(|at| json!({
-                "at": humantime::format_rfc3339_seconds(at).to_string(),
-                "trigger": outcome.trigger.map(Trigger::as_str),
-                "applied": outcome.error.is_none(),
-                "error": outcome.error,
-                "changes": outcome.summary,
-            })),
-        })
+        ConfigStatus {
+            file: self.current.load().source.display().to_string(),
+            reloads,
+            rejected,
+            last_reload: outcome.at.map(|at| LastReload {
+                at: humantime::format_rfc3339_seconds(at).to_string(),
+                trigger: outcome.trigger.map(|t| t.as_str().to_owned()),
+                applied: outcome.error.is_none(),
+                error: outcome.error,
+                changes: outcome.summary,
+            }),
+        }
     }
 
     /// Reads the config file again and applies it; the error says why nothing changed.
-    pub async fn reload(&self, trigger: Trigger) -> Result<Value, String> {
+    pub async fn reload(&self, trigger: Trigger) -> Result<ReloadChanges, String> {
         let asked = self.finished.load(Ordering::Acquire);
         let mut running = self.running.lock().await;
         let path = self.current.load().source.clone();
@@ -190,7 +190,8 @@ impl Reloader {
         let same = text.as_ref().ok() == running.text.as_ref();
         // Saved unchanged, or a step of an editor's save that removed the file for now.
         if trigger == Trigger::File && (same || text.is_err()) {
-            return Ok(json!({ "unchanged": true }));
+            // Nothing was done, and nothing reads a file event's answer.
+            return Ok(ReloadChanges::default());
         }
         // Another reload applied this very file while this one waited for it (the watcher saw
         // the save first): how that went is this one's answer.
@@ -229,7 +230,7 @@ impl Reloader {
         path: &Path,
         text: std::io::Result<String>,
         trigger: Trigger,
-    ) -> Result<Value, String> {
+    ) -> Result<ReloadChanges, String> {
         let parsed = match &text {
             Ok(text) => config::parse(path, text),
             Err(e) => Err(config::ConfigError::Read {
@@ -308,22 +309,22 @@ impl Reloader {
             tracing::warn!(file = %path.display(), problem = %problem, "The reload did not finish cleanly.");
         }
 
-        let summary = json!({
-            "added": diff.added,
-            "removed": diff.removed,
-            "changed": diff.changed,
-            "unchanged": diff.unchanged,
-            "sessions_ended": ended,
-            "restart_needed": restart_needed,
-            "incomplete": incomplete,
-        });
+        let summary = ReloadChanges {
+            added: diff.added,
+            removed: diff.removed,
+            changed: diff.changed,
+            unchanged: diff.unchanged,
+            sessions_ended: ended,
+            restart_needed: restart_needed.iter().map(|s| (*s).to_owned()).collect(),
+            incomplete,
+        };
         tracing::info!(
             file = %path.display(),
             trigger = trigger.as_str(),
-            added = ?diff.added,
-            removed = ?diff.removed,
-            changed = ?diff.changed,
-            unchanged = diff.unchanged.len(),
+            added = ?summary.added,
+            removed = ?summary.removed,
+            changed = ?summary.changed,
+            unchanged = summary.unchanged.len(),
             "Reloaded the config."
         );
         for setting in &restart_needed {
@@ -333,7 +334,7 @@ impl Reloader {
             "config.reloaded",
             None,
             None,
-            Some(summary.to_string()),
+            serde_json::to_string(&summary).ok(),
         ));
         running.upstreams = upstreams;
         running.text = text;
@@ -355,11 +356,11 @@ impl Reloader {
 }
 
 impl crate::admin::Reload for Reloader {
-    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<Value, String>> {
+    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<ReloadChanges, String>> {
         Box::pin(Self::reload(self, Trigger::Admin))
     }
 
-    fn status(&self) -> Value {
+    fn status(&self) -> ConfigStatus {
         Self::status(self)
     }
 

@@ -186,18 +186,19 @@ impl Principal {
         Ok(Admitted(self))
     }
 
-    /// Its limits and counts, for status.
-    pub fn status(&self) -> serde_json::Value {
-        serde_json::json!({
-            "name": &*self.name,
-            "profile": self.profile.as_ref().map(|p| p.name.as_str()),
-            "in_flight": self.in_flight.load(Ordering::Relaxed),
-            "requests": self.calls.load(Ordering::Relaxed),
-            "refused": self.refused.load(Ordering::Relaxed),
-            "max_in_flight": self.max_in_flight,
-            "max_calls_per_second": self.rate.as_ref().map(|r| r.per_second),
-            "max_sessions": self.max_sessions,
-        })
+    /// Its limits and counts, for status (`sessions` is the session store's to fill in).
+    pub fn status(&self) -> crate::api::HostStatus {
+        crate::api::HostStatus {
+            name: self.name.to_string(),
+            profile: self.profile.as_ref().map(|p| p.name.clone()),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+            requests: self.calls.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+            max_in_flight: self.max_in_flight,
+            max_calls_per_second: self.rate.as_ref().map(|r| r.per_second),
+            max_sessions: self.max_sessions,
+            sessions: 0,
+        }
     }
 }
 
@@ -262,7 +263,7 @@ mod tests {
         assert!(refused.1.contains("max_in_flight"), "{}", refused.1);
         drop(a);
         assert!(p.admit().is_ok());
-        assert_eq!(p.status()["refused"], 1);
+        assert_eq!(p.status().refused, 1);
     }
 
     #[test]

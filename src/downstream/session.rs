@@ -176,19 +176,19 @@ impl Session {
     }
 
     /// What status shows of it: the start of its id, who, which profile, age, in flight.
-    pub fn status(&self) -> Value {
+    pub fn status(&self) -> crate::api::SessionStatus {
         let access = self.access();
-        serde_json::json!({
-            "id": self.id.get(..8).unwrap_or(&self.id),
-            "principal": access.principal.as_ref().map(|p| &*p.name),
-            "profile": access.profile.as_ref().map(|p| p.name.as_str()),
-            "client": self.host.client_info.name,
-            "client_version": self.host.client_info.version,
-            "protocol_version": self.host.version.to_string(),
-            "age_seconds": self.opened.elapsed().as_secs(),
-            "in_flight": self.in_flight(),
-            "streaming": self.is_streaming(),
-        })
+        crate::api::SessionStatus {
+            id: self.id.get(..8).unwrap_or(&self.id).to_owned(),
+            principal: access.principal.as_ref().map(|p| p.name.to_string()),
+            profile: access.profile.as_ref().map(|p| p.name.clone()),
+            client: self.host.client_info.name.clone(),
+            client_version: self.host.client_info.version.clone(),
+            protocol_version: self.host.version.to_string(),
+            age_seconds: self.opened.elapsed().as_secs(),
+            in_flight: self.in_flight(),
+            streaming: self.is_streaming(),
+        }
     }
 
     /// Its requests being served upstream now.

@@ -4,7 +4,8 @@
 //! context the host sent in `params._meta` or its HTTP headers; each request it causes upstream is
 //! a client span under it, whose `traceparent` goes into the upstream request's `params._meta`
 //! (and, for a remote upstream, its HTTP headers). Metrics read what the daemon keeps anyway
-//! (observed at each export), plus a latency histogram recorded per forwarded request.
+//! (observed at each export), plus a latency histogram recorded per forwarded request; which
+//! instruments there are is the daemon's one metrics catalog (`admin::metrics::catalog`).
 //!
 //! With no collector configured nothing is set up: the hot path's only cost is one check of
 //! [`tracer`], and a host's own trace context still reaches the upstream unchanged.
@@ -312,20 +313,37 @@ pub struct Telemetry {
     metrics: Option<SdkMeterProvider>,
 }
 
-/// What the metrics exported over OTLP are read from at each export.
-pub type Observe = Box<dyn Fn(&mut dyn FnMut(Observation<'_>)) + Send + Sync>;
+/// Reads an observed instrument's values at each export: each value with its attributes.
+pub type Observe = Box<dyn Fn(&mut dyn FnMut(u64, &[(&'static str, &str)])) + Send + Sync>;
 
-/// One observed value.
-#[derive(Debug)]
-pub struct Observation<'a> {
+/// An instrument to register (the daemon makes them from its one metrics catalog,
+/// `admin::metrics`).
+pub struct Instrument {
     pub name: &'static str,
-    pub counter: bool,
-    pub value: u64,
-    pub attributes: &'a [(&'static str, &'a str)],
+    pub description: &'static str,
+    pub kind: InstrumentKind,
+}
+
+/// How an instrument gets its values.
+pub enum InstrumentKind {
+    /// Observed at each export.
+    Counter(Observe),
+    /// Observed at each export.
+    Gauge(Observe),
+    /// The forwarded-request latency, recorded per request by [`record_latency`].
+    Histogram,
+}
+
+impl std::fmt::Debug for Instrument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Instrument")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Sets up the exporters `export` describes (within the tokio runtime, as gRPC needs).
-pub fn start(export: &Export, observe: Observe) -> Result<Telemetry, String> {
+pub fn start(export: &Export, instruments: Vec<Instrument>) -> Result<Telemetry, String> {
     let resource = opentelemetry_sdk::Resource::builder()
         .with_service_name(export.service_name.clone())
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
@@ -383,7 +401,7 @@ pub fn start(export: &Export, observe: Observe) -> Result<Telemetry, String> {
             .with_reader(reader.build())
             .with_resource(resource)
             .build();
-        register(&provider, observe);
+        register(&provider, instruments);
         Some(provider)
     } else {
         None
@@ -397,96 +415,53 @@ fn signal_url(endpoint: &str, signal: &str) -> String {
     format!("{}/v1/{signal}", endpoint.trim_end_matches('/'))
 }
 
-/// The instruments: observed ones read through `observe`, and the latency histogram.
-fn register(provider: &SdkMeterProvider, observe: Observe) {
+/// Registers `instruments`: observed ones call their reader at each export, the histogram
+/// becomes what [`record_latency`] records into.
+fn register(provider: &SdkMeterProvider, instruments: Vec<Instrument>) {
     use opentelemetry::metrics::MeterProvider as _;
     let meter = provider.meter("mcpmux");
-    let observe = std::sync::Arc::new(observe);
-    for (name, counter, description) in OBSERVED {
-        let observe = std::sync::Arc::clone(&observe);
-        let read = move |f: &mut dyn FnMut(u64, Vec<KeyValue>)| {
-            observe(&mut |o: Observation<'_>| {
-                if o.name == *name {
-                    let attributes = (o.attributes.iter())
-                        .map(|(k, v)| KeyValue::new(*k, (*v).to_owned()))
-                        .collect();
-                    f(o.value, attributes);
-                }
-            });
-        };
-        if *counter {
-            meter
-                .u64_observable_counter(*name)
-                .with_description(*description)
-                .with_callback(move |observer| read(&mut |v, a| observer.observe(v, &a)))
-                .build();
-        } else {
-            meter
-                .u64_observable_gauge(*name)
-                .with_description(*description)
-                .with_callback(move |observer| read(&mut |v, a| observer.observe(v, &a)))
-                .build();
+    let attributes = |a: &[(&'static str, &str)]| -> Vec<KeyValue> {
+        (a.iter())
+            .map(|(k, v)| KeyValue::new(*k, (*v).to_owned()))
+            .collect()
+    };
+    for Instrument {
+        name,
+        description,
+        kind,
+    } in instruments
+    {
+        match kind {
+            InstrumentKind::Counter(observe) => {
+                meter
+                    .u64_observable_counter(name)
+                    .with_description(description)
+                    .with_callback(move |o| observe(&mut |v, a| o.observe(v, &attributes(a))))
+                    .build();
+            }
+            InstrumentKind::Gauge(observe) => {
+                meter
+                    .u64_observable_gauge(name)
+                    .with_description(description)
+                    .with_callback(move |o| observe(&mut |v, a| o.observe(v, &attributes(a))))
+                    .build();
+            }
+            InstrumentKind::Histogram => {
+                let _ = LATENCY.set(
+                    meter
+                        .f64_histogram(name)
+                        .with_unit("s")
+                        .with_description(description)
+                        .with_boundaries(vec![
+                            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                            2.5, 5.0, 10.0, 30.0, 60.0,
+                        ])
+                        .build(),
+                );
+            }
         }
     }
-    let _ = LATENCY.set(
-        meter
-            .f64_histogram("mcpmux.upstream.request.duration")
-            .with_unit("s")
-            .with_description(
-                "How long forwarded requests took, from mcpmux to the upstream and back.",
-            )
-            .with_boundaries(vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                10.0, 30.0, 60.0,
-            ])
-            .build(),
-    );
 }
-
-/// The observed instruments: name, whether a counter (else a gauge), description.
-pub const OBSERVED: &[(&str, bool, &str)] = &[
-    (
-        "mcpmux.upstream.requests",
-        true,
-        "Host requests forwarded to the upstream.",
-    ),
-    (
-        "mcpmux.upstream.request.errors",
-        true,
-        "Forwarded requests that failed.",
-    ),
-    (
-        "mcpmux.upstream.in_flight",
-        false,
-        "Requests waiting for the upstream now.",
-    ),
-    (
-        "mcpmux.upstream.restarts",
-        true,
-        "Times the upstream was restarted after failing.",
-    ),
-    (
-        "mcpmux.upstream.up",
-        false,
-        "1 while the upstream is ready.",
-    ),
-    ("mcpmux.sessions", false, "Open host sessions."),
-    (
-        "mcpmux.audit.queue_depth",
-        false,
-        "Audit records waiting for the writer.",
-    ),
-    (
-        "mcpmux.audit.dropped",
-        true,
-        "Audit records dropped because the queue was full.",
-    ),
-    (
-        "mcpmux.config.reloads",
-        true,
-        "Config reloads, by whether the new file was applied.",
-    ),
-];
 
 impl Telemetry {
     /// Sends what is buffered and stops the exporters.
