@@ -412,7 +412,7 @@ async fn audit_query(
     Query(args): Query<FilterArgs>,
 ) -> Response {
     with_store(&admin, move |store| {
-        let filter = args.to_filter(now_us())?;
+        let filter = args.to_filter(now_us()).map_err(|e| e.to_string())?;
         store.query(&filter).map_err(|e| e.to_string())
     })
     .await
@@ -423,7 +423,7 @@ async fn audit_stats(
     Query(args): Query<FilterArgs>,
 ) -> Response {
     with_store(&admin, move |store| {
-        let filter = args.to_filter(now_us())?;
+        let filter = args.to_filter(now_us()).map_err(|e| e.to_string())?;
         store.stats(&filter).map_err(|e| e.to_string())
     })
     .await

@@ -1,6 +1,7 @@
 //! The audit log: every request that crosses the gateway (host → upstream and upstream → host)
-//! and every lifecycle event becomes one hash-chained record in sled, written off the hot path
-//! and queryable later. sled is used only inside this module.
+//! and every lifecycle event becomes one hash-chained record, written off the hot path and
+//! queryable later: the records' bytes in append-only segment files, their directory and
+//! indexes in sled. sled is used only inside this module.
 //!
 //! - `record`: the record, its canonical hash, argument redaction.
 //! - `store`: appending, syncing and indexing blocks; its sled layout, crash recovery, retention
@@ -18,7 +19,7 @@ mod writer;
 use std::path::Path;
 
 pub use query::{
-    Filter, FilterArgs, MAX_PAGE, Page, QueryError, StatRow, cursor_after, parse_time,
+    Filter, FilterArgs, FilterError, MAX_PAGE, Page, QueryError, StatRow, cursor_after, parse_time,
 };
 pub use record::{Direction, Kind, Outcome, Record, Redactor, hex, now_us};
 pub use store::{Break, Store, StoreError, Verification};

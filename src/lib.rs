@@ -1,7 +1,8 @@
 //! mcpmux: one daemon that merges many MCP servers into one namespaced, paginated MCP endpoint.
 //!
 //! Module map (see README "Architecture"):
-//! - [`cli`]: the command line (`serve`, `stdio`, `check`, `tools`, `status`, `restart`, `audit`).
+//! - [`cli`]: the command line (`serve`, `stdio`, `check`, `tools`, `status`, `sessions`, `pins`,
+//!   `approve`, `reload`, `restart`, `login`, `logout`, `audit`, `import`, `completions`, `man`).
 //! - [`admin`]: the admin API (status, restart, health, readiness, audit, metrics) on its own
 //!   listener, and the one metrics catalog both `/metrics` and OTLP are made from.
 //! - [`api`]: the admin API's answers as serde types, shared by the server and the CLI.
@@ -22,7 +23,8 @@
 //!   who a host is (tokens, JWTs, profiles), Streamable HTTP and legacy SSE.
 //! - [`bridge`]: `mcpmux stdio`, a stdio host's bridge to the daemon, and the daemon's HTTP client
 //!   (bridge and CLI).
-//! - [`audit`]: the hash-chained audit log in sled (the only module that knows sled).
+//! - [`audit`]: the hash-chained audit log: records in append-only segment files, their
+//!   directory and indexes in sled (the only module that knows sled).
 //! - [`http_body`]: reading fetched HTTP bodies within a size limit (OAuth, JWKS, upstream
 //!   error answers).
 //! - [`listener`]: serving HTTP within bounds (connection limit, header-read and idle timeout)

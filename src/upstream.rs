@@ -5,7 +5,10 @@
 //! - `actor`: owns one connection's life: open the transport, handshake, catalog, health, stop.
 //! - `connection`: the in-flight table and the reader task over a transport's messages, and the
 //!   host side it needs (`connection/caller`: [`Caller`], [`HostEvents`]).
-//! - `transport`: the seam ([`transport::Diagnostics`], links); `transport/stdio`: a child process.
+//! - `transport`: the seam — messages out with what the connection knows of them, messages in
+//!   parsed once where they were read ([`transport::Diagnostics`], links); `transport/stdio`: a
+//!   child process; `transport/remote`: Streamable HTTP and the legacy HTTP+SSE transport.
+//! - `metrics`: per-upstream request counts and latency histograms.
 //! - `handshake`: `initialize` and reading every listing to its last page.
 //! - `catalog`: what an upstream offers and where it is published ([`CatalogSink`]).
 //! - `status`: the phase an upstream is in and its readable account ([`Status`]).

@@ -238,18 +238,33 @@ impl Store {
     }
 }
 
+/// Why a filter as people write it means nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum FilterError {
+    #[error("`{text}` is neither a span like 1h nor a time like 2026-11-29T10:00:00Z: {source}")]
+    Time {
+        text: String,
+        source: humantime::TimestampError,
+    },
+    #[error("`{0}` is before 1970; give a later time")]
+    BeforeEpoch(String),
+    #[error("unknown outcome `{0}`: use ok, error, tool_error or info")]
+    Outcome(String),
+}
+
 /// Parses `--since`-style spans ("90s", "15m", "1h", "2d") and RFC 3339 times into µs.
-pub fn parse_time(text: &str, now_us: u64) -> Result<u64, String> {
+pub fn parse_time(text: &str, now_us: u64) -> Result<u64, FilterError> {
     if let Ok(span) = humantime::parse_duration(text) {
         return Ok(now_us.saturating_sub(u64::try_from(span.as_micros()).unwrap_or(u64::MAX)));
     }
     humantime::parse_rfc3339_weak(text)
-        .map_err(|e| {
-            format!("`{text}` is neither a span like 1h nor a time like 2026-11-29T10:00:00Z: {e}")
+        .map_err(|source| FilterError::Time {
+            text: text.to_owned(),
+            source,
         })?
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-        .map_err(|e| e.to_string())
+        .map_err(|_| FilterError::BeforeEpoch(text.to_owned()))
 }
 
 /// A filter as people write it (CLI flags, admin query strings): times as spans or RFC 3339.
@@ -300,7 +315,7 @@ pub struct FilterArgs {
 
 impl FilterArgs {
     /// The filter these arguments mean, `now_us` being now.
-    pub fn to_filter(&self, now_us: u64) -> Result<Filter, String> {
+    pub fn to_filter(&self, now_us: u64) -> Result<Filter, FilterError> {
         let time = |t: &Option<String>| t.as_deref().map(|t| parse_time(t, now_us)).transpose();
         let from_us = match (time(&self.since)?, time(&self.from)?) {
             (Some(a), Some(b)) => Some(a.max(b)),
@@ -308,9 +323,7 @@ impl FilterArgs {
         };
         if let Some(outcome) = &self.outcome {
             if !["ok", "error", "tool_error", "info"].contains(&outcome.as_str()) {
-                return Err(format!(
-                    "unknown outcome `{outcome}`: use ok, error, tool_error or info"
-                ));
+                return Err(FilterError::Outcome(outcome.clone()));
             }
         }
         Ok(Filter {

@@ -126,9 +126,7 @@ impl Source {
                     .request(Method::GET, "/audit/query", &args.to_query())
                     .await
             }
-            Self::Store(store) => {
-                Ok(store.query(&args.to_filter(now_us()).map_err(anyhow::Error::msg)?)?)
-            }
+            Self::Store(store) => Ok(store.query(&args.to_filter(now_us())?)?),
         }
     }
 
@@ -139,9 +137,7 @@ impl Source {
                     .request(Method::GET, "/audit/stats", &args.to_query())
                     .await
             }
-            Self::Store(store) => {
-                Ok(store.stats(&args.to_filter(now_us()).map_err(anyhow::Error::msg)?)?)
-            }
+            Self::Store(store) => Ok(store.stats(&args.to_filter(now_us())?)?),
         }
     }
 

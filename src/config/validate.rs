@@ -264,7 +264,7 @@ pub(super) fn catalog(
         ConfigError::invalid(
             file,
             format!("{section}.name_pattern"),
-            e,
+            e.to_string(),
             "use a regular expression and a name_max_length of at least 52",
         )
     })?;
@@ -438,11 +438,11 @@ fn prefix(file: &Path, name: &str, given: Option<&str>) -> Result<Prefix, Config
         Some("") => Ok(Prefix::none()),
         Some(p) => Prefix::parse(p).map_err(|e| {
             let key = format!("upstreams.{name}.prefix");
-            ConfigError::invalid(file, key, e, "e.g. prefix = \"fs\"")
+            ConfigError::invalid(file, key, e.to_string(), "e.g. prefix = \"fs\"")
         }),
         None => Prefix::derive(name).map_err(|e| {
             let fix = "set prefix = \"…\" for it";
-            ConfigError::invalid(file, format!("upstreams.{name}"), e, fix)
+            ConfigError::invalid(file, format!("upstreams.{name}"), e.to_string(), fix)
         }),
     }
 }

@@ -18,20 +18,36 @@ const MAX_PREFIX_LEN: usize = 32;
 /// `_` + 8 hex digits.
 const HASH_SUFFIX_LEN: usize = 9;
 
+/// Why a prefix or a name budget cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NameError {
+    #[error(
+        "`{0}` is not a valid prefix: use 1 to {MAX_PREFIX_LEN} characters of a-z, 0-9 and `-`, starting with a letter"
+    )]
+    Prefix(String),
+    #[error("no valid prefix can be derived from the server name `{0}`")]
+    Underivable(String),
+    #[error("invalid name pattern: {0}")]
+    Pattern(#[from] regex::Error),
+    #[error(
+        "a name budget of {0} characters cannot hold a prefix and a shortened name; use at least {min}",
+        min = MAX_PREFIX_LEN + SEPARATOR.len() + HASH_SUFFIX_LEN + 1
+    )]
+    Budget(usize),
+}
+
 /// An upstream's namespace prefix: `[a-z][a-z0-9-]{0,31}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Prefix(String);
 
 impl Prefix {
     /// Accepts a prefix as written, or says what is wrong with it.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, NameError> {
         let mut chars = text.chars();
         let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase());
         let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
         if !first_ok || !rest_ok || text.len() > MAX_PREFIX_LEN {
-            return Err(format!(
-                "`{text}` is not a valid prefix: use 1 to {MAX_PREFIX_LEN} characters of a-z, 0-9 and `-`, starting with a letter"
-            ));
+            return Err(NameError::Prefix(text.to_owned()));
         }
         Ok(Self(text.to_owned()))
     }
@@ -39,7 +55,7 @@ impl Prefix {
     /// Derives a prefix from a server name as people write it (`My Server`, `my_server`):
     /// lowercase, every other character becomes `-`, runs of `-` collapse, `u-` is put before a
     /// name that does not start with a letter.
-    pub fn derive(server_name: &str) -> Result<Self, String> {
+    pub fn derive(server_name: &str) -> Result<Self, NameError> {
         let mut out = String::with_capacity(server_name.len());
         for c in server_name.chars().flat_map(char::to_lowercase) {
             let c = if c.is_ascii_lowercase() || c.is_ascii_digit() {
@@ -57,9 +73,7 @@ impl Prefix {
         if !out.starts_with(|c: char| c.is_ascii_lowercase()) {
             out.insert_str(0, "u-");
         }
-        Self::parse(&out).map_err(|_| {
-            format!("no valid prefix can be derived from the server name `{server_name}`")
-        })
+        Self::parse(&out).map_err(|_| NameError::Underivable(server_name.to_owned()))
     }
 
     /// No namespace: names and URIs pass through unchanged (the only upstream a host sees).
@@ -102,13 +116,10 @@ impl Default for NameBudget {
 pub const DEFAULT_NAME_PATTERN: &str = "^[A-Za-z0-9_-]{1,64}$";
 
 impl NameBudget {
-    pub fn new(pattern: &str, max_len: usize) -> Result<Self, String> {
-        let pattern = Regex::new(pattern).map_err(|e| format!("invalid name pattern: {e}"))?;
+    pub fn new(pattern: &str, max_len: usize) -> Result<Self, NameError> {
+        let pattern = Regex::new(pattern)?;
         if max_len <= MAX_PREFIX_LEN + SEPARATOR.len() + HASH_SUFFIX_LEN {
-            return Err(format!(
-                "a name budget of {max_len} characters cannot hold a prefix and a shortened name; use at least {}",
-                MAX_PREFIX_LEN + SEPARATOR.len() + HASH_SUFFIX_LEN + 1
-            ));
+            return Err(NameError::Budget(max_len));
         }
         Ok(Self { pattern, max_len })
     }
