@@ -16,7 +16,7 @@
 //! API (`GET /status`, `audit.dropped`) after the measured calls.
 //!
 //! `--otlp` has the daemon export traces and metrics over OTLP/gRPC (`[telemetry]`) to a receiver
-//! in this process (the telemetry tests' `tests/telemetry/otlp.rs`) that keeps the spans it gets: what exporting costs a forwarded call. The spans
+//! in this process (the telemetry tests' `tests/observability/telemetry/otlp.rs`) that keeps the spans it gets: what exporting costs a forwarded call. The spans
 //! received are reported (`otlp_spans`; two per call, the host request's and the upstream's).
 //!
 //! `--rate R` makes it open loop: call i starts at i/R s (or when a caller is free), which measures
@@ -691,7 +691,7 @@ async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
 
 /// The OTLP receiver the telemetry tests use (the collector's gRPC services), here a sink.
 #[allow(dead_code, clippy::unwrap_used)]
-#[path = "../tests/telemetry/otlp.rs"]
+#[path = "../tests/observability/telemetry/otlp.rs"]
 mod otlp;
 
 fn print_table(args: &Args, reports: &[Value], ratios: &[(String, f64)], audit: Option<&Value>) {

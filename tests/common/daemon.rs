@@ -138,7 +138,6 @@ impl Daemon {
     }
 
     /// Every audit record, as `mcpmux audit query --format json --all` prints them (one per line).
-    #[allow(dead_code)]
     pub fn audit_json(&self) -> String {
         let out = Command::new(MCPMUX)
             .args(["audit", "query", "--format", "json", "--all", "--admin"])

@@ -6,7 +6,7 @@
 //! `mod.rs` is the one exception to the `foo.rs` + `foo/` convention: it is what stops cargo from
 //! compiling `common` as a test of its own.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::missing_panics_doc)]
+#![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
 
 mod bridge;
 mod client;
@@ -20,22 +20,13 @@ pub mod python;
 mod remote;
 mod schema;
 
-// Each test binary uses its own part of these, so an unused re-export is no sign of dead code.
-#[allow(unused_imports)]
 pub use bridge::{Bridge, spawn_bridge, spawn_bridge_as};
-#[allow(unused_imports)]
 pub use client::{Call, Client};
-#[allow(unused_imports)]
 pub use daemon::{AdminApi, Daemon, assert_upstream_error, poll_until};
-#[allow(unused_imports)]
 pub use legacy::LegacyHost;
-#[allow(unused_imports)]
-pub use messages::{Messages, Next, SseEvent, SseReader, read_messages};
-#[allow(unused_imports)]
+pub use messages::{Messages, Next, SseReader, read_messages};
 pub use procs::{alive, assert_all_gone, comm, descendants, proc_kib};
-#[allow(unused_imports)]
 pub use remote::{RemoteServer, Via, test_upstream_via};
-#[allow(unused_imports)]
 pub use schema::Schemas;
 
 pub const MCPMUX: &str = env!("CARGO_BIN_EXE_mcpmux");

@@ -123,11 +123,6 @@ impl RemoteServer {
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
-
-    /// The process id (its process group's too).
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
 }
 
 impl Drop for RemoteServer {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Interop check: the official MCP Python SDK (`pip install mcp`) against mcpmux.
 
-Run by tests/interop.rs against a daemon with two test upstreams, `alpha` and `beta`:
+Run by tests/interop/interop.rs against a daemon with two test upstreams, `alpha` and `beta`:
 
     python_client.py --http http://127.0.0.1:PORT/mcp
     python_client.py --stdio "/path/to/mcpmux stdio --url http://127.0.0.1:PORT/mcp"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Protocol fidelity: the official MCP Python SDK (`pip install mcp`) through mcpmux, end to end.
 
-Run by tests/protocol_python.rs against a daemon with two upstreams: `everything`
+Run by tests/interop/protocol_python.rs against a daemon with two upstreams: `everything`
 (`@modelcontextprotocol/server-everything` from npm) and `mine` (our test upstream):
 
     python_protocol.py --http http://127.0.0.1:PORT/mcp

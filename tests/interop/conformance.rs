@@ -1,0 +1,176 @@
+//! The official MCP conformance suite (`@modelcontextprotocol/conformance` 0.1.16, server mode,
+//! on the Node 22 the peers install) against server-everything over Streamable HTTP, directly and
+//! through mcpmux, at the path of a profile that holds only that remote server, unprefixed (the
+//! daemon has another upstream the profile hides): every check scores through mcpmux what it
+//! scores directly. Most scenarios call names only the suite's own reference server implements and
+//! fail either way; the point is that mcpmux changes no outcome. One check may differ, for the
+//! better: mcpmux answers DNS-rebinding probes correctly.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common;
+use crate::common::{Daemon, RemoteServer, peers};
+
+/// Checks whose outcome through mcpmux may be better than direct, and to what.
+const MAY_DIFFER: [(&str, &str); 1] = [("localhost-host-rebinding-rejected", "SUCCESS")];
+
+/// Runs the server suite against `url`; every check's id and status.
+fn run_suite(url: &str, out: &Path) -> BTreeMap<String, String> {
+    let node = peers::npm_bin("node");
+    let suite = peers::npm_bin("conformance");
+    let output = Command::new(&node)
+        .arg(&suite)
+        .args(["server", "--url", url, "-o"])
+        .arg(out)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run the conformance suite with {}: {e}",
+                node.display()
+            )
+        });
+    let text = String::from_utf8_lossy(&output.stdout);
+    let summary = text
+        .split("=== SUMMARY ===")
+        .nth(1)
+        .unwrap_or_default()
+        .trim();
+    eprintln!("conformance against {url}:\n{summary}");
+    let mut checks = BTreeMap::new();
+    for dir in std::fs::read_dir(out).unwrap().flatten() {
+        let file = dir.path().join("checks.json");
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let list: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+        for check in list {
+            let id = check["id"].as_str().unwrap().to_owned();
+            checks.insert(id, check["status"].as_str().unwrap_or("?").to_owned());
+        }
+    }
+    assert!(
+        checks.len() >= 30,
+        "the suite ran too few checks against {url} ({}):\n{text}\n{}",
+        checks.len(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    checks
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conformance_suite_scores_through_mcpmux_what_it_scores_directly() {
+    let server = RemoteServer::everything("streamableHttp");
+    let results = tempfile::tempdir().unwrap();
+    let direct = run_suite(&server.url("/mcp"), &results.path().join("direct"));
+    let passed = direct.values().filter(|s| *s == "SUCCESS").count();
+    assert!(
+        passed >= 10,
+        "server-everything passes too little: {direct:#?}"
+    );
+
+    let daemon = Daemon::start(&format!(
+        "[upstreams.everything]\nurl = \"{}\"\n{}\n\
+         [profiles.conformance]\nupstreams = [\"everything\"]\nunprefixed = true\npath = true\n",
+        server.url("/mcp"),
+        common::test_upstream("other", &[]),
+    ));
+    let ready = common::poll_until(Duration::from_secs(60), || async {
+        daemon.upstream_status("everything").await["state"] == "ready"
+            && daemon.upstream_status("other").await["state"] == "ready"
+    })
+    .await;
+    assert!(ready, "{}", daemon.stderr());
+    let profile_url = format!("{}/conformance", daemon.url);
+    let via = run_suite(&profile_url, &results.path().join("via"));
+
+    let mut differences = Vec::new();
+    for (id, status) in &direct {
+        let through = via.get(id).map_or("missing", String::as_str);
+        let allowed = MAY_DIFFER.iter().any(|(c, s)| c == id && *s == through);
+        if through != status {
+            let difference = format!("{id}: {status} directly, {through} through mcpmux");
+            eprintln!("{difference}{}", if allowed { " (allowed)" } else { "" });
+            if !allowed {
+                differences.push(difference);
+            }
+        }
+    }
+    for id in via.keys().filter(|id| !direct.contains_key(*id)) {
+        differences.push(format!("{id}: only through mcpmux ({})", via[id]));
+    }
+    assert!(
+        differences.is_empty(),
+        "mcpmux changed conformance outcomes:\n{}\ndaemon stderr:\n{}",
+        differences.join("\n"),
+        daemon.stderr()
+    );
+}
+
+/// The suite's client mode, with mcpmux as the client through `tests/conformance/client.sh`:
+/// `suite` (`--suite NAME` or `--scenario NAME`); every scenario's name and whether it passed.
+fn run_client_suite(selector: &[&str]) -> Vec<(String, bool)> {
+    let node = peers::npm_bin("node");
+    let suite = peers::npm_bin("conformance");
+    let wrapper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/client.sh");
+    let output = Command::new(&node)
+        .arg(&suite)
+        .arg("client")
+        .arg("--command")
+        .arg(&wrapper)
+        .args(selector)
+        .env("MCPMUX_BIN", common::MCPMUX)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the conformance suite: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut scenarios: Vec<(String, bool)> = text
+        .lines()
+        .filter_map(|l| {
+            let (passed, rest) = match l.trim_start() {
+                l if l.starts_with("✓ ") => (true, &l["✓ ".len()..]),
+                l if l.starts_with("✗ ") => (false, &l["✗ ".len()..]),
+                _ => return None,
+            };
+            Some((rest.split(':').next()?.trim().to_owned(), passed))
+        })
+        .collect();
+    if scenarios.is_empty() && selector.first() == Some(&"--scenario") {
+        let passed = text.contains("OVERALL: PASSED");
+        scenarios.push((selector[1].to_owned(), passed));
+    }
+    assert!(!scenarios.is_empty(), "the suite ran no scenario:\n{text}");
+    if scenarios.iter().any(|(_, passed)| !passed) {
+        eprintln!("{text}");
+    }
+    scenarios
+}
+
+/// The client auth scenarios (`--suite auth` and `--suite backcompat`, and the client
+/// credentials grant with a client secret and with a signed assertion): every one passes with
+/// mcpmux as the client.
+#[test]
+fn mcpmux_signs_in_as_every_client_auth_scenario_asks() {
+    let mut results = Vec::new();
+    for selector in [
+        &["--suite", "auth"][..],
+        &["--suite", "backcompat"][..],
+        &["--scenario", "auth/client-credentials-basic"][..],
+        &["--scenario", "auth/client-credentials-jwt"][..],
+    ] {
+        results.extend(run_client_suite(selector));
+    }
+    for (name, passed) in &results {
+        eprintln!("{} {name}", if *passed { "passed" } else { "FAILED" });
+    }
+    let failed: Vec<&str> = (results.iter().filter(|(_, p)| !p))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert!(failed.is_empty(), "scenarios failed: {failed:?}");
+    assert!(results.len() >= 17, "too few scenarios ran: {results:?}");
+}

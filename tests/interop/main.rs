@@ -1,0 +1,19 @@
+//! Independent MCP implementations against mcpmux: clients on the official Python SDK and rmcp
+//! (`interop`), the Python SDK's protocol checks (`protocol_python`), the npm reference servers as
+//! upstreams (`real_servers`), and the official conformance suite (`conformance`). The Python
+//! scripts these drive live beside this file.
+//!
+//! One test binary per area (README "Test layout"): each module here was a binary of its own
+//! and keeps its test names, so `cargo test --test interop NAME` finds them.
+
+// Tests unwrap: a failure there is the test failing.
+#![allow(clippy::unwrap_used)]
+
+// `pub`: the helpers are a library the areas share, so what this one leaves unused is not dead.
+#[path = "../common/mod.rs"]
+pub mod common;
+
+mod conformance;
+mod interop;
+mod protocol_python;
+mod real_servers;
