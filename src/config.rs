@@ -8,8 +8,10 @@
 //! - `load`: finding and reading the file; `error`: [`ConfigError`].
 //! - `raw`: the TOML as written (serde); `mcp_servers`: the `mcpServers` JSON, into the same shape.
 //! - `validate`: raw → model, one function per section.
+//! - `diff`: what a reload changes ([`ConfigDiff`]), a pure value.
 
 mod audit;
+mod diff;
 mod error;
 mod filter;
 mod load;
@@ -21,6 +23,7 @@ mod transport;
 mod validate;
 
 pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir};
+pub use diff::{Changed, ConfigDiff, Fixed};
 pub use error::ConfigError;
 pub use filter::NameFilter;
 pub use load::{default_path, load, parse};

@@ -19,7 +19,7 @@ use arc_swap::ArcSwap;
 use serde_json::{Value, json};
 
 use crate::audit::{AuditHandle, Record};
-use crate::config::{self, Config, UpstreamConfig};
+use crate::config::{self, Config, ConfigDiff};
 use crate::downstream::{EdgeControl, HostService, Principal};
 use crate::router::RouterHandle;
 use crate::supervisor::SupervisorHandle;
@@ -247,8 +247,10 @@ impl Reloader {
         };
         self.overrides.apply(&mut next);
         let now = self.current.load_full();
+        let diff = ConfigDiff::of(&now, &next);
         // Fixed settings keep their running values, so the checks below see what will run.
-        let restart_needed = keep_fixed(&now, &mut next);
+        diff.keep_fixed(&now, &mut next);
+        let restart_needed = diff.restart_needed();
         let credentialed = !next.hosts.is_empty() || next.server.authorization.is_some();
         if !self.parts.local.ip().is_loopback() && !credentialed {
             running.text = text;
@@ -262,14 +264,13 @@ impl Reloader {
             ));
         }
 
-        let diff = Diff::of(&now.upstreams, &next.upstreams);
         let link = self.parts.router.link();
         let mut add = Vec::new();
         // Unchanged upstreams keep their handle; added and changed ones get a new one.
         let upstreams: Vec<UpstreamHandle> = (next.upstreams.iter())
             .map(|u| {
                 let kept =
-                    (running.upstreams.iter()).find(|h| h.name() == u.name && h.config() == u);
+                    (running.upstreams.iter()).find(|h| diff.keeps(&u.name) && h.name() == u.name);
                 kept.cloned().unwrap_or_else(|| {
                     let handle = super::upstream_handle(u, &self.parts.events, &link);
                     add.push(handle.clone());
@@ -279,11 +280,12 @@ impl Reloader {
             .collect();
         // A replaced upstream's catalog stays listed until its successor publishes, unless the
         // successor never will (disabled).
-        let disabled: Vec<String> = (next.upstreams.iter())
-            .filter(|u| !u.enabled && diff.changed.contains(&u.name))
-            .map(|u| u.name.clone())
+        let disabled: Vec<String> = (diff.to_change.iter())
+            .filter(|c| c.disabled)
+            .map(|c| c.name.clone())
             .collect();
-        let retire = [diff.changed.clone(), diff.removed.clone()].concat();
+        let changed = diff.changed_names();
+        let retire = [changed.clone(), diff.to_remove.clone()].concat();
 
         let (profiles, principals) = super::principals(&next);
         self.parts
@@ -309,9 +311,9 @@ impl Reloader {
         }
 
         let summary = json!({
-            "added": diff.added,
-            "removed": diff.removed,
-            "changed": diff.changed,
+            "added": diff.to_add,
+            "removed": diff.to_remove,
+            "changed": changed,
             "unchanged": diff.unchanged,
             "sessions_ended": ended,
             "restart_needed": restart_needed,
@@ -320,12 +322,15 @@ impl Reloader {
         tracing::info!(
             file = %path.display(),
             trigger = trigger.as_str(),
-            added = ?diff.added,
-            removed = ?diff.removed,
-            changed = ?diff.changed,
+            added = ?diff.to_add,
+            removed = ?diff.to_remove,
+            changed = ?changed,
             unchanged = diff.unchanged.len(),
             "Reloaded the config."
         );
+        for change in &diff.to_change {
+            tracing::info!(upstream = %change.name, settings = ?change.settings, "The upstream's settings changed; it was replaced.");
+        }
         for setting in &restart_needed {
             tracing::warn!(file = %path.display(), setting, "This setting changed in the file but cannot change while mcpmux runs; it keeps its running value until a restart.");
         }
@@ -366,80 +371,4 @@ impl crate::admin::Reload for Reloader {
     fn counts(&self) -> (u64, u64) {
         Self::counts(self)
     }
-}
-
-/// The upstreams a reload adds, removes, changes and leaves alone, by name.
-#[derive(Debug, Default)]
-struct Diff {
-    added: Vec<String>,
-    removed: Vec<String>,
-    changed: Vec<String>,
-    unchanged: Vec<String>,
-}
-
-impl Diff {
-    fn of(now: &[UpstreamConfig], next: &[UpstreamConfig]) -> Self {
-        let mut diff = Self::default();
-        for u in next {
-            match now.iter().find(|o| o.name == u.name) {
-                None => diff.added.push(u.name.clone()),
-                Some(old) if old == u => diff.unchanged.push(u.name.clone()),
-                Some(_) => diff.changed.push(u.name.clone()),
-            }
-        }
-        for old in now {
-            if !next.iter().any(|u| u.name == old.name) {
-                diff.removed.push(old.name.clone());
-            }
-        }
-        diff
-    }
-}
-
-/// Puts back into `next` the settings that cannot change while running, and names those the
-/// file changed.
-fn keep_fixed(now: &Config, next: &mut Config) -> Vec<&'static str> {
-    let mut changed = Vec::new();
-    if next.server.listen != now.server.listen {
-        changed.push("server.listen");
-        next.server.listen = now.server.listen;
-    }
-    if next.admin != now.admin {
-        changed.push("admin.listen");
-        next.admin = now.admin;
-    }
-    if next.admin_access != now.admin_access {
-        changed.push("admin.token_file / admin.allow_remote");
-        next.admin_access = now.admin_access.clone();
-    }
-    if next.state_dir != now.state_dir {
-        changed.push("state_dir");
-        next.state_dir.clone_from(&now.state_dir);
-    }
-    if format!("{:?}", next.audit) != format!("{:?}", now.audit) {
-        changed.push("audit");
-        next.audit = now.audit.clone();
-    }
-    if next.server.session_idle_timeout != now.server.session_idle_timeout {
-        changed.push("server.session_idle_timeout");
-        next.server.session_idle_timeout = now.server.session_idle_timeout;
-    }
-    // The listeners' bounds are set when they start (src/listener.rs).
-    if next.server.max_connections != now.server.max_connections {
-        changed.push("server.max_connections");
-        next.server.max_connections = now.server.max_connections;
-    }
-    if next.server.header_timeout != now.server.header_timeout {
-        changed.push("server.header_timeout");
-        next.server.header_timeout = now.server.header_timeout;
-    }
-    if next.telemetry != now.telemetry {
-        changed.push("telemetry");
-        next.telemetry = now.telemetry.clone();
-    }
-    if next.catalog.max_items_per_upstream != now.catalog.max_items_per_upstream {
-        changed.push("catalog.max_items_per_upstream");
-        next.catalog.max_items_per_upstream = now.catalog.max_items_per_upstream;
-    }
-    changed
 }
