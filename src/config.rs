@@ -8,7 +8,8 @@
 //! - `load`: finding and reading the file; `error`: [`ConfigError`].
 //! - `raw`: the TOML as written (serde); `mcp_servers`: the `mcpServers` JSON, into the same shape.
 //! - `validate`: raw → model, one function per section.
-//! - `diff`: what a reload changes ([`ConfigDiff`]), a pure value.
+//! - `diff`: what a reload changes ([`ConfigDiff`]), a pure value; `watch`: when the file
+//!   changed (notify, debounced).
 
 mod audit;
 mod diff;
@@ -21,6 +22,7 @@ mod policy;
 mod raw;
 mod transport;
 mod validate;
+mod watch;
 
 pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir};
 pub use diff::{Changed, ConfigDiff, Fixed};
@@ -40,3 +42,4 @@ pub use transport::{
     DEFAULT_CONNECT_TIMEOUT, OAuthConfig, OAuthGrant, PrivateKey, RemoteConfig, RemoteKind,
     SIGNING_ALGORITHMS, StdioConfig, TokenSource, Transport,
 };
+pub use watch::watch_file;

@@ -26,10 +26,6 @@ use crate::supervisor::SupervisorHandle;
 use crate::sync::lock;
 use crate::upstream::{HostEvents, UpstreamHandle};
 
-mod watch;
-
-pub use watch::spawn_triggers;
-
 /// What `serve`'s flags set over the file; a reload applies them again.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -371,4 +367,26 @@ impl crate::admin::Reload for Reloader {
     fn counts(&self) -> (u64, u64) {
         Self::counts(self)
     }
+}
+
+/// Reloads on SIGHUP, and when the config file changes ([`config::watch_file`]).
+pub fn spawn_triggers(reloader: Arc<Reloader>) {
+    let mut changes = config::watch_file(reloader.current().source.clone());
+    let files = Arc::clone(&reloader);
+    tokio::spawn(async move {
+        while changes.recv().await.is_some() {
+            let _ = files.reload(Trigger::File).await;
+        }
+    });
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("Cannot listen for SIGHUP; reload with `mcpmux reload` instead.");
+            return;
+        };
+        while hup.recv().await.is_some() {
+            tracing::info!("Received SIGHUP.");
+            let _ = reloader.reload(Trigger::Signal).await;
+        }
+    });
 }
