@@ -109,8 +109,7 @@ fn gate(
 
 /// Runs the daemon until a shutdown signal; `overrides` are the flags a reload applies again.
 pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), DaemonError> {
-    let credentialed = !config.hosts.is_empty() || config.server.authorization.is_some();
-    if !config.server.listen.ip().is_loopback() && !credentialed {
+    if config.host_exposed(config.server.listen) {
         return Err(DaemonError::Exposed(config.server.listen));
     }
     if let Some(addr) = config.admin_exposed() {

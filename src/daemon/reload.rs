@@ -247,8 +247,7 @@ impl Reloader {
         // Fixed settings keep their running values, so the checks below see what will run.
         diff.keep_fixed(&now, &mut next);
         let restart_needed = diff.restart_needed();
-        let credentialed = !next.hosts.is_empty() || next.server.authorization.is_some();
-        if !self.parts.local.ip().is_loopback() && !credentialed {
+        if next.host_exposed(self.parts.local) {
             running.text = text;
             return Err(self.refuse(
                 trigger,
