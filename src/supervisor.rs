@@ -228,12 +228,8 @@ enum SupervisorMsg {
 struct Slot {
     handle: UpstreamHandle,
     actor: Option<ActorCell>,
-    /// Failures since it was last ready; drives the backoff.
-    consecutive_failures: u32,
-    /// When it was restarted within the budget window.
-    restarts: VecDeque<Instant>,
-    /// How many times it had become ready at its last failure.
-    ready_seen: u64,
+    /// Its failures and restarts, which decide what the next failure comes to.
+    history: failure::History,
     /// When its sign-in was renewed without a person.
     renewals: VecDeque<Instant>,
 }
@@ -243,9 +239,7 @@ impl Slot {
         Self {
             handle,
             actor: None,
-            consecutive_failures: 0,
-            restarts: VecDeque::new(),
-            ready_seen: 0,
+            history: failure::History::default(),
             renewals: VecDeque::new(),
         }
     }
@@ -349,8 +343,7 @@ impl Actor for Supervisor {
                     None,
                     Some("operator request".into()),
                 ));
-                slot.consecutive_failures = 0;
-                slot.restarts.clear();
+                slot.history.reset();
                 if let Some(actor) = slot.actor.take() {
                     state.by_actor.remove(&actor.get_id());
                     let reason = StopReason::Operator.as_str().to_owned();
@@ -468,13 +461,8 @@ impl Actor for Supervisor {
             return Ok(());
         }
         if stopped == Some(StopReason::SessionExpired) {
-            let policy = &slot.handle.config().policy;
-            let now = Instant::now();
-            let window = policy.restart_window;
-            slot.restarts.retain(|t| now.duration_since(*t) <= window);
             // At once, but within the budget: a server that forgets every session is a crash loop.
-            if slot.restarts.len() < policy.restart_budget as usize {
-                slot.restarts.push_back(now);
+            if (slot.history).on_expiry(Instant::now(), &slot.handle.config().policy) {
                 state.audit.record(Record::event(
                     "upstream.reconnected",
                     Some(&key.upstream),
