@@ -24,7 +24,7 @@ use crate::downstream::{EdgeControl, HostService, Principal};
 use crate::router::RouterHandle;
 use crate::supervisor::SupervisorHandle;
 use crate::sync::lock;
-use crate::upstream::{HostEvents, UpstreamHandle};
+use crate::upstream::{HostEvents, Upstreams};
 
 /// What `serve`'s flags set over the file; a reload applies them again.
 #[derive(Debug, Clone, Default)]
@@ -92,9 +92,11 @@ impl Parts {
 pub struct Reloader {
     overrides: Overrides,
     parts: Parts,
-    /// The running upstream handles and file text; held for a whole reload, so reloads never
-    /// interleave.
+    /// The file text as last read; held for a whole reload, so reloads never interleave.
     running: tokio::sync::Mutex<Running>,
+    /// The running upstream set: the one place it lives. The router and the supervisor read it
+    /// (and catch up with it when a reload tells them); only a reload replaces it.
+    upstreams: tokio::sync::watch::Sender<Upstreams>,
     /// The running config (replaced only under `running`).
     current: ArcSwap<Config>,
     outcome: Mutex<Outcome>,
@@ -105,7 +107,6 @@ pub struct Reloader {
 }
 
 struct Running {
-    upstreams: Vec<UpstreamHandle>,
     /// The file's text as last read (a change event that leaves it alone is no change).
     text: Option<String>,
 }
@@ -129,7 +130,7 @@ impl std::fmt::Debug for Reloader {
 impl Reloader {
     pub fn new(
         config: Config,
-        upstreams: Vec<UpstreamHandle>,
+        upstreams: tokio::sync::watch::Sender<Upstreams>,
         overrides: Overrides,
         parts: Parts,
     ) -> Arc<Self> {
@@ -138,7 +139,8 @@ impl Reloader {
             overrides,
             parts,
             current: ArcSwap::from_pointee(config),
-            running: tokio::sync::Mutex::new(Running { upstreams, text }),
+            running: tokio::sync::Mutex::new(Running { text }),
+            upstreams,
             outcome: Mutex::default(),
             finished: AtomicU64::new(0),
             reloads: AtomicU64::new(0),
@@ -260,17 +262,13 @@ impl Reloader {
         }
 
         let link = self.parts.router.link();
-        let mut add = Vec::new();
+        let running_set = Arc::clone(&self.upstreams.borrow());
         // Unchanged upstreams keep their handle; added and changed ones get a new one.
-        let upstreams: Vec<UpstreamHandle> = (next.upstreams.iter())
+        let upstreams: Upstreams = (next.upstreams.iter())
             .map(|u| {
-                let kept =
-                    (running.upstreams.iter()).find(|h| diff.keeps(&u.name) && h.name() == u.name);
-                kept.cloned().unwrap_or_else(|| {
-                    let handle = super::upstream_handle(u, &self.parts.events, &link);
-                    add.push(handle.clone());
-                    handle
-                })
+                let kept = (running_set.iter()).find(|h| diff.keeps(&u.name) && h.name() == u.name);
+                let made = || super::upstream_handle(u, &self.parts.events, &link);
+                kept.cloned().unwrap_or_else(made)
             })
             .collect();
         // A replaced upstream's catalog stays listed until its successor publishes, unless the
@@ -280,14 +278,13 @@ impl Reloader {
             .map(|c| c.name.clone())
             .collect();
         let changed = diff.changed_names();
-        let retire = [changed.clone(), diff.to_remove.clone()].concat();
 
         let (profiles, principals) = super::principals(&next);
-        self.parts
-            .router
-            .reconfigure(&next.catalog, &profiles, upstreams.clone(), &disabled);
+        // The new set first: the router's next catalog and the supervisor read it there.
+        self.upstreams.send_replace(upstreams);
+        (self.parts.router).reconfigure(&next.catalog, &profiles, &disabled);
         let draining = (self.parts.supervisor)
-            .reconcile(add, retire, next.server.drain_timeout)
+            .reconcile(next.server.drain_timeout)
             .await;
         self.parts.hosts.store(Arc::new(principals.clone()));
         let gate = super::gate(&next, self.parts.local, principals, profiles);
@@ -335,7 +332,6 @@ impl Reloader {
             None,
             Some(summary.to_string()),
         ));
-        running.upstreams = upstreams;
         running.text = text;
         self.current.store(Arc::new(next));
         Ok(summary)
