@@ -385,3 +385,62 @@ pub fn spawn_triggers(reloader: Arc<Reloader>) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        let path = Path::new("/tmp/mcpmux-reload/mcpmux.toml");
+        config::parse(path, text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn no_flags_leave_the_file_as_it_is() {
+        let mut applied = config("[upstreams.a]\ncommand = \"x\"\n");
+        Overrides::default().apply(&mut applied);
+        let file = config("[upstreams.a]\ncommand = \"x\"\n");
+        assert!(ConfigDiff::of(&file, &applied).is_empty());
+        assert_eq!(applied.admin, file.admin);
+    }
+
+    #[test]
+    fn the_flags_set_listen_admin_and_the_state_dir_over_the_file() {
+        let mut applied = config("[upstreams.a]\ncommand = \"x\"\n");
+        let overrides = Overrides {
+            listen: Some("127.0.0.1:9100".parse().unwrap_or_else(|e| panic!("{e}"))),
+            admin: Some(None),
+            state_dir: Some("/var/lib/mcpmux-test".into()),
+        };
+        overrides.apply(&mut applied);
+        assert_eq!(applied.server.listen.port(), 9100);
+        assert_eq!(applied.admin, None);
+        assert_eq!(applied.state_dir, Path::new("/var/lib/mcpmux-test"));
+        // `--state-dir` moves the audit store too.
+        assert_eq!(applied.audit.dir, Path::new("/var/lib/mcpmux-test/audit"));
+    }
+
+    #[test]
+    fn a_reload_applying_the_same_flags_again_sees_no_fixed_change() {
+        let overrides = Overrides {
+            listen: Some("127.0.0.1:9100".parse().unwrap_or_else(|e| panic!("{e}"))),
+            admin: None,
+            state_dir: Some("/var/lib/mcpmux-test".into()),
+        };
+        let mut running = config("");
+        overrides.apply(&mut running);
+        // The file now says another address; the flag still wins.
+        let mut next = config("[server]\nlisten = \"127.0.0.1:9200\"\n");
+        overrides.apply(&mut next);
+        assert!(ConfigDiff::of(&running, &next).fixed.is_empty());
+    }
+
+    #[test]
+    fn each_trigger_is_named_for_the_log() {
+        assert_eq!(Trigger::File.as_str(), "the config file changed");
+        assert_eq!(Trigger::Signal.as_str(), "SIGHUP");
+        assert_eq!(Trigger::Admin.as_str(), "the admin API");
+    }
+}
