@@ -8,8 +8,11 @@
 //! - `load`: finding and reading the file; `error`: [`ConfigError`].
 //! - `raw`: the TOML as written (serde); `mcp_servers`: the `mcpServers` JSON, into the same shape.
 //! - `validate`: raw → model, one function per section.
+//! - `diff`: what a reload changes ([`ConfigDiff`]), a pure value; `watch`: when the file
+//!   changed (notify, debounced).
 
 mod audit;
+mod diff;
 mod error;
 mod filter;
 mod load;
@@ -19,8 +22,10 @@ mod policy;
 mod raw;
 mod transport;
 mod validate;
+mod watch;
 
 pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir};
+pub use diff::{Changed, ConfigDiff, Fixed};
 pub use error::ConfigError;
 pub use filter::NameFilter;
 pub use load::{default_path, load, parse};
@@ -37,3 +42,4 @@ pub use transport::{
     DEFAULT_CONNECT_TIMEOUT, OAuthConfig, OAuthGrant, PrivateKey, RemoteConfig, RemoteKind,
     SIGNING_ALGORITHMS, StdioConfig, TokenSource, Transport,
 };
+pub use watch::watch_file;

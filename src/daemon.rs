@@ -109,8 +109,7 @@ fn gate(
 
 /// Runs the daemon until a shutdown signal; `overrides` are the flags a reload applies again.
 pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), DaemonError> {
-    let credentialed = !config.hosts.is_empty() || config.server.authorization.is_some();
-    if !config.server.listen.ip().is_loopback() && !credentialed {
+    if config.host_exposed(config.server.listen) {
         return Err(DaemonError::Exposed(config.server.listen));
     }
     if let Some(addr) = config.admin_exposed() {
@@ -182,8 +181,12 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
     for u in upstreams.iter().filter(|u| !u.config().enabled) {
         tracing::info!(upstream = %u.name(), "Upstream is disabled in the config.");
     }
-    router.set_upstreams(upstreams.clone());
-    let supervisor = SupervisorHandle::start(upstreams.clone(), audit.clone()).await?;
+    // The running upstream set lives in this watch: the router and the supervisor read it, and
+    // only a reload replaces it.
+    let (upstreams, observed) =
+        tokio::sync::watch::channel(crate::upstream::Upstreams::from(upstreams));
+    router.observe(observed.clone());
+    let supervisor = SupervisorHandle::start(observed, audit.clone()).await?;
     let service = Arc::new(HostService::new(
         router.clone(),
         delivery,

@@ -23,7 +23,7 @@ use crate::config::{CatalogConfig, Profile};
 use crate::mcp::ListKind;
 use crate::pins::{PinRow, PinStore};
 use crate::sync::lock;
-use crate::upstream::{CatalogLink, CatalogSink, UpstreamCatalog, UpstreamHandle};
+use crate::upstream::{CatalogLink, CatalogSink, UpstreamCatalog, UpstreamHandle, Upstreams};
 
 /// Old generations kept readable for cursors, at most.
 const MAX_HISTORY: usize = 16;
@@ -72,7 +72,9 @@ struct Sources {
     config: Arc<CatalogConfig>,
     /// The views to build, the whole catalog's first.
     lenses: Vec<Lens>,
-    upstreams: Vec<UpstreamHandle>,
+    /// Every configured upstream, ready or not, as the running config holds them (read at each
+    /// build, never copied: the set lives in the daemon's watch).
+    upstreams: watch::Receiver<Upstreams>,
     catalogs: BTreeMap<String, UpstreamCatalog>,
     /// Where tool definitions are pinned (`None`: no pinning).
     pins: Option<Arc<PinStore>>,
@@ -103,8 +105,8 @@ impl std::fmt::Debug for RouterHandle {
 }
 
 impl RouterHandle {
-    /// A router with an empty catalog and a view per profile; [`Self::set_upstreams`] tells it
-    /// which upstreams exist.
+    /// A router with an empty catalog and a view per profile; [`Self::observe`] tells it where
+    /// the configured upstreams are.
     pub fn new(
         config: &CatalogConfig,
         profiles: &[Arc<Profile>],
@@ -128,7 +130,7 @@ impl RouterHandle {
                 sources: Mutex::new(Sources {
                     lenses,
                     config,
-                    upstreams: Vec::new(),
+                    upstreams: watch::channel(Upstreams::default()).1,
                     catalogs: BTreeMap::new(),
                     pins,
                     changed: BTreeMap::new(),
@@ -138,28 +140,27 @@ impl RouterHandle {
         }
     }
 
-    /// A reloaded config, in one publish: the catalog settings and profiles, and every
-    /// configured upstream. The catalogs of upstreams that are gone leave with them, as do those
+    /// A reloaded config, in one publish: the catalog settings and profiles, and the upstream
+    /// set as it now is. The catalogs of upstreams that are gone leave with them, as do those
     /// named in `withdraw` (replaced by a disabled one); any other replaced upstream's catalog
     /// stays listed (served by its successor) until the successor publishes.
     pub fn reconfigure(
         &self,
         config: &CatalogConfig,
         profiles: &[Arc<Profile>],
-        upstreams: Vec<UpstreamHandle>,
         withdraw: &[String],
     ) {
         let config = Arc::new(config.clone());
         self.inner.rebuild(|s| {
             s.lenses = lenses(&config, profiles);
             s.config = config;
+            let upstreams = Arc::clone(&s.upstreams.borrow());
             let names: BTreeSet<&str> = (upstreams.iter())
                 .map(UpstreamHandle::name)
                 .filter(|n| !withdraw.iter().any(|w| w == n))
                 .collect();
             s.catalogs.retain(|name, _| names.contains(name.as_str()));
             s.changed.retain(|name, _| names.contains(name.as_str()));
-            s.upstreams = upstreams;
             true
         });
     }
@@ -173,9 +174,9 @@ impl RouterHandle {
         }
     }
 
-    /// Every configured upstream, ready or not (they route URIs and name errors even before
-    /// they publish a catalog).
-    pub fn set_upstreams(&self, upstreams: Vec<UpstreamHandle>) {
+    /// Where the configured upstreams are, ready or not (they route URIs and name errors even
+    /// before they publish a catalog): every build reads the set there.
+    pub fn observe(&self, upstreams: watch::Receiver<Upstreams>) {
         self.inner.rebuild(|s| {
             s.upstreams = upstreams;
             true
@@ -298,12 +299,13 @@ impl Inner {
         }
         sources.generation += 1;
         let generation = sources.generation;
+        let upstreams = Arc::clone(&sources.upstreams.borrow());
         let views = (sources.lenses.iter())
             .map(|lens| {
                 Arc::new(Snapshot::build(
                     generation,
                     lens,
-                    &sources.upstreams,
+                    &upstreams,
                     &sources.catalogs,
                     &sources.changed,
                 ))

@@ -30,7 +30,7 @@ use failure::on_failure;
 
 use crate::audit::{AuditHandle, Record};
 use crate::sync::lock;
-use crate::upstream::{Phase, StopReason, UpstreamError, UpstreamHandle};
+use crate::upstream::{Phase, StopReason, UpstreamError, UpstreamHandle, Upstreams};
 
 /// Longest wait for one supervisor request (restart, shutdown).
 const CALL_DEADLINE: Duration = Duration::from_secs(30);
@@ -88,9 +88,10 @@ impl Draining {
 }
 
 impl SupervisorHandle {
-    /// Starts the supervisor and, through it, every enabled upstream that is not lazy.
+    /// Starts the supervisor and, through it, every enabled upstream of the set `upstreams`
+    /// holds that is not lazy. [`Self::reconcile`] catches up with the set when it changes.
     pub async fn start(
-        upstreams: Vec<UpstreamHandle>,
+        upstreams: tokio::sync::watch::Receiver<Upstreams>,
         audit: AuditHandle,
     ) -> Result<Self, ractor::SpawnErr> {
         let instances = Instances::default();
@@ -165,27 +166,16 @@ impl SupervisorHandle {
         }
     }
 
-    /// Applies a reloaded config: `retire` (removed or changed upstreams, by name) leave at
-    /// once — their shared instance and every session's own instance finish what they have in
-    /// flight, at most `grace`, and then stop — and `add` (new or changed ones) start as at
-    /// startup. Upstreams in neither list are not touched. The retired instances drain in the
-    /// background; [`Draining::finished`] waits for them.
-    pub async fn reconcile(
-        &self,
-        add: Vec<UpstreamHandle>,
-        retire: Vec<String>,
-        grace: Duration,
-    ) -> Result<Draining, RestartError> {
+    /// Catches up with the upstream set as it now is (a reloaded config): upstreams no longer
+    /// in it, or in it as another handle (changed), leave at once — their shared instance and
+    /// every session's own instance finish what they have in flight, at most `grace`, and then
+    /// stop — and handles new to it start as at startup. Upstreams whose handle stayed are not
+    /// touched. The retired instances drain in the background; [`Draining::finished`] waits for
+    /// them.
+    pub async fn reconcile(&self, grace: Duration) -> Result<Draining, RestartError> {
         let deadline = u64::try_from(CALL_DEADLINE.as_millis()).unwrap_or(u64::MAX);
-        let drains = ractor::call_t!(
-            self.actor,
-            SupervisorMsg::Reconcile,
-            deadline,
-            add,
-            retire,
-            grace
-        )
-        .map_err(|e| RestartError::Unavailable(e.to_string()))?;
+        let drains = ractor::call_t!(self.actor, SupervisorMsg::Reconcile, deadline, grace)
+            .map_err(|e| RestartError::Unavailable(e.to_string()))?;
         Ok(Draining(drains))
     }
 
@@ -211,13 +201,8 @@ enum SupervisorMsg {
     ),
     StopInstances(String, RpcReplyPort<()>),
     Restart(String, RpcReplyPort<bool>),
-    /// A reloaded config: upstreams to start, and names to drain and stop.
-    Reconcile(
-        Vec<UpstreamHandle>,
-        Vec<String>,
-        Duration,
-        RpcReplyPort<retire::Drains>,
-    ),
+    /// The upstream set changed: drain and stop what left it, start what joined it.
+    Reconcile(Duration, RpcReplyPort<retire::Drains>),
     /// Whether an unauthorized upstream's token file changed since `seen` (then it starts again).
     CheckCredential(Key, Option<Vec<u8>>),
     /// An upstream that needed a sign-in has new tokens: start it again.
@@ -228,12 +213,8 @@ enum SupervisorMsg {
 struct Slot {
     handle: UpstreamHandle,
     actor: Option<ActorCell>,
-    /// Failures since it was last ready; drives the backoff.
-    consecutive_failures: u32,
-    /// When it was restarted within the budget window.
-    restarts: VecDeque<Instant>,
-    /// How many times it had become ready at its last failure.
-    ready_seen: u64,
+    /// Its failures and restarts, which decide what the next failure comes to.
+    history: failure::History,
     /// When its sign-in was renewed without a person.
     renewals: VecDeque<Instant>,
 }
@@ -243,15 +224,15 @@ impl Slot {
         Self {
             handle,
             actor: None,
-            consecutive_failures: 0,
-            restarts: VecDeque::new(),
-            ready_seen: 0,
+            history: failure::History::default(),
             renewals: VecDeque::new(),
         }
     }
 }
 
 struct SupervisorState {
+    /// The configured upstreams as the running config holds them (the daemon's watch).
+    upstreams: tokio::sync::watch::Receiver<Upstreams>,
     slots: HashMap<Key, Slot>,
     by_actor: HashMap<ActorId, Key>,
     instances: Instances,
@@ -262,22 +243,28 @@ struct SupervisorState {
 impl Actor for Supervisor {
     type Msg = SupervisorMsg;
     type State = SupervisorState;
-    type Arguments = (Vec<UpstreamHandle>, AuditHandle, Instances);
+    type Arguments = (
+        tokio::sync::watch::Receiver<Upstreams>,
+        AuditHandle,
+        Instances,
+    );
 
     async fn pre_start(
         &self,
         myself: ActorRef<Self::Msg>,
         (upstreams, audit, instances): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
+        let set = Arc::clone(&upstreams.borrow());
         let mut state = SupervisorState {
+            upstreams,
             slots: HashMap::new(),
             by_actor: HashMap::new(),
             instances,
             audit,
             shutting_down: false,
         };
-        for handle in upstreams {
-            adopt(&myself, &mut state, handle);
+        for handle in set.iter() {
+            adopt(&myself, &mut state, handle.clone());
         }
         Ok(state)
     }
@@ -349,8 +336,7 @@ impl Actor for Supervisor {
                     None,
                     Some("operator request".into()),
                 ));
-                slot.consecutive_failures = 0;
-                slot.restarts.clear();
+                slot.history.reset();
                 if let Some(actor) = slot.actor.take() {
                     state.by_actor.remove(&actor.get_id());
                     let reason = StopReason::Operator.as_str().to_owned();
@@ -359,7 +345,9 @@ impl Actor for Supervisor {
                 start(&myself, state, &key).await;
                 let _ = reply.send(true);
             }
-            SupervisorMsg::Reconcile(add, retire, grace, reply) => {
+            SupervisorMsg::Reconcile(grace, reply) => {
+                let upstreams = Arc::clone(&state.upstreams.borrow());
+                let (retire, add) = retire::changes(&state.slots, &upstreams);
                 let mut drains = retire::Drains::new();
                 for name in &retire {
                     drains.extend(retire::retire(state, name, grace));
@@ -468,13 +456,8 @@ impl Actor for Supervisor {
             return Ok(());
         }
         if stopped == Some(StopReason::SessionExpired) {
-            let policy = &slot.handle.config().policy;
-            let now = Instant::now();
-            let window = policy.restart_window;
-            slot.restarts.retain(|t| now.duration_since(*t) <= window);
             // At once, but within the budget: a server that forgets every session is a crash loop.
-            if slot.restarts.len() < policy.restart_budget as usize {
-                slot.restarts.push_back(now);
+            if (slot.history).on_expiry(Instant::now(), &slot.handle.config().policy) {
                 state.audit.record(Record::event(
                     "upstream.reconnected",
                     Some(&key.upstream),

@@ -33,6 +33,6 @@ pub use connection::{
     CallContext, Caller, Canceller, HostEvents, ProgressTokens, ServerRequestReply, UpstreamId,
 };
 pub use error::{Reply, StopReason, UpstreamError};
-pub use handle::UpstreamHandle;
+pub use handle::{UpstreamHandle, Upstreams};
 pub use status::{Phase, Status};
 pub use transport::Diagnostics;

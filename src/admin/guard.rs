@@ -111,3 +111,144 @@ fn admit(access: &AdminGuard, method: &Method, headers: &HeaderMap) -> Result<()
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+    use sha2::Digest;
+
+    use super::*;
+
+    const TOKEN: &str = "s3cret";
+
+    fn guard(loopback: bool) -> AdminGuard {
+        AdminGuard {
+            token: AdminToken {
+                digest: sha2::Sha256::digest(TOKEN.as_bytes()).into(),
+                file: "/state/admin.token".into(),
+            },
+            port: 7333,
+            loopback,
+        }
+    }
+
+    /// Headers of a CLI request: loopback `Host`, the token, no `Origin`.
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:7333"));
+        let bearer = format!("Bearer {TOKEN}");
+        let bearer = HeaderValue::from_str(&bearer).unwrap_or_else(|e| panic!("{e}"));
+        headers.insert(header::AUTHORIZATION, bearer);
+        for (name, value) in pairs {
+            let value = HeaderValue::from_str(value).unwrap_or_else(|e| panic!("{e}"));
+            headers.insert(name.clone(), value);
+        }
+        headers
+    }
+
+    fn status(result: Result<(), Refusal>) -> Option<StatusCode> {
+        result.err().map(|(status, _)| status)
+    }
+
+    #[test]
+    fn the_cli_with_the_token_is_let_in() {
+        assert_eq!(
+            status(admit(&guard(true), &Method::GET, &headers(&[]))),
+            None
+        );
+    }
+
+    #[test]
+    fn the_scheme_may_be_lowercase() {
+        let h = headers(&[(header::AUTHORIZATION, "bearer s3cret")]);
+        assert_eq!(status(admit(&guard(true), &Method::GET, &h)), None);
+    }
+
+    #[test]
+    fn no_token_is_401_saying_where_the_token_is() {
+        let mut h = headers(&[]);
+        h.remove(header::AUTHORIZATION);
+        let (code, why) = admit(&guard(true), &Method::GET, &h)
+            .err()
+            .unwrap_or_default();
+        assert_eq!(code, StatusCode::UNAUTHORIZED);
+        assert!(why.contains("/state/admin.token"), "{why}");
+    }
+
+    #[test]
+    fn a_wrong_or_empty_token_is_401() {
+        for value in ["Bearer nope", "Bearer ", "Basic s3cret"] {
+            let h = headers(&[(header::AUTHORIZATION, value)]);
+            let refused = admit(&guard(true), &Method::GET, &h);
+            assert_eq!(status(refused), Some(StatusCode::UNAUTHORIZED), "{value}");
+        }
+        let h = headers(&[(header::AUTHORIZATION, "Bearer nope")]);
+        let (_, why) = admit(&guard(true), &Method::GET, &h)
+            .err()
+            .unwrap_or_default();
+        assert!(why.contains("not the admin token"), "{why}");
+    }
+
+    #[test]
+    fn a_page_of_another_origin_is_403_even_with_the_token() {
+        let h = headers(&[(header::ORIGIN, "https://evil.example")]);
+        assert_eq!(
+            status(admit(&guard(true), &Method::GET, &h)),
+            Some(StatusCode::FORBIDDEN)
+        );
+        // A page of this machine on another port is another origin too.
+        let h = headers(&[(header::ORIGIN, "http://127.0.0.1:8080")]);
+        assert_eq!(
+            status(admit(&guard(true), &Method::GET, &h)),
+            Some(StatusCode::FORBIDDEN)
+        );
+    }
+
+    #[test]
+    fn its_own_origin_is_let_in() {
+        for origin in ["http://127.0.0.1:7333", "http://localhost:7333"] {
+            let h = headers(&[(header::ORIGIN, origin)]);
+            assert_eq!(
+                status(admit(&guard(true), &Method::GET, &h)),
+                None,
+                "{origin}"
+            );
+        }
+    }
+
+    #[test]
+    fn on_loopback_another_host_name_is_403() {
+        let h = headers(&[(header::HOST, "rebound.example:7333")]);
+        assert_eq!(
+            status(admit(&guard(true), &Method::GET, &h)),
+            Some(StatusCode::FORBIDDEN)
+        );
+        // Listening beyond loopback, hosts reach it by whatever name they know.
+        assert_eq!(status(admit(&guard(false), &Method::GET, &h)), None);
+    }
+
+    #[test]
+    fn the_host_is_checked_before_the_token() {
+        let mut h = headers(&[(header::HOST, "rebound.example")]);
+        h.remove(header::AUTHORIZATION);
+        assert_eq!(
+            status(admit(&guard(true), &Method::GET, &h)),
+            Some(StatusCode::FORBIDDEN)
+        );
+    }
+
+    #[test]
+    fn a_post_must_be_json() {
+        let plain = headers(&[(header::CONTENT_TYPE, "text/plain")]);
+        assert_eq!(
+            status(admit(&guard(true), &Method::POST, &plain)),
+            Some(StatusCode::UNSUPPORTED_MEDIA_TYPE)
+        );
+        assert_eq!(
+            status(admit(&guard(true), &Method::POST, &headers(&[]))),
+            Some(StatusCode::UNSUPPORTED_MEDIA_TYPE)
+        );
+        let json = headers(&[(header::CONTENT_TYPE, "Application/JSON; charset=utf-8")]);
+        assert_eq!(status(admit(&guard(true), &Method::POST, &json)), None);
+    }
+}

@@ -55,7 +55,8 @@ fn session(id: &str, age_seconds: u64) -> SessionStatus {
 async fn admin() -> (Router, SupervisorHandle) {
     let router = RouterHandle::new(&CatalogConfig::default(), &[], None);
     let audit = AuditHandle::disabled();
-    let supervisor = SupervisorHandle::start(Vec::new(), audit.clone())
+    let (_set, upstreams) = tokio::sync::watch::channel(crate::upstream::Upstreams::from([]));
+    let supervisor = SupervisorHandle::start(upstreams, audit.clone())
         .await
         .unwrap();
     let reloader: Arc<dyn Reload> = Arc::new(Fixed);

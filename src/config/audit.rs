@@ -34,7 +34,7 @@ pub enum Durability {
 }
 
 /// The audit settings, validated.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AuditConfig {
     pub enabled: bool,
     /// Where the store lives (`<state dir>/audit`).
@@ -114,6 +114,13 @@ impl SecretKeys {
     /// Finds any of the keys in a text.
     pub fn matcher(&self) -> &AhoCorasick {
         &self.matcher
+    }
+}
+
+/// Equal when they name the same keys: the matcher is compiled from them.
+impl PartialEq for SecretKeys {
+    fn eq(&self, other: &Self) -> bool {
+        self.names == other.names
     }
 }
 

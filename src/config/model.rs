@@ -71,6 +71,15 @@ impl Config {
         self.admin
             .filter(|a| !a.ip().is_loopback() && !self.admin_access.allow_remote)
     }
+
+    /// Whether the host endpoint, listening at `listen`, would let anyone beyond this machine in
+    /// without a credential: `listen` is not loopback and there is no `[hosts]` credential nor
+    /// `[server.authorization]`. `serve` refuses to start so, and a reload refuses such a config
+    /// (the one rule for both).
+    pub fn host_exposed(&self, listen: SocketAddr) -> bool {
+        let credentialed = !self.hosts.is_empty() || self.server.authorization.is_some();
+        !listen.ip().is_loopback() && !credentialed
+    }
 }
 
 /// Why a non-loopback `admin.listen` is refused, and the fix (for `check` and `serve`).
@@ -413,5 +422,41 @@ impl Profile {
     /// unprefixed upstream) is one this profile lets through.
     pub fn passes_unlisted(&self, kind: ListKind, exposed: &str) -> bool {
         self.filter.admits(kind, exposed) && !self.renames.contains_key(exposed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::path::Path;
+
+    use super::Config;
+
+    fn config(text: &str) -> Config {
+        let path = Path::new("/tmp/mcpmux-model/mcpmux.toml");
+        crate::config::parse(path, text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn addr(text: &str) -> SocketAddr {
+        text.parse().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn loopback_is_never_exposed() {
+        assert!(!config("").host_exposed(addr("127.0.0.1:7332")));
+        assert!(!config("").host_exposed(addr("[::1]:7332")));
+    }
+
+    #[test]
+    fn beyond_loopback_without_a_credential_is_exposed() {
+        assert!(config("").host_exposed(addr("0.0.0.0:7332")));
+        assert!(config("").host_exposed(addr("192.0.2.7:7332")));
+    }
+
+    #[test]
+    fn a_host_credential_covers_a_listener_beyond_loopback() {
+        let digest = "0".repeat(64);
+        let text = format!("[hosts.ci]\ntoken_sha256 = \"{digest}\"\n");
+        assert!(!config(&text).host_exposed(addr("0.0.0.0:7332")));
     }
 }

@@ -19,16 +19,12 @@ use arc_swap::ArcSwap;
 
 use crate::api::{ConfigStatus, LastReload, ReloadChanges};
 use crate::audit::{AuditHandle, Record};
-use crate::config::{self, Config, UpstreamConfig};
+use crate::config::{self, Config, ConfigDiff};
 use crate::downstream::{EdgeControl, HostService, Principal};
 use crate::router::RouterHandle;
 use crate::supervisor::SupervisorHandle;
 use crate::sync::lock;
-use crate::upstream::{HostEvents, UpstreamHandle};
-
-mod watch;
-
-pub use watch::spawn_triggers;
+use crate::upstream::{HostEvents, Upstreams};
 
 /// What `serve`'s flags set over the file; a reload applies them again.
 #[derive(Debug, Clone, Default)]
@@ -96,9 +92,11 @@ impl Parts {
 pub struct Reloader {
     overrides: Overrides,
     parts: Parts,
-    /// The running upstream handles and file text; held for a whole reload, so reloads never
-    /// interleave.
+    /// The file text as last read; held for a whole reload, so reloads never interleave.
     running: tokio::sync::Mutex<Running>,
+    /// The running upstream set: the one place it lives. The router and the supervisor read it
+    /// (and catch up with it when a reload tells them); only a reload replaces it.
+    upstreams: tokio::sync::watch::Sender<Upstreams>,
     /// The running config (replaced only under `running`).
     current: ArcSwap<Config>,
     outcome: Mutex<Outcome>,
@@ -109,7 +107,6 @@ pub struct Reloader {
 }
 
 struct Running {
-    upstreams: Vec<UpstreamHandle>,
     /// The file's text as last read (a change event that leaves it alone is no change).
     text: Option<String>,
 }
@@ -133,7 +130,7 @@ impl std::fmt::Debug for Reloader {
 impl Reloader {
     pub fn new(
         config: Config,
-        upstreams: Vec<UpstreamHandle>,
+        upstreams: tokio::sync::watch::Sender<Upstreams>,
         overrides: Overrides,
         parts: Parts,
     ) -> Arc<Self> {
@@ -142,7 +139,8 @@ impl Reloader {
             overrides,
             parts,
             current: ArcSwap::from_pointee(config),
-            running: tokio::sync::Mutex::new(Running { upstreams, text }),
+            running: tokio::sync::Mutex::new(Running { text }),
+            upstreams,
             outcome: Mutex::default(),
             finished: AtomicU64::new(0),
             reloads: AtomicU64::new(0),
@@ -248,10 +246,11 @@ impl Reloader {
         };
         self.overrides.apply(&mut next);
         let now = self.current.load_full();
+        let diff = ConfigDiff::of(&now, &next);
         // Fixed settings keep their running values, so the checks below see what will run.
-        let restart_needed = keep_fixed(&now, &mut next);
-        let credentialed = !next.hosts.is_empty() || next.server.authorization.is_some();
-        if !self.parts.local.ip().is_loopback() && !credentialed {
+        diff.keep_fixed(&now, &mut next);
+        let restart_needed = diff.restart_needed();
+        if next.host_exposed(self.parts.local) {
             running.text = text;
             return Err(self.refuse(
                 trigger,
@@ -263,35 +262,30 @@ impl Reloader {
             ));
         }
 
-        let diff = Diff::of(&now.upstreams, &next.upstreams);
         let link = self.parts.router.link();
-        let mut add = Vec::new();
+        let running_set = Arc::clone(&self.upstreams.borrow());
         // Unchanged upstreams keep their handle; added and changed ones get a new one.
-        let upstreams: Vec<UpstreamHandle> = (next.upstreams.iter())
+        let upstreams: Upstreams = (next.upstreams.iter())
             .map(|u| {
-                let kept =
-                    (running.upstreams.iter()).find(|h| h.name() == u.name && h.config() == u);
-                kept.cloned().unwrap_or_else(|| {
-                    let handle = super::upstream_handle(u, &self.parts.events, &link);
-                    add.push(handle.clone());
-                    handle
-                })
+                let kept = (running_set.iter()).find(|h| diff.keeps(&u.name) && h.name() == u.name);
+                let made = || super::upstream_handle(u, &self.parts.events, &link);
+                kept.cloned().unwrap_or_else(made)
             })
             .collect();
         // A replaced upstream's catalog stays listed until its successor publishes, unless the
         // successor never will (disabled).
-        let disabled: Vec<String> = (next.upstreams.iter())
-            .filter(|u| !u.enabled && diff.changed.contains(&u.name))
-            .map(|u| u.name.clone())
+        let disabled: Vec<String> = (diff.to_change.iter())
+            .filter(|c| c.disabled)
+            .map(|c| c.name.clone())
             .collect();
-        let retire = [diff.changed.clone(), diff.removed.clone()].concat();
+        let changed = diff.changed_names();
 
         let (profiles, principals) = super::principals(&next);
-        self.parts
-            .router
-            .reconfigure(&next.catalog, &profiles, upstreams.clone(), &disabled);
+        // The new set first: the router's next catalog and the supervisor read it there.
+        self.upstreams.send_replace(upstreams);
+        (self.parts.router).reconfigure(&next.catalog, &profiles, &disabled);
         let draining = (self.parts.supervisor)
-            .reconcile(add, retire, next.server.drain_timeout)
+            .reconcile(next.server.drain_timeout)
             .await;
         self.parts.hosts.store(Arc::new(principals.clone()));
         let gate = super::gate(&next, self.parts.local, principals, profiles);
@@ -310,10 +304,10 @@ impl Reloader {
         }
 
         let summary = ReloadChanges {
-            added: diff.added,
-            removed: diff.removed,
-            changed: diff.changed,
-            unchanged: diff.unchanged,
+            added: diff.to_add.clone(),
+            removed: diff.to_remove.clone(),
+            changed,
+            unchanged: diff.unchanged.clone(),
             sessions_ended: ended,
             restart_needed: restart_needed.iter().map(|s| (*s).to_owned()).collect(),
             incomplete,
@@ -327,6 +321,9 @@ impl Reloader {
             unchanged = summary.unchanged.len(),
             "Reloaded the config."
         );
+        for change in &diff.to_change {
+            tracing::info!(upstream = %change.name, settings = ?change.settings, "The upstream's settings changed; it was replaced.");
+        }
         for setting in &restart_needed {
             tracing::warn!(file = %path.display(), setting, "This setting changed in the file but cannot change while mcpmux runs; it keeps its running value until a restart.");
         }
@@ -336,7 +333,6 @@ impl Reloader {
             None,
             serde_json::to_string(&summary).ok(),
         ));
-        running.upstreams = upstreams;
         running.text = text;
         self.current.store(Arc::new(next));
         Ok(summary)
@@ -369,78 +365,83 @@ impl crate::admin::Reload for Reloader {
     }
 }
 
-/// The upstreams a reload adds, removes, changes and leaves alone, by name.
-#[derive(Debug, Default)]
-struct Diff {
-    added: Vec<String>,
-    removed: Vec<String>,
-    changed: Vec<String>,
-    unchanged: Vec<String>,
+/// Reloads on SIGHUP, and when the config file changes ([`config::watch_file`]).
+pub fn spawn_triggers(reloader: Arc<Reloader>) {
+    let mut changes = config::watch_file(reloader.current().source.clone());
+    let files = Arc::clone(&reloader);
+    tokio::spawn(async move {
+        while changes.recv().await.is_some() {
+            let _ = files.reload(Trigger::File).await;
+        }
+    });
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("Cannot listen for SIGHUP; reload with `mcpmux reload` instead.");
+            return;
+        };
+        while hup.recv().await.is_some() {
+            tracing::info!("Received SIGHUP.");
+            let _ = reloader.reload(Trigger::Signal).await;
+        }
+    });
 }
 
-impl Diff {
-    fn of(now: &[UpstreamConfig], next: &[UpstreamConfig]) -> Self {
-        let mut diff = Self::default();
-        for u in next {
-            match now.iter().find(|o| o.name == u.name) {
-                None => diff.added.push(u.name.clone()),
-                Some(old) if old == u => diff.unchanged.push(u.name.clone()),
-                Some(_) => diff.changed.push(u.name.clone()),
-            }
-        }
-        for old in now {
-            if !next.iter().any(|u| u.name == old.name) {
-                diff.removed.push(old.name.clone());
-            }
-        }
-        diff
-    }
-}
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
 
-/// Puts back into `next` the settings that cannot change while running, and names those the
-/// file changed.
-fn keep_fixed(now: &Config, next: &mut Config) -> Vec<&'static str> {
-    let mut changed = Vec::new();
-    if next.server.listen != now.server.listen {
-        changed.push("server.listen");
-        next.server.listen = now.server.listen;
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        let path = Path::new("/tmp/mcpmux-reload/mcpmux.toml");
+        config::parse(path, text).unwrap_or_else(|e| panic!("{e}"))
     }
-    if next.admin != now.admin {
-        changed.push("admin.listen");
-        next.admin = now.admin;
+
+    #[test]
+    fn no_flags_leave_the_file_as_it_is() {
+        let mut applied = config("[upstreams.a]\ncommand = \"x\"\n");
+        Overrides::default().apply(&mut applied);
+        let file = config("[upstreams.a]\ncommand = \"x\"\n");
+        assert!(ConfigDiff::of(&file, &applied).is_empty());
+        assert_eq!(applied.admin, file.admin);
     }
-    if next.admin_access != now.admin_access {
-        changed.push("admin.token_file / admin.allow_remote");
-        next.admin_access = now.admin_access.clone();
+
+    #[test]
+    fn the_flags_set_listen_admin_and_the_state_dir_over_the_file() {
+        let mut applied = config("[upstreams.a]\ncommand = \"x\"\n");
+        let overrides = Overrides {
+            listen: Some("127.0.0.1:9100".parse().unwrap_or_else(|e| panic!("{e}"))),
+            admin: Some(None),
+            state_dir: Some("/var/lib/mcpmux-test".into()),
+        };
+        overrides.apply(&mut applied);
+        assert_eq!(applied.server.listen.port(), 9100);
+        assert_eq!(applied.admin, None);
+        assert_eq!(applied.state_dir, Path::new("/var/lib/mcpmux-test"));
+        // `--state-dir` moves the audit store too.
+        assert_eq!(applied.audit.dir, Path::new("/var/lib/mcpmux-test/audit"));
     }
-    if next.state_dir != now.state_dir {
-        changed.push("state_dir");
-        next.state_dir.clone_from(&now.state_dir);
+
+    #[test]
+    fn a_reload_applying_the_same_flags_again_sees_no_fixed_change() {
+        let overrides = Overrides {
+            listen: Some("127.0.0.1:9100".parse().unwrap_or_else(|e| panic!("{e}"))),
+            admin: None,
+            state_dir: Some("/var/lib/mcpmux-test".into()),
+        };
+        let mut running = config("");
+        overrides.apply(&mut running);
+        // The file now says another address; the flag still wins.
+        let mut next = config("[server]\nlisten = \"127.0.0.1:9200\"\n");
+        overrides.apply(&mut next);
+        assert!(ConfigDiff::of(&running, &next).fixed.is_empty());
     }
-    if format!("{:?}", next.audit) != format!("{:?}", now.audit) {
-        changed.push("audit");
-        next.audit = now.audit.clone();
+
+    #[test]
+    fn each_trigger_is_named_for_the_log() {
+        assert_eq!(Trigger::File.as_str(), "the config file changed");
+        assert_eq!(Trigger::Signal.as_str(), "SIGHUP");
+        assert_eq!(Trigger::Admin.as_str(), "the admin API");
     }
-    if next.server.session_idle_timeout != now.server.session_idle_timeout {
-        changed.push("server.session_idle_timeout");
-        next.server.session_idle_timeout = now.server.session_idle_timeout;
-    }
-    // The listeners' bounds are set when they start (src/listener.rs).
-    if next.server.max_connections != now.server.max_connections {
-        changed.push("server.max_connections");
-        next.server.max_connections = now.server.max_connections;
-    }
-    if next.server.header_timeout != now.server.header_timeout {
-        changed.push("server.header_timeout");
-        next.server.header_timeout = now.server.header_timeout;
-    }
-    if next.telemetry != now.telemetry {
-        changed.push("telemetry");
-        next.telemetry = now.telemetry.clone();
-    }
-    if next.catalog.max_items_per_upstream != now.catalog.max_items_per_upstream {
-        changed.push("catalog.max_items_per_upstream");
-        next.catalog.max_items_per_upstream = now.catalog.max_items_per_upstream;
-    }
-    changed
 }

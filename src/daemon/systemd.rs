@@ -133,3 +133,72 @@ fn status_line(router: &RouterHandle, url: &str) -> String {
     }
     line
 }
+
+#[cfg(test)]
+mod tests {
+
+    use super::*;
+    use crate::config::{CatalogConfig, UpstreamConfig};
+    use crate::mcp::names::Prefix;
+    use crate::upstream::{Phase, UpstreamHandle, Upstreams};
+
+    fn handle(name: &str, enabled: bool) -> UpstreamHandle {
+        UpstreamHandle::new(
+            UpstreamConfig {
+                name: name.into(),
+                prefix: Prefix::parse(name).unwrap_or_else(|e| panic!("{e}")),
+                transport: crate::config::Transport::Stdio(crate::config::StdioConfig {
+                    command: "true".into(),
+                    args: vec![],
+                    env: Default::default(),
+                    inherit_env: vec![],
+                    cwd: None,
+                }),
+                enabled,
+                policy: Default::default(),
+                isolation: Default::default(),
+                pin: Default::default(),
+                roots: None,
+                audit_redaction: None,
+                audit_redaction_tools: Default::default(),
+                max_instances: crate::config::DEFAULT_MAX_INSTANCES,
+            },
+            None,
+            None,
+        )
+    }
+
+    fn router(handles: Vec<UpstreamHandle>) -> RouterHandle {
+        let router = RouterHandle::new(&CatalogConfig::default(), &[], None);
+        let (set, observed) = tokio::sync::watch::channel(Upstreams::from(handles));
+        router.observe(observed);
+        drop(set);
+        router
+    }
+
+    #[test]
+    fn the_status_line_counts_ready_upstreams_and_names_the_others() {
+        let (ready, starting, off) = (handle("b", true), handle("a", true), handle("c", false));
+        ready.set_phase(Phase::Ready, None);
+        starting.set_phase(Phase::Starting, None);
+        let router = router(vec![ready, starting, off]);
+        assert_eq!(
+            status_line(&router, "http://127.0.0.1:7332/mcp"),
+            format!(
+                "serving http://127.0.0.1:7332/mcp: 1/2 upstreams ready (a {})",
+                Phase::Starting
+            )
+        );
+    }
+
+    #[test]
+    fn with_every_upstream_ready_the_line_names_none() {
+        let a = handle("a", true);
+        a.set_phase(Phase::Ready, None);
+        let router = router(vec![a]);
+        assert_eq!(
+            status_line(&router, "http://x/mcp"),
+            "serving http://x/mcp: 1/1 upstreams ready"
+        );
+    }
+}

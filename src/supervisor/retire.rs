@@ -5,10 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::{INSTANCE_STOP, Key, SupervisorState};
+use std::collections::HashMap;
+
+use super::{INSTANCE_STOP, Key, Slot, SupervisorState};
 use crate::audit::Record;
 use crate::sync::lock;
-use crate::upstream::{Phase, StopReason};
+use crate::upstream::{Phase, StopReason, UpstreamHandle};
 
 /// How often a retired upstream is checked for requests still in flight.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
@@ -43,6 +45,29 @@ impl std::fmt::Display for Undrained {
 /// The drains a reload started, one per retired instance: each ends with what it could not
 /// finish.
 pub(super) type Drains = Vec<tokio::task::JoinHandle<Option<Undrained>>>;
+
+/// What catching up with `upstreams` takes: the names to retire (a shared instance supervised
+/// as another handle than the set's, or not in the set at all) and the handles to adopt (those
+/// of the set not supervised as themselves). An upstream the set disables is retired if it ran,
+/// and its handle adopted (which leaves it alone).
+pub(super) fn changes(
+    slots: &HashMap<Key, Slot>,
+    upstreams: &[UpstreamHandle],
+) -> (Vec<String>, Vec<UpstreamHandle>) {
+    let supervised = |h: &UpstreamHandle| {
+        (slots.iter()).any(|(k, slot)| k.session.is_none() && slot.handle.is(h))
+    };
+    let mut retire: Vec<String> = (slots.iter())
+        .filter(|(k, slot)| k.session.is_none() && !upstreams.iter().any(|h| h.is(&slot.handle)))
+        .map(|(k, _)| k.upstream.clone())
+        .collect();
+    retire.sort();
+    let add = (upstreams.iter())
+        .filter(|h| !supervised(h))
+        .cloned()
+        .collect();
+    (retire, add)
+}
 
 /// Forgets the upstream `name` (its shared instance and every session's own): each stops once
 /// what it has in flight is answered, or `grace` passes. Its handles publish nothing more, and
@@ -96,4 +121,99 @@ pub(super) fn retire(state: &mut SupervisorState, name: &str, grace: Duration) -
         }));
     }
     drains
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::UpstreamConfig;
+    use crate::mcp::names::Prefix;
+
+    fn handle(name: &str) -> UpstreamHandle {
+        UpstreamHandle::new(
+            UpstreamConfig {
+                name: name.into(),
+                prefix: Prefix::parse(name).unwrap_or_else(|e| panic!("{e}")),
+                transport: crate::config::Transport::Stdio(crate::config::StdioConfig {
+                    command: "true".into(),
+                    args: vec![],
+                    env: Default::default(),
+                    inherit_env: vec![],
+                    cwd: None,
+                }),
+                enabled: true,
+                policy: Default::default(),
+                isolation: Default::default(),
+                pin: Default::default(),
+                roots: None,
+                audit_redaction: None,
+                audit_redaction_tools: Default::default(),
+                max_instances: crate::config::DEFAULT_MAX_INSTANCES,
+            },
+            None,
+            None,
+        )
+    }
+
+    fn slots(handles: &[&UpstreamHandle]) -> HashMap<Key, Slot> {
+        (handles.iter())
+            .map(|h| {
+                let key = Key {
+                    upstream: h.name().to_owned(),
+                    session: None,
+                };
+                (key, Slot::new((*h).clone()))
+            })
+            .collect()
+    }
+
+    fn names(handles: &[UpstreamHandle]) -> Vec<&str> {
+        handles.iter().map(UpstreamHandle::name).collect()
+    }
+
+    #[test]
+    fn the_same_handles_change_nothing() {
+        let (a, b) = (handle("a"), handle("b"));
+        let (retire, add) = changes(&slots(&[&a, &b]), &[a.clone(), b.clone()]);
+        assert!(retire.is_empty() && add.is_empty(), "{retire:?} {add:?}");
+    }
+
+    #[test]
+    fn a_handle_new_to_the_set_is_adopted() {
+        let (a, b) = (handle("a"), handle("b"));
+        let (retire, add) = changes(&slots(&[&a]), &[a.clone(), b]);
+        assert!(retire.is_empty());
+        assert_eq!(names(&add), ["b"]);
+    }
+
+    #[test]
+    fn an_upstream_gone_from_the_set_is_retired() {
+        let (a, b) = (handle("a"), handle("b"));
+        let (retire, add) = changes(&slots(&[&a, &b]), &[b]);
+        assert_eq!(retire, ["a"]);
+        assert!(add.is_empty());
+    }
+
+    #[test]
+    fn another_handle_of_the_same_name_replaces_it() {
+        let a = handle("a");
+        let successor = handle("a");
+        let (retire, add) = changes(&slots(&[&a]), std::slice::from_ref(&successor));
+        assert_eq!(retire, ["a"]);
+        assert_eq!(add.len(), 1);
+        assert!(add[0].is(&successor) && !add[0].is(&a));
+    }
+
+    #[test]
+    fn a_session_instance_is_not_the_shared_upstream() {
+        let a = handle("a");
+        let mut slots = slots(&[&a]);
+        let key = Key {
+            upstream: "a".into(),
+            session: Some("s1".into()),
+        };
+        slots.insert(key, Slot::new(a.instance_for("s1")));
+        let (retire, add) = changes(&slots, std::slice::from_ref(&a));
+        assert!(retire.is_empty() && add.is_empty(), "{retire:?} {add:?}");
+    }
 }

@@ -47,6 +47,10 @@ fn now_ms() -> u64 {
     u64::try_from(EPOCH.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The configured upstreams, one handle each, in the config's order: the running set, as a
+/// watch holds it for the router and the supervisor (so it lives in one place).
+pub type Upstreams = Arc<[UpstreamHandle]>;
+
 /// A cheap, cloneable reference to one upstream.
 #[derive(Clone)]
 pub struct UpstreamHandle {
@@ -129,6 +133,12 @@ impl UpstreamHandle {
 
     pub fn name(&self) -> &str {
         &self.shared.config.name
+    }
+
+    /// Whether `other` is this very handle (a clone of it), not another instance of the same
+    /// upstream (as a reload makes of a changed one).
+    pub fn is(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
     }
 
     pub fn prefix(&self) -> &Prefix {

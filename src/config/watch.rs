@@ -1,29 +1,29 @@
-//! What starts a reload: SIGHUP, and changes to the config file seen through notify — to the
-//! file itself or a symlink on the way to it, not to other files beside it — debounced with a
-//! ceiling.
+//! Watching the config file for changes with notify — changes to the file itself or to a symlink
+//! on the way to it, not to other files beside it — debounced with a ceiling. What a change
+//! starts (a reload) is the daemon's business: this only says "the file changed".
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Reloader, Trigger};
+use tokio::sync::mpsc;
 
 /// How long the file must be quiet after a change before it is read (editors write in steps).
 const DEBOUNCE: Duration = Duration::from_millis(300);
 /// The longest a stream of changes to the file delays reading it.
 const DEBOUNCE_CEILING: Duration = Duration::from_secs(2);
 
-/// Reloads on SIGHUP, and when the config file changes. What is watched is every path whose
-/// change may change what the file reads as — the file as written, where it really is, and every
-/// symlink on the way — through their directories (so saves that write a temporary file and
-/// rename it, and a symlinked directory pointed elsewhere, are seen); the watches are set again
-/// after each change, as a symlink may now lead elsewhere. Events for other files in those
-/// directories (a log, a state directory) are not changes. Events are debounced, with a ceiling:
-/// a file written again and again is still read within [`DEBOUNCE_CEILING`].
-pub fn spawn_triggers(reloader: Arc<Reloader>) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let file = reloader.current().source.clone();
-    let files = Arc::clone(&reloader);
+/// Watches `file` and sends on the returned channel once per debounced change. What is watched
+/// is every path whose change may change what the file reads as — the file as written, where it
+/// really is, and every symlink on the way — through their directories (so saves that write a
+/// temporary file and rename it, and a symlinked directory pointed elsewhere, are seen); the
+/// watches are set again after each change, as a symlink may now lead elsewhere. Events for
+/// other files in those directories (a log, a state directory) are not changes. Events are
+/// debounced, with a ceiling: a file written again and again is still reported within
+/// [`DEBOUNCE_CEILING`]. Changes seen while the receiver has not taken the last one are one
+/// change. The watch ends when the receiver is dropped.
+pub fn watch_file(file: PathBuf) -> mpsc::Receiver<()> {
+    let (changed, changes) = mpsc::channel(1);
+    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     tokio::spawn(async move {
         let mut watcher = watch(&file, &tx);
         while rx.recv().await.is_some() {
@@ -39,20 +39,14 @@ pub fn spawn_triggers(reloader: Arc<Reloader>) {
             }
             drop(watcher.take());
             watcher = watch(&file, &tx);
-            let _ = files.reload(Trigger::File).await;
+            match changed.try_send(()) {
+                // Full: a change the receiver has not taken yet already covers this one.
+                Ok(()) | Err(mpsc::error::TrySendError::Full(())) => {}
+                Err(mpsc::error::TrySendError::Closed(())) => return,
+            }
         }
     });
-    tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            tracing::warn!("Cannot listen for SIGHUP; reload with `mcpmux reload` instead.");
-            return;
-        };
-        while hup.recv().await.is_some() {
-            tracing::info!("Received SIGHUP.");
-            let _ = reloader.reload(Trigger::Signal).await;
-        }
-    });
+    changes
 }
 
 /// Every path whose change may change what `file` reads as: the file, and each symlink met on
@@ -102,10 +96,7 @@ fn canonical_dir(path: &Path) -> PathBuf {
 
 /// Watches the directories of `file`'s [`chain`] for changes to the paths in it; `None` (with a
 /// warning) when it cannot.
-fn watch(
-    file: &Path,
-    tx: &tokio::sync::mpsc::UnboundedSender<()>,
-) -> Option<notify::RecommendedWatcher> {
+fn watch(file: &Path, tx: &mpsc::UnboundedSender<()>) -> Option<notify::RecommendedWatcher> {
     use notify::{RecursiveMode, Watcher};
     let paths = chain(file);
     let tx = tx.clone();
@@ -140,7 +131,35 @@ fn watch(
 
 #[cfg(test)]
 mod tests {
-    use super::chain;
+    use std::time::Duration;
+
+    use super::{chain, watch_file};
+
+    #[tokio::test]
+    async fn a_save_of_the_file_is_reported_as_a_change() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("mcpmux.toml");
+        std::fs::write(&file, "a").unwrap_or_else(|e| panic!("{e}"));
+        let mut changes = watch_file(file.clone());
+        // The watch is set by a task of its own: write until it sees one (generous, loaded CI).
+        let seen = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                std::fs::write(&file, "b").unwrap_or_else(|e| panic!("{e}"));
+                if tokio::time::timeout(Duration::from_secs(3), changes.recv())
+                    .await
+                    .is_ok()
+                {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(
+            seen.is_ok(),
+            "no change was reported for {}",
+            file.display()
+        );
+    }
 
     #[test]
     fn the_chain_holds_each_link_on_the_way_and_the_real_file() {
