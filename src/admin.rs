@@ -67,8 +67,6 @@ pub trait Reload: Send + Sync {
     fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<ReloadChanges, String>>;
     /// The config file and its last reload.
     fn status(&self) -> ConfigStatus;
-    /// Reloads applied, and refused.
-    fn counts(&self) -> (u64, u64);
 }
 
 impl std::fmt::Debug for AdminState {

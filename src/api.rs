@@ -15,7 +15,6 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::audit::{Break, Page, StatRow, Verification};
 pub use crate::pins::PinRow;
 
 /// `GET /status`: the daemon, its config, its hosts, every upstream and the audit log.

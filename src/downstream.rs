@@ -23,5 +23,5 @@ pub use delivery::Delivery;
 pub use http::{EdgeControl, Gate, ProtectedResource, app};
 pub use jwt::JwtGate;
 pub use principal::{Access, Principal};
-pub use service::{HostRequest, HostService, RequestContext};
-pub use session::{HostInfo, Session, SessionStore};
+pub use service::HostService;
+pub use session::SessionStore;

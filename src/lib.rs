@@ -35,24 +35,24 @@
 //! - [`sync`]: the one mutex-poison policy.
 //! - [`telemetry`]: logging setup, and OpenTelemetry export (`telemetry::otel`).
 
-pub mod admin;
-pub mod api;
+mod admin;
+mod api;
 pub mod audit;
-pub mod bridge;
+mod bridge;
 pub mod cli;
 pub mod config;
-pub mod daemon;
-pub mod downstream;
-pub mod http_body;
-pub mod jsonrpc;
-pub mod listener;
-pub mod locator;
-pub mod loopback;
-pub mod mcp;
-pub mod oauth;
-pub mod pins;
-pub mod router;
-pub mod supervisor;
-pub mod sync;
-pub mod telemetry;
-pub mod upstream;
+mod daemon;
+mod downstream;
+mod http_body;
+mod jsonrpc;
+mod listener;
+mod locator;
+mod loopback;
+mod mcp;
+mod oauth;
+mod pins;
+mod router;
+mod supervisor;
+mod sync;
+mod telemetry;
+mod upstream;

@@ -24,7 +24,7 @@ pub mod store;
 mod token;
 
 pub use challenge::Challenge;
-pub use login::{Login, LoginStarted};
+pub use login::Login;
 pub use store::TokenFile;
 pub use token::{refresh_if_due, refresh_wait};
 

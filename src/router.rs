@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
-pub use catalog::{Entry, Lens, Snapshot};
+pub use catalog::{Lens, Snapshot};
 
 use crate::config::{CatalogConfig, Profile};
 use crate::mcp::ListKind;

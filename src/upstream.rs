@@ -34,5 +34,4 @@ pub use connection::{
 };
 pub use error::{Reply, StopReason, UpstreamError};
 pub use handle::{UpstreamHandle, Upstreams};
-pub use status::{Phase, Status};
-pub use transport::Diagnostics;
+pub use status::Phase;

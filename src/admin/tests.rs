@@ -33,9 +33,6 @@ impl Reload for Fixed {
             last_reload: None,
         }
     }
-    fn counts(&self) -> (u64, u64) {
-        (2, 1)
-    }
 }
 
 fn session(id: &str, age_seconds: u64) -> SessionStatus {

@@ -84,10 +84,6 @@ impl HttpSession {
         self
     }
 
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// Remembers the session and version an `initialize` exchange established.
     pub fn set_session(&mut self, id: Option<String>, protocol_version: Option<String>) {
         self.session_id = id;

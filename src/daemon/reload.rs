@@ -359,10 +359,6 @@ impl crate::admin::Reload for Reloader {
     fn status(&self) -> ConfigStatus {
         Self::status(self)
     }
-
-    fn counts(&self) -> (u64, u64) {
-        Self::counts(self)
-    }
 }
 
 /// Reloads on SIGHUP, and when the config file changes ([`config::watch_file`]).

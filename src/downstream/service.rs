@@ -187,11 +187,6 @@ impl HostService {
         self.delivery.sessions.all()
     }
 
-    /// How many host sessions are open.
-    pub fn session_count(&self) -> usize {
-        self.delivery.sessions.len()
-    }
-
     /// How many host sessions may be open at once (`server.max_sessions`, as a reload sets it).
     pub fn max_sessions(&self) -> usize {
         self.limits.load().max_sessions

@@ -259,10 +259,6 @@ impl StreamGuard {
             () = closed.cancelled() => None,
         }
     }
-
-    pub fn session(&self) -> &Arc<Session> {
-        &self.session
-    }
 }
 
 impl Drop for StreamGuard {
@@ -378,10 +374,6 @@ impl SessionStore {
 
     pub fn len(&self) -> usize {
         self.read().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Sessions idle longer than the timeout with no event stream attached.

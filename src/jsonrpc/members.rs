@@ -19,11 +19,6 @@ impl<'a> Members<'a> {
             .map_err(|e| RpcError::invalid_params(format!("expected an object: {e}")))
     }
 
-    /// An object with no members yet.
-    pub fn new() -> Self {
-        Self(IndexMap::new())
-    }
-
     /// [`Self::parse`] for values mcpmux only inspects (an upstream's notification): `None`
     /// when it is not an object.
     pub fn of(value: &'a RawValue) -> Option<Self> {

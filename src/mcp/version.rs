@@ -25,9 +25,6 @@ impl Version {
     /// What mcpmux offers in `initialize`, to hosts and upstreams alike.
     pub const LATEST: Version = Self::ALL[0];
 
-    /// What a Streamable HTTP request without `MCP-Protocol-Version` is assumed to speak (spec 2025-06-18+).
-    pub const HTTP_DEFAULT: Version = Self::V2025_03_26;
-
     pub fn as_str(self) -> &'static str {
         match self {
             Self::V2024_11_05 => "2024-11-05",

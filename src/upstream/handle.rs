@@ -245,13 +245,6 @@ impl UpstreamHandle {
         )
     }
 
-    /// Sends a notification to the live connection, if there is one.
-    pub fn notify(&self, method: &str, params: Option<&str>) {
-        if let Some(conn) = self.shared.conn.load_full() {
-            conn.notify(method, params);
-        }
-    }
-
     pub(super) fn events(&self) -> Option<&Arc<dyn HostEvents>> {
         self.shared.events.as_ref()
     }

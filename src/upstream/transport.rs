@@ -231,11 +231,6 @@ impl Diagnostics {
         lock(&self.http_session).clone()
     }
 
-    /// The kept stderr lines, oldest first.
-    pub fn tail(&self) -> Vec<String> {
-        self.lock().iter().cloned().collect()
-    }
-
     /// The newest kept line.
     pub fn last(&self) -> Option<String> {
         self.lock().back().cloned()
