@@ -521,11 +521,15 @@ mod properties {
         (proptest::collection::vec(upstream, 1..5), any::<bool>(), "[0-9a-f]{64}").prop_map(
             |(upstreams, with_host, digest)| {
                 let mut names = Vec::new();
+                let mut prefixes = Vec::new();
                 let mut text = String::from("[server]\nlisten = \"127.0.0.1:0\"\n\n");
                 for (name, command, args) in upstreams {
-                    if names.contains(&name) {
+                    // Two names with one prefix (`r`, `r-`) are a config error, rightly refused.
+                    let prefix = crate::mcp::names::Prefix::derive(&name).ok();
+                    if names.contains(&name) || prefixes.contains(&prefix) {
                         continue;
                     }
+                    prefixes.push(prefix);
                     let args: Vec<String> = args.iter().map(|a| toml_str(a)).collect();
                     text += &format!(
                         "[upstreams.{name}]\ncommand = {}\nargs = [{}]\n\n",
