@@ -9,17 +9,19 @@
 //! their request alone until the link's breaker trips (see `remote.rs`); a 403
 //! `insufficient_scope` fails its request saying how to get the scopes. DELETE ends the session
 //! on shutdown.
+//!
+//! - `stream`: the event streams (an answer's, resumed; the standalone GET stream).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use tokio::sync::watch;
 
-use super::events::events;
+mod stream;
+
 use super::{Outgoing, Shared};
 use crate::jsonrpc::{Members, Received};
 use crate::oauth::Challenge;
@@ -28,13 +30,8 @@ use crate::upstream::error::Closed;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
-/// Reconnection delays of the GET stream, and of resuming an answer's stream.
-const MIN_RETRY: Duration = Duration::from_millis(500);
-const MAX_RETRY: Duration = Duration::from_secs(30);
 /// Longest wait for the GET stream before `notifications/initialized` goes anyway.
 const STREAM_WAIT: Duration = Duration::from_secs(5);
-/// Times an answer's stream is resumed before its request fails.
-const MAX_RESUMES: usize = 5;
 /// How much of an error body is quoted.
 const BODY_EXCERPT: usize = 300;
 
@@ -145,7 +142,7 @@ pub(super) async fn post(
         }
         // The session is up: open the GET stream before the client says it is initialized.
         if initialize && answered && !session.0.listening.swap(true, Ordering::Relaxed) {
-            tokio::spawn(listen(Arc::clone(shared), session.clone()));
+            tokio::spawn(stream::listen(Arc::clone(shared), session.clone()));
         }
         return Ok(());
     }
@@ -225,7 +222,7 @@ async fn read_answer(
         .unwrap_or_default()
         .to_ascii_lowercase();
     if content_type.starts_with("text/event-stream") {
-        return read_stream(shared, session, response, id, initialize).await;
+        return stream::read_answer(shared, session, response, id, initialize).await;
     }
     if response.status() == StatusCode::ACCEPTED || id.is_none() {
         return true;
@@ -276,62 +273,6 @@ async fn read_answer(
     answered
 }
 
-/// Reads an answer's event stream, resuming it when it ends before the answer.
-async fn read_stream(
-    shared: &Arc<Shared>,
-    session: &Session,
-    mut response: reqwest::Response,
-    id: Option<u64>,
-    initialize: bool,
-) -> bool {
-    let mut resume = Resume::default();
-    for _ in 0..=MAX_RESUMES {
-        let mut stream = events(response, shared.max_message_bytes);
-        loop {
-            let event = tokio::select! {
-                () = shared.stop.cancelled() => return true,
-                event = stream.next() => event,
-            };
-            match event {
-                Some(Ok(event)) => {
-                    resume.note(&event);
-                    if !is_message(&event) {
-                        continue;
-                    }
-                    let message = match super::super::receive(&event.data) {
-                        Some(Ok(message)) => message,
-                        Some(Err(closed)) => {
-                            shared.close(closed).await;
-                            return true;
-                        }
-                        None => continue,
-                    };
-                    let answered = observe(session, &message, id, initialize);
-                    shared.deliver(message).await;
-                    if answered {
-                        return true;
-                    }
-                }
-                Some(Err(Closed::TooLong(max))) => {
-                    shared.close(Closed::TooLong(max)).await;
-                    return true;
-                }
-                Some(Err(_)) | None => break,
-            }
-        }
-        // The stream ended before the answer: resume it, if the server numbered its events.
-        let Some(last) = resume.last_id.clone() else {
-            return id.is_none();
-        };
-        tokio::time::sleep(resume.retry).await;
-        match get(shared, session, Some(&last)).await {
-            Ok(resumed) if resumed.status().is_success() => response = resumed,
-            _ => return id.is_none(),
-        }
-    }
-    id.is_none()
-}
-
 /// Notes what the client must learn from a received message; true when it answers `id`.
 fn observe(session: &Session, message: &Received, id: Option<u64>, initialize: bool) -> bool {
     let (Some(id), Some(answered)) = (id, message.answer_id()) else {
@@ -347,135 +288,6 @@ fn observe(session: &Session, message: &Received, id: Option<u64>, initialize: b
         }
     }
     true
-}
-
-/// Where an event stream left off, and how long to wait before asking for the rest.
-struct Resume {
-    last_id: Option<String>,
-    retry: Duration,
-}
-
-impl Default for Resume {
-    fn default() -> Self {
-        Self {
-            last_id: None,
-            retry: MIN_RETRY,
-        }
-    }
-}
-
-impl Resume {
-    /// Keeps an event's id (for `Last-Event-ID`) and the server's `retry`.
-    fn note(&mut self, event: &super::events::Event) {
-        if !event.id.is_empty() {
-            self.last_id = Some(event.id.clone());
-        }
-        if let Some(retry) = event.retry {
-            self.retry = retry.clamp(MIN_RETRY, MAX_RETRY);
-        }
-    }
-
-    /// Waits longer after a failed reconnection, up to the most.
-    fn back_off(&mut self) {
-        self.retry = (self.retry * 2).min(MAX_RETRY);
-    }
-}
-
-/// A default (`message`) event with data.
-fn is_message(event: &super::events::Event) -> bool {
-    (event.event.is_empty() || event.event == "message") && !event.data.trim().is_empty()
-}
-
-/// The standalone GET stream: what the server sends unasked, reconnected with backoff.
-async fn listen(shared: Arc<Shared>, session: Session) {
-    let mut resume = Resume::default();
-    loop {
-        let response = tokio::select! {
-            () = shared.stop.cancelled() => return,
-            response = get(&shared, &session, resume.last_id.as_deref()) => response,
-        };
-        session.0.stream_ready.send_replace(true);
-        match response {
-            Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => return,
-            // A server without sessions that does not route GET at all: no stream either.
-            Ok(r) if r.status() == StatusCode::NOT_FOUND && session.id().is_none() => return,
-            Ok(r) if r.status().is_success() => {
-                resume.retry = MIN_RETRY;
-                let mut stream = events(r, shared.max_message_bytes);
-                loop {
-                    let event = tokio::select! {
-                        () = shared.stop.cancelled() => return,
-                        event = stream.next() => event,
-                    };
-                    match event {
-                        Some(Ok(event)) => {
-                            resume.note(&event);
-                            if is_message(&event) {
-                                shared.deliver_text(&event.data).await;
-                            }
-                        }
-                        Some(Err(Closed::TooLong(max))) => {
-                            return shared.close(Closed::TooLong(max)).await;
-                        }
-                        Some(Err(_)) | None => break,
-                    }
-                }
-            }
-            Ok(r) => {
-                let status = r.status();
-                if matches!(status.as_u16(), 401 | 403) {
-                    shared.diagnostics.set_challenge(challenge_of(&r));
-                }
-                let why = format!(
-                    "HTTP {status} from upstream `{}` to its GET stream: {}",
-                    shared.upstream,
-                    excerpt(r).await
-                );
-                shared.note(why.clone());
-                match status {
-                    StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-                        return shared.close(Closed::Unauthorized(why)).await;
-                    }
-                    s if forgot_session(s, &why) => {
-                        let why = format!("its HTTP session expired ({s}); a new one is started");
-                        return shared.close(Closed::SessionExpired(why)).await;
-                    }
-                    _ => resume.back_off(),
-                }
-            }
-            Err(e) => {
-                shared.note(format!("its GET stream failed: {}", error_chain(&e)));
-                resume.back_off();
-            }
-        }
-        tokio::select! {
-            () = shared.stop.cancelled() => return,
-            () = tokio::time::sleep(resume.retry) => {}
-        }
-    }
-}
-
-/// A GET of the session's event stream, resuming after `last_id` when given.
-async fn get(
-    shared: &Shared,
-    session: &Session,
-    last_id: Option<&str>,
-) -> Result<reqwest::Response, reqwest::Error> {
-    let mut request = shared
-        .client
-        .get(shared.url.clone())
-        .headers(shared.headers())
-        .header(ACCEPT, "text/event-stream");
-    if let Some(id) = session.id() {
-        request = request.header(SESSION_HEADER, id);
-    }
-    if let Some(version) = session.version() {
-        request = request.header(VERSION_HEADER, version);
-    }
-    if let Some(last) = last_id {
-        request = request.header("last-event-id", last);
-    }
-    request.send().await
 }
 
 /// Ends the HTTP session (DELETE), when there is one.
@@ -560,24 +372,5 @@ mod tests {
             StatusCode::INTERNAL_SERVER_ERROR,
             "session store down"
         ));
-    }
-
-    #[test]
-    fn resuming_keeps_the_last_id_and_the_servers_retry_within_bounds() {
-        let mut resume = Resume::default();
-        let event = |id: &str, retry: Option<Duration>| super::super::events::Event {
-            event: String::new(),
-            data: "{}".into(),
-            id: id.into(),
-            retry,
-        };
-        resume.note(&event("7", Some(Duration::from_secs(3600))));
-        resume.note(&event("", None));
-        assert_eq!(resume.last_id.as_deref(), Some("7"));
-        assert_eq!(resume.retry, MAX_RETRY);
-        resume.note(&event("8", Some(Duration::from_millis(1))));
-        assert_eq!(resume.retry, MIN_RETRY);
-        resume.back_off();
-        assert_eq!(resume.retry, MIN_RETRY * 2);
     }
 }
