@@ -34,7 +34,16 @@ pub(super) fn check_origin(
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
             .unwrap_or_default();
-        if !host.is_empty() && !is_loopback_host(host) {
+        if host.is_empty() {
+            // HTTP/1.0 allows leaving it out; a request that does cannot show it is for this
+            // machine (the admin API refuses it too).
+            return Err(refuse(
+                StatusCode::FORBIDDEN,
+                codes::INVALID_REQUEST,
+                "Forbidden: the request names no Host; send the Host header (e.g. Host: 127.0.0.1)",
+            ));
+        }
+        if !is_loopback_host(host) {
             return Err(refuse(
                 StatusCode::FORBIDDEN,
                 codes::INVALID_REQUEST,
@@ -59,4 +68,41 @@ pub(in super::super) fn check_version(headers: &HeaderMap) -> Result<(), Refusal
         return Err(refuse(StatusCode::BAD_REQUEST, codes::INVALID_REQUEST, msg));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(name.clone(), HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    #[test]
+    fn on_loopback_the_host_must_be_named_and_be_loopback() {
+        let local = headers(&[(header::HOST, "127.0.0.1:7332")]);
+        assert!(check_origin(&local, &[], true).is_ok());
+        assert!(check_origin(&headers(&[(header::HOST, "evil.example")]), &[], true).is_err());
+        assert!(
+            check_origin(&HeaderMap::new(), &[], true).is_err(),
+            "no Host"
+        );
+        // Beyond loopback, hosts reach it by whatever name they know, or none.
+        assert!(check_origin(&HeaderMap::new(), &[], false).is_ok());
+    }
+
+    #[test]
+    fn a_browser_origin_must_be_local_or_allowed() {
+        let from = |origin| headers(&[(header::HOST, "localhost"), (header::ORIGIN, origin)]);
+        assert!(check_origin(&from("http://localhost:3000"), &[], true).is_ok());
+        assert!(check_origin(&from("https://evil.example"), &[], true).is_err());
+        let allowed = ["https://app.example".to_owned()];
+        assert!(check_origin(&from("https://app.example"), &allowed, true).is_ok());
+    }
 }
