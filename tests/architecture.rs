@@ -291,3 +291,58 @@ fn modules_file_exists(sources: &[Source], module: &str, name: &str) -> bool {
     let want = PathBuf::from(module).join(format!("{name}.rs"));
     sources.iter().any(|s| s.rel == want)
 }
+
+/// The seams of the request path (issue 19), each in one place: a transport never parses what
+/// its connection hands it (`Outgoing` carries the id, method and trace context) and parses what
+/// it receives once, with the seam's own `receive`; a host request's params are parsed only in
+/// `service/method.rs`; admission (origin, credential, profile) only in `http/admission/`.
+#[test]
+fn the_request_path_parses_once_and_admits_in_one_place() {
+    let sources = sources();
+    let mut broken = Vec::new();
+    for source in &sources {
+        let file = source.rel.to_string_lossy().replace('\\', "/");
+        let code = code(&source.text);
+        if file.starts_with("upstream/transport")
+            && (code.contains("Incoming::parse") || code.contains("Received::parse"))
+            && file != "upstream/transport.rs"
+        {
+            broken.push(format!(
+                "{file} parses a message itself; use transport::receive (incoming) or the Outgoing it was given"
+            ));
+        }
+        // The handshake and host notifications are not requests of a session: they keep theirs.
+        let own_params = [
+            "downstream/service/method.rs",
+            "downstream/service/initialize.rs",
+            "downstream/service/answers.rs",
+        ];
+        if file.starts_with("downstream/service/")
+            && !own_params.contains(&file.as_str())
+            && code.contains("params: Option<&RawValue>")
+        {
+            broken.push(format!(
+                "{file} takes a request's raw params; parse them in service/method.rs (HostMethod)"
+            ));
+        }
+        let admission = file.starts_with("downstream/http/admission");
+        if file.starts_with("downstream/http")
+            && !admission
+            && (code.contains("check_origin(") || code.contains(".resolve("))
+        {
+            broken.push(format!(
+                "{file} admits a request itself; take the Admitted or InSession extractor"
+            ));
+        }
+        if code.contains("RouteFacts") {
+            broken.push(format!(
+                "{file} names RouteFacts; a request's route is a Route its handler fills in"
+            ));
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "request-path seams broken:\n{}",
+        broken.join("\n")
+    );
+}
