@@ -237,6 +237,31 @@ pub struct UpstreamConfig {
 }
 
 impl UpstreamConfig {
+    /// An enabled upstream `name` (also its prefix) running `true`, for unit tests of what
+    /// holds upstreams.
+    #[cfg(test)]
+    pub(crate) fn for_tests(name: &str) -> Self {
+        Self {
+            name: name.into(),
+            prefix: crate::mcp::names::Prefix::parse(name).unwrap_or_else(|e| panic!("{e}")),
+            transport: Transport::Stdio(super::transport::StdioConfig {
+                command: "true".into(),
+                args: vec![],
+                env: Default::default(),
+                inherit_env: vec![],
+                cwd: None,
+            }),
+            enabled: true,
+            policy: Default::default(),
+            isolation: Default::default(),
+            pin: Default::default(),
+            roots: None,
+            audit_redaction: None,
+            audit_redaction_tools: Default::default(),
+            max_instances: DEFAULT_MAX_INSTANCES,
+        }
+    }
+
     /// The redaction for a call of `tool`, if this upstream overrides the global one.
     pub fn redaction_for(&self, tool: Option<&str>) -> Option<Redaction> {
         tool.and_then(|t| self.audit_redaction_tools.get(t).copied())

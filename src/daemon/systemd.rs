@@ -139,33 +139,14 @@ mod tests {
 
     use super::*;
     use crate::config::{CatalogConfig, UpstreamConfig};
-    use crate::mcp::names::Prefix;
     use crate::upstream::{Phase, UpstreamHandle, Upstreams};
 
     fn handle(name: &str, enabled: bool) -> UpstreamHandle {
-        UpstreamHandle::new(
-            UpstreamConfig {
-                name: name.into(),
-                prefix: Prefix::parse(name).unwrap_or_else(|e| panic!("{e}")),
-                transport: crate::config::Transport::Stdio(crate::config::StdioConfig {
-                    command: "true".into(),
-                    args: vec![],
-                    env: Default::default(),
-                    inherit_env: vec![],
-                    cwd: None,
-                }),
-                enabled,
-                policy: Default::default(),
-                isolation: Default::default(),
-                pin: Default::default(),
-                roots: None,
-                audit_redaction: None,
-                audit_redaction_tools: Default::default(),
-                max_instances: crate::config::DEFAULT_MAX_INSTANCES,
-            },
-            None,
-            None,
-        )
+        let config = UpstreamConfig {
+            enabled,
+            ..UpstreamConfig::for_tests(name)
+        };
+        UpstreamHandle::new(config, None, None)
     }
 
     fn router(handles: Vec<UpstreamHandle>) -> RouterHandle {

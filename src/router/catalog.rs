@@ -406,29 +406,7 @@ mod tests {
     use crate::config::UpstreamConfig;
 
     fn handle(name: &str) -> UpstreamHandle {
-        UpstreamHandle::new(
-            UpstreamConfig {
-                name: name.into(),
-                prefix: Prefix::parse(name).unwrap_or_else(|e| panic!("{e}")),
-                transport: crate::config::Transport::Stdio(crate::config::StdioConfig {
-                    command: "true".into(),
-                    args: vec![],
-                    env: Default::default(),
-                    inherit_env: vec![],
-                    cwd: None,
-                }),
-                enabled: true,
-                policy: Default::default(),
-                isolation: Default::default(),
-                pin: Default::default(),
-                roots: None,
-                audit_redaction: None,
-                audit_redaction_tools: Default::default(),
-                max_instances: crate::config::DEFAULT_MAX_INSTANCES,
-            },
-            None,
-            None,
-        )
+        UpstreamHandle::new(UpstreamConfig::for_tests(name), None, None)
     }
 
     fn catalog(tools: &[&str]) -> UpstreamCatalog {

@@ -127,32 +127,9 @@ pub(super) fn retire(state: &mut SupervisorState, name: &str, grace: Duration) -
 mod tests {
     use super::*;
     use crate::config::UpstreamConfig;
-    use crate::mcp::names::Prefix;
 
     fn handle(name: &str) -> UpstreamHandle {
-        UpstreamHandle::new(
-            UpstreamConfig {
-                name: name.into(),
-                prefix: Prefix::parse(name).unwrap_or_else(|e| panic!("{e}")),
-                transport: crate::config::Transport::Stdio(crate::config::StdioConfig {
-                    command: "true".into(),
-                    args: vec![],
-                    env: Default::default(),
-                    inherit_env: vec![],
-                    cwd: None,
-                }),
-                enabled: true,
-                policy: Default::default(),
-                isolation: Default::default(),
-                pin: Default::default(),
-                roots: None,
-                audit_redaction: None,
-                audit_redaction_tools: Default::default(),
-                max_instances: crate::config::DEFAULT_MAX_INSTANCES,
-            },
-            None,
-            None,
-        )
+        UpstreamHandle::new(UpstreamConfig::for_tests(name), None, None)
     }
 
     fn slots(handles: &[&UpstreamHandle]) -> HashMap<Key, Slot> {
