@@ -289,7 +289,7 @@ async fn login(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -
     };
     let login = match handle.sign_in() {
         Some(Ok(login)) => login,
-        Some(Err(why)) => return refusal((StatusCode::BAD_GATEWAY, why)),
+        Some(Err(why)) => return refusal((StatusCode::BAD_GATEWAY, why.to_string())),
         None => return StatusCode::BAD_REQUEST.into_response(),
     };
     let started = login.start().await;

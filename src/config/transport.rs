@@ -125,14 +125,31 @@ pub enum TokenSource {
     File(PathBuf),
 }
 
+/// Why a secret cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("the variable `{0}` is not set in mcpmux's environment")]
+    Unset(String),
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0} is empty")]
+    Empty(String),
+}
+
 impl TokenSource {
     /// The secret, read now (so a changed variable or file is picked up), trimmed.
-    pub fn read(&self) -> Result<String, String> {
+    pub fn read(&self) -> Result<String, SecretError> {
         let text = match self {
-            Self::Env(var) => std::env::var(var)
-                .map_err(|_| format!("the variable `{var}` is not set in mcpmux's environment"))?,
-            Self::File(path) => std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+            Self::Env(var) => std::env::var(var).map_err(|_| SecretError::Unset(var.clone()))?,
+            Self::File(path) => {
+                std::fs::read_to_string(path).map_err(|source| SecretError::Unreadable {
+                    path: path.clone(),
+                    source,
+                })?
+            }
         };
         let text = text.trim().to_owned();
         if text.is_empty() {
@@ -140,7 +157,7 @@ impl TokenSource {
                 Self::Env(var) => format!("the variable `{var}`"),
                 Self::File(path) => path.display().to_string(),
             };
-            return Err(format!("{place} is empty"));
+            return Err(SecretError::Empty(place));
         }
         Ok(text)
     }

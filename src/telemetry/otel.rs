@@ -342,8 +342,19 @@ impl std::fmt::Debug for Instrument {
     }
 }
 
+/// Why an OTLP exporter could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("cannot set up the OTLP {signal} exporter: {source}")]
+    Exporter {
+        /// `trace` or `metric`.
+        signal: &'static str,
+        source: opentelemetry_otlp::ExporterBuildError,
+    },
+}
+
 /// Sets up the exporters `export` describes (within the tokio runtime, as gRPC needs).
-pub fn start(export: &Export, instruments: Vec<Instrument>) -> Result<Telemetry, String> {
+pub fn start(export: &Export, instruments: Vec<Instrument>) -> Result<Telemetry, ExportError> {
     let resource = opentelemetry_sdk::Resource::builder()
         .with_service_name(export.service_name.clone())
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
@@ -366,7 +377,10 @@ pub fn start(export: &Export, instruments: Vec<Instrument>) -> Result<Telemetry,
             b.build()
         }
     }
-    .map_err(|e| format!("cannot set up the OTLP trace exporter: {e}"))?;
+    .map_err(|source| ExportError::Exporter {
+        signal: "trace",
+        source,
+    })?;
     let traces = SdkTracerProvider::builder()
         .with_batch_exporter(spans)
         .with_resource(resource.clone())
@@ -392,7 +406,10 @@ pub fn start(export: &Export, instruments: Vec<Instrument>) -> Result<Telemetry,
                 b.build()
             }
         }
-        .map_err(|e| format!("cannot set up the OTLP metric exporter: {e}"))?;
+        .map_err(|source| ExportError::Exporter {
+            signal: "metric",
+            source,
+        })?;
         let mut reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter);
         if let Some(interval) = export.metrics_interval {
             reader = reader.with_interval(interval);

@@ -356,7 +356,7 @@ impl UpstreamHandle {
 
     /// A sign-in for it, starting from the challenge it last refused mcpmux with: `None` when it
     /// does not sign in with OAuth, an error when its HTTP client cannot be set up.
-    pub fn sign_in(&self) -> Option<Result<crate::oauth::Login, String>> {
+    pub fn sign_in(&self) -> Option<Result<crate::oauth::Login, super::error::StartError>> {
         let Transport::Remote(remote) = &self.shared.config.transport else {
             return None;
         };

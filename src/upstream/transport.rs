@@ -125,7 +125,9 @@ pub(super) trait Teardown: Send {
 
 /// An HTTP client with a remote upstream's TLS, proxy and redirect settings and no credential
 /// (signing in uses it).
-pub(super) fn http_client(config: &crate::config::RemoteConfig) -> Result<reqwest::Client, String> {
+pub(super) fn http_client(
+    config: &crate::config::RemoteConfig,
+) -> Result<reqwest::Client, StartError> {
     remote::http_client(config)
 }
 

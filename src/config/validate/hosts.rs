@@ -194,7 +194,7 @@ fn token_digest(
                 ConfigError::invalid(
                     file,
                     key("token_file"),
-                    why,
+                    why.to_string(),
                     "point it at a readable file holding the host's bearer token",
                 )
             })?;

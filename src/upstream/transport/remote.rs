@@ -221,8 +221,8 @@ fn traced(message: &Outgoing, request: reqwest::RequestBuilder) -> reqwest::Requ
 }
 
 /// See [`super::http_client`]: for OAuth, so it follows no redirect.
-pub(super) fn http_client(config: &RemoteConfig) -> Result<reqwest::Client, String> {
-    client::pool(config, client::Redirects::None).map_err(|e| e.to_string())
+pub(super) fn http_client(config: &RemoteConfig) -> Result<reqwest::Client, StartError> {
+    client::pool(config, client::Redirects::None)
 }
 
 /// Refreshes the link's OAuth access token a minute before it expires, and sends the new one
