@@ -1,0 +1,379 @@
+use super::*;
+use crate::config::model::{DEFAULT_LISTEN, DEFAULT_PAGE_SIZE};
+use crate::config::{RemoteKind, TokenSource, Transport};
+use crate::mcp::ListKind;
+
+fn load_text(name: &str, text: &str) -> Result<Config, ConfigError> {
+    let dir =
+        std::env::temp_dir().join(format!("mcpmux-config-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|source| ConfigError::Read {
+        file: dir.clone(),
+        source,
+    })?;
+    let path = dir.join(name);
+    std::fs::write(&path, text).map_err(|source| ConfigError::Read {
+        file: path.clone(),
+        source,
+    })?;
+    load(&path)
+}
+
+#[test]
+fn an_invalid_value_is_pointed_at_by_line() {
+    let text = "[server]\nlisten = \"127.0.0.1:0\"\n\n[upstreams.a]\ncommand = \"x\"\nrequest_timeout = \"soon\"\n";
+    assert_eq!(line_of(text, "upstreams.a.request_timeout"), Some(6));
+    assert_eq!(line_of(text, "upstreams.a.url"), Some(4));
+    assert_eq!(line_of(text, "server.listen"), Some(2));
+    assert_eq!(line_of(text, "profiles.x"), None);
+}
+
+#[test]
+fn toml_with_defaults() {
+    let c = load_text(
+        "a.toml",
+        "[upstreams.mem]\ncommand = \"npx\"\nargs = [\"-y\", \"x\"]\n",
+    )
+    .map_err(|e| e.to_string());
+    let c = c.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.server.listen, DEFAULT_LISTEN);
+    assert_eq!(c.upstreams[0].prefix.as_str(), "mem");
+    assert_eq!(c.catalog.page_size(ListKind::Tools), DEFAULT_PAGE_SIZE);
+}
+
+#[test]
+fn errors_name_file_key_and_fix() {
+    let e = load_text("b.toml", "[upstreams.mem]\nargs = []\n")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.contains("b.toml") && e.contains("upstreams.mem.command") && e.contains("Fix:"),
+        "{e}"
+    );
+    let e = load_text("c.toml", "[upstreams.mem]\ncomand = \"x\"\n")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("c.toml") && e.contains("comand"), "{e}");
+    assert!(
+        e.contains("audit_redaction, audit_redaction_tools"),
+        "the hint names every upstream key: {e}"
+    );
+    let e = load_text(
+        "d.toml",
+        "[upstreams.my_server]\ncommand = \"x\"\n[upstreams.My-Server]\ncommand = \"y\"\n",
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(
+        e.contains("my_server") && e.contains("My-Server") && e.contains("prefix"),
+        "{e}"
+    );
+    let e = load_text("e.toml", "[server]\nlisten = \"nope\"\n")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("server.listen"), "{e}");
+}
+
+#[test]
+fn audit_settings_override_the_defaults() {
+    let c = load_text(
+        "f.toml",
+        "state_dir = \"st\"\n[audit]\nsecret_keys = [\"pin\"]\nmax_age = \"0s\"\nqueue = 8\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.audit.secret_keys.names(), ["pin"]);
+    assert_eq!((c.audit.max_age, c.audit.queue), (None, 8));
+    assert_eq!(c.audit.dir, c.source.with_file_name("st").join("audit"));
+    let e = load_text("g.toml", "[audit]\nqueue = 0\n")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("audit.queue") && e.contains("Fix:"), "{e}");
+}
+
+#[test]
+fn shipped_configs_load() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    for name in ["mcpmux.toml", "example.toml"] {
+        let c = load(&dir.join(name)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            c.upstreams
+                .iter()
+                .any(|u| u.prefix.as_str() == "everything"),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn mcp_servers_json_is_accepted_as_written() {
+    let json = r#"{"mcpServers": {"My Server": {"command": "node", "args": ["s.js"], "env": {"K": "v"}},
+        "remote": {"url": "https://example.com/mcp", "headers": {"X-Api-Key": "k"}},
+        "legacy": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
+        "vscode": {"type": "http", "url": "https://example.com/v/mcp"},
+        "off": {"command": "x", "disabled": true}},
+        "globalShortcut": "x"}"#;
+    let c = load_text("claude_desktop_config.json", json).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<_> = c
+        .upstreams
+        .iter()
+        .map(|u| (u.name.as_str(), u.prefix.as_str(), u.enabled))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("My Server", "my-server", true),
+            ("legacy", "legacy", true),
+            ("off", "off", false),
+            ("remote", "remote", true),
+            ("vscode", "vscode", true)
+        ]
+    );
+    let kinds: Vec<_> = c
+        .upstreams
+        .iter()
+        .filter_map(|u| match &u.transport {
+            Transport::Remote(r) => Some((u.name.as_str(), r.kind, r.url.as_str())),
+            Transport::Stdio(_) => None,
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("legacy", RemoteKind::Sse, "http://127.0.0.1:9/sse"),
+            ("remote", RemoteKind::Auto, "https://example.com/mcp"),
+            (
+                "vscode",
+                RemoteKind::StreamableHttp,
+                "https://example.com/v/mcp"
+            )
+        ]
+    );
+    let e = load_text(
+        "h.json",
+        r#"{"mcpServers": {"w": {"type": "ws", "url": "x"}}}"#,
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(e.contains("mcpServers.w.type") && e.contains("Fix:"), "{e}");
+}
+
+#[test]
+fn an_empty_prefix_is_for_the_only_enabled_upstream() {
+    let one = "[upstreams.solo]\nurl = \"http://127.0.0.1:9/mcp\"\nprefix = \"\"\n";
+    let c = load_text("p.toml", one).unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.upstreams[0].prefix.is_none());
+    let off = format!("{one}[upstreams.other]\ncommand = \"x\"\nenabled = false\n");
+    assert!(load_text("q.toml", &off).is_ok());
+    let e = load_text(
+        "r.toml",
+        &format!("{one}[upstreams.other]\ncommand = \"x\"\n"),
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(
+        e.contains("upstreams.solo.prefix") && e.contains("only enabled upstream"),
+        "{e}"
+    );
+}
+
+#[test]
+fn remote_upstreams_take_their_keys_and_refuse_the_others() {
+    let c = load_text(
+        "r.toml",
+        "[upstreams.gh]\nurl = \"https://api.example.com/mcp\"\ntransport = \"streamable-http\"\n\
+         headers = { X-Team = \"a\" }\nbearer_token_env = \"GH_TOKEN\"\nconnect_timeout = \"3s\"\n\
+         request_timeout = \"20s\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let Transport::Remote(r) = &c.upstreams[0].transport else {
+        panic!("not remote: {:?}", c.upstreams[0]);
+    };
+    assert_eq!(r.kind, RemoteKind::StreamableHttp);
+    assert_eq!(r.bearer_token, Some(TokenSource::Env("GH_TOKEN".into())));
+    assert_eq!(r.connect_timeout, std::time::Duration::from_secs(3));
+    assert_eq!(r.headers.get("X-Team").map(String::as_str), Some("a"));
+    assert_eq!(c.upstreams[0].policy.request_timeout.as_secs(), 20);
+    for (text, key) in [
+        (
+            "command = \"x\"\nurl = \"https://e.com/mcp\"",
+            "upstreams.u.url",
+        ),
+        ("url = \"ftp://e.com/mcp\"", "upstreams.u.url"),
+        ("url = \"not a url\"", "upstreams.u.url"),
+        (
+            "url = \"https://e.com/mcp\"\nargs = [\"x\"]",
+            "upstreams.u.args",
+        ),
+        (
+            "command = \"x\"\nheaders = { A = \"b\" }",
+            "upstreams.u.headers",
+        ),
+        (
+            "url = \"https://e.com/mcp\"\nbearer_token_env = \"A\"\nbearer_token_file = \"t\"",
+            "upstreams.u.bearer_token_file",
+        ),
+        (
+            "url = \"https://e.com/mcp\"\nheaders = { \"Mcp-Session-Id\" = \"x\" }",
+            "upstreams.u.headers.Mcp-Session-Id",
+        ),
+        (
+            "url = \"https://e.com/mcp\"\nclient_cert_file = \"c.pem\"",
+            "upstreams.u.client_cert_file",
+        ),
+        (
+            "url = \"https://e.com/mcp\"\nca_file = \"missing.pem\"",
+            "upstreams.u.ca_file",
+        ),
+        (
+            "url = \"https://e.com/mcp\"\ntransport = \"ws\"",
+            "transport",
+        ),
+    ] {
+        let e = load_text("s.toml", &format!("[upstreams.u]\n{text}\n"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains(key), "{text}: {e}");
+    }
+}
+
+#[test]
+fn remote_upstreams_sign_in_with_oauth_unless_a_token_is_configured() {
+    let c = load_text(
+        "o.toml",
+        "state_dir = \"st\"\n[upstreams.gh]\nurl = \"https://api.example.com/mcp\"\n\
+         [upstreams.gh.oauth]\nclient_id = \"mcpmux\"\nclient_secret_env = \"GH_SECRET\"\n\
+         redirect_port = 8976\nissuer = \"https://auth.example.com\"\n[upstreams.plain]\nurl = \"https://other.example.com/mcp\"\n\
+         [upstreams.tok]\nurl = \"https://t.example.com/mcp\"\nbearer_token_env = \"T\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let oauth = |name: &str| match &c
+        .upstreams
+        .iter()
+        .find(|u| u.name == name)
+        .map(|u| &u.transport)
+    {
+        Some(Transport::Remote(r)) => r.oauth.clone(),
+        other => panic!("{name}: {other:?}"),
+    };
+    let gh = oauth("gh").unwrap_or_else(|| panic!("gh signs in"));
+    assert_eq!(gh.client_id.as_deref(), Some("mcpmux"));
+    assert_eq!(gh.client_secret, Some(TokenSource::Env("GH_SECRET".into())));
+    assert_eq!(gh.redirect_port, 8976);
+    assert_eq!(
+        gh.issuer.as_ref().map(url::Url::as_str),
+        Some("https://auth.example.com/")
+    );
+    assert!(
+        gh.token_file.ends_with("st/oauth/gh.json"),
+        "{}",
+        gh.token_file.display()
+    );
+    let plain = oauth("plain").unwrap_or_else(|| panic!("plain signs in"));
+    assert_eq!(plain.client_id, None);
+    assert!(plain.token_file.ends_with("st/oauth/plain.json"));
+    assert_eq!(oauth("tok"), None);
+    for (text, key) in [
+        ("client_secret_env = \"S\"", "upstreams.u.oauth.client_id"),
+        (
+            "grant = \"client_credentials\"\nclient_id = \"a\"",
+            "upstreams.u.oauth.grant",
+        ),
+        (
+            "client_id_metadata_url = \"http://e.com/m.json\"",
+            "upstreams.u.oauth.client_id_metadata_url",
+        ),
+        (
+            "signing_algorithm = \"ES256\"",
+            "upstreams.u.oauth.signing_algorithm",
+        ),
+        // A secret goes to a configured issuer only, over https (http only on loopback).
+        (
+            "client_id = \"a\"\nclient_secret_env = \"S\"",
+            "upstreams.u.oauth.issuer",
+        ),
+        (
+            "client_id = \"a\"\nclient_secret_env = \"S\"\nissuer = \"http://auth.example.com\"",
+            "upstreams.u.oauth.issuer",
+        ),
+        (
+            "issuer = \"https://auth.example.com/?tenant=1\"",
+            "upstreams.u.oauth.issuer",
+        ),
+    ] {
+        let e = load_text(
+            "oauth-refused.toml",
+            &format!("[upstreams.u]\nurl = \"https://e.com/mcp\"\n[upstreams.u.oauth]\n{text}\n"),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(e.contains(key), "{text}: {e}");
+    }
+}
+
+#[test]
+fn roots_are_uris_or_paths_relative_to_the_config_file() {
+    let c = load_text(
+        "roots.toml",
+        "[upstreams.u]\ncommand = \"x\"\nroots = [\"file:///srv/data\", \"scratch\", \"/abs/dir\"]\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let roots = c.upstreams[0].roots.clone().unwrap_or_default();
+    assert_eq!(roots[0], "file:///srv/data");
+    assert!(
+        roots[1].starts_with("file:///") && roots[1].ends_with("/scratch"),
+        "{roots:?}"
+    );
+    assert_eq!(roots[2], "file:///abs/dir");
+}
+
+#[test]
+fn hosts_need_one_valid_credential_each_and_tokens_of_their_own() {
+    let digest = "ab".repeat(32);
+    let c = load_text(
+        "hosts-ok.toml",
+        &format!("[hosts.alice]\ntoken_sha256 = \"{digest}\"\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.hosts.len(), 1);
+    assert_eq!(c.hosts[0].name, "alice");
+    assert_eq!(
+        c.hosts[0].credential,
+        crate::config::Credential::Token { sha256: [0xab; 32] }
+    );
+    assert!(!format!("{:?}", c.hosts[0]).contains("ab, "));
+    for (text, key) in [
+        ("[hosts.a]\n".to_owned(), "hosts.a"),
+        (
+            "[hosts.a]\ntoken_sha256 = \"xyz\"\n".to_owned(),
+            "hosts.a.token_sha256",
+        ),
+        (
+            format!("[hosts.a]\ntoken_sha256 = \"{digest}\"\ntoken_file = \"t\"\n"),
+            "hosts.a.token_file",
+        ),
+        (
+            "[hosts.a]\ntoken_file = \"missing.token\"\n".to_owned(),
+            "hosts.a.token_file",
+        ),
+        (
+            format!(
+                "[hosts.a]\ntoken_sha256 = \"{digest}\"\n[hosts.b]\ntoken_sha256 = \"{digest}\"\n"
+            ),
+            "hosts.b.token_sha256",
+        ),
+    ] {
+        let e = load_text("hosts-refused.toml", &text)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains(key), "{text}: {e}");
+    }
+}
