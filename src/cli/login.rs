@@ -1,0 +1,63 @@
+//! `mcpmux login NAME`: the sign-in runs in the daemon; the CLI starts it, shows (or opens) the
+//! authorization URL, and waits until the daemon says how it ended.
+
+use super::admin::Admin;
+use crate::api;
+
+/// `mcpmux login NAME`: starts the sign-in in the daemon, shows where to go, waits for the end.
+pub(super) async fn login(admin: &Admin, name: &str, browser: bool) -> anyhow::Result<()> {
+    let path = format!("/upstreams/{name}/login");
+    let started: api::LoginStarted = admin.post(&path).await?;
+    if let Some(url) = started.authorization_url.as_deref() {
+        say(&format!(
+            "Open this URL to sign in to upstream `{name}`:\n\n  {url}\n"
+        ));
+        if browser && open_browser(url) {
+            say("(a browser was asked to open it)");
+        }
+        say("Waiting for the sign-in to finish…");
+    }
+    loop {
+        let state: api::LoginState = admin.request(reqwest::Method::GET, &path, &[]).await?;
+        match state {
+            api::LoginState::Done => {
+                say(&format!(
+                    "Signed in to `{name}`; it restarts with its new tokens."
+                ));
+                return Ok(());
+            }
+            api::LoginState::Failed { error } => anyhow::bail!("{error}"),
+            api::LoginState::None | api::LoginState::Pending { .. } => {
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await
+            }
+        }
+    }
+}
+
+/// Prints a line of a long-running command; a reader that went away is no reason to stop (or
+/// to panic, as `println!` would).
+fn say(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{text}").and_then(|()| stdout.flush());
+}
+
+/// Asks the desktop to open `url` (where there is a desktop); whether it agreed.
+fn open_browser(url: &str) -> bool {
+    let desktop =
+        std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else if desktop {
+        "xdg-open"
+    } else {
+        return false;
+    };
+    std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .is_ok()
+}
