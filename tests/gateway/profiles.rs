@@ -441,6 +441,11 @@ async fn hosts_paths_and_the_anonymous_profile_decide_what_is_seen() {
         initialize(&format!("{}/solo", daemon.url), Some(ALICE)).await,
         403
     );
+    // A profile segment that does not decode is refused, not served as `/mcp`.
+    assert_eq!(
+        initialize(&format!("{}/%FF", daemon.url), Some(BOB)).await,
+        400
+    );
     // Bob, with no profile of his own, may use any path and sees that profile there.
     let bob_solo = Client::connect_as(&format!("{}/solo", daemon.url), BOB).await;
     let seen = names(&bob_solo.list_all("tools/list", "tools").await, "name");

@@ -19,7 +19,7 @@ mod refusal;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, FromRequestParts, Path};
+use axum::extract::{ConnectInfo, FromRequestParts, OptionalFromRequestParts, Path};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -48,8 +48,11 @@ impl FromRequestParts<Arc<AppState>> for Admitted {
         parts: &mut Parts,
         state: &Arc<AppState>,
     ) -> Result<Self, Self::Rejection> {
-        // `/mcp/{profile}` names the profile; `/mcp`, `/sse` and `/messages` name none.
-        let path = Path::<String>::from_request_parts(parts, state).await.ok();
+        // `/mcp/{profile}` names the profile; `/mcp`, `/sse` and `/messages` name none. A
+        // profile segment that does not decode is refused (400), never read as `/mcp`.
+        let path = <Path<String> as OptionalFromRequestParts<_>>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
         let peer = parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
