@@ -23,7 +23,7 @@ use tokio::sync::watch;
 mod stream;
 
 use super::{Outgoing, Shared};
-use crate::jsonrpc::{Members, Received};
+use crate::jsonrpc::{Members, Received, codes};
 use crate::oauth::Challenge;
 use crate::sync::lock;
 use crate::upstream::error::Closed;
@@ -239,36 +239,39 @@ async fn read_answer(
             return true;
         }
     };
-    let items: Vec<&serde_json::value::RawValue> = if body.trim_start().starts_with('[') {
-        serde_json::from_str(&body).unwrap_or_default()
-    } else {
-        serde_json::from_str(&body)
-            .map(|one| vec![one])
-            .unwrap_or_default()
-    };
-    if items.is_empty() {
+    let not_json = |body: &str| {
         let shown: String = body.chars().take(BODY_EXCERPT).collect();
-        shared
-            .close(Closed::Protocol(format!(
-                "it answered a POST with something that is not JSON-RPC: {shown}"
-            )))
-            .await;
-        return true;
-    }
-    let mut answered = false;
-    for item in items {
-        // Parsed here, once: the connection gets the message.
-        match super::super::receive(item.get()) {
-            Some(Ok(message)) => {
-                answered |= observe(session, &message, id, initialize);
-                shared.deliver(message).await;
-            }
-            Some(Err(closed)) => {
-                shared.close(closed).await;
+        Closed::Protocol(format!(
+            "it answered a POST with something that is not JSON-RPC: {shown}"
+        ))
+    };
+    // One message (the common case) is parsed once, as it is; a batch is split first.
+    let texts: Vec<&str> = if body.trim_start().starts_with('[') {
+        match serde_json::from_str::<Vec<&serde_json::value::RawValue>>(&body) {
+            Ok(items) if !items.is_empty() => items.iter().map(|item| item.get()).collect(),
+            _ => {
+                shared.close(not_json(&body)).await;
                 return true;
             }
-            None => {}
         }
+    } else {
+        vec![body.trim()]
+    };
+    let mut answered = false;
+    for text in texts {
+        let message = match Received::parse(text) {
+            Ok(message) => message,
+            Err(e) if e.code == codes::PARSE_ERROR => {
+                shared.close(not_json(&body)).await;
+                return true;
+            }
+            Err(e) => {
+                shared.close(Closed::not_json_rpc(text, &e)).await;
+                return true;
+            }
+        };
+        answered |= observe(session, &message, id, initialize);
+        shared.deliver(message).await;
     }
     answered
 }
