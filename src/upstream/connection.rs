@@ -169,8 +169,10 @@ impl Connection {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         tracing::Span::current().record("id", id);
         let (tx, rx) = oneshot::channel();
-        let caller = call.as_ref().map(|c| Arc::clone(&c.caller));
-        let mut trace = None;
+        let (caller, progress, trace) = match call {
+            Some(c) => (Some(c.caller), c.progress, c.trace),
+            None => (None, None, None),
+        };
         {
             let mut tables = self.tables();
             if let Some(closed) = &tables.closed {
@@ -178,19 +180,12 @@ impl Connection {
             }
             // The limit is on host requests; mcpmux's own (pings, re-reads) always go through.
             let limit = self.ctx.max_in_flight;
-            if call.is_some() && tables.host_pending >= limit {
+            if caller.is_some() && tables.host_pending >= limit {
                 return Err(UpstreamError::Busy {
                     upstream: self.upstream().to_owned(),
                     limit,
                 });
             }
-            let (caller, progress) = match call {
-                Some(c) => {
-                    trace = c.trace;
-                    (Some(c.caller), c.progress)
-                }
-                None => (None, None),
-            };
             if let Some(tokens) = &progress {
                 tables.progress.insert(tokens.ours.clone(), id);
             }
@@ -201,7 +196,7 @@ impl Connection {
                 id,
                 Pending {
                     waiter: tx,
-                    caller,
+                    caller: caller.clone(),
                     progress,
                 },
             );

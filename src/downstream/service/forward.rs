@@ -88,8 +88,13 @@ impl HostService {
         route: &mut Route,
     ) -> Result<Answer, RpcError> {
         let mut members = members;
-        route.target = Some(uri.clone());
-        let (upstream, original) = self.route_uri(host.profile(), ListKind::Resources, &uri)?;
+        let (upstream, original) = match self.route_uri(host.profile(), ListKind::Resources, &uri) {
+            Ok(routed) => routed,
+            Err(unknown) => {
+                route.target = Some(uri);
+                return Err(unknown);
+            }
+        };
         route.routed(&upstream, &uri);
         let original = raw_string(&original);
         members.insert("uri", &original);
