@@ -105,12 +105,7 @@ const SYNC_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
 async fn status(State(admin): State<Arc<AdminState>>) -> Json<Status> {
     let snapshot = admin.router.snapshot();
-    let mut counts: HashMap<(&str, ListKind), usize> = HashMap::new();
-    for kind in ListKind::ALL {
-        for entry in snapshot.list(kind) {
-            *counts.entry((entry.upstream.name(), kind)).or_default() += 1;
-        }
-    }
+    let counts = snapshot.counts();
     let mut upstreams: Vec<UpstreamStatus> = snapshot
         .upstreams()
         .map(|h| {

@@ -167,6 +167,17 @@ impl Snapshot {
         self.lists.get(&kind).map_or(&[], |l| &l.entries)
     }
 
+    /// How many items each upstream has in each listing of this view (status and `/metrics`).
+    pub fn counts(&self) -> HashMap<(&str, ListKind), usize> {
+        let mut counts = HashMap::new();
+        for kind in ListKind::ALL {
+            for entry in self.list(kind) {
+                *counts.entry((entry.upstream.name(), kind)).or_default() += 1;
+            }
+        }
+        counts
+    }
+
     /// Changes whenever anything in the listing changes.
     pub fn fingerprint(&self, kind: ListKind) -> u64 {
         self.lists.get(&kind).map_or(0, |l| l.fingerprint)

@@ -82,7 +82,7 @@ impl HostSpan {
             .span_builder(method.to_owned())
             .with_kind(SpanKind::Server)
             .with_attributes([
-                KeyValue::new("mcp.method.name", method_value(method)),
+                KeyValue::new(METHOD_ATTRIBUTE, method_value(method)),
                 KeyValue::new("mcp.session.id", session.to_owned()),
                 KeyValue::new("network.transport", "tcp"),
             ])
@@ -104,14 +104,14 @@ impl HostSpan {
         if let Some(target) = target {
             span.update_name(format!("{method} {target}"));
             let key = match method {
-                "tools/call" => "gen_ai.tool.name",
+                "tools/call" => TOOL_ATTRIBUTE,
                 "prompts/get" => "gen_ai.prompt.name",
                 _ => "mcp.resource.uri",
             };
             span.set_attribute(KeyValue::new(key, target.to_owned()));
         }
         if let Some(upstream) = upstream {
-            span.set_attribute(KeyValue::new("mcpmux.upstream", upstream.to_owned()));
+            span.set_attribute(KeyValue::new(UPSTREAM_ATTRIBUTE, upstream.to_owned()));
         }
     }
 
@@ -142,8 +142,8 @@ impl HostSpan {
                 None => method.to_owned(),
             };
             tracer.span_builder(name).with_attributes([
-                KeyValue::new("mcp.method.name", method_value(method)),
-                KeyValue::new("mcpmux.upstream", upstream.to_owned()),
+                KeyValue::new(METHOD_ATTRIBUTE, method_value(method)),
+                KeyValue::new(UPSTREAM_ATTRIBUTE, upstream.to_owned()),
             ])
         } else {
             tracer.span_builder("")
@@ -225,6 +225,13 @@ fn method_value(method: &str) -> opentelemetry::Value {
     }
 }
 
+/// The attribute names of a forwarded request, on its spans and its latency histogram (the MCP
+/// and GenAI semantic conventions where they have one); the metrics catalog labels its OTLP
+/// series with the same.
+pub const UPSTREAM_ATTRIBUTE: &str = "mcpmux.upstream";
+pub const METHOD_ATTRIBUTE: &str = "mcp.method.name";
+pub const TOOL_ATTRIBUTE: &str = "gen_ai.tool.name";
+
 /// Records a forwarded request's latency in the OTLP histogram, when metrics go over OTLP.
 pub fn record_latency(
     upstream: &str,
@@ -237,11 +244,11 @@ pub fn record_latency(
         return;
     };
     let mut attributes = vec![
-        KeyValue::new("mcpmux.upstream", upstream.to_owned()),
-        KeyValue::new("mcp.method.name", method_value(method)),
+        KeyValue::new(UPSTREAM_ATTRIBUTE, upstream.to_owned()),
+        KeyValue::new(METHOD_ATTRIBUTE, method_value(method)),
     ];
     if let Some(tool) = tool {
-        attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
+        attributes.push(KeyValue::new(TOOL_ATTRIBUTE, tool.to_owned()));
     }
     if failed {
         attributes.push(KeyValue::new("error.type", "upstream"));

@@ -9,13 +9,13 @@
 //! lookup by name); the catalog names it and `/metrics` renders what `CallMetrics` counted.
 
 use std::cell::OnceCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::api::HostStatus;
 use crate::audit::AuditHandle;
 use crate::mcp::ListKind;
 use crate::router::{RouterHandle, Snapshot};
+use crate::telemetry::otel;
 use crate::upstream::metrics::{Histogram, Series};
 use crate::upstream::{Phase, UpstreamHandle};
 
@@ -40,15 +40,15 @@ pub struct Label {
 
 pub const UPSTREAM: Label = Label {
     prometheus: "upstream",
-    otlp: "mcpmux.upstream",
+    otlp: otel::UPSTREAM_ATTRIBUTE,
 };
 pub const METHOD: Label = Label {
     prometheus: "method",
-    otlp: "mcp.method.name",
+    otlp: otel::METHOD_ATTRIBUTE,
 };
 pub const TOOL: Label = Label {
     prometheus: "tool",
-    otlp: "gen_ai.tool.name",
+    otlp: otel::TOOL_ATTRIBUTE,
 };
 pub const LISTING: Label = Label {
     prometheus: "listing",
@@ -337,15 +337,10 @@ pub const CATALOG: &[Metric] = &[
 
 /// Per listing, then per upstream: how many items it has in the merged catalog.
 fn catalog_items(s: &Scrape<'_>, f: &mut dyn FnMut(Sample<'_>)) {
-    let mut counts: HashMap<(&str, ListKind), u64> = HashMap::new();
-    for kind in ListKind::ALL {
-        for entry in s.snapshot.list(kind) {
-            *counts.entry((entry.upstream.name(), kind)).or_default() += 1;
-        }
-    }
+    let counts = s.snapshot.counts();
     for kind in ListKind::ALL {
         for h in &s.upstreams {
-            let count = counts.get(&(h.name(), kind)).copied().unwrap_or(0);
+            let count = counts.get(&(h.name(), kind)).map_or(0, |&n| n as u64);
             f(Sample {
                 labels: &[(UPSTREAM, h.name()), (LISTING, kind.field())],
                 value: Value::Count(count),
