@@ -103,6 +103,20 @@ pub(super) fn receive(text: &str) -> Option<Result<Received, Closed>> {
     Some(Received::parse(text).map_err(|e| Closed::not_json_rpc(text, &e)))
 }
 
+/// [`receive`] for a whole answer (an HTTP body): text that is not JSON at all is `not_json`.
+pub(super) fn receive_answer(
+    text: &str,
+    not_json: impl FnOnce() -> Closed,
+) -> Result<Received, Closed> {
+    Received::parse(text.trim()).map_err(|e| {
+        if e.code == crate::jsonrpc::codes::PARSE_ERROR {
+            not_json()
+        } else {
+            Closed::not_json_rpc(text, &e)
+        }
+    })
+}
+
 /// One open transport to an upstream.
 pub(super) struct Link {
     /// Messages for the upstream; a full queue makes senders wait (backpressure).

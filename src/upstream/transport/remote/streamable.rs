@@ -23,7 +23,7 @@ use tokio::sync::watch;
 mod stream;
 
 use super::{Outgoing, Shared};
-use crate::jsonrpc::{Members, Received, codes};
+use crate::jsonrpc::{Members, Received};
 use crate::oauth::Challenge;
 use crate::sync::lock;
 use crate::upstream::error::Closed;
@@ -259,14 +259,10 @@ async fn read_answer(
     };
     let mut answered = false;
     for text in texts {
-        let message = match Received::parse(text) {
+        let message = match super::super::receive_answer(text, || not_json(&body)) {
             Ok(message) => message,
-            Err(e) if e.code == codes::PARSE_ERROR => {
-                shared.close(not_json(&body)).await;
-                return true;
-            }
-            Err(e) => {
-                shared.close(Closed::not_json_rpc(text, &e)).await;
+            Err(closed) => {
+                shared.close(closed).await;
                 return true;
             }
         };
