@@ -2,6 +2,7 @@
 //! the aggregate-listing cursors, URI-template matching and canonical URIs. No I/O here.
 
 pub mod cursor;
+pub mod envelope;
 pub mod names;
 pub mod template;
 pub mod uri;

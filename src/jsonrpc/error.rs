@@ -11,8 +11,14 @@ pub mod codes {
     pub const METHOD_NOT_FOUND: i64 = -32601;
     pub const INVALID_PARAMS: i64 = -32602;
     pub const INTERNAL_ERROR: i64 = -32603;
-    /// MCP: a resource URI that no server knows.
+    /// MCP (handshake era): a resource URI that no server knows. 2026-07-28 uses `INVALID_PARAMS`.
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// MCP 2026-07-28: the HTTP headers disagree with the body, or a required one is missing.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// MCP 2026-07-28: the request needs a client capability its envelope did not declare.
+    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+    /// MCP 2026-07-28: the request names a protocol version the server does not serve.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
     /// mcpmux: the upstream did not answer within its request timeout.
     pub const UPSTREAM_TIMEOUT: i64 = -32001;
     /// mcpmux: the upstream serving this name is not running (starting, restarting, failed).

@@ -44,6 +44,22 @@ impl<'a> Members<'a> {
         self.0.insert(key.to_owned(), value);
     }
 
+    /// Removes one member; whether it was there.
+    pub fn remove(&mut self, key: &str) -> bool {
+        self.0.shift_remove(key).is_some()
+    }
+
+    /// Removes the members whose key starts with `prefix`; whether any was there.
+    pub fn remove_prefixed(&mut self, prefix: &str) -> bool {
+        let before = self.0.len();
+        self.0.retain(|key, _| !key.starts_with(prefix));
+        self.0.len() != before
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The object as JSON text, members in their original order.
     pub fn to_json(&self) -> String {
         super::message::serialize(&self.0)

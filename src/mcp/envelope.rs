@@ -1,0 +1,275 @@
+//! The 2026-07-28 per-request envelope: what a stateless request says about its client in
+//! `params._meta` (protocol version, capabilities, identity, log level), read in the order the
+//! revision checks it — the required fields first (`-32602`), then (on HTTP, by the caller) the
+//! headers that mirror the body (`-32020`), then whether the version is served (`-32022`) — and
+//! the `=?base64?…?=` form in which header values carry what plain ASCII cannot.
+
+use base64::Engine;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::version::Version;
+use crate::jsonrpc::{Members, RpcError, codes};
+
+/// `_meta` key: the protocol version of this request (required).
+pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key: the client capabilities relevant to this request (required).
+pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key: the client's name and version.
+pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// `_meta` key of a result: the server's name and version.
+pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// HTTP header mirroring a request's method (Streamable HTTP, 2026-07-28).
+pub const METHOD_HEADER: &str = "mcp-method";
+/// HTTP header mirroring `params.name` or `params.uri` (see [`mirrored_name`]).
+pub const NAME_HEADER: &str = "mcp-name";
+
+/// Largest `clientCapabilities` or `clientInfo` a request may declare, serialized: what a host
+/// declares is kept for as long as its request runs.
+pub const MAX_DECLARED_BYTES: usize = 16 * 1024;
+
+/// An envelope whose required fields are present; its version is not yet judged.
+#[derive(Debug)]
+pub struct Declared {
+    /// The version the request names, as written.
+    pub version: String,
+    pub capabilities: Value,
+    pub client_info: Value,
+}
+
+/// An envelope of a revision mcpmux serves statelessly.
+#[derive(Debug)]
+pub struct Envelope {
+    pub version: Version,
+    pub capabilities: Value,
+    pub client_info: Value,
+}
+
+/// The protocol version a request's `params._meta` names, if it names one as a string. Cheap
+/// enough to decide a request's era on: it reads the two objects' members, no deeper.
+pub fn declared_version(params: Option<&RawValue>) -> Option<String> {
+    let params = params.filter(|p| p.get().contains(PROTOCOL_VERSION))?;
+    let meta = Members::of(params)?.get("_meta")?;
+    Members::of(meta)?.string(PROTOCOL_VERSION)
+}
+
+/// The version a request's envelope names when that makes it a stateless request: one that is
+/// not a handshake revision (an unknown one included, which is then refused with `-32022`), on
+/// any request but `initialize` (which is the handshake era's, whatever its `_meta` says).
+pub fn stateless_version(method: &str, params: Option<&RawValue>) -> Option<String> {
+    if method == "initialize" {
+        return None;
+    }
+    declared_version(params).filter(|v| Version::known(v).is_none())
+}
+
+/// The body value a request's `Mcp-Name` header mirrors — `params.name` of `tools/call` and
+/// `prompts/get`, `params.uri` of `resources/read` — with the member it came from.
+pub fn mirrored_name(method: &str, params: Option<&RawValue>) -> Option<(&'static str, String)> {
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => return None,
+    };
+    Members::of(params?)?.string(key).map(|name| (key, name))
+}
+
+/// `value` as a header value: verbatim when it is visible ASCII without edge whitespace (and
+/// does not itself look encoded), else in the `=?base64?…?=` form.
+pub fn encode_header_value(value: &str) -> String {
+    let plain = !value.is_empty()
+        && value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && value.trim() == value
+        && decode_header_value(value).as_deref() == Some(value);
+    if plain {
+        return value.to_owned();
+    }
+    let engine = base64::engine::general_purpose::STANDARD;
+    format!("=?base64?{}?=", engine.encode(value))
+}
+
+impl Declared {
+    /// Reads the envelope of `params`: an error (`-32602`) names what is missing or malformed.
+    pub fn read(params: Option<&RawValue>) -> Result<Self, RpcError> {
+        let missing = || {
+            RpcError::invalid_params(format!(
+                "Invalid params: a 2026-07-28 request carries `{PROTOCOL_VERSION}` and `{CLIENT_CAPABILITIES}` in params._meta"
+            ))
+        };
+        let params = params.ok_or_else(missing)?;
+        let meta = Members::parse(params)?.get("_meta").ok_or_else(missing)?;
+        let meta = Members::parse(meta).map_err(|_| missing())?;
+        let (Some(version), Some(capabilities)) =
+            (meta.get(PROTOCOL_VERSION), meta.get(CLIENT_CAPABILITIES))
+        else {
+            return Err(missing());
+        };
+        let version: String = serde_json::from_str(version.get()).map_err(|_| {
+            RpcError::invalid_params(format!("Invalid params: `{PROTOCOL_VERSION}` is a string"))
+        })?;
+        let capabilities = declared(CLIENT_CAPABILITIES, Some(capabilities))?;
+        if !capabilities.is_object() {
+            return Err(RpcError::invalid_params(format!(
+                "Invalid params: `{CLIENT_CAPABILITIES}` is an object"
+            )));
+        }
+        let client_info = declared(CLIENT_INFO, meta.get(CLIENT_INFO))?;
+        Ok(Self {
+            version,
+            capabilities,
+            client_info,
+        })
+    }
+
+    /// The envelope, if its version is one mcpmux serves statelessly; else `-32022`.
+    pub fn accept(self) -> Result<Envelope, RpcError> {
+        match Version::served(&self.version).filter(|v| v.is_modern()) {
+            Some(version) => Ok(Envelope {
+                version,
+                capabilities: self.capabilities,
+                client_info: self.client_info,
+            }),
+            None => Err(unsupported(&self.version)),
+        }
+    }
+}
+
+/// `-32022` for a request that names `requested`, listing what mcpmux serves.
+pub fn unsupported(requested: &str) -> RpcError {
+    let supported: Vec<&str> = Version::SERVED.iter().map(|v| v.as_str()).collect();
+    RpcError::new(
+        codes::UNSUPPORTED_PROTOCOL_VERSION,
+        format!(
+            "Unsupported protocol version `{requested}` (mcpmux serves {})",
+            supported.join(", ")
+        ),
+    )
+    .with_data(json!({ "supported": supported, "requested": requested }))
+}
+
+/// What the request declared under `key` (`null` when absent), within [`MAX_DECLARED_BYTES`].
+fn declared(key: &str, raw: Option<&RawValue>) -> Result<Value, RpcError> {
+    let Some(raw) = raw else {
+        return Ok(Value::Null);
+    };
+    let size = raw.get().len();
+    if size > MAX_DECLARED_BYTES {
+        return Err(RpcError::invalid_params(format!(
+            "Invalid params: `{key}` is {size} bytes, over mcpmux's limit of {MAX_DECLARED_BYTES} bytes (16 KiB); send less"
+        )));
+    }
+    serde_json::from_str(raw.get())
+        .map_err(|e| RpcError::invalid_params(format!("Invalid params: `{key}`: {e}")))
+}
+
+/// A header value as the text it carries: verbatim, or decoded from the `=?base64?…?=` form.
+/// `None` when the encoded form is malformed (bad or non-canonical base64, not UTF-8), so a
+/// corrupt header never matches a body value.
+pub fn decode_header_value(value: &str) -> Option<String> {
+    let Some(payload) = value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    else {
+        return Some(value.to_owned());
+    };
+    let engine = base64::engine::general_purpose::STANDARD;
+    let bytes = engine.decode(payload).ok()?;
+    if engine.encode(&bytes) != payload {
+        return None;
+    }
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::raw;
+
+    fn params(meta: &str) -> Box<RawValue> {
+        raw(format!(r#"{{"name":"x","_meta":{meta}}}"#))
+    }
+
+    #[test]
+    fn the_required_fields_come_first_then_the_version() {
+        let ok = params(
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/logLevel":"info"}"#,
+        );
+        assert_eq!(declared_version(Some(&ok)).as_deref(), Some("2026-07-28"));
+        let envelope = Declared::read(Some(&ok)).unwrap().accept().unwrap();
+        assert_eq!(envelope.version, Version::MODERN);
+        assert!(envelope.capabilities.get("sampling").is_some());
+
+        let no_caps = params(r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#);
+        let error = Declared::read(Some(&no_caps)).unwrap_err();
+        assert_eq!(error.code, codes::INVALID_PARAMS);
+        assert!(error.message.contains(CLIENT_CAPABILITIES), "{error}");
+        assert_eq!(
+            Declared::read(None).unwrap_err().code,
+            codes::INVALID_PARAMS
+        );
+
+        let future = params(
+            r#"{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}"#,
+        );
+        let error = Declared::read(Some(&future)).unwrap().accept().unwrap_err();
+        assert_eq!(error.code, codes::UNSUPPORTED_PROTOCOL_VERSION);
+        let data = error.data.unwrap();
+        assert_eq!(data["requested"], "2099-01-01");
+        assert_eq!(data["supported"][0], "2026-07-28");
+        // A handshake revision is served, but not per request: it needs `initialize`.
+        let legacy = params(
+            r#"{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}"#,
+        );
+        let error = Declared::read(Some(&legacy)).unwrap().accept().unwrap_err();
+        assert_eq!(error.code, codes::UNSUPPORTED_PROTOCOL_VERSION);
+    }
+
+    #[test]
+    fn header_values_decode_from_the_base64_form_only_when_canonical() {
+        assert_eq!(
+            decode_header_value("get_weather").as_deref(),
+            Some("get_weather")
+        );
+        assert_eq!(
+            decode_header_value("=?base64?w6lsw6g=?=").as_deref(),
+            Some("élè")
+        );
+        assert_eq!(decode_header_value("=?base64?not base64?="), None);
+        assert_eq!(
+            decode_header_value("=?base64?w6lsw6h=?="),
+            None,
+            "non-canonical"
+        );
+        for value in [
+            "a__echo",
+            "élè",
+            " edge",
+            "=?base64?w6lsw6g=?=",
+            "line\nbreak",
+        ] {
+            let encoded = encode_header_value(value);
+            assert!(encoded.is_ascii(), "{encoded}");
+            assert_eq!(decode_header_value(&encoded).as_deref(), Some(value));
+        }
+        assert_eq!(encode_header_value("a__echo"), "a__echo");
+    }
+
+    #[test]
+    fn initialize_and_handshake_versions_are_never_stateless() {
+        let modern = params(r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#);
+        let legacy = params(r#"{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}"#);
+        assert_eq!(
+            stateless_version("tools/call", Some(&modern)).as_deref(),
+            Some("2026-07-28")
+        );
+        assert_eq!(stateless_version("initialize", Some(&modern)), None);
+        assert_eq!(stateless_version("tools/call", Some(&legacy)), None);
+        assert_eq!(
+            mirrored_name("tools/call", Some(&modern)),
+            Some(("name", "x".to_owned()))
+        );
+        assert_eq!(mirrored_name("tools/list", Some(&modern)), None);
+    }
+}
