@@ -9,12 +9,14 @@
 //! - `caller`: the host side of one forwarded request, as upstream connections see it.
 //! - `http`: Streamable HTTP at `/mcp`, and the legacy HTTP+SSE transport (axum).
 //! - `principal`: a host's identity, limits and [`Access`]; `jwt`: hosts known by JWTs.
+//! - `sealed`: tokens hosts carry that only mcpmux can open (a multi-round `requestState`).
 
 mod caller;
 mod delivery;
 mod http;
 mod jwt;
 mod principal;
+mod sealed;
 mod service;
 mod session;
 mod tables;

@@ -110,10 +110,15 @@ impl Caller for SessionCaller {
 impl SessionCaller {
     /// Why this host cannot take `method` (its version or capabilities lack it), if it cannot.
     fn unfit(&self, method: &str, params: Option<&RawValue>) -> Option<String> {
+        let version = self.host.version;
+        if version.is_modern() {
+            return Some(format!(
+                "the host speaks MCP {version}, which takes server requests only inside an input_required result, and mcpmux does not bridge them to that yet"
+            ));
+        }
         if method != "elicitation/create" {
             return None;
         }
-        let version = self.host.version;
         if !version.has_elicitation() {
             return Some(format!(
                 "the host speaks MCP {version}, which has no elicitation"

@@ -12,6 +12,7 @@ mod accepts;
 mod admission;
 mod body;
 mod legacy;
+mod modern;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -212,6 +213,9 @@ async fn post_message(
                 .into_response();
         }
     };
+    if modern::is_stateless(&headers, &message) {
+        return modern::post(&state, admitted, &headers, message).await;
+    }
     let request_id = match &message {
         Message::Request { id, .. } => Some(*id),
         _ => None,
@@ -260,7 +264,16 @@ async fn post_message(
             Ok(session) => {
                 let service = Arc::clone(&state.service);
                 let trace = TraceParent::from_headers(&headers);
-                answer(service, session, (id, trace), &method, params, accepts).await
+                let ok = |_: &str| StatusCode::OK;
+                answer(
+                    service,
+                    session,
+                    (id, trace),
+                    (&method, params),
+                    accepts,
+                    ok,
+                )
+                .await
             }
             Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
         },
@@ -299,13 +312,15 @@ fn accept(service: &HostService, session: &Session, message: Message<'_>) {
 /// streams), otherwise an event stream carrying what the request produced (progress, server
 /// requests) and then the answer. A host that accepts no event stream never gets one: what the
 /// request produces goes to its session's GET stream instead, and the answer as JSON.
+///
+/// `status` is the HTTP status of an answer sent as JSON (a stateless request's refusals are 400).
 async fn answer(
     service: Arc<HostService>,
     session: Arc<Session>,
     (id, trace): (&RawValue, Option<TraceParent>),
-    method: &str,
-    params: Option<&RawValue>,
+    (method, params): (&str, Option<&RawValue>),
     accepts: Accepts,
+    status: fn(&str) -> StatusCode,
 ) -> Response {
     let (sink, mut rx) = mpsc::channel(REQUEST_STREAM);
     let sink = accepts.stream.then_some(sink);
@@ -323,7 +338,7 @@ async fn answer(
                 early.push(message);
             }
             if early.is_empty() && !accepts.stream_answers() {
-                return json_response(line);
+                return (status(&line), json_response(line)).into_response();
             }
             early.push(line);
             Sse::new(futures_util::stream::iter(early.into_iter().map(event))).into_response()

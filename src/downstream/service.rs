@@ -11,6 +11,9 @@
 //! - `outcome`: what routing learned, and what the request came to.
 //! - `layers`: what reports on a finished request (span, metrics, audit record).
 //! - `initialize`: the handshake and the merged capabilities.
+//! - `modern`: `server/discover` and results as a 2026-07-28 (stateless) host reads them.
+//! - `rounds`: a stateless host's multi-round requests to a handshake-era upstream (its server
+//!   requests as `input_required`, the call parked until the host's retry).
 //! - `forward`: calls, reads and the one funnel to upstreams (which instance serves a request).
 //! - `listing`: aggregate pages and cursors. `content`: fitting results to the host's version.
 //! - `subscriptions`, `logging`, `completion`, `tasks`: the other request methods.
@@ -26,8 +29,10 @@ mod layers;
 mod listing;
 mod logging;
 mod method;
+mod modern;
 mod notices;
 mod outcome;
+mod rounds;
 mod subscriptions;
 mod tasks;
 
@@ -67,6 +72,8 @@ pub struct HostService {
     /// How arguments are audited unless an upstream or tool says otherwise.
     audit_redaction: Redaction,
     cursors: CursorCodec,
+    /// Calls of stateless hosts parked between rounds.
+    rounds: rounds::Rounds,
     /// `server.initialize_wait` and `server.max_in_flight_per_session`, as a reload sets them.
     limits: arc_swap::ArcSwap<Limits>,
 }
@@ -173,6 +180,7 @@ impl HostService {
             audit: audit.0,
             audit_redaction: audit.1,
             cursors: CursorCodec::random(),
+            rounds: rounds::Rounds::new(),
             limits: arc_swap::ArcSwap::from_pointee(Limits::of(server)),
         }
     }
@@ -195,6 +203,12 @@ impl HostService {
     /// The session a host names, marked as used now.
     pub fn session(&self, id: &str) -> Option<Arc<Session>> {
         self.delivery.sessions.get(id)
+    }
+
+    /// Whether mcpmux answers `method` in a request of `version` (an unknown method, or one its
+    /// revision does not have, is "method not found").
+    pub fn serves(&self, method: &str, version: crate::mcp::version::Version) -> bool {
+        method::exists(method, version)
     }
 
     /// Handles one request of an initialized session; returns the response line.
@@ -237,10 +251,18 @@ impl HostService {
                 codes::INVALID_PARAMS,
                 format!("Invalid params: nested deeper than {MAX_DEPTH} levels, mcpmux's limit"),
             )),
-            Ok(_admitted) => match HostMethod::parse(method, params) {
-                Ok(parsed) => self.handle(host, method, parsed, &mut route).await,
-                Err(error) => Err(error),
-            },
+            Ok(_admitted) => {
+                let version = host.ctx.host.version;
+                match HostMethod::parse(method, params, version) {
+                    Ok(parsed) if version.is_modern() => {
+                        let fit = modern::Fit::of(&parsed, host);
+                        let answer = self.handle(host, method, parsed, &mut route).await;
+                        fit.answer(answer, route.interim)
+                    }
+                    Ok(parsed) => self.handle(host, method, parsed, &mut route).await,
+                    Err(error) => Err(error),
+                }
+            }
         };
         let id = &host.id;
         let line = match &answer {
@@ -272,6 +294,7 @@ impl HostService {
     ) -> Result<Answer, RpcError> {
         match method {
             HostMethod::Ping => Ok(Answer::Result(to_raw(&json!({})))),
+            HostMethod::Discover => self.discover(host).await,
             HostMethod::List { kind, cursor } => self.list(host, kind, cursor),
             HostMethod::CallNamed {
                 kind,

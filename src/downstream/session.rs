@@ -155,6 +155,42 @@ pub(super) struct SessionTables {
 }
 
 impl Session {
+    fn new(id: String, host: HostInfo, access: super::Access, outbox: usize, now_ms: u64) -> Self {
+        let (outbox, rx) = mpsc::channel(outbox);
+        Self {
+            id,
+            host: Arc::new(host),
+            access: arc_swap::ArcSwap::from_pointee(access),
+            opened: Instant::now(),
+            last_seen: AtomicU64::new(now_ms),
+            outbox,
+            outbox_rx: Mutex::new(Some(rx)),
+            streaming: AtomicBool::new(false),
+            tables: Mutex::new(SessionTables::default()),
+            next_server_request: AtomicU64::new(1),
+            closed: CancellationToken::new(),
+            in_flight: AtomicUsize::new(0),
+        }
+    }
+
+    /// The state of one stateless (2026-07-28) request, which belongs to no session: what its
+    /// envelope declared, its in-flight entry and permit. Not kept in the store; it ends with the
+    /// request, and what would go to a session's event stream has nowhere to go.
+    pub fn stateless(host: HostInfo, access: super::Access) -> Arc<Self> {
+        Arc::new(Self::new(
+            format!("request-{}", new_id()),
+            host,
+            access,
+            1,
+            0,
+        ))
+    }
+
+    /// Whether this is a stateless request's state rather than a host session.
+    pub fn is_stateless(&self) -> bool {
+        self.host.version.is_modern()
+    }
+
     /// Who opened it and what it sees, as of the running config.
     pub fn access(&self) -> Arc<super::Access> {
         self.access.load_full()
@@ -297,21 +333,13 @@ impl SessionStore {
         max_sessions: usize,
     ) -> Result<Arc<Session>, SessionRefused> {
         let id = id.unwrap_or_else(new_id);
-        let (outbox, rx) = mpsc::channel(OUTBOX);
-        let session = Arc::new(Session {
-            id: id.clone(),
-            host: Arc::new(host),
-            access: arc_swap::ArcSwap::from_pointee(access),
-            opened: Instant::now(),
-            last_seen: AtomicU64::new(self.now_ms()),
-            outbox,
-            outbox_rx: Mutex::new(Some(rx)),
-            streaming: AtomicBool::new(false),
-            tables: Mutex::new(SessionTables::default()),
-            next_server_request: AtomicU64::new(1),
-            closed: CancellationToken::new(),
-            in_flight: AtomicUsize::new(0),
-        });
+        let session = Arc::new(Session::new(
+            id.clone(),
+            host,
+            access,
+            OUTBOX,
+            self.now_ms(),
+        ));
         let principal = session.access().principal.clone();
         {
             // Counted and inserted under one lock, so racing initializes cannot pass a limit.

@@ -87,7 +87,10 @@ impl Schemas {
             self.check(error_def, message);
         } else if message.get("result").is_some() {
             self.check("JSONRPCResponse", message);
-            if let Some(def) = answered_method.and_then(result_def) {
+            if message["result"]["resultType"] == "input_required" {
+                // A round of a multi-round request (2026-07-28), whatever the method.
+                self.check("InputRequiredResult", &message["result"]);
+            } else if let Some(def) = answered_method.and_then(result_def) {
                 self.check(def, &message["result"]);
             }
         } else if let Some(method) = message.get("method").and_then(Value::as_str) {
@@ -108,6 +111,7 @@ impl Schemas {
 fn result_def(method: &str) -> Option<&'static str> {
     Some(match method {
         "initialize" => "InitializeResult",
+        "server/discover" => "DiscoverResult",
         "ping" => "EmptyResult",
         "tools/list" => "ListToolsResult",
         "tools/call" => "CallToolResult",

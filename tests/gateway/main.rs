@@ -21,6 +21,7 @@ mod gateway;
 mod import;
 mod isolation;
 mod lifecycle;
+mod modern;
 mod pins;
 mod profiles;
 mod resource_uris;

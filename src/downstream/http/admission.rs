@@ -5,7 +5,7 @@
 //! answered with a [`Refusal`], the one refusal type of the host endpoint; no handler repeats
 //! any of this.
 //!
-//! - `origin`: `Origin`, `Host` and `MCP-Protocol-Version`.
+//! - `origin`: `Origin`, `Host` and the `MCP-Protocol-Version` of a GET or DELETE.
 //! - `credential`: who a bearer token names (token hosts, JWT issuers).
 //! - `access`: what a request sees (profiles, paths, anonymous use) and what a reload grants an
 //!   open session.
@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 
 pub(super) use access::{Admission, protected_resource};
 pub use access::{Gate, ProtectedResource};
-pub(super) use origin::check_version;
+pub(super) use origin::{VERSION_HEADER, check_version};
 pub(super) use refusal::{Refusal, refuse};
 
 use super::{AppState, Edge, SESSION_HEADER};
@@ -103,7 +103,7 @@ impl Admitted {
     }
 }
 
-/// An admitted request and the session it names.
+/// An admitted request of the handshake era and the session it names.
 pub(super) struct InSession {
     pub session: Arc<Session>,
 }
@@ -116,7 +116,9 @@ impl FromRequestParts<Arc<AppState>> for InSession {
         state: &Arc<AppState>,
     ) -> Result<Self, Self::Rejection> {
         let admitted = Admitted::from_request_parts(parts, state).await?;
-        match admitted.session(state, &parts.headers) {
+        let session =
+            check_version(&parts.headers).and_then(|()| admitted.session(state, &parts.headers));
+        match session {
             Ok(session) => Ok(Self { session }),
             Err(refusal) => Err(refusal.answering(None, &parts.headers).into_response()),
         }

@@ -10,9 +10,11 @@ use serde_json::{Value, json};
 
 use super::layers;
 use super::outcome::{Forwarded, Route};
+use super::rounds::{self, Round, Rounds};
 use super::{Answer, HostRequest, HostService, content, unknown, upstream_error};
 use crate::config::{Isolation, Profile};
 use crate::downstream::caller::SessionCaller;
+use crate::downstream::session::Session;
 use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, to_raw};
 use crate::mcp::ListKind;
 use crate::mcp::names::{self, Prefix};
@@ -61,7 +63,7 @@ impl HostService {
         members.insert("name", &original);
         let task_augmented = kind == ListKind::Tools && members.contains("task");
         let reply = self
-            .forward_within(host, &upstream, method, members, tool, route)
+            .forward_or_resume(host, (method, &upstream), members, tool, route)
             .await;
         if let (Some(forwarded), ListKind::Tools) = (&mut route.forwarded, kind) {
             forwarded.tool = Some(original_name);
@@ -99,7 +101,7 @@ impl HostService {
         let original = raw_string(&original);
         members.insert("uri", &original);
         match self
-            .forward(host, &upstream, "resources/read", members, route)
+            .forward_or_resume(host, ("resources/read", &upstream), members, None, route)
             .await?
         {
             Reply::Result(result) => Ok(Answer::Result(expose_contents(
@@ -134,23 +136,33 @@ impl HostService {
     /// The one place that decides which connection serves `session`'s request to `upstream`:
     /// the shared instance, or the session's own instance of a per-session upstream (started on
     /// first use with [`Start::IfNeeded`]; `None` when there is none and it may not be started).
+    ///
+    /// A stateless (2026-07-28) request belongs to no session, so no per-session instance serves
+    /// it: it is refused with what to do instead.
     pub(super) async fn instance(
         &self,
-        session: &str,
+        session: &Session,
         upstream: &UpstreamHandle,
         start: Start,
     ) -> Result<Option<UpstreamHandle>, RpcError> {
         match (upstream.config().isolation, start) {
             (Isolation::Shared, _) => Ok(Some(upstream.clone())),
+            (Isolation::PerSession, _) if session.is_stateless() => Err(RpcError::new(
+                codes::INVALID_REQUEST,
+                format!(
+                    "upstream `{}` runs one instance per host session (isolation = \"per-session\"), and a 2026-07-28 request belongs to no session; use it from a handshake-era client (initialize), or set isolation = \"shared\"",
+                    upstream.name()
+                ),
+            )),
             (Isolation::PerSession, Start::IfNeeded) => self
                 .supervisor
-                .instance(upstream, session)
+                .instance(upstream, &session.id)
                 .await
                 .map(Some)
                 .map_err(upstream_error),
-            (Isolation::PerSession, Start::No) => {
-                Ok(self.supervisor.existing_instance(upstream.name(), session))
-            }
+            (Isolation::PerSession, Start::No) => Ok(self
+                .supervisor
+                .existing_instance(upstream.name(), &session.id)),
         }
     }
 
@@ -178,25 +190,54 @@ impl HostService {
         route: &mut Route,
     ) -> Result<Reply, RpcError> {
         let Some(target) = self
-            .instance(&host.session.id, upstream, Start::IfNeeded)
+            .instance(&host.session, upstream, Start::IfNeeded)
             .await?
         else {
             return Err(upstream_error(upstream.unavailable()));
         };
         let mut trace = layers::trace::upstream(host, method, tool, upstream.name());
-        let (meta, progress) = rewrite_meta(members.get("_meta"), trace.meta())?;
-        if let Some(meta) = &meta {
-            members.insert("_meta", meta);
+        let stateless = host.session.is_stateless();
+        let (meta, progress) = rewrite_meta(members.get("_meta"), trace.meta(), stateless)?;
+        match &meta {
+            Some(Meta::Rewritten(meta)) => members.insert("_meta", meta),
+            Some(Meta::Gone) => {
+                members.remove("_meta");
+            }
+            None => {}
         }
         let params = members.to_json();
+        let _permit = layers::permit::claim(host, self.limits.load().max_in_flight_per_session)?;
+        let timeout = layers::deadline::of(upstream, tool);
+        if host.session.is_stateless() {
+            // Its call may take rounds: it runs on while the host answers what it asks.
+            let target_name = route.target.as_deref().unwrap_or_default();
+            let principal = host.ctx.principal.as_deref();
+            let binding = rounds::binding(principal, method, target_name, upstream.name());
+            let session = &host.session.id;
+            let (caller, events) =
+                Rounds::caller(session, Arc::clone(&host.ctx.host), host.sink.clone());
+            let call = CallContext {
+                caller: Arc::clone(&caller) as Arc<dyn crate::upstream::Caller>,
+                progress,
+                trace: trace.carried(host),
+            };
+            let method = method.to_owned();
+            let task = tokio::spawn(async move {
+                target
+                    .request_within(&method, Some(&params), Some(call), timeout)
+                    .await
+            });
+            let flight = Rounds::flight(task, (caller, events), binding);
+            let reply = self.round(flight, upstream, route).await;
+            trace.end(matches!(reply, Ok(Reply::Result(_))));
+            return reply;
+        }
         let caller = Arc::new(SessionCaller {
             session: Arc::clone(&host.session),
             host: Arc::clone(&host.ctx.host),
             host_id: Some(host.id.clone()),
             sink: host.sink.clone(),
         });
-        let _permit = layers::permit::claim(host, self.limits.load().max_in_flight_per_session)?;
-        let timeout = layers::deadline::of(upstream, tool);
         let call = Some(CallContext {
             caller,
             progress,
@@ -214,6 +255,71 @@ impl HostService {
         });
         trace.end(matches!(reply, Ok(Reply::Result(_))));
         reply.map_err(upstream_error)
+    }
+
+    /// One round of a stateless host's call: the upstream's answer, or the `input_required`
+    /// result that asks the host for what the upstream waits for (`route.interim`).
+    async fn round(
+        &self,
+        flight: rounds::Flight,
+        upstream: &UpstreamHandle,
+        route: &mut Route,
+    ) -> Result<Reply, RpcError> {
+        match self.rounds.round(flight).await? {
+            (Round::Done(reply), started) => {
+                route.forwarded = Some(Forwarded {
+                    upstream: upstream.clone(),
+                    tool: None,
+                    elapsed: started.elapsed(),
+                });
+                reply.map_err(upstream_error)
+            }
+            (Round::InputRequired(result), _) => {
+                route.interim = true;
+                Ok(Reply::Result(result))
+            }
+        }
+    }
+
+    /// A stateless host's retry of a call that asked for input: the parked call its
+    /// `requestState` names goes on with the host's `inputResponses`.
+    async fn resume(
+        &self,
+        host: &HostRequest,
+        (method, upstream): (&str, &UpstreamHandle),
+        (state, responses): (&str, Option<&RawValue>),
+        route: &mut Route,
+    ) -> Result<Reply, RpcError> {
+        let target_name = route.target.as_deref().unwrap_or_default();
+        let principal = host.ctx.principal.as_deref();
+        let binding = rounds::binding(principal, method, target_name, upstream.name());
+        let flight = self
+            .rounds
+            .resume(state, &binding, responses, host.sink.clone())?;
+        self.round(flight, upstream, route).await
+    }
+
+    /// Forwards a routed request, or continues the parked call a stateless host's retry names.
+    async fn forward_or_resume(
+        &self,
+        host: &HostRequest,
+        (method, upstream): (&str, &UpstreamHandle),
+        members: Members<'_>,
+        tool: Option<&str>,
+        route: &mut Route,
+    ) -> Result<Reply, RpcError> {
+        let state = (members.string("requestState")).filter(|_| host.session.is_stateless());
+        match state {
+            Some(state) => {
+                let responses = members.get("inputResponses");
+                self.resume(host, (method, upstream), (&state, responses), route)
+                    .await
+            }
+            None => {
+                self.forward_within(host, upstream, method, members, tool, route)
+                    .await
+            }
+        }
     }
 
     /// Sends a request of mcpmux's own (not a host's) to an upstream.
@@ -237,17 +343,27 @@ impl HostRequest {
     }
 }
 
+/// What became of a forwarded request's `_meta`.
+enum Meta {
+    Rewritten(Box<RawValue>),
+    /// Nothing is left of it.
+    Gone,
+}
+
 /// A forwarded request's `_meta` with what mcpmux owns rewritten — the host's progress token
-/// swapped for ours, the trace context the upstream continues — and the tokens; `None` when
-/// nothing changed.
+/// swapped for ours, the trace context the upstream continues, and (for a stateless request) the
+/// host's `io.modelcontextprotocol/` envelope left out: it describes the host's hop to mcpmux,
+/// not mcpmux's to the upstream — and the tokens; `None` when nothing changed.
 fn rewrite_meta(
     meta: Option<&RawValue>,
     trace: Option<&TraceParent>,
-) -> Result<(Option<Box<RawValue>>, Option<ProgressTokens>), RpcError> {
+    stateless: bool,
+) -> Result<(Option<Meta>, Option<ProgressTokens>), RpcError> {
     if meta.is_none() && trace.is_none() {
         return Ok((None, None));
     }
     let mut meta = meta.map(Members::parse).transpose()?.unwrap_or_default();
+    let stripped = stateless && meta.remove_prefixed("io.modelcontextprotocol/");
     let mut progress = None;
     let ours;
     if let Some(host_token) = meta.get("progressToken").map(ToOwned::to_owned) {
@@ -264,8 +380,12 @@ fn rewrite_meta(
             meta.insert("tracestate", tracestate);
         }
     }
-    let changed = progress.is_some() || traceparent.is_some();
-    Ok((changed.then(|| meta.to_raw()), progress))
+    let changed = progress.is_some() || traceparent.is_some() || stripped;
+    let meta = match meta.is_empty() {
+        true => Meta::Gone,
+        false => Meta::Rewritten(meta.to_raw()),
+    };
+    Ok((changed.then_some(meta), progress))
 }
 
 /// Rewrites `contents[].uri` of a resources/read result to the exposed form.

@@ -12,6 +12,7 @@ use super::HostService;
 use crate::downstream::session::{ClientInfo, HostInfo, Session};
 use crate::jsonrpc::{RpcError, codes, response_line, to_raw};
 use crate::mcp::ListKind;
+use crate::mcp::envelope::MAX_DECLARED_BYTES;
 use crate::mcp::names::SEPARATOR;
 use crate::mcp::version::Version;
 use crate::router::Snapshot;
@@ -93,9 +94,6 @@ impl HostService {
     }
 }
 
-/// Largest `capabilities` or `clientInfo` a host may declare, serialized.
-pub const MAX_DECLARED_BYTES: usize = 16 * 1024;
-
 /// What the host declared under `field` (`null` when absent), within [`MAX_DECLARED_BYTES`].
 fn declared(field: &str, raw: Option<&RawValue>) -> Result<Value, RpcError> {
     let Some(raw) = raw else {
@@ -114,17 +112,39 @@ fn declared(field: &str, raw: Option<&RawValue>) -> Result<Value, RpcError> {
 /// The initialize result: capabilities are the union of what the ready upstreams offer, limited
 /// to what the negotiated version knows.
 fn initialize_result(snapshot: &Snapshot, version: Version) -> Value {
+    let mut result = json!({
+        "protocolVersion": version.as_str(),
+        "capabilities": capabilities(snapshot, version),
+        "serverInfo": { "name": "mcpmux", "version": env!("CARGO_PKG_VERSION") },
+    });
+    if let Some(instructions) = instructions(snapshot) {
+        result["instructions"] = Value::String(instructions);
+    }
+    result
+}
+
+/// What mcpmux offers a host of `version` in `snapshot`'s view: the union of what the ready
+/// upstreams offer, limited to what the version knows. A stateless (2026-07-28) host is offered
+/// no change notifications, subscriptions or log messages: mcpmux has no stream to send them on
+/// yet.
+pub(super) fn capabilities(snapshot: &Snapshot, version: Version) -> Value {
     let offered = |pointer: &str| snapshot.offering(pointer).next().is_some();
+    let stateful = !version.is_modern();
     let mut capabilities = serde_json::Map::new();
     for kind in ListKind::ALL {
         if offered(&format!("/{}", kind.capability())) {
-            capabilities.insert(kind.capability().to_owned(), json!({ "listChanged": true }));
+            let listed = if stateful {
+                json!({ "listChanged": true })
+            } else {
+                json!({})
+            };
+            capabilities.insert(kind.capability().to_owned(), listed);
         }
     }
-    if offered("/resources/subscribe") {
+    if stateful && offered("/resources/subscribe") {
         capabilities["resources"]["subscribe"] = Value::Bool(true);
     }
-    if offered("/logging") {
+    if stateful && offered("/logging") {
         capabilities.insert("logging".to_owned(), json!({}));
     }
     if offered("/completions") && version.has_completions() {
@@ -141,6 +161,11 @@ fn initialize_result(snapshot: &Snapshot, version: Version) -> Value {
             capabilities.insert("tasks".to_owned(), tasks);
         }
     }
+    Value::Object(capabilities)
+}
+
+/// The ready upstreams' instructions, each under a heading that names it (and its prefix).
+pub(super) fn instructions(snapshot: &Snapshot) -> Option<String> {
     let instructions: Vec<String> = snapshot
         .ready()
         .iter()
@@ -157,15 +182,7 @@ fn initialize_result(snapshot: &Snapshot, version: Version) -> Value {
             })
         })
         .collect();
-    let mut result = json!({
-        "protocolVersion": version.as_str(),
-        "capabilities": capabilities,
-        "serverInfo": { "name": "mcpmux", "version": env!("CARGO_PKG_VERSION") },
-    });
-    if !instructions.is_empty() {
-        result["instructions"] = Value::String(instructions.join("\n\n"));
-    }
-    result
+    (!instructions.is_empty()).then(|| instructions.join("\n\n"))
 }
 
 /// Deep union of two capability objects.

@@ -32,7 +32,7 @@ impl HostService {
         for upstream in loggers {
             // This session's own instance of a per-session upstream logs at this session's level.
             let own = self
-                .instance(&host.session.id, &upstream, Start::No)
+                .instance(&host.session, &upstream, Start::No)
                 .await?
                 .filter(|i| i.scope().is_some());
             if let Some(instance) = own {

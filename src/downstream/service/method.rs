@@ -8,11 +8,14 @@ use serde_json::value::RawValue;
 
 use crate::jsonrpc::{Members, RpcError, codes};
 use crate::mcp::ListKind;
+use crate::mcp::version::Version;
 
 /// What a host asked for.
 #[derive(Debug)]
 pub(super) enum HostMethod<'a> {
     Ping,
+    /// `server/discover` (2026-07-28).
+    Discover,
     /// `tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`.
     List {
         kind: ListKind,
@@ -63,9 +66,16 @@ pub(super) enum Reference {
 }
 
 impl<'a> HostMethod<'a> {
-    /// Parses `method` and its `params`; the error is the host's answer (unknown method, missing
-    /// or malformed params).
-    pub(super) fn parse(method: &str, params: Option<&'a RawValue>) -> Result<Self, RpcError> {
+    /// Parses `method` and its `params` of a request of `version`; the error is the host's answer
+    /// (a method that is not part of the host's revision, missing or malformed params).
+    pub(super) fn parse(
+        method: &str,
+        params: Option<&'a RawValue>,
+        version: Version,
+    ) -> Result<Self, RpcError> {
+        if !in_revision(method, version) {
+            return Err(RpcError::method_not_found(method));
+        }
         let list = |kind| {
             Ok(Self::List {
                 kind,
@@ -74,6 +84,7 @@ impl<'a> HostMethod<'a> {
         };
         match method {
             "ping" => Ok(Self::Ping),
+            "server/discover" => Ok(Self::Discover),
             "tools/list" => list(ListKind::Tools),
             "prompts/list" => list(ListKind::Prompts),
             "resources/list" => list(ListKind::Resources),
@@ -168,6 +179,54 @@ impl<'a> HostMethod<'a> {
     }
 }
 
+/// Every request method mcpmux answers, of either era.
+const METHODS: [&str; 18] = [
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "tools/call",
+    "prompts/get",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "logging/setLevel",
+    "completion/complete",
+    "tasks/get",
+    "tasks/result",
+    "tasks/cancel",
+    "tasks/list",
+];
+
+/// Whether mcpmux answers `method` in a request of `version`.
+pub(super) fn exists(method: &str, version: Version) -> bool {
+    METHODS.contains(&method) && in_revision(method, version)
+}
+
+/// Whether `method` is part of `version`: 2026-07-28 has `server/discover` and drops `ping`,
+/// `logging/setLevel`, `resources/(un)subscribe` (a `subscriptions/listen` stream replaces them),
+/// the handshake and the core tasks (now an extension, which mcpmux does not route).
+fn in_revision(method: &str, version: Version) -> bool {
+    const HANDSHAKE_ONLY: [&str; 9] = [
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "tasks/get",
+        "tasks/result",
+        "tasks/cancel",
+        "tasks/list",
+    ];
+    match version.is_modern() {
+        true => !HANDSHAKE_ONLY.contains(&method),
+        false => method != "server/discover",
+    }
+}
+
 /// The params' members, which must include `key`.
 fn needs<'a>(params: Option<&'a RawValue>, key: &str) -> Result<Members<'a>, RpcError> {
     let params =
@@ -197,7 +256,7 @@ mod tests {
 
     fn parse(method: &str, params: &str) -> Result<String, RpcError> {
         let params = raw(params.to_owned());
-        HostMethod::parse(method, Some(&params)).map(|m| format!("{m:?}"))
+        HostMethod::parse(method, Some(&params), Version::LATEST).map(|m| format!("{m:?}"))
     }
 
     #[test]
@@ -219,13 +278,13 @@ mod tests {
         )
         .unwrap();
         assert!(complete.contains("Prompt(\"a__p\")"), "{complete}");
-        assert!(HostMethod::parse("tasks/list", None).is_ok());
-        assert!(HostMethod::parse("ping", None).is_ok());
+        assert!(HostMethod::parse("tasks/list", None, Version::LATEST).is_ok());
+        assert!(HostMethod::parse("ping", None, Version::LATEST).is_ok());
     }
 
     #[test]
     fn what_is_missing_is_named_in_the_error() {
-        let missing = HostMethod::parse("tools/call", None).unwrap_err();
+        let missing = HostMethod::parse("tools/call", None, Version::LATEST).unwrap_err();
         assert_eq!(missing.message, "tools/call needs params with a `name`");
         let no_name = parse("prompts/get", r#"{"arguments":{}}"#).unwrap_err();
         assert_eq!(no_name.message, "prompts/get needs a string `name`");
@@ -239,9 +298,30 @@ mod tests {
             "{}",
             cursor.message
         );
-        let again = HostMethod::parse("initialize", None).unwrap_err();
+        let again = HostMethod::parse("initialize", None, Version::LATEST).unwrap_err();
         assert_eq!(again.code, codes::INVALID_REQUEST);
-        let unknown = HostMethod::parse("tools/unknown", None).unwrap_err();
+        let unknown = HostMethod::parse("tools/unknown", None, Version::LATEST).unwrap_err();
         assert_eq!(unknown.code, codes::METHOD_NOT_FOUND);
+    }
+
+    #[test]
+    fn each_revision_has_its_own_methods() {
+        let modern = Version::MODERN;
+        assert!(matches!(
+            HostMethod::parse("server/discover", None, modern),
+            Ok(HostMethod::Discover)
+        ));
+        for gone in [
+            "ping",
+            "logging/setLevel",
+            "resources/subscribe",
+            "initialize",
+            "tasks/list",
+        ] {
+            let error = HostMethod::parse(gone, None, modern).unwrap_err();
+            assert_eq!(error.code, codes::METHOD_NOT_FOUND, "{gone}");
+        }
+        let legacy = HostMethod::parse("server/discover", None, Version::LATEST).unwrap_err();
+        assert_eq!(legacy.code, codes::METHOD_NOT_FOUND);
     }
 }

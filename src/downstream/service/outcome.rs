@@ -27,6 +27,8 @@ pub(super) struct Route {
     pub redaction: Option<Redaction>,
     /// The request that went upstream, once it was answered (or failed).
     pub forwarded: Option<Forwarded>,
+    /// The answer is a round of a multi-round request (`input_required`), not its end.
+    pub interim: bool,
 }
 
 /// One request forwarded to an upstream: what the metrics count.

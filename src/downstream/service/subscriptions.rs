@@ -26,7 +26,7 @@ impl HostService {
         // a profile that decides on URIs), exposed.
         let uri = names::expose_uri(host.prefix_of(&upstream), &original);
         let target = self
-            .instance(&host.session.id, &upstream, Start::IfNeeded)
+            .instance(&host.session, &upstream, Start::IfNeeded)
             .await?
             .ok_or_else(|| upstream_error(upstream.unavailable()))?;
         let session = &host.session;

@@ -84,9 +84,7 @@ impl HostService {
         let mut tasks = Vec::new();
         for upstream in listers {
             // A per-session upstream's tasks live in this session's own instance, if it has one.
-            let target = self
-                .instance(&host.session.id, &upstream, Start::No)
-                .await?;
+            let target = self.instance(&host.session, &upstream, Start::No).await?;
             let Some(target) = target else { continue };
             let mut cursor: Option<String> = None;
             for _ in 0..MAX_TASK_PAGES {

@@ -21,7 +21,9 @@
 //!     sends `steps` `notifications/progress` `delay_ms` apart, then answers
 //!     "done <steps> steps";
 //!   - `sample` {`prompt` = "hello"} (`sampling/createMessage`), `elicit`
-//!     (`elicitation/create`), `roots` (`roots/list`), `ping_client` (`ping`):
+//!     {`rounds` = 1} (`elicitation/create`, asked `rounds` times one after the other, the
+//!     answer joining each "<action> <content JSON>" with " | "), `roots` (`roots/list`),
+//!     `ping_client` (`ping`):
 //!     send that request to the client with our own string id `srv-<n>`, wait
 //!     for the matching response, and answer "sampled: <content.text>",
 //!     "elicited: <action> <content JSON>", "roots: <roots JSON>" or "pong";

@@ -54,20 +54,26 @@ pub(super) fn check_origin(
     Ok(())
 }
 
-/// `MCP-Protocol-Version`, when present, must be one mcpmux speaks.
+/// The `MCP-Protocol-Version` of a GET or DELETE, when present, must be a handshake revision:
+/// the session's stream and its end belong to that era. 2026-07-28 has neither (405, as the
+/// transport says); a revision mcpmux does not serve is `-32022`.
 pub(in super::super) fn check_version(headers: &HeaderMap) -> Result<(), Refusal> {
     let Some(v) = headers.get(VERSION_HEADER) else {
         return Ok(());
     };
     let v = v.to_str().unwrap_or_default();
-    if Version::known(v).is_none() {
-        let msg = format!(
-            "Bad Request: unsupported MCP-Protocol-Version `{v}` (supported: {})",
-            Version::list()
-        );
-        return Err(refuse(StatusCode::BAD_REQUEST, codes::INVALID_REQUEST, msg));
+    match Version::served(v) {
+        Some(version) if version.is_modern() => Err(refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            codes::INVALID_REQUEST,
+            format!("Method Not Allowed: MCP {version} has no session stream; POST each request"),
+        )),
+        Some(_) => Ok(()),
+        None => Err(Refusal::from_error(
+            StatusCode::BAD_REQUEST,
+            crate::mcp::envelope::unsupported(v),
+        )),
     }
-    Ok(())
 }
 
 #[cfg(test)]

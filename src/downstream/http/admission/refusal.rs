@@ -84,7 +84,7 @@ impl Refusal {
         self.omit_unknown_id = headers
             .get(VERSION_HEADER)
             .and_then(|v| v.to_str().ok())
-            .and_then(Version::known)
+            .and_then(Version::served)
             .is_some_and(Version::omits_unknown_error_id);
         self
     }

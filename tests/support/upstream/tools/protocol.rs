@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::client_link::sampling_params;
 use crate::server::{LOG_LEVELS, Server, level_rank};
-use crate::tools::{Family, text_result, uint_arg};
+use crate::tools::{Family, error_result, text_result, uint_arg};
 use crate::wire::{Outcome, RpcError, invalid_params, ok_line};
 
 impl Server {
@@ -59,6 +59,36 @@ impl Server {
                     }
                 },
             )),
+            "elicit" if uint_arg(params.get("arguments"), "rounds", 1)? > 1 => {
+                let rounds = uint_arg(params.get("arguments"), "rounds", 1)?;
+                let link = self.link.clone();
+                let answer_id = id.clone();
+                tokio::spawn(async move {
+                    let mut answers = Vec::new();
+                    for round in 1..=rounds {
+                        let message = format!("Round {round}: please provide a name");
+                        let (_, response) = link.request(
+                            "elicitation/create",
+                            Some(json!({"message": message,
+                                        "requestedSchema": {"type": "object",
+                                            "properties": {"name": {"type": "string"}}}})),
+                        );
+                        match response.await {
+                            Ok(Ok(result)) => {
+                                answers.push(format!("{} {}", result["action"], result["content"]))
+                            }
+                            Ok(Err(error)) => {
+                                let failed = error_result(&format!("elicitation failed: {error}"));
+                                return link.send(ok_line(&answer_id, &failed));
+                            }
+                            Err(_) => return,
+                        }
+                    }
+                    let text = format!("elicited: {}", answers.join(" | "));
+                    link.send(ok_line(&answer_id, &text_result(&text)));
+                });
+                Ok(Outcome::Silent)
+            }
             "elicit" => Ok(self.ask_client(
                 id,
                 "elicitation/create",

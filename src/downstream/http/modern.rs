@@ -1,0 +1,256 @@
+//! The 2026-07-28 era on the same endpoint: which era a POST belongs to, and the stateless
+//! request — its envelope and the headers that mirror its body checked in the revision's order,
+//! then served with no session (none is minted, a sent `Mcp-Session-Id` is ignored).
+//!
+//! The era is the request's: an `MCP-Protocol-Version` that is not a handshake revision, or a
+//! `params._meta` envelope naming a version that is not one, makes it a stateless request
+//! (which an unknown version then fails with `-32022`); anything else, `initialize` first of
+//! all, is the handshake era and goes on as before.
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::value::RawValue;
+
+use super::admission::{Admitted, VERSION_HEADER, refuse};
+use super::{AppState, accepts::Accepts, answer};
+use crate::downstream::session::{ClientInfo, HostInfo, Session};
+use crate::jsonrpc::{Message, RpcError, codes};
+use crate::mcp::envelope::{self, Declared, METHOD_HEADER, NAME_HEADER};
+use crate::mcp::version::Version;
+use crate::telemetry::otel::TraceParent;
+
+/// Whether a POST is a stateless (2026-07-28) request rather than one of the handshake era.
+pub(super) fn is_stateless(headers: &HeaderMap, message: &Message<'_>) -> bool {
+    if let Some(version) = headers.get(VERSION_HEADER) {
+        let version = version.to_str().unwrap_or_default();
+        return Version::known(version).is_none();
+    }
+    match message {
+        Message::Request { method, params, .. } => {
+            envelope::stateless_version(method, *params).is_some()
+        }
+        _ => false,
+    }
+}
+
+/// Serves one stateless POST.
+pub(super) async fn post(
+    state: &AppState,
+    admitted: Admitted,
+    headers: &HeaderMap,
+    message: Message<'_>,
+) -> Response {
+    let (id, method, params) = match message {
+        Message::Request { id, method, params } => (id, method, params),
+        // No client notification is defined for this revision over HTTP; one is taken and
+        // dropped, as the transport says a server that accepts it does.
+        Message::Notification { .. } => return StatusCode::ACCEPTED.into_response(),
+        Message::Response { .. } | Message::Error { .. } => {
+            let refusal = refuse(
+                StatusCode::BAD_REQUEST,
+                codes::INVALID_REQUEST,
+                "Invalid request: a 2026-07-28 client sends no responses (there are no server requests to answer)",
+            );
+            return refusal.answering(None, headers).into_response();
+        }
+    };
+    let refused = |status: StatusCode, error: RpcError| {
+        super::Refusal::from_error(status, error)
+            .answering(Some(id), headers)
+            .into_response()
+    };
+    let envelope = Declared::read(params)
+        .and_then(|declared| {
+            check_headers(headers, &declared.version, &method, params)?;
+            declared.accept()
+        })
+        .map_err(|error| refused(StatusCode::BAD_REQUEST, error));
+    let envelope = match envelope {
+        Ok(envelope) => envelope,
+        Err(refusal) => return refusal,
+    };
+    if !state.service.serves(&method, envelope.version) {
+        return refused(StatusCode::NOT_FOUND, RpcError::method_not_found(&method));
+    }
+    let accepts = Accepts::of(headers);
+    if !accepts.json && !accepts.stream {
+        let error = RpcError::new(
+            codes::INVALID_REQUEST,
+            "Not Acceptable: a request's Accept must include application/json and text/event-stream",
+        );
+        return refused(StatusCode::NOT_ACCEPTABLE, error);
+    }
+    let host = HostInfo {
+        version: envelope.version,
+        capabilities: envelope.capabilities,
+        client_info: ClientInfo::of(&envelope.client_info),
+    };
+    let session = Session::stateless(host, admitted.access);
+    let service = Arc::clone(&state.service);
+    let trace = TraceParent::from_headers(headers);
+    let request = (method.as_ref(), params);
+    let mut response = answer(service, session, (id, trace), request, accepts, status_of).await;
+    if response.headers().get(axum::http::header::CONTENT_TYPE)
+        == Some(&HeaderValue::from_static("text/event-stream"))
+    {
+        // Reverse proxies must not hold the stream's events back.
+        response
+            .headers_mut()
+            .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    }
+    response
+}
+
+/// The headers that mirror the body must agree with it (`-32020`): `MCP-Protocol-Version` with
+/// the envelope's version, `Mcp-Method` with the method, `Mcp-Name` with the name or URI of the
+/// methods that carry one. Each must be present, and once.
+fn check_headers(
+    headers: &HeaderMap,
+    version: &str,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Result<(), RpcError> {
+    let one = |name: &str| -> Result<Option<&str>, RpcError> {
+        let mut values = headers.get_all(name).iter();
+        let first = values.next();
+        if values.next().is_some() {
+            return Err(mismatch(format!(
+                "the {name} header is sent more than once"
+            )));
+        }
+        first
+            .map(|v| {
+                v.to_str()
+                    .map_err(|_| mismatch(format!("the {name} header is not visible ASCII")))
+            })
+            .transpose()
+    };
+    let matches = |name: &str, body: &str| -> Result<(), RpcError> {
+        match one(name)? {
+            None => Err(mismatch(format!(
+                "the {name} header is missing (it must repeat `{body}`)"
+            ))),
+            Some(value) if value == body => Ok(()),
+            Some(value) => Err(mismatch(format!(
+                "the {name} header `{value}` does not match `{body}` in the body"
+            ))),
+        }
+    };
+    matches(VERSION_HEADER, version)?;
+    matches(METHOD_HEADER, method)?;
+    let Some((key, body)) = envelope::mirrored_name(method, params) else {
+        return Ok(());
+    };
+    match one(NAME_HEADER)? {
+        None => Err(mismatch(format!(
+            "the {NAME_HEADER} header is missing (it must repeat params.{key})"
+        ))),
+        Some(value) if envelope::decode_header_value(value).as_deref() == Some(body.as_str()) => {
+            Ok(())
+        }
+        Some(value) => Err(mismatch(format!(
+            "the {NAME_HEADER} header `{value}` does not match params.{key} `{body}`"
+        ))),
+    }
+}
+
+/// The HTTP status of a stateless request's answer: 400 for the errors the revision sends with
+/// it (a capability the request did not declare), else 200.
+fn status_of(line: &str) -> StatusCode {
+    // mcpmux writes its own errors code first: `…,"error":{"code":-32021,…`.
+    let missing = format!(
+        ",\"error\":{{\"code\":{},",
+        codes::MISSING_CLIENT_CAPABILITY
+    );
+    if line.contains(&missing) {
+        return StatusCode::BAD_REQUEST;
+    }
+    StatusCode::OK
+}
+
+fn mismatch(why: String) -> RpcError {
+    RpcError::new(codes::HEADER_MISMATCH, format!("Header mismatch: {why}"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::{Incoming, raw};
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn the_era_is_the_requests() {
+        let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}"#;
+        let (call, init) = (
+            Incoming::parse(call).unwrap(),
+            Incoming::parse(init).unwrap(),
+        );
+        let modern = headers(&[(VERSION_HEADER, "2026-07-28")]);
+        let legacy = headers(&[(VERSION_HEADER, "2025-11-25")]);
+        let unknown = headers(&[(VERSION_HEADER, "1999-01-01")]);
+        assert!(is_stateless(&modern, &call));
+        assert!(
+            is_stateless(&unknown, &init),
+            "an unknown version is the new era's to refuse"
+        );
+        assert!(!is_stateless(&legacy, &init));
+        assert!(!is_stateless(&HeaderMap::new(), &init));
+        assert!(is_stateless(&HeaderMap::new(), &call), "the envelope alone");
+    }
+
+    #[test]
+    fn headers_must_mirror_the_body() {
+        let params = raw(r#"{"name":"a__echo"}"#.to_owned());
+        let good = headers(&[
+            (VERSION_HEADER, "2026-07-28"),
+            (METHOD_HEADER, "tools/call"),
+            (NAME_HEADER, "a__echo"),
+        ]);
+        assert!(check_headers(&good, "2026-07-28", "tools/call", Some(&params)).is_ok());
+        let cases = [
+            headers(&[(METHOD_HEADER, "tools/call"), (NAME_HEADER, "a__echo")]),
+            headers(&[
+                (VERSION_HEADER, "2026-07-28"),
+                (METHOD_HEADER, "tools/list"),
+                (NAME_HEADER, "a__echo"),
+            ]),
+            headers(&[
+                (VERSION_HEADER, "2026-07-28"),
+                (METHOD_HEADER, "tools/call"),
+            ]),
+            headers(&[
+                (VERSION_HEADER, "2026-07-28"),
+                (METHOD_HEADER, "tools/call"),
+                (NAME_HEADER, "b__echo"),
+            ]),
+            headers(&[
+                (VERSION_HEADER, "2026-07-28"),
+                (VERSION_HEADER, "2026-07-28"),
+                (METHOD_HEADER, "tools/call"),
+                (NAME_HEADER, "a__echo"),
+            ]),
+        ];
+        for (i, case) in cases.iter().enumerate() {
+            let error = check_headers(case, "2026-07-28", "tools/call", Some(&params)).unwrap_err();
+            assert_eq!(error.code, codes::HEADER_MISMATCH, "case {i}: {error}");
+        }
+        let encoded = headers(&[
+            (VERSION_HEADER, "2026-07-28"),
+            (METHOD_HEADER, "resources/read"),
+            (NAME_HEADER, "=?base64?YSt0ZXN0Oi8vw6k=?="),
+        ]);
+        let uri = raw(r#"{"uri":"a+test://é"}"#.to_owned());
+        assert!(check_headers(&encoded, "2026-07-28", "resources/read", Some(&uri)).is_ok());
+    }
+}

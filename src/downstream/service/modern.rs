@@ -1,0 +1,262 @@
+//! What a 2026-07-28 (stateless) request gets that a handshake-era one does not: `server/discover`,
+//! and results as the revision writes them — `resultType` on every result (an upstream of an
+//! earlier revision omits it), caching hints on discover, the four listings and
+//! `resources/read`, mcpmux's identity in `_meta`, and "resource not found" as `-32602`.
+//!
+//! Caching hints: `ttlMs` is 0 (immediately stale) until mcpmux can tell a stateless host that
+//! its catalog changed; `cacheScope` is `private` when the answer depends on who asks (a
+//! profile's view, a resource's contents), `public` otherwise.
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::method::HostMethod;
+use super::{Answer, HostRequest, HostService, initialize};
+use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, to_raw};
+use crate::mcp::envelope::SERVER_INFO;
+use crate::mcp::version::Version;
+use crate::upstream::{Phase, Reply, UpstreamHandle};
+
+/// Who may cache a result (`cacheScope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CacheScope {
+    Public,
+    Private,
+}
+
+impl CacheScope {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Public => "public",
+            Self::Private => "private",
+        }
+    }
+}
+
+/// How a stateless request's answer is written, decided from its method before it is handled.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Fit {
+    /// The caching hints its result carries, for a cacheable method.
+    cache: Option<CacheScope>,
+}
+
+impl Fit {
+    pub(super) fn of(method: &HostMethod<'_>, host: &HostRequest) -> Self {
+        let by_view = || match host.profile() {
+            Some(_) => CacheScope::Private,
+            None => CacheScope::Public,
+        };
+        let cache = match method {
+            HostMethod::List { .. } | HostMethod::Discover => Some(by_view()),
+            HostMethod::ReadResource { .. } => Some(CacheScope::Private),
+            _ => None,
+        };
+        Self { cache }
+    }
+
+    /// The answer as a 2026-07-28 host reads it; an `interim` one (`input_required`, which has
+    /// its own `resultType`) carries no caching hints.
+    pub(super) fn answer(
+        self,
+        answer: Result<Answer, RpcError>,
+        interim: bool,
+    ) -> Result<Answer, RpcError> {
+        let cache = self.cache.filter(|_| !interim);
+        match answer {
+            Ok(Answer::Result(result) | Answer::Upstream(Reply::Result(result))) => {
+                Ok(Answer::Result(complete(result, cache)))
+            }
+            Ok(Answer::Upstream(Reply::Error(error))) => {
+                Ok(Answer::Upstream(Reply::Error(renumber_raw(error))))
+            }
+            Err(error) => Err(renumber(error)),
+        }
+    }
+}
+
+/// An error as this revision numbers it: resource-not-found is `-32602` (it was `-32002`).
+fn renumber(mut error: RpcError) -> RpcError {
+    if error.code == codes::RESOURCE_NOT_FOUND {
+        error.code = codes::INVALID_PARAMS;
+    }
+    error
+}
+
+/// [`renumber`] for an upstream's error object, passed through otherwise untouched.
+fn renumber_raw(error: Box<RawValue>) -> Box<RawValue> {
+    if !error.get().contains("-32002") {
+        return error;
+    }
+    let Some(mut members) = Members::of(&error) else {
+        return error;
+    };
+    if members.get("code").map(RawValue::get) != Some("-32002") {
+        return error;
+    }
+    let code = raw(codes::INVALID_PARAMS.to_string());
+    members.insert("code", &code);
+    members.to_raw()
+}
+
+/// The members mcpmux adds to a `complete` result: `resultType`, the caching hints of a
+/// cacheable one, and its identity in `_meta`. A member the result already has is kept as the
+/// upstream wrote it (an upstream of this revision sends its own `resultType`). The common case
+/// — none of them present — splices them in front without parsing the result.
+fn complete(result: Box<RawValue>, cache: Option<CacheScope>) -> Box<RawValue> {
+    let server_info = server_info();
+    let scope = cache.map(|c| raw_string(c.as_str()));
+    let ttl = raw("0".to_owned());
+    let result_type = raw_string("complete");
+    let mut added: Vec<(&str, &RawValue)> = vec![("resultType", &result_type)];
+    if let Some(scope) = &scope {
+        added.push(("ttlMs", &ttl));
+        added.push(("cacheScope", scope));
+    }
+    let text = result.get();
+    let named = |key: &str| text.contains(&format!("\"{key}\""));
+    if !named("_meta") && added.iter().all(|(key, _)| !named(key)) {
+        if let Some(spliced) = splice(text, &added, &server_info) {
+            return spliced;
+        }
+    }
+    let Some(mut members) = Members::of(&result) else {
+        return result;
+    };
+    for (key, value) in added {
+        if !members.contains(key) {
+            members.insert(key, value);
+        }
+    }
+    let meta = match members.get("_meta").map(Members::of) {
+        None => Some(Members::default()),
+        Some(Some(meta)) => Some(meta),
+        // A `_meta` that is not an object is the upstream's to answer for.
+        Some(None) => None,
+    };
+    let meta = meta.map(|mut meta| {
+        if !meta.contains(SERVER_INFO) {
+            meta.insert(SERVER_INFO, &server_info);
+        }
+        meta.to_raw()
+    });
+    if let Some(meta) = &meta {
+        members.insert("_meta", meta);
+    }
+    members.to_raw()
+}
+
+/// `{added…, "_meta":{serverInfo}, rest…}` for an object `text`; `None` when it is not one.
+fn splice(
+    text: &str,
+    added: &[(&str, &RawValue)],
+    server_info: &RawValue,
+) -> Option<Box<RawValue>> {
+    let rest = text.trim_start().strip_prefix('{')?;
+    let mut out = String::with_capacity(text.len() + 160);
+    out.push('{');
+    for (key, value) in added {
+        out.push('"');
+        out.push_str(key);
+        out.push_str("\":");
+        out.push_str(value.get());
+        out.push(',');
+    }
+    out.push_str("\"_meta\":{\"");
+    out.push_str(SERVER_INFO);
+    out.push_str("\":");
+    out.push_str(server_info.get());
+    out.push('}');
+    if !rest.trim_start().starts_with('}') {
+        out.push(',');
+    }
+    out.push_str(rest);
+    RawValue::from_string(out).ok()
+}
+
+/// mcpmux's `Implementation`.
+fn server_info() -> Box<RawValue> {
+    to_raw(&json!({ "name": "mcpmux", "version": env!("CARGO_PKG_VERSION") }))
+}
+
+impl HostService {
+    /// `server/discover`: the revisions mcpmux serves (whatever its upstreams speak), and the
+    /// capabilities and instructions of the host's view. Lazy upstreams start now, and it waits
+    /// (bounded, as `initialize` does) for those still starting, so what it offers is whole.
+    pub(super) async fn discover(&self, host: &HostRequest) -> Result<Answer, RpcError> {
+        let starting: Vec<UpstreamHandle> = self
+            .router
+            .view(host.profile())
+            .upstreams()
+            .cloned()
+            .collect();
+        for upstream in &starting {
+            upstream.start_if_lazy();
+        }
+        let wait = self.limits.load().initialize_wait;
+        let starting = starting
+            .iter()
+            .filter(|h| h.phase() == Phase::Starting || h.never_started());
+        futures_util::future::join_all(starting.map(|h| h.settled(wait))).await;
+        let snapshot = self.router.view(host.profile());
+        let supported: Vec<&str> = Version::SERVED.iter().map(|v| v.as_str()).collect();
+        let mut result = json!({
+            "supportedVersions": supported,
+            "capabilities": initialize::capabilities(&snapshot, Version::MODERN),
+        });
+        if let Some(instructions) = initialize::instructions(&snapshot) {
+            result["instructions"] = Value::String(instructions);
+        }
+        Ok(Answer::Result(to_raw(&result)))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn fitted(text: &str, cache: Option<CacheScope>) -> Value {
+        serde_json::from_str(complete(raw(text.to_owned()), cache).get()).unwrap()
+    }
+
+    #[test]
+    fn results_gain_result_type_hints_and_identity_and_keep_the_rest() {
+        let plain = fitted(r#"{"content":[{"type":"text","text":"hi"}]}"#, None);
+        assert_eq!(plain["resultType"], "complete");
+        assert_eq!(plain["_meta"][SERVER_INFO]["name"], "mcpmux");
+        assert_eq!(plain["content"][0]["text"], "hi");
+        assert!(plain.get("ttlMs").is_none());
+
+        let listing = fitted(r#"{"tools":[]}"#, Some(CacheScope::Public));
+        assert_eq!(
+            (&listing["ttlMs"], &listing["cacheScope"]),
+            (&json!(0), &json!("public"))
+        );
+        let empty = fitted("{}", Some(CacheScope::Private));
+        assert_eq!(empty["cacheScope"], "private");
+
+        // What the upstream wrote stays: its own resultType and _meta members.
+        let modern = fitted(
+            r#"{"resultType":"complete","content":[],"_meta":{"x":1}}"#,
+            None,
+        );
+        assert_eq!(modern["_meta"]["x"], 1);
+        assert_eq!(modern["_meta"][SERVER_INFO]["name"], "mcpmux");
+        // A mention inside content is not a member.
+        let mention = fitted(
+            r#"{"content":[{"type":"text","text":"\"resultType\""}]}"#,
+            None,
+        );
+        assert_eq!(mention["resultType"], "complete");
+    }
+
+    #[test]
+    fn resource_not_found_is_invalid_params() {
+        let error = RpcError::new(codes::RESOURCE_NOT_FOUND, "Resource not found: x");
+        assert_eq!(renumber(error).code, codes::INVALID_PARAMS);
+        let upstream = renumber_raw(raw(r#"{"code":-32002,"message":"nope"}"#.to_owned()));
+        assert_eq!(upstream.get(), r#"{"code":-32602,"message":"nope"}"#);
+        let other = r#"{"code":-32603,"message":"-32002"}"#;
+        assert_eq!(renumber_raw(raw(other.to_owned())).get(), other);
+    }
+}

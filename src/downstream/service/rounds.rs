@@ -1,0 +1,390 @@
+//! Multi-round-trip requests (2026-07-28, `basic/patterns/mrtr.md`) for a stateless host whose
+//! upstream speaks the handshake era. Such an upstream asks for input in the middle of a call —
+//! `sampling/createMessage`, `elicitation/create`, `roots/list` sent as requests of its own — and
+//! waits for the answers. A stateless host takes no requests: its call is answered at once with
+//! an `input_required` result carrying those requests, while the upstream call stays parked
+//! here (bounded, for at most [`PARK_TTL`], then cancelled upstream). The host's retry brings
+//! `inputResponses` and the sealed `requestState`; the answers go to the waiting upstream and
+//! the call goes on, for as many rounds as the upstream asks.
+//!
+//! The `requestState` names the parked call and is sealed (`sealed`) for the principal, the
+//! method, the exposed name or URI and the upstream, so no host can continue another's call or
+//! steer a retry elsewhere; it opens once (the parked call is taken).
+//!
+//! A request that needs a capability the host did not declare fails with `-32021`
+//! (`requiredCapabilities`), and the upstream's call is cancelled.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::downstream::sealed::Sealer;
+use crate::downstream::session::HostInfo;
+use crate::jsonrpc::{RpcError, codes, raw_string, to_raw};
+use crate::sync::lock;
+use crate::upstream::{Caller, Canceller, Reply, ServerRequestReply, UpstreamError};
+
+/// How long a parked call waits for the host's retry before it is cancelled upstream.
+pub(super) const PARK_TTL: Duration = Duration::from_secs(300);
+/// Parked calls the daemon holds at once; past that a call that asks for input is refused.
+const MAX_PARKED: usize = 1024;
+/// Requests for input one call may have outstanding at once.
+const MAX_ASKED: usize = 16;
+
+/// One request for input from the upstream, waiting for the host's answer.
+pub(super) struct Asked {
+    key: String,
+    method: String,
+    params: Option<Box<RawValue>>,
+    reply: ServerRequestReply,
+}
+
+/// What the upstream's side of a call says to its rounds.
+pub(super) enum Event {
+    Asked(Asked),
+    /// It asked for what the host did not declare (the required capabilities, as an object).
+    Missing(Value),
+    /// It took back a request of its own (`notifications/cancelled`).
+    Withdrawn(String),
+}
+
+/// The host side of a stateless request forwarded to a handshake-era upstream: its server
+/// requests become requests for input, its progress goes to the current round's stream.
+pub(super) struct InputCaller {
+    session_id: String,
+    host: Arc<HostInfo>,
+    /// The response stream of the round being served, while it is open.
+    sink: Mutex<Option<mpsc::Sender<String>>>,
+    events: mpsc::Sender<Event>,
+    next_key: AtomicU64,
+}
+
+impl InputCaller {
+    fn set_sink(&self, sink: Option<mpsc::Sender<String>>) {
+        *lock(&self.sink) = sink;
+    }
+}
+
+/// The capability a server request needs of its host, and the object `-32021` names it by.
+fn needed(method: &str, asked_with: Option<&RawValue>) -> Option<(&'static str, Value)> {
+    match method {
+        "sampling/createMessage" => Some(("sampling", json!({ "sampling": {} }))),
+        "roots/list" => Some(("roots", json!({ "roots": {} }))),
+        "elicitation/create" => {
+            let url = asked_with.is_some_and(|p| p.get().contains(r#""mode":"url""#));
+            match url {
+                true => Some(("elicitation", json!({ "elicitation": { "url": {} } }))),
+                false => Some(("elicitation", json!({ "elicitation": {} }))),
+            }
+        }
+        _ => None,
+    }
+}
+
+impl Caller for InputCaller {
+    fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// Always yes: whether the host declared what a request needs is decided in
+    /// [`Caller::forward_request`], where a request the host cannot take fails the host's call
+    /// with `-32021` instead of only the upstream's request.
+    fn supports(&self, _capability: &str) -> bool {
+        true
+    }
+
+    /// The call is cancelled by dropping it (its task is aborted), not through a canceller.
+    fn started(&self, _canceller: Canceller) {}
+
+    fn send(&self, line: String) {
+        let sink = lock(&self.sink).clone();
+        if let Some(sink) = sink {
+            let _ = sink.try_send(line);
+        }
+    }
+
+    fn forward_request(
+        &self,
+        method: &str,
+        asked_with: Option<&RawValue>,
+        reply: ServerRequestReply,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let refused = |why: String| {
+            RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("mcpmux refused `{method}`: {why}"),
+            )
+        };
+        let Some((capability, required)) = needed(method, asked_with) else {
+            return Err(refused(
+                "a 2026-07-28 host takes only sampling, elicitation and roots requests, as input_required".into(),
+            ));
+        };
+        let url_mode = required["elicitation"].get("url").is_some();
+        let declared = &self.host.capabilities[capability];
+        if declared.is_null() || (url_mode && declared.get("url").is_none()) {
+            let _ = self.events.try_send(Event::Missing(required));
+            return Err(refused(format!(
+                "the host did not declare the `{capability}` capability"
+            )));
+        }
+        let key = format!("mcpmux-{}", self.next_key.fetch_add(1, Ordering::Relaxed));
+        let asked = Asked {
+            key: key.clone(),
+            method: method.to_owned(),
+            params: asked_with.map(ToOwned::to_owned),
+            reply,
+        };
+        self.events
+            .try_send(Event::Asked(asked))
+            .map_err(|_| refused(format!("the call already waits for {MAX_ASKED} inputs")))?;
+        Ok(raw_string(&key))
+    }
+
+    fn cancel_forwarded(&self, host_id: &RawValue, _reason: Option<&RawValue>) {
+        if let Ok(key) = serde_json::from_str::<String>(host_id.get()) {
+            let _ = self.events.try_send(Event::Withdrawn(key));
+        }
+    }
+}
+
+/// An upstream call that may take several rounds. Dropping it cancels the call upstream.
+pub(super) struct Flight {
+    task: JoinHandle<Result<Reply, UpstreamError>>,
+    events: mpsc::Receiver<Event>,
+    caller: Arc<InputCaller>,
+    /// Requests for input the host has not answered yet.
+    asked: Vec<Asked>,
+    /// Who may continue it, and for what (the sealed state's binding).
+    binding: String,
+    /// When the upstream call began.
+    pub started: Instant,
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        // The request future ends with the task, and the connection cancels it upstream.
+        self.task.abort();
+    }
+}
+
+/// How a round ended.
+pub(super) enum Round {
+    /// The upstream answered.
+    Done(Result<Reply, UpstreamError>),
+    /// It waits for input: the `input_required` result for the host.
+    InputRequired(Box<RawValue>),
+}
+
+/// The parked calls and the key their states are sealed with.
+pub(super) struct Rounds {
+    parked: Arc<Mutex<HashMap<u128, Flight>>>,
+    sealer: Sealer,
+}
+
+impl std::fmt::Debug for Rounds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rounds")
+            .field("parked", &lock(&self.parked).len())
+            .finish()
+    }
+}
+
+/// What a call's rounds are bound to: its principal, method, exposed name or URI, upstream.
+pub(super) fn binding(
+    principal: Option<&str>,
+    method: &str,
+    target: &str,
+    upstream: &str,
+) -> String {
+    let principal = principal.unwrap_or("");
+    format!("{principal}\n{method}\n{target}\n{upstream}")
+}
+
+impl Rounds {
+    pub(super) fn new() -> Self {
+        Self {
+            parked: Arc::default(),
+            sealer: Sealer::random(),
+        }
+    }
+
+    /// The caller a stateless request's upstream call reports to, and the channel its rounds
+    /// read.
+    pub(super) fn caller(
+        session_id: &str,
+        host: Arc<HostInfo>,
+        sink: Option<mpsc::Sender<String>>,
+    ) -> (Arc<InputCaller>, mpsc::Receiver<Event>) {
+        let (events, rx) = mpsc::channel(MAX_ASKED);
+        let caller = Arc::new(InputCaller {
+            session_id: session_id.to_owned(),
+            host,
+            sink: Mutex::new(sink),
+            events,
+            next_key: AtomicU64::new(1),
+        });
+        (caller, rx)
+    }
+
+    /// A call under way (`task`), bound to `binding`.
+    pub(super) fn flight(
+        task: JoinHandle<Result<Reply, UpstreamError>>,
+        (caller, events): (Arc<InputCaller>, mpsc::Receiver<Event>),
+        binding: String,
+    ) -> Flight {
+        Flight {
+            task,
+            events,
+            caller,
+            asked: Vec::new(),
+            binding,
+            started: Instant::now(),
+        }
+    }
+
+    /// Serves one round of `flight`: its answer, or the input it waits for (the call is parked).
+    pub(super) async fn round(&self, mut flight: Flight) -> Result<(Round, Instant), RpcError> {
+        let started = flight.started;
+        loop {
+            if !flight.asked.is_empty() {
+                return self.park(flight).map(|r| (r, started));
+            }
+            tokio::select! {
+                biased;
+                answer = &mut flight.task => {
+                    let answer = answer.map_err(|e| RpcError::new(codes::INTERNAL_ERROR, format!("the upstream call ended: {e}")))?;
+                    return Ok((Round::Done(answer), started));
+                }
+                Some(event) = flight.events.recv() => {
+                    flight.take(event)?;
+                    while let Ok(event) = flight.events.try_recv() {
+                        flight.take(event)?;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Continues the parked call a retry's `state` names, with the host's `responses`.
+    pub(super) fn resume(
+        &self,
+        state: &str,
+        binding: &str,
+        responses: Option<&RawValue>,
+        sink: Option<mpsc::Sender<String>>,
+    ) -> Result<Flight, RpcError> {
+        let invalid = |why: String| {
+            RpcError::invalid_params(format!(
+                "Invalid params: requestState {why}; send the request again without it"
+            ))
+        };
+        let payload = self
+            .sealer
+            .open(state, binding.as_bytes())
+            .map_err(|e| invalid(e.to_string()))?;
+        let id = <[u8; 16]>::try_from(payload.as_slice())
+            .map(u128::from_be_bytes)
+            .map_err(|_| invalid("is malformed".into()))?;
+        let responses: HashMap<String, Box<RawValue>> = match responses {
+            Some(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+                RpcError::invalid_params(format!("Invalid params: inputResponses: {e}"))
+            })?,
+            None => HashMap::new(),
+        };
+        let mut flight = lock(&self.parked).remove(&id).ok_or_else(|| {
+            invalid("names no call waiting for input (answered already, or it expired)".into())
+        })?;
+        let mut still = Vec::new();
+        for asked in flight.asked.drain(..) {
+            match responses.get(&asked.key) {
+                Some(response) => asked.reply.result(response),
+                // Asked again in the next round, as the revision says a missing answer is.
+                None => still.push(asked),
+            }
+        }
+        flight.asked = still;
+        flight.caller.set_sink(sink);
+        Ok(flight)
+    }
+
+    /// Parks `flight` and writes its `input_required` result.
+    fn park(&self, flight: Flight) -> Result<Round, RpcError> {
+        let id: u128 = rand::random();
+        let state = self
+            .sealer
+            .seal(&id.to_be_bytes(), flight.binding.as_bytes(), PARK_TTL);
+        let requests: serde_json::Map<String, Value> = flight
+            .asked
+            .iter()
+            .map(|a| {
+                let mut request = json!({ "method": a.method });
+                if let Some(params) = &a.params {
+                    request["params"] = serde_json::from_str(params.get()).unwrap_or(Value::Null);
+                }
+                (a.key.clone(), request)
+            })
+            .collect();
+        let result = json!({
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": state,
+        });
+        flight.caller.set_sink(None);
+        {
+            let mut parked = lock(&self.parked);
+            if parked.len() >= MAX_PARKED {
+                return Err(RpcError::new(
+                    codes::BUSY,
+                    format!(
+                        "mcpmux already holds {MAX_PARKED} calls waiting for input; retry later"
+                    ),
+                ));
+            }
+            parked.insert(id, flight);
+        }
+        let parked = Arc::downgrade(&self.parked);
+        tokio::spawn(async move {
+            tokio::time::sleep(PARK_TTL).await;
+            if let Some(parked) = parked.upgrade() {
+                // Dropped here, outside the lock: its call is cancelled upstream.
+                let expired = lock(&parked).remove(&id);
+                if expired.is_some() {
+                    tracing::info!(
+                        "A call waiting for a host's input expired; cancelled it upstream."
+                    );
+                }
+            }
+        });
+        Ok(Round::InputRequired(to_raw(&result)))
+    }
+}
+
+impl Flight {
+    fn take(&mut self, event: Event) -> Result<(), RpcError> {
+        match event {
+            Event::Asked(asked) => self.asked.push(asked),
+            Event::Withdrawn(key) => self.asked.retain(|a| a.key != key),
+            Event::Missing(required) => {
+                let names: Vec<&String> = required
+                    .as_object()
+                    .map(|o| o.keys().collect())
+                    .unwrap_or_default();
+                return Err(RpcError::new(
+                    codes::MISSING_CLIENT_CAPABILITY,
+                    format!(
+                        "Missing required client capability: the upstream asked for {names:?}, which this request did not declare in io.modelcontextprotocol/clientCapabilities"
+                    ),
+                )
+                .with_data(json!({ "requiredCapabilities": required })));
+            }
+        }
+        Ok(())
+    }
+}

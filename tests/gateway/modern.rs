@@ -1,0 +1,580 @@
+//! The 2026-07-28 era on the same endpoint: stateless requests (no `initialize`, no session,
+//! the `_meta` envelope and mirrored headers on each) served beside a handshake-era session, on
+//! the real daemon with two test upstreams; every answer checked against the 2026-07-28 schema.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::common::{Client, Daemon, Schemas, read_messages, sha256_hex, test_upstream};
+
+const MODERN: &str = "2026-07-28";
+
+/// A host of the stateless revision: raw POSTs, each with its envelope and headers.
+struct ModernHost {
+    http: reqwest::Client,
+    url: String,
+    schemas: Arc<Schemas>,
+    /// What its envelope declares in `clientCapabilities`.
+    capabilities: Value,
+    /// Its bearer token, with `[hosts]`.
+    token: Option<String>,
+}
+
+/// One answer: its HTTP status, content type, whether a session id came with it, its messages.
+struct Answer {
+    status: u16,
+    content_type: String,
+    session_issued: bool,
+    messages: Vec<Value>,
+}
+
+impl Answer {
+    /// The final message (the response).
+    fn last(&self) -> &Value {
+        self.messages.last().expect("an answer")
+    }
+}
+
+fn envelope() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "mcpmux-tests", "version": "0"},
+    })
+}
+
+impl ModernHost {
+    fn new(url: &str) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            url: url.to_owned(),
+            schemas: Schemas::get(MODERN),
+            capabilities: json!({}),
+            token: None,
+        }
+    }
+
+    /// The host whose token is `token`, declaring `capabilities`.
+    fn as_host(url: &str, token: &str, capabilities: Value) -> Self {
+        Self {
+            capabilities,
+            token: Some(token.to_owned()),
+            ..Self::new(url)
+        }
+    }
+
+    /// `method` with `params` plus the envelope, and the headers a conforming client sends.
+    async fn request(&self, id: u64, method: &str, params: Value) -> Answer {
+        let mut params = params;
+        let meta = params["_meta"].as_object().cloned().unwrap_or_default();
+        let mut full = envelope();
+        full["io.modelcontextprotocol/clientCapabilities"] = self.capabilities.clone();
+        full.as_object_mut().unwrap().extend(meta);
+        params["_meta"] = full;
+        let name = params
+            .get("name")
+            .or_else(|| params.get("uri"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let mut headers = vec![("mcp-protocol-version", MODERN.to_owned())];
+        headers.push(("mcp-method", method.to_owned()));
+        if let Some(name) = name.filter(|_| method != "completion/complete") {
+            headers.push(("mcp-name", name));
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let answer = self.post(&body, &headers).await;
+        for message in &answer.messages {
+            self.schemas.check_message(message, Some(method));
+        }
+        answer
+    }
+
+    /// A raw POST with exactly `headers` (besides content type and accept).
+    async fn post(&self, body: &Value, headers: &[(&str, String)]) -> Answer {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let session_issued = response.headers().contains_key("mcp-session-id");
+        Answer {
+            status,
+            content_type,
+            session_issued,
+            messages: read_messages(response).await,
+        }
+    }
+}
+
+async fn start() -> Daemon {
+    let daemon = Daemon::start(&format!(
+        "{}{}",
+        test_upstream("alpha", &["--protocol-tools"]),
+        test_upstream("beta", &[])
+    ));
+    let client = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&client, |names| {
+            names.iter().any(|n| n == "alpha__echo") && names.iter().any(|n| n == "beta__echo")
+        })
+        .await;
+    daemon
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_host_is_served_statelessly_beside_a_handshake_session() {
+    let daemon = start().await;
+    let host = ModernHost::new(&daemon.url);
+    let legacy = Client::connect(&daemon.url).await;
+
+    // Discovery: every revision mcpmux serves, whatever its upstreams speak.
+    let discover = host.request(1, "server/discover", json!({})).await;
+    assert_eq!(discover.status, 200);
+    assert!(
+        !discover.session_issued,
+        "a stateless answer mints no session"
+    );
+    let result = &discover.last()["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(result["supportedVersions"][0], MODERN);
+    assert!(
+        result["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2025-11-25"))
+    );
+    assert!(result["capabilities"]["tools"].is_object(), "{result}");
+    assert!(result["capabilities"].get("tasks").is_none());
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcpmux"
+    );
+    assert_eq!(
+        (&result["ttlMs"], &result["cacheScope"]),
+        (&json!(0), &json!("public"))
+    );
+
+    // The merged catalog, as the revision writes a listing.
+    let tools = host.request(2, "tools/list", json!({})).await;
+    let result = &tools.last()["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(result["cacheScope"], "public");
+    let names: Vec<&str> = result["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"alpha__echo") && names.contains(&"beta__echo"),
+        "{names:?}"
+    );
+
+    // A call routed by name: the upstream sees its own name and no host envelope.
+    let call = host
+        .request(
+            3,
+            "tools/call",
+            json!({"name": "beta__echo", "arguments": {"text": "hi"}}),
+        )
+        .await;
+    assert_eq!(call.status, 200);
+    let result = &call.last()["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcpmux"
+    );
+    let seen = &result["structuredContent"];
+    assert_eq!(seen["upstream"], "beta");
+    assert_eq!(seen["params"]["name"], "echo");
+    assert_eq!(seen["params"]["arguments"], json!({"text": "hi"}));
+    assert!(
+        seen["params"].get("_meta").is_none(),
+        "the host's envelope is its hop's, not the upstream's: {seen}"
+    );
+
+    // Progress goes on the request's own stream, under the host's token.
+    let progress = host
+        .request(
+            4,
+            "tools/call",
+            json!({"name": "alpha__progress", "arguments": {"steps": 3},
+                   "_meta": {"progressToken": "p-1"}}),
+        )
+        .await;
+    assert!(
+        progress.content_type.starts_with("text/event-stream"),
+        "{}",
+        progress.content_type
+    );
+    let notes: Vec<&Value> = progress
+        .messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(notes.len(), 3, "{:?}", progress.messages);
+    assert!(notes.iter().all(|n| n["params"]["progressToken"] == "p-1"));
+    assert_eq!(progress.last()["result"]["resultType"], "complete");
+
+    // Prompts, resources, templates: a read is private to who asked.
+    let prompt = host
+        .request(
+            5,
+            "prompts/get",
+            json!({"name": "alpha__greet", "arguments": {"name": "Ada"}}),
+        )
+        .await;
+    assert_eq!(prompt.last()["result"]["resultType"], "complete");
+    let read = host
+        .request(
+            6,
+            "resources/read",
+            json!({"uri": "alpha+test://alpha/hello"}),
+        )
+        .await;
+    let result = &read.last()["result"];
+    assert_eq!(result["contents"][0]["uri"], "alpha+test://alpha/hello");
+    assert_eq!(
+        (&result["ttlMs"], &result["cacheScope"]),
+        (&json!(0), &json!("private"))
+    );
+    let templates = host.request(7, "resources/templates/list", json!({})).await;
+    assert_eq!(templates.last()["result"]["cacheScope"], "public");
+    let missing = host
+        .request(
+            8,
+            "resources/read",
+            json!({"uri": "alpha+test://alpha/nothing-here"}),
+        )
+        .await;
+    let missing = &missing.last()["error"];
+    assert_eq!(
+        missing["code"], -32602,
+        "resource not found is invalid params now: {missing}"
+    );
+
+    // The handshake session beside it is untouched.
+    let echoed = legacy
+        .result(
+            "tools/call",
+            json!({"name": "alpha__echo", "arguments": {"n": 1}}),
+        )
+        .await;
+    assert_eq!(echoed["structuredContent"]["upstream"], "alpha");
+    assert!(
+        echoed.get("resultType").is_none(),
+        "a 2025-11-25 result is as before"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_requests_are_checked_in_the_revisions_order() {
+    let daemon = start().await;
+    let host = ModernHost::new(&daemon.url);
+    let modern = || ("mcp-protocol-version", MODERN.to_owned());
+    let method = |m: &str| ("mcp-method", m.to_owned());
+    let call = |meta: Value| {
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+               "params": {"name": "alpha__echo", "arguments": {}, "_meta": meta}})
+    };
+    let named = || ("mcp-name", "alpha__echo".to_owned());
+    let error_of = |answer: &Answer| answer.last()["error"].clone();
+
+    // The envelope's required fields first: -32602, HTTP 400.
+    let no_caps = call(json!({"io.modelcontextprotocol/protocolVersion": MODERN}));
+    let answer = host
+        .post(&no_caps, &[modern(), method("tools/call"), named()])
+        .await;
+    assert_eq!(
+        (answer.status, error_of(&answer)["code"].clone()),
+        (400, json!(-32602))
+    );
+    assert_eq!(
+        answer.last()["id"],
+        7,
+        "the refusal answers the request's id"
+    );
+
+    // Then the headers that mirror the body: -32020.
+    let full = call(envelope());
+    let answer = host.post(&full, &[modern(), method("tools/call")]).await;
+    assert_eq!(
+        (answer.status, error_of(&answer)["code"].clone()),
+        (400, json!(-32020))
+    );
+    let wrong = ("mcp-name", "beta__echo".to_owned());
+    let answer = host
+        .post(&full, &[modern(), method("tools/call"), wrong])
+        .await;
+    assert_eq!(error_of(&answer)["code"], -32020);
+    let answer = host
+        .post(&full, &[modern(), method("tools/list"), named()])
+        .await;
+    assert_eq!(error_of(&answer)["code"], -32020);
+    let mut future = envelope();
+    future["io.modelcontextprotocol/protocolVersion"] = json!("v999.0.0");
+    let answer = host
+        .post(
+            &call(future.clone()),
+            &[modern(), method("tools/call"), named()],
+        )
+        .await;
+    assert_eq!(
+        error_of(&answer)["code"],
+        -32020,
+        "header and body disagree"
+    );
+
+    // Then the version: -32022, naming what is served.
+    let v999 = ("mcp-protocol-version", "v999.0.0".to_owned());
+    let answer = host
+        .post(&call(future), &[v999, method("tools/call"), named()])
+        .await;
+    assert_eq!(answer.status, 400);
+    let error = error_of(&answer);
+    assert_eq!(error["code"], -32022);
+    assert_eq!(error["data"]["requested"], "v999.0.0");
+    assert_eq!(error["data"]["supported"][0], MODERN);
+
+    // What the revision does not have is "method not found", HTTP 404.
+    for gone in [
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "initialize",
+        "no/such",
+    ] {
+        let body =
+            json!({"jsonrpc": "2.0", "id": 9, "method": gone, "params": {"_meta": envelope()}});
+        let answer = host.post(&body, &[modern(), method(gone)]).await;
+        assert_eq!(answer.status, 404, "{gone}");
+        assert_eq!(error_of(&answer)["code"], -32601, "{gone}");
+    }
+
+    // No session stream in this revision.
+    let get = reqwest::Client::new()
+        .get(&daemon.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 405);
+
+    // An unknown version on a handshake request is refused the same way.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-11-25", "capabilities": {}}});
+    let answer = host
+        .post(&init, &[("mcp-protocol-version", "1999-01-01".to_owned())])
+        .await;
+    assert_eq!(answer.status, 400);
+}
+
+/// A `tools/call` round: the answer's result, which must be `input_required` with one request
+/// of `method`; returns (its key, its params, the state to send back).
+fn asked(answer: &Answer, method: &str) -> (String, Value, String) {
+    let result = &answer.last()["result"];
+    assert_eq!(result["resultType"], "input_required", "{result}");
+    assert!(
+        result.get("ttlMs").is_none(),
+        "an interim result is not cacheable: {result}"
+    );
+    let requests = result["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{result}");
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], method, "{result}");
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    (key.clone(), request["params"].clone(), state)
+}
+
+fn text(answer: &Answer) -> String {
+    let result = &answer.last()["result"];
+    assert_eq!(result["resultType"], "complete", "{result}");
+    result["content"][0]["text"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_upstreams_requests_reach_a_2026_host_as_input_required_rounds() {
+    const ALICE: &str = "alice-token-for-rounds";
+    const BOB: &str = "bob-token-for-rounds";
+    let daemon = Daemon::start(&format!(
+        "[hosts.alice]\ntoken_sha256 = \"{}\"\n[hosts.bob]\ntoken_sha256 = \"{}\"\n{}{}",
+        sha256_hex(ALICE),
+        sha256_hex(BOB),
+        test_upstream("alpha", &["--protocol-tools"]),
+        test_upstream("beta", &["--protocol-tools"])
+    ));
+    let all = json!({"sampling": {}, "elicitation": {}, "roots": {}});
+    let alice = ModernHost::as_host(&daemon.url, ALICE, all.clone());
+    let bob = ModernHost::as_host(&daemon.url, BOB, all);
+    let call = |name: &str, arguments: Value| json!({"name": name, "arguments": arguments});
+    let retry = |name: &str, arguments: Value, key: &str, response: Value, state: &str| {
+        json!({"name": name, "arguments": arguments,
+               "inputResponses": {key: response}, "requestState": state})
+    };
+    let listed = Client::connect_as(&daemon.url, ALICE).await;
+    daemon
+        .wait_for_tools(&listed, |n| {
+            n.iter().any(|n| n == "alpha__sample") && n.iter().any(|n| n == "beta__roots")
+        })
+        .await;
+
+    // Sampling: asked as input, answered on the retry, the call goes on upstream.
+    let args = json!({"prompt": "capital of France?"});
+    let first = alice
+        .request(1, "tools/call", call("alpha__sample", args.clone()))
+        .await;
+    let (key, params, state) = asked(&first, "sampling/createMessage");
+    assert_eq!(
+        params["messages"][0]["content"]["text"],
+        "capital of France?"
+    );
+    let sampled = json!({"role": "assistant", "content": {"type": "text", "text": "Paris"},
+                         "model": "test-model"});
+    let done = alice
+        .request(
+            2,
+            "tools/call",
+            retry("alpha__sample", args.clone(), &key, sampled.clone(), &state),
+        )
+        .await;
+    assert_eq!(text(&done), "sampled: Paris");
+    // A state opens once.
+    let replay = alice
+        .request(
+            3,
+            "tools/call",
+            retry("alpha__sample", args, &key, sampled, &state),
+        )
+        .await;
+    assert_eq!(
+        replay.last()["error"]["code"],
+        -32602,
+        "{:?}",
+        replay.messages
+    );
+
+    // Several rounds of one call, each with a fresh state; and bob's call on another upstream
+    // interleaved with them, with no cross-talk.
+    let rounds = json!({"rounds": 3});
+    let mut answer = alice
+        .request(10, "tools/call", call("alpha__elicit", rounds.clone()))
+        .await;
+    let bob_first = bob
+        .request(11, "tools/call", call("beta__roots", json!({})))
+        .await;
+    let (bob_key, _, bob_state) = asked(&bob_first, "roots/list");
+    let mut states = Vec::new();
+    for round in 1..=3 {
+        let (key, params, state) = asked(&answer, "elicitation/create");
+        assert!(
+            params["message"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("Round {round}"))
+        );
+        assert!(!states.contains(&state), "a fresh state each round");
+        states.push(state.clone());
+        if round == 2 {
+            // Bob cannot continue alice's call, even naming the same tool.
+            let stolen = retry(
+                "alpha__elicit",
+                rounds.clone(),
+                &key,
+                json!({"action": "cancel"}),
+                &state,
+            );
+            let refused = bob.request(12, "tools/call", stolen).await;
+            assert_eq!(refused.last()["error"]["code"], -32602);
+            // Nor steer it to another tool.
+            let steered = retry(
+                "alpha__sample",
+                json!({}),
+                &key,
+                json!({"action": "cancel"}),
+                &state,
+            );
+            let refused = alice.request(13, "tools/call", steered).await;
+            assert_eq!(refused.last()["error"]["code"], -32602);
+            // Bob's own call finishes meanwhile.
+            let roots = json!({"roots": [{"uri": "file:///bob", "name": "bob"}]});
+            let bob_done = bob
+                .request(
+                    14,
+                    "tools/call",
+                    retry("beta__roots", json!({}), &bob_key, roots, &bob_state),
+                )
+                .await;
+            assert_eq!(
+                text(&bob_done),
+                r#"roots: [{"uri":"file:///bob","name":"bob"}]"#
+            );
+        }
+        let response = json!({"action": "accept", "content": {"name": format!("n{round}")}});
+        let next = retry("alpha__elicit", rounds.clone(), &key, response, &state);
+        answer = alice.request(20 + round, "tools/call", next).await;
+    }
+    assert_eq!(
+        text(&answer),
+        r#"elicited: "accept" {"name":"n1"} | "accept" {"name":"n2"} | "accept" {"name":"n3"}"#
+    );
+
+    // A state that was altered does not open.
+    let first = alice
+        .request(30, "tools/call", call("alpha__elicit", json!({})))
+        .await;
+    let (key, _, state) = asked(&first, "elicitation/create");
+    let tampered = format!("{state}-TAMPERED");
+    let refused = alice
+        .request(
+            31,
+            "tools/call",
+            retry("alpha__elicit", json!({}), &key, json!({}), &tampered),
+        )
+        .await;
+    assert_eq!(refused.last()["error"]["code"], -32602);
+    // The call still waits for its real state (a stdio upstream's server request is only
+    // routable while one host's call is in flight, so it is finished first).
+    let declined = retry(
+        "alpha__elicit",
+        json!({}),
+        &key,
+        json!({"action": "decline"}),
+        &state,
+    );
+    let declined = alice.request(32, "tools/call", declined).await;
+    assert_eq!(text(&declined), "elicited: decline null");
+
+    // What the request did not declare is -32021 (HTTP 400), naming the capability.
+    let bare = ModernHost::as_host(&daemon.url, ALICE, json!({}));
+    let missing = bare
+        .request(40, "tools/call", call("alpha__sample", json!({})))
+        .await;
+    assert_eq!(
+        missing.status, 400,
+        "{} {:?}",
+        missing.content_type, missing.messages
+    );
+    let error = &missing.last()["error"];
+    assert_eq!(error["code"], -32021, "{error}");
+    assert!(
+        error["data"]["requiredCapabilities"]["sampling"].is_object(),
+        "{error}"
+    );
+}
