@@ -2,7 +2,9 @@
 //! daemon's Streamable HTTP endpoint. Each stdin line is posted; every message of the answer is
 //! written to stdout as one line. Requests run concurrently so a slow call blocks nothing else.
 //! If the daemon restarts, the bridge replays the host's `initialize` and retries, so the host
-//! never sees its session vanish.
+//! never sees its session vanish. A 2026-07-28 host's requests are stateless: each is posted
+//! with the headers that mirror its body and no session, and its `notifications/cancelled`
+//! closes the request's response stream, which is how that revision cancels over HTTP.
 //!
 //! - `daemon_client`: the HTTP client of the daemon's own endpoint, also used by `mcpmux tools`.
 
@@ -17,7 +19,7 @@ use tokio::sync::{RwLock, mpsc};
 use tokio::task::JoinSet;
 
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
-use daemon_client::{ClientError, HttpSession};
+use daemon_client::{ClientError, HttpSession, Mirror};
 
 struct Bridge {
     session: RwLock<HttpSession>,
@@ -50,22 +52,46 @@ pub async fn run(url: String, token: Option<String>) -> std::io::Result<()> {
     });
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut tasks = JoinSet::new();
+    // Stateless (2026-07-28) requests in flight, by id, so the host can cancel them.
+    let mut stateless = std::collections::HashMap::new();
     let mut listener: Option<tokio::task::JoinHandle<()>> = None;
     while let Some(line) = lines.next_line().await? {
         if line.trim().is_empty() {
             continue;
         }
-        let (is_request, is_initialize, id) = match Incoming::parse(&line) {
-            Ok(Message::Request { id, method, .. }) => {
-                (true, method == "initialize", Some(id.get().to_owned()))
+        let (is_request, is_initialize, id, mirror, cancels) = match Incoming::parse(&line) {
+            Ok(Message::Request { id, method, params }) => (
+                true,
+                method == "initialize",
+                Some(id.get().to_owned()),
+                Mirror::of(&method, params),
+                None,
+            ),
+            Ok(Message::Notification { method, params }) if method == "notifications/cancelled" => {
+                (false, false, None, None, cancelled_request(params))
             }
-            Ok(_) => (false, false, None),
+            Ok(_) => (false, false, None, None, None),
             Err(e) => {
                 bridge.emit(error_line(None, &e)).await;
                 continue;
             }
         };
-        if is_initialize {
+        stateless.retain(|_, task: &mut tokio::task::AbortHandle| !task.is_finished());
+        if let Some(task) = cancels.and_then(|id| stateless.remove(&id)) {
+            // A stateless request is cancelled by closing its response stream.
+            task.abort();
+        } else if let (Some(mirror), Some(id)) = (mirror, id.clone()) {
+            let key = id.clone();
+            let bridge = Arc::clone(&bridge);
+            let task = tasks.spawn(async move {
+                let outcome = bridge.session.read().await.clone();
+                let outcome = outcome.post_stateless(line, &mirror, &bridge.out).await;
+                if let Err(e) = outcome {
+                    bridge.fail(Some(&id), &e).await;
+                }
+            });
+            stateless.insert(key, task);
+        } else if is_initialize {
             bridge.initialize_with(&line, id.as_deref()).await;
             if listener.is_none() && bridge.session.read().await.session_id().is_some() {
                 listener = Some(tokio::spawn(Arc::clone(&bridge).listen()));
@@ -186,6 +212,12 @@ impl Bridge {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
+}
+
+/// The `requestId` a `notifications/cancelled` names, as JSON text.
+fn cancelled_request(params: Option<&serde_json::value::RawValue>) -> Option<String> {
+    let members = crate::jsonrpc::Members::of(params?)?;
+    members.get("requestId").map(|id| id.get().to_owned())
 }
 
 /// The protocol version the daemon's `initialize` answer (among `messages`) settled on.

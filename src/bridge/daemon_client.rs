@@ -8,6 +8,8 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::mcp::envelope;
+
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 
@@ -48,6 +50,28 @@ impl Sink<'_> {
                 let _ = tx.send(message).await;
             }
         }
+    }
+}
+
+/// What a stateless (2026-07-28) request mirrors from its body into its headers. Such a request
+/// belongs to no session: it goes without the session's id and version.
+#[derive(Debug, Clone)]
+pub struct Mirror {
+    pub version: String,
+    pub method: String,
+    /// `params.name` or `params.uri`, for the methods that carry one.
+    pub name: Option<String>,
+}
+
+impl Mirror {
+    /// The mirror of a request, when its envelope makes it a stateless one.
+    pub fn of(method: &str, params: Option<&serde_json::value::RawValue>) -> Option<Self> {
+        let version = envelope::stateless_version(method, params)?;
+        Some(Self {
+            version,
+            method: method.to_owned(),
+            name: envelope::mirrored_name(method, params).map(|(_, name)| name),
+        })
     }
 }
 
@@ -94,7 +118,7 @@ impl HttpSession {
         self.session_id.as_deref()
     }
 
-    fn headers(&self) -> HeaderMap {
+    fn headers(&self, mirror: Option<&Mirror>) -> HeaderMap {
         let mut h = HeaderMap::new();
         h.insert(
             ACCEPT,
@@ -103,6 +127,20 @@ impl HttpSession {
         h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(token) = &self.token {
             h.insert(reqwest::header::AUTHORIZATION, token.clone());
+        }
+        if let Some(mirror) = mirror {
+            let name = mirror.name.as_deref().map(envelope::encode_header_value);
+            let mirrored = [
+                (VERSION_HEADER, Some(mirror.version.as_str())),
+                (envelope::METHOD_HEADER, Some(mirror.method.as_str())),
+                (envelope::NAME_HEADER, name.as_deref()),
+            ];
+            for (header, value) in mirrored {
+                if let Some(v) = value.and_then(|v| HeaderValue::from_str(v).ok()) {
+                    h.insert(header, v);
+                }
+            }
+            return h;
         }
         if let Some(id) = self
             .session_id
@@ -125,7 +163,9 @@ impl HttpSession {
     /// session id the daemon issued, if any.
     pub async fn post(&self, body: String) -> Result<(Vec<String>, Option<String>), ClientError> {
         let mut out = Vec::new();
-        let issued = self.post_to(body, &mut Sink::Collect(&mut out)).await?;
+        let issued = self
+            .post_to(body, None, &mut Sink::Collect(&mut out))
+            .await?;
         Ok((out, issued))
     }
 
@@ -137,18 +177,32 @@ impl HttpSession {
         body: String,
         out: &mpsc::Sender<String>,
     ) -> Result<Option<String>, ClientError> {
-        self.post_to(body, &mut Sink::Forward(out)).await
+        self.post_to(body, None, &mut Sink::Forward(out)).await
+    }
+
+    /// [`Self::post_streaming`] for a stateless (2026-07-28) request, with its mirrored headers
+    /// and outside the session.
+    pub async fn post_stateless(
+        &self,
+        body: String,
+        mirror: &Mirror,
+        out: &mpsc::Sender<String>,
+    ) -> Result<(), ClientError> {
+        self.post_to(body, Some(mirror), &mut Sink::Forward(out))
+            .await
+            .map(drop)
     }
 
     async fn post_to(
         &self,
         body: String,
+        mirror: Option<&Mirror>,
         out: &mut Sink<'_>,
     ) -> Result<Option<String>, ClientError> {
         let response = self
             .http
             .post(&self.url)
-            .headers(self.headers())
+            .headers(self.headers(mirror))
             .body(body)
             .send()
             .await
@@ -210,7 +264,7 @@ impl HttpSession {
     pub async fn listen(
         &self,
     ) -> Result<impl futures_util::Stream<Item = String> + use<>, ClientError> {
-        let mut headers = self.headers();
+        let mut headers = self.headers(None);
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         let response = self
             .http
@@ -236,7 +290,7 @@ impl HttpSession {
             let _ = self
                 .http
                 .delete(&self.url)
-                .headers(self.headers())
+                .headers(self.headers(None))
                 .send()
                 .await;
         }

@@ -2,7 +2,8 @@
 //! and through `mcpmux stdio`.
 //!
 //! - The official Python SDK (`pip install mcp`), driven by `tests/interop/python_client.py`, in its
-//!   default `auto` mode (probes `server/discover`, falls back to `initialize`) and in `legacy` mode.
+//!   default `auto` mode (probes `server/discover`: mcpmux answers it, so the SDK stays on
+//!   2026-07-28), pinned to `2026-07-28`, and in `legacy` mode (the `initialize` handshake).
 //!   The script checks the answers and, over HTTP, every HTTP exchange the SDK made; these tests
 //!   assert its JSON summary. A machine without the SDK fails here, it does not skip.
 //! - rmcp, the Rust SDK (`StreamableHttpClientTransport`, `TokioChildProcess`).
@@ -112,10 +113,23 @@ fn assert_python_summary(summary: &Value, transport: &str, mode: &str) {
     assert_eq!(summary["ok"], true, "{summary}");
     assert_eq!(summary["transport"], transport);
     assert_eq!(summary["mode"], mode);
-    assert_eq!(summary["server_name"], "mcpmux");
+    if mode == "2026-07-28" {
+        // Pinned, the SDK asks for no discovery; each result names mcpmux instead.
+        assert_eq!(summary["server_name"], Value::Null, "{summary}");
+    } else {
+        assert_eq!(summary["server_name"], "mcpmux");
+    }
+    if mode != "legacy" {
+        assert_eq!(summary["result_server_name"], "mcpmux", "{summary}");
+    }
+    let version = if mode == "legacy" {
+        "2025-11-25"
+    } else {
+        "2026-07-28"
+    };
     assert_eq!(
-        summary["protocol_version"], "2025-11-25",
-        "the SDK's latest handshake version is agreed"
+        summary["protocol_version"], version,
+        "legacy mode agrees on the SDK's latest handshake version; the others stay stateless"
     );
     assert_eq!(summary["tool_pages"], 1);
     let names: Vec<&str> = summary["tool_names"]
@@ -140,23 +154,31 @@ fn assert_python_summary(summary: &Value, transport: &str, mode: &str) {
         summary["templates"],
         json!(["alpha+test://alpha/item/{id}", "beta+test://beta/item/{id}"])
     );
-    assert_eq!(summary["ping"], true);
+    let pinged = if mode == "legacy" {
+        json!(true)
+    } else {
+        json!("not in 2026-07-28")
+    };
+    assert_eq!(summary["ping"], pinged);
 }
 
 /// Over Streamable HTTP: the exchanges the SDK made, as the script recorded them.
 fn assert_python_http_exchanges(summary: &Value, mode: &str) {
     let exchanges = summary["http"].as_array().unwrap();
     let first = &exchanges[0];
-    if mode == "auto" {
-        // The SDK's 2026-era probe carries `MCP-Protocol-Version: 2026-07-28` and no session;
-        // mcpmux refuses the unknown version with 400 + a JSON-RPC error, and the SDK falls back.
-        assert_eq!(first["rpc"], "server/discover", "{summary}");
-        assert_eq!(first["status"], 400, "{summary}");
-        assert_eq!(first["content_type"], "application/json");
-        assert_eq!(exchanges[1]["rpc"], "initialize", "{summary}");
-    } else {
-        assert_eq!(first["rpc"], "initialize", "{summary}");
+    if mode != "legacy" {
+        // Stateless: no handshake, no session, no GET stream, no DELETE (the script checked each
+        // POST's headers). In auto mode the SDK's probe is answered, so it stays on 2026-07-28.
+        if mode == "auto" {
+            assert_eq!(first["rpc"], "server/discover", "{summary}");
+        }
+        assert_eq!(first["status"], 200, "{summary}");
+        let rpcs: Vec<&Value> = exchanges.iter().map(|e| &e["rpc"]).collect();
+        assert!(!rpcs.contains(&&json!("initialize")), "{summary}");
+        assert_eq!(summary["get_stream"], json!([]));
+        return;
     }
+    assert_eq!(first["rpc"], "initialize", "{summary}");
     assert_eq!(
         summary["get_stream"],
         json!([[200, "text/event-stream"]]),
@@ -176,14 +198,21 @@ async fn python_sdk_over_streamable_http() {
     let url = daemon.url.clone();
     let auto_args = ["--http", url.as_str()];
     let legacy_args = ["--http", url.as_str(), "--mode", "legacy"];
-    let (auto, legacy) = tokio::join!(
+    let pinned_args = ["--http", url.as_str(), "--mode", "2026-07-28"];
+    // One daemon, both eras at once.
+    let (auto, legacy, pinned) = tokio::join!(
         run_python_client(&daemon, &auto_args),
         run_python_client(&daemon, &legacy_args),
+        run_python_client(&daemon, &pinned_args),
     );
-    assert_python_summary(&auto, "http", "auto");
-    assert_python_http_exchanges(&auto, "auto");
-    assert_python_summary(&legacy, "http", "legacy");
-    assert_python_http_exchanges(&legacy, "legacy");
+    for (summary, mode) in [
+        (&auto, "auto"),
+        (&legacy, "legacy"),
+        (&pinned, "2026-07-28"),
+    ] {
+        assert_python_summary(summary, "http", mode);
+        assert_python_http_exchanges(summary, mode);
+    }
     assert!(
         daemon.stop(),
         "daemon exited uncleanly:\n{}",
@@ -198,15 +227,18 @@ async fn python_sdk_through_mcpmux_stdio() {
     let command = stdio_command(&daemon.url);
     let auto_args = ["--stdio", command.as_str()];
     let legacy_args = ["--stdio", command.as_str(), "--mode", "legacy"];
-    let (auto, legacy) = tokio::join!(
+    let pinned_args = ["--stdio", command.as_str(), "--mode", "2026-07-28"];
+    let (auto, legacy, pinned) = tokio::join!(
         run_python_client(&daemon, &auto_args),
         run_python_client(&daemon, &legacy_args),
+        run_python_client(&daemon, &pinned_args),
     );
     assert_python_summary(&auto, "stdio", "auto");
     assert_python_summary(&legacy, "stdio", "legacy");
+    assert_python_summary(&pinned, "stdio", "2026-07-28");
     // The SDK closes the bridge's stdin and waits 2 s before killing its process group: a close
     // that took 2 s means the bridge did not exit by itself.
-    for summary in [&auto, &legacy] {
+    for summary in [&auto, &legacy, &pinned] {
         let close = summary["close_seconds"].as_f64().unwrap();
         assert!(
             close < 2.0,

@@ -72,8 +72,12 @@ async fn start_daemon_with(table: &str) -> Daemon {
 }
 
 /// Runs `tests/interop/python_protocol.py ARGS`; returns its JSON summary.
+/// The SDK connects in `legacy` mode: what this checks (server requests on the session,
+/// `logging/setLevel`, `resources/subscribe`, list_changed on the session's stream) is the
+/// handshake era's.
 async fn run_python(daemon: &Daemon, args: &[&str]) -> Value {
-    let (summary, wall) = run_script(daemon, "python_protocol.py", args, PYTHON_DEADLINE).await;
+    let args = [args, &["--mode", "legacy"]].concat();
+    let (summary, wall) = run_script(daemon, "python_protocol.py", &args, PYTHON_DEADLINE).await;
     let items = summary["items"].as_object().map_or(String::new(), |items| {
         items
             .iter()

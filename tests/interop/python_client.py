@@ -7,11 +7,14 @@ Run by tests/interop/interop.rs against a daemon with two test upstreams, `alpha
     python_client.py --stdio "/path/to/mcpmux stdio --url http://127.0.0.1:PORT/mcp"
 
 It connects with the SDK's high-level `mcp.Client` (default `--mode auto`: the SDK first probes
-`server/discover` and falls back to the `initialize` handshake, as it does for any user), lists
-tools across every page, calls tools, gets a prompt, reads resources (plain and template-expanded),
-lists resource templates and pings. Over HTTP it also records every HTTP exchange the SDK made
-(method, status, content type, MCP headers) and, after the SDK closed the session, checks that the
-session is really gone.
+`server/discover` and stays on the 2026-07-28 revision when it is answered, falling back to the
+`initialize` handshake otherwise; `--mode legacy` handshakes; `--mode 2026-07-28` is stateless from
+the first request), lists tools across every page, calls tools, gets a prompt, reads resources
+(plain and template-expanded), lists resource templates and (handshake era only: 2026-07-28 has no
+ping) pings. Over HTTP it also records every HTTP exchange the SDK made (method, status, content
+type, MCP headers) and checks them: a handshake session is issued, used and, after the SDK closed
+it, really gone; a stateless connection sends the envelope's version and method on every POST and
+never gets a session.
 
 On success it prints one JSON summary line on stdout and exits 0. On any failure it prints
 `python_client: FAILED: <reason>` on stderr and exits 1 (2 when the SDK is not installed).
@@ -37,6 +40,9 @@ try:
     from mcp.shared._httpx_utils import create_mcp_http_client
 except ImportError as exc:  # pragma: no cover - environment problem, not a test result
     import_failed("python_client", exc)
+
+
+MODERN = "2026-07-28"
 
 
 class CheckFailed(Exception):
@@ -74,6 +80,7 @@ class HttpLog:
                 "status": response.status_code,
                 "content_type": response.headers.get("content-type", "").split(";")[0],
                 "sent_version": request.headers.get("mcp-protocol-version"),
+                "sent_method": request.headers.get("mcp-method"),
                 "sent_session": "mcp-session-id" in request.headers,
                 "issued_session": issued is not None,
             }
@@ -98,15 +105,17 @@ def text_of(content: Any) -> str | None:
     return getattr(content, "text", None)
 
 
-async def exercise(client: Client) -> dict[str, Any]:
+async def exercise(client: Client, pinned: bool) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "protocol_version": client.protocol_version,
         "server_name": client.server_info.name if client.server_info else None,
     }
     caps = client.server_capabilities
-    check(caps.tools is not None, f"server capabilities lack tools: {caps}")
-    check(caps.prompts is not None, f"server capabilities lack prompts: {caps}")
-    check(caps.resources is not None, f"server capabilities lack resources: {caps}")
+    # A client pinned to 2026-07-28 asks nothing up front: the SDK makes up an empty discovery.
+    if not pinned:
+        check(caps.tools is not None, f"server capabilities lack tools: {caps}")
+        check(caps.prompts is not None, f"server capabilities lack prompts: {caps}")
+        check(caps.resources is not None, f"server capabilities lack resources: {caps}")
 
     tools, pages = await list_all(client.list_tools, "tools")
     names = [t.name for t in tools]
@@ -131,6 +140,10 @@ async def exercise(client: Client) -> dict[str, Any]:
         check(params.get("name") == "echo", f"upstream saw tool name {params.get('name')!r}")
         check(params.get("arguments") == {"text": "hi"}, f"upstream saw arguments {params.get('arguments')!r}")
         echoed[upstream] = structured.get("upstream")
+        if client.protocol_version == MODERN:
+            # Each 2026-07-28 result names the server that wrote it.
+            stamp = (result.meta or {}).get("io.modelcontextprotocol/serverInfo") or {}
+            summary["result_server_name"] = stamp.get("name")
     summary["echo"] = echoed
 
     failed = await client.call_tool("alpha__fail", {})
@@ -170,11 +183,14 @@ async def exercise(client: Client) -> dict[str, Any]:
     for expected in ("alpha+test://alpha/item/{id}", "beta+test://beta/item/{id}"):
         check(expected in summary["templates"], f"{expected} missing from templates: {summary['templates']}")
 
-    with warnings.catch_warnings():
-        # ping is deprecated for the 2026 era only; it is part of every handshake-era revision.
-        warnings.simplefilter("ignore")
-        await client.send_ping()
-    summary["ping"] = True
+    if client.protocol_version == MODERN:
+        summary["ping"] = "not in 2026-07-28"
+    else:
+        with warnings.catch_warnings():
+            # ping is deprecated for the 2026 era only; it is part of every handshake-era revision.
+            warnings.simplefilter("ignore")
+            await client.send_ping()
+        summary["ping"] = True
 
     try:
         await client.call_tool("gamma__echo", {})
@@ -209,11 +225,13 @@ async def run_http(url: str, mode: str) -> dict[str, Any]:
     async with http:
         started = time.monotonic()
         async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
-            summary = await exercise(client)
+            summary = await exercise(client, mode == MODERN)
             version = client.protocol_version
         summary["seconds"] = round(time.monotonic() - started, 3)
     ex = log.exchanges
     summary["http"] = ex
+    if version == MODERN:
+        return check_stateless(summary, ex)
     check(log.session_id is not None, f"no Mcp-Session-Id was issued: {ex}")
     inits = [e for e in ex if e["rpc"] == "initialize"]
     check(len(inits) == 1 and inits[0]["status"] == 200, f"initialize exchange: {inits}")
@@ -233,12 +251,26 @@ async def run_http(url: str, mode: str) -> dict[str, Any]:
     return summary
 
 
+def check_stateless(summary: dict[str, Any], ex: list[dict[str, Any]]) -> dict[str, Any]:
+    """A 2026-07-28 connection over HTTP: POSTs only, each naming its version and method, no session."""
+    check(all(e["http"] == "POST" for e in ex), f"a stateless client only POSTs: {ex}")
+    check(not any(e["issued_session"] for e in ex), f"a session was issued to a stateless client: {ex}")
+    unmirrored = [e for e in ex if e["sent_version"] != MODERN or e["sent_method"] != e["rpc"]]
+    check(not unmirrored, f"POSTs without the version or method header: {unmirrored}")
+    bad = [e for e in ex if e["status"] != 200]
+    check(not bad, f"HTTP errors: {bad}")
+    summary["get_stream"] = []
+    summary["delete_status"] = None
+    summary["after_close_status"] = None
+    return summary
+
+
 async def run_stdio(command: str, mode: str) -> dict[str, Any]:
     params = stdio_server(command)
     started = time.monotonic()
     client = Client(params, mode=mode)
     async with client:
-        summary = await exercise(client)
+        summary = await exercise(client, mode == MODERN)
         closing = time.monotonic()
     summary["close_seconds"] = round(time.monotonic() - closing, 3)
     summary["seconds"] = round(time.monotonic() - started, 3)

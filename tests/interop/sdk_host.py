@@ -30,7 +30,9 @@ def parse_args(doc: str | None, timeout: float) -> argparse.Namespace:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--http", metavar="URL", help="the daemon's Streamable HTTP endpoint")
     target.add_argument("--stdio", metavar="COMMAND", help='e.g. "mcpmux stdio --url URL" (shell-quoted)')
-    parser.add_argument("--mode", default="auto", choices=["auto", "legacy"], help="SDK connect mode")
+    parser.add_argument(
+        "--mode", default="auto", choices=["auto", "legacy", "2026-07-28"], help="SDK connect mode"
+    )
     parser.add_argument("--timeout", type=float, default=timeout, help="overall deadline in seconds")
     return parser.parse_args()
 
