@@ -15,6 +15,7 @@
 //! - `rounds`: a stateless host's multi-round requests to a handshake-era upstream (its server
 //!   requests as `input_required`, the call parked until the host's retry).
 //! - `forward`: calls, reads and the one funnel to upstreams (which instance serves a request).
+//! - `listen`: a stateless host's `subscriptions/listen` stream of change notifications.
 //! - `listing`: aggregate pages and cursors. `content`: fitting results to the host's version.
 //! - `subscriptions`, `logging`, `completion`, `tasks`: the other request methods.
 //! - `answers`: host notifications, host answers to server requests, the end of a session.
@@ -26,6 +27,7 @@ mod content;
 mod forward;
 mod initialize;
 mod layers;
+mod listen;
 mod listing;
 mod logging;
 mod method;
@@ -211,6 +213,21 @@ impl HostService {
         method::exists(method, version)
     }
 
+    /// A stateless host's `subscriptions/listen` (request `id` with `params`, in the view of
+    /// `profile`): the stream's messages, or why it is refused.
+    pub fn listen(
+        self: &Arc<Self>,
+        id: &RawValue,
+        params: Option<&RawValue>,
+        profile: Option<Arc<crate::config::Profile>>,
+    ) -> Result<impl futures_util::Stream<Item = String> + Send + 'static, RpcError> {
+        let version = crate::mcp::version::Version::MODERN;
+        match HostMethod::parse("subscriptions/listen", params, version)? {
+            HostMethod::Listen { filter } => Ok(self.listen_stream(id, profile, filter)),
+            _ => Err(RpcError::method_not_found("subscriptions/listen")),
+        }
+    }
+
     /// Handles one request of an initialized session; returns the response line.
     pub async fn request(
         &self,
@@ -295,6 +312,11 @@ impl HostService {
         match method {
             HostMethod::Ping => Ok(Answer::Result(to_raw(&json!({})))),
             HostMethod::Discover => self.discover(host).await,
+            // A stream, which the transport serves through [`HostService::listen`].
+            HostMethod::Listen { .. } => Err(RpcError::new(
+                codes::INVALID_REQUEST,
+                "subscriptions/listen is answered with an event stream; send it accepting text/event-stream",
+            )),
             HostMethod::List { kind, cursor } => self.list(host, kind, cursor),
             HostMethod::CallNamed {
                 kind,

@@ -17,6 +17,8 @@ pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// `_meta` key: the client's name and version.
 pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// `_meta` key of what a `subscriptions/listen` stream carries: the listen request's id.
+pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 /// `_meta` key of a result: the server's name and version.
 pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 

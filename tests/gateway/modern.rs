@@ -3,10 +3,11 @@
 //! the real daemon with two test upstreams; every answer checked against the 2026-07-28 schema.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{Client, Daemon, Schemas, read_messages, sha256_hex, test_upstream};
+use crate::common::{Client, Daemon, Schemas, SseReader, read_messages, sha256_hex, test_upstream};
 
 const MODERN: &str = "2026-07-28";
 
@@ -158,7 +159,11 @@ async fn a_2026_host_is_served_statelessly_beside_a_handshake_session() {
             .unwrap()
             .contains(&json!("2025-11-25"))
     );
-    assert!(result["capabilities"]["tools"].is_object(), "{result}");
+    assert_eq!(
+        result["capabilities"]["tools"],
+        json!({"listChanged": true}),
+        "{result}"
+    );
     assert!(result["capabilities"].get("tasks").is_none());
     assert_eq!(
         result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
@@ -577,4 +582,68 @@ async fn a_legacy_upstreams_requests_reach_a_2026_host_as_input_required_rounds(
         error["data"]["requiredCapabilities"]["sampling"].is_object(),
         "{error}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_carries_the_changes_a_2026_host_opted_in_to() {
+    let daemon = start().await;
+    let host = ModernHost::new(&daemon.url);
+    let params = json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["x"]},
+                        "_meta": envelope()});
+    let body =
+        json!({"jsonrpc": "2.0", "id": 77, "method": "subscriptions/listen", "params": params});
+    let response = host
+        .http
+        .post(&daemon.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-accel-buffering"], "no");
+    let mut stream = SseReader::new(response);
+    let mut next = async || -> Value {
+        let event = stream.next_event(Duration::from_secs(20)).await;
+        let event = event.expect("a message in time").expect("the stream open");
+        let message: Value = serde_json::from_str(&event.data).unwrap();
+        host.schemas.check_message(&message, None);
+        message
+    };
+    // The acknowledgement first: what was agreed (resource subscriptions are not, yet).
+    let ack = next().await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        77
+    );
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+
+    // A tool appears upstream: one notification, tagged, and nothing it did not ask for.
+    let added = host
+        .request(
+            2,
+            "tools/call",
+            json!({"name": "beta__add_tool", "arguments": {"name": "zz"}}),
+        )
+        .await;
+    assert_eq!(added.last()["result"]["resultType"], "complete");
+    let changed = next().await;
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        77
+    );
+    let tools = host.request(3, "tools/list", json!({})).await;
+    let listed = tools.last()["result"]["tools"].to_string();
+    assert!(listed.contains("beta__zz"), "{listed}");
 }

@@ -75,6 +75,9 @@ pub(super) async fn post(
         return refused(StatusCode::NOT_FOUND, RpcError::method_not_found(&method));
     }
     let accepts = Accepts::of(headers);
+    if method == "subscriptions/listen" {
+        return listen(state, id, params, admitted, accepts, refused);
+    }
     if !accepts.json && !accepts.stream {
         let error = RpcError::new(
             codes::INVALID_REQUEST,
@@ -101,6 +104,36 @@ pub(super) async fn post(
             .insert("x-accel-buffering", HeaderValue::from_static("no"));
     }
     response
+}
+
+/// `subscriptions/listen`: an event stream of the change notifications the host opted in to,
+/// kept alive, for as long as the host reads it and the daemon runs.
+fn listen(
+    state: &AppState,
+    id: &RawValue,
+    params: Option<&RawValue>,
+    admitted: Admitted,
+    accepts: Accepts,
+    refused: impl Fn(StatusCode, RpcError) -> Response,
+) -> Response {
+    if !accepts.stream {
+        let error = RpcError::new(
+            codes::INVALID_REQUEST,
+            "Not Acceptable: subscriptions/listen is answered with text/event-stream",
+        );
+        return refused(StatusCode::NOT_ACCEPTABLE, error);
+    }
+    match state.service.listen(id, params, admitted.access.profile) {
+        Ok(messages) => {
+            let events = futures_util::StreamExt::map(messages, super::event);
+            let mut response = super::sse(events);
+            response
+                .headers_mut()
+                .insert("x-accel-buffering", HeaderValue::from_static("no"));
+            response
+        }
+        Err(error) => refused(StatusCode::BAD_REQUEST, error),
+    }
 }
 
 /// The headers that mirror the body must agree with it (`-32020`): `MCP-Protocol-Version` with

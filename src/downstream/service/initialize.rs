@@ -124,20 +124,16 @@ fn initialize_result(snapshot: &Snapshot, version: Version) -> Value {
 }
 
 /// What mcpmux offers a host of `version` in `snapshot`'s view: the union of what the ready
-/// upstreams offer, limited to what the version knows. A stateless (2026-07-28) host is offered
-/// no change notifications, subscriptions or log messages: mcpmux has no stream to send them on
-/// yet.
+/// upstreams offer, limited to what the version knows. A stateless (2026-07-28) host learns of
+/// list changes on a `subscriptions/listen` stream; it is offered no resource subscriptions or
+/// log messages yet.
 pub(super) fn capabilities(snapshot: &Snapshot, version: Version) -> Value {
     let offered = |pointer: &str| snapshot.offering(pointer).next().is_some();
     let stateful = !version.is_modern();
     let mut capabilities = serde_json::Map::new();
     for kind in ListKind::ALL {
         if offered(&format!("/{}", kind.capability())) {
-            let listed = if stateful {
-                json!({ "listChanged": true })
-            } else {
-                json!({})
-            };
+            let listed = json!({ "listChanged": true });
             capabilities.insert(kind.capability().to_owned(), listed);
         }
     }

@@ -10,12 +10,18 @@ use crate::jsonrpc::{Members, RpcError, codes};
 use crate::mcp::ListKind;
 use crate::mcp::version::Version;
 
+use super::listen::Filter;
+
 /// What a host asked for.
 #[derive(Debug)]
 pub(super) enum HostMethod<'a> {
     Ping,
     /// `server/discover` (2026-07-28).
     Discover,
+    /// `subscriptions/listen` (2026-07-28): served as a stream, not answered.
+    Listen {
+        filter: Filter,
+    },
     /// `tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`.
     List {
         kind: ListKind,
@@ -85,6 +91,7 @@ impl<'a> HostMethod<'a> {
         match method {
             "ping" => Ok(Self::Ping),
             "server/discover" => Ok(Self::Discover),
+            "subscriptions/listen" => Self::listen(params),
             "tools/list" => list(ListKind::Tools),
             "prompts/list" => list(ListKind::Prompts),
             "resources/list" => list(ListKind::Resources),
@@ -147,6 +154,37 @@ impl<'a> HostMethod<'a> {
         })
     }
 
+    fn listen(params: Option<&'a RawValue>) -> Result<Self, RpcError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Asked {
+            #[serde(default)]
+            tools_list_changed: bool,
+            #[serde(default)]
+            prompts_list_changed: bool,
+            #[serde(default)]
+            resources_list_changed: bool,
+        }
+        #[derive(Deserialize)]
+        struct Params {
+            notifications: Asked,
+        }
+        let params = params.ok_or_else(|| {
+            RpcError::invalid_params("subscriptions/listen needs `notifications`")
+        })?;
+        let Params {
+            notifications: asked,
+        } = serde_json::from_str(params.get())
+            .map_err(|e| RpcError::invalid_params(format!("Invalid params: {e}")))?;
+        Ok(Self::Listen {
+            filter: Filter {
+                tools: asked.tools_list_changed,
+                prompts: asked.prompts_list_changed,
+                resources: asked.resources_list_changed,
+            },
+        })
+    }
+
     fn complete(params: Option<&'a RawValue>) -> Result<Self, RpcError> {
         let members = needs(params, "ref")?;
         let reference = members
@@ -180,8 +218,9 @@ impl<'a> HostMethod<'a> {
 }
 
 /// Every request method mcpmux answers, of either era.
-const METHODS: [&str; 18] = [
+const METHODS: [&str; 19] = [
     "initialize",
+    "subscriptions/listen",
     "ping",
     "server/discover",
     "tools/list",
@@ -206,7 +245,8 @@ pub(super) fn exists(method: &str, version: Version) -> bool {
     METHODS.contains(&method) && in_revision(method, version)
 }
 
-/// Whether `method` is part of `version`: 2026-07-28 has `server/discover` and drops `ping`,
+/// Whether `method` is part of `version`: 2026-07-28 has `server/discover` and
+/// `subscriptions/listen`, and drops `ping`,
 /// `logging/setLevel`, `resources/(un)subscribe` (a `subscriptions/listen` stream replaces them),
 /// the handshake and the core tasks (now an extension, which mcpmux does not route).
 fn in_revision(method: &str, version: Version) -> bool {
@@ -223,7 +263,7 @@ fn in_revision(method: &str, version: Version) -> bool {
     ];
     match version.is_modern() {
         true => !HANDSHAKE_ONLY.contains(&method),
-        false => method != "server/discover",
+        false => !matches!(method, "server/discover" | "subscriptions/listen"),
     }
 }
 
