@@ -222,12 +222,12 @@ impl HostService {
                 trace: trace.carried(host),
             };
             let method = method.to_owned();
-            let task = tokio::spawn(async move {
+            let request = Box::pin(async move {
                 target
                     .request_within(&method, Some(&params), Some(call), timeout)
                     .await
             });
-            let flight = Rounds::flight(task, (caller, events), binding);
+            let flight = Rounds::flight(request, (caller, events), binding);
             let reply = self.round(flight, upstream, route).await;
             trace.end(matches!(reply, Ok(Reply::Result(_))));
             return reply;

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -154,9 +155,48 @@ impl Caller for InputCaller {
     }
 }
 
+/// The upstream call itself: driven by the round serving it until the upstream asks for input,
+/// then by a task of its own while the host answers (so a call that asks for nothing costs no
+/// task).
+enum Call {
+    Here(BoxFuture<'static, Result<Reply, UpstreamError>>),
+    Away(JoinHandle<Result<Reply, UpstreamError>>),
+}
+
+impl Call {
+    /// Drives it on its own from now on (it is parked).
+    fn send_away(&mut self) {
+        if let Self::Here(call) = self {
+            let call = std::mem::replace(call, Box::pin(std::future::pending()));
+            *self = Self::Away(tokio::spawn(call));
+        }
+    }
+}
+
+impl std::future::Future for Call {
+    type Output = Result<Result<Reply, UpstreamError>, RpcError>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match self.get_mut() {
+            Self::Here(call) => call.as_mut().poll(cx).map(Ok),
+            Self::Away(task) => std::pin::Pin::new(task).poll(cx).map(|ended| {
+                ended.map_err(|e| {
+                    RpcError::new(
+                        codes::INTERNAL_ERROR,
+                        format!("the upstream call ended: {e}"),
+                    )
+                })
+            }),
+        }
+    }
+}
+
 /// An upstream call that may take several rounds. Dropping it cancels the call upstream.
 pub(super) struct Flight {
-    task: JoinHandle<Result<Reply, UpstreamError>>,
+    call: Call,
     events: mpsc::Receiver<Event>,
     caller: Arc<InputCaller>,
     /// Requests for input the host has not answered yet.
@@ -169,8 +209,10 @@ pub(super) struct Flight {
 
 impl Drop for Flight {
     fn drop(&mut self) {
-        // The request future ends with the task, and the connection cancels it upstream.
-        self.task.abort();
+        // The request future ends (with its task), and the connection cancels it upstream.
+        if let Call::Away(task) = &self.call {
+            task.abort();
+        }
     }
 }
 
@@ -233,14 +275,14 @@ impl Rounds {
         (caller, rx)
     }
 
-    /// A call under way (`task`), bound to `binding`.
+    /// The upstream `call` of a stateless request, bound to `binding`.
     pub(super) fn flight(
-        task: JoinHandle<Result<Reply, UpstreamError>>,
+        call: BoxFuture<'static, Result<Reply, UpstreamError>>,
         (caller, events): (Arc<InputCaller>, mpsc::Receiver<Event>),
         binding: String,
     ) -> Flight {
         Flight {
-            task,
+            call: Call::Here(call),
             events,
             caller,
             asked: Vec::new(),
@@ -258,10 +300,7 @@ impl Rounds {
             }
             tokio::select! {
                 biased;
-                answer = &mut flight.task => {
-                    let answer = answer.map_err(|e| RpcError::new(codes::INTERNAL_ERROR, format!("the upstream call ended: {e}")))?;
-                    return Ok((Round::Done(answer), started));
-                }
+                answer = &mut flight.call => return Ok((Round::Done(answer?), started)),
                 Some(event) = flight.events.recv() => {
                     flight.take(event)?;
                     while let Ok(event) = flight.events.try_recv() {
@@ -315,7 +354,8 @@ impl Rounds {
     }
 
     /// Parks `flight` and writes its `input_required` result.
-    fn park(&self, flight: Flight) -> Result<Round, RpcError> {
+    fn park(&self, mut flight: Flight) -> Result<Round, RpcError> {
+        flight.call.send_away();
         let id: u128 = rand::random();
         let state = self
             .sealer
