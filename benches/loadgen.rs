@@ -37,7 +37,12 @@
 //!     [--rate R (0: closed loop)] [--upstreams U (1)] [--mode direct|mcpmux|both]
 //!     [--audit on|off|both] [--repeat N (1)] [--otlp] [--json]
 //!     [--mcpmux PATH] [--upstream-cmd "CMD ARGS..."] [--upstream-url URL] [--arguments JSON]
+//!     [--era handshake|2026-07-28]
 //! ```
+//!
+//! `--era 2026-07-28` makes the host side of the `mcpmux` runs stateless: no `initialize`, each
+//! request with its `_meta` envelope and the `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name`
+//! headers (what a 2026-07-28 call costs against a handshake session's).
 //!
 //! `cargo bench` builds release binaries (this package's two are the defaults). `--json` prints
 //! one JSON object on stdout instead of the table. The load generator shares the machine's cores
@@ -111,10 +116,20 @@ struct Args {
     /// The `arguments` of each `echo` call (JSON); its answer must mention "hello".
     #[arg(long, default_value = r#"{"text":"hello"}"#)]
     arguments: String,
+    /// The protocol era of the host side of `mcpmux` runs: `handshake` (an `initialize`d
+    /// 2025-11-25 session) or `2026-07-28` (stateless: each request with its `_meta` envelope and
+    /// mirrored headers, no session).
+    #[arg(long, default_value = "handshake", value_parser = ["handshake", "2026-07-28"])]
+    era: String,
 }
 
 /// `--arguments`, as given.
 static ARGUMENTS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The revision a stateless host names on each request.
+const MODERN: &str = "2026-07-28";
+/// The `_meta` envelope of a stateless request.
+const ENVELOPE: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"loadgen","version":"0"}}"#;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -136,11 +151,16 @@ fn initialize() -> Vec<u8> {
     request(0, "initialize", params)
 }
 
-fn call_body(id: u64, tool: &str) -> Vec<u8> {
+/// A `tools/call` of `tool`; `modern`: with the stateless envelope.
+fn call_body(id: u64, tool: &str, modern: bool) -> Vec<u8> {
     let arguments = ARGUMENTS
         .get()
         .map_or(r#"{"text":"hello"}"#, String::as_str);
-    let params = format!(r#"{{"name":"{tool}","arguments":{arguments}}}"#);
+    let meta = match modern {
+        true => format!(r#","_meta":{ENVELOPE}"#),
+        false => String::new(),
+    };
+    let params = format!(r#"{{"name":"{tool}","arguments":{arguments}{meta}}}"#);
     format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#).into()
 }
 
@@ -229,12 +249,20 @@ struct Http {
     client: reqwest::Client,
     url: String,
     session: Option<String>,
+    /// A stateless (2026-07-28) host: no session, the method and name mirrored in headers.
+    modern: bool,
 }
 
 impl Http {
     /// POSTs one message; returns the session header and, for a request (`id` given), the
-    /// JSON-RPC response with that id (from a JSON body or from an SSE stream).
-    async fn post(&self, body: Vec<u8>, id: Option<u64>) -> Res<(Option<String>, Vec<u8>)> {
+    /// JSON-RPC response with that id (from a JSON body or from an SSE stream). A stateless
+    /// host's request carries `mirror` (its method and name) as headers.
+    async fn post(
+        &self,
+        body: Vec<u8>,
+        id: Option<u64>,
+        mirror: (&str, Option<&str>),
+    ) -> Res<(Option<String>, Vec<u8>)> {
         use reqwest::header::{ACCEPT, CONTENT_TYPE};
         let mut req = self.client.post(&self.url).body(body);
         req = req.header(CONTENT_TYPE, "application/json");
@@ -242,6 +270,13 @@ impl Http {
         if let Some(s) = &self.session {
             req = req.header("Mcp-Session-Id", s);
             req = req.header("MCP-Protocol-Version", PROTO);
+        }
+        if self.modern {
+            req = req.header("MCP-Protocol-Version", MODERN);
+            req = req.header("Mcp-Method", mirror.0);
+            if let Some(name) = mirror.1 {
+                req = req.header("Mcp-Name", name);
+            }
         }
         let resp = req.send().await.map_err(ctx("POST"))?;
         let status = resp.status();
@@ -276,7 +311,8 @@ impl Http {
         Err(format!("SSE stream ended without the answer to {id}"))
     }
 
-    async fn connect(url: String, conc: usize) -> Res<Http> {
+    /// A host of `url`: an initialized session, or (`modern`) a stateless host.
+    async fn connect(url: String, conc: usize, modern: bool) -> Res<Http> {
         let builder = reqwest::Client::builder().http1_only().no_proxy();
         let client = builder.pool_max_idle_per_host(conc).timeout(CALL_TIMEOUT);
         let client = client.build().map_err(ctx("client"))?;
@@ -284,12 +320,17 @@ impl Http {
             client,
             url,
             session: None,
+            modern,
         };
-        let init = h.post(initialize(), Some(0)).await;
+        if modern {
+            return Ok(h);
+        }
+        let init = h.post(initialize(), Some(0), ("initialize", None)).await;
         let (session, answer) = init.map_err(ctx("initialize"))?;
         check(&answer, false).map_err(ctx("initialize"))?;
         h.session = session;
-        let sent = h.post(INITIALIZED.into(), None).await;
+        let initialized = ("notifications/initialized", None);
+        let sent = h.post(INITIALIZED.into(), None, initialized).await;
         sent.map_err(ctx("notifications/initialized"))?;
         Ok(h)
     }
@@ -302,8 +343,12 @@ impl Http {
             let mut cursor = None::<String>;
             for _page in 0..10_000 {
                 let id = NEXT_ID.fetch_add(1, Relaxed);
-                let params = cursor.map_or_else(|| json!({}), |c| json!({"cursor": c}));
-                let answer = self.post(request(id, "tools/list", params), Some(id)).await;
+                let mut params = cursor.map_or_else(|| json!({}), |c| json!({"cursor": c}));
+                if self.modern {
+                    params["_meta"] = serde_json::from_str(ENVELOPE).unwrap_or_default();
+                }
+                let body = request(id, "tools/list", params);
+                let answer = self.post(body, Some(id), ("tools/list", None)).await;
                 let answer =
                     answer.and_then(|(_, a)| serde_json::from_slice(&a).map_err(ctx("JSON")));
                 let msg: Value = answer.unwrap_or_else(|e| json!({ "error": e }));
@@ -507,9 +552,19 @@ impl Target {
     async fn call(&self) -> Res<()> {
         let id = NEXT_ID.fetch_add(1, Relaxed);
         let answer = match self {
-            Target::Direct(d) => d.request(id, call_body(id, "echo")).await?,
-            Target::DirectHttp(h) => h.post(call_body(id, "echo"), Some(id)).await?.1,
-            Target::Http(h) => h.post(call_body(id, "up1__echo"), Some(id)).await?.1,
+            Target::Direct(d) => d.request(id, call_body(id, "echo", false)).await?,
+            Target::DirectHttp(h) => {
+                let body = call_body(id, "echo", false);
+                h.post(body, Some(id), ("tools/call", Some("echo")))
+                    .await?
+                    .1
+            }
+            Target::Http(h) => {
+                let body = call_body(id, "up1__echo", h.modern);
+                h.post(body, Some(id), ("tools/call", Some("up1__echo")))
+                    .await?
+                    .1
+            }
         };
         check(&answer, true)
     }
@@ -592,7 +647,7 @@ async fn measure(mode: &str, t: Target, args: &Args, mut probe: impl FnMut()) ->
 async fn run_direct(args: &Args, cmd: &[String]) -> Res<Value> {
     if let Some(url) = &args.upstream_url {
         eprintln!("loadgen: direct: {url} over Streamable HTTP");
-        let http = Http::connect(url.clone(), args.concurrency).await;
+        let http = Http::connect(url.clone(), args.concurrency, false).await;
         let http = http.map_err(ctx("direct: initialize"))?;
         let report = measure("direct", Target::DirectHttp(http), args, || ()).await;
         return report.map_err(ctx("direct"));
@@ -651,7 +706,7 @@ async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
     let pid = daemon.child.id();
     let with_tail = |e: String| format!("mcpmux: {e}{}", daemon.stderr_tail());
     eprintln!("loadgen: mcpmux: listening on {url}; waiting for up1__echo");
-    let http = Http::connect(url, args.concurrency).await;
+    let http = Http::connect(url, args.concurrency, args.era == MODERN).await;
     let http = http.map_err(with_tail)?;
     http.wait_for_tool("up1__echo").await.map_err(with_tail)?;
     let mut cpu = Vec::new();
@@ -679,6 +734,7 @@ async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
     report["gateway_rss_mib"] = json!(rss);
     report["upstreams"] = json!(n);
     report["audit"] = json!(on_off);
+    report["era"] = json!(args.era);
     report["audit_dropped"] = audit_counts["dropped"].clone();
     report["audit_queued"] = audit_counts["queued"].clone();
     report["audit_records"] = audit_counts["records"].clone();
