@@ -155,8 +155,13 @@ pub(super) struct SessionTables {
 }
 
 impl Session {
-    fn new(id: String, host: HostInfo, access: super::Access, outbox: usize, now_ms: u64) -> Self {
-        let (outbox, rx) = mpsc::channel(outbox);
+    fn new(
+        id: String,
+        host: HostInfo,
+        access: super::Access,
+        (outbox, rx): (mpsc::Sender<String>, Option<mpsc::Receiver<String>>),
+        now_ms: u64,
+    ) -> Self {
         Self {
             id,
             host: Arc::new(host),
@@ -164,7 +169,7 @@ impl Session {
             opened: Instant::now(),
             last_seen: AtomicU64::new(now_ms),
             outbox,
-            outbox_rx: Mutex::new(Some(rx)),
+            outbox_rx: Mutex::new(rx),
             streaming: AtomicBool::new(false),
             tables: Mutex::new(SessionTables::default()),
             next_server_request: AtomicU64::new(1),
@@ -177,13 +182,13 @@ impl Session {
     /// envelope declared, its in-flight entry and permit. Not kept in the store; it ends with the
     /// request, and what would go to a session's event stream has nowhere to go.
     pub fn stateless(host: HostInfo, access: super::Access) -> Arc<Self> {
-        Arc::new(Self::new(
-            format!("request-{}", new_id()),
-            host,
-            access,
-            1,
-            0,
-        ))
+        // One closed outbox shared by all of them: what is delivered to it is dropped.
+        static NOWHERE: std::sync::OnceLock<mpsc::Sender<String>> = std::sync::OnceLock::new();
+        let nowhere = NOWHERE.get_or_init(|| mpsc::channel(1).0).clone();
+        // Unique in the process, which is all a request's own id must be (it is not a credential).
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let id = format!("request-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        Arc::new(Self::new(id, host, access, (nowhere, None), 0))
     }
 
     /// Whether this is a stateless request's state rather than a host session.
@@ -333,11 +338,13 @@ impl SessionStore {
         max_sessions: usize,
     ) -> Result<Arc<Session>, SessionRefused> {
         let id = id.unwrap_or_else(new_id);
+        let (outbox, rx) = mpsc::channel(OUTBOX);
+        let outbox = (outbox, Some(rx));
         let session = Arc::new(Session::new(
             id.clone(),
             host,
             access,
-            OUTBOX,
+            outbox,
             self.now_ms(),
         ));
         let principal = session.access().principal.clone();

@@ -5,6 +5,7 @@
 //! the `=?base64?…?=` form in which header values carry what plain ASCII cannot.
 
 use base64::Engine;
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -38,6 +39,9 @@ pub struct Declared {
     pub version: String,
     pub capabilities: Value,
     pub client_info: Value,
+    /// What the request's `Mcp-Name` must repeat (`params.name` or `params.uri`, as a string),
+    /// with the member it came from.
+    pub name: Option<(&'static str, String)>,
 }
 
 /// An envelope of a revision mcpmux serves statelessly.
@@ -91,20 +95,44 @@ pub fn encode_header_value(value: &str) -> String {
     format!("=?base64?{}?=", engine.encode(value))
 }
 
+/// What one pass over a request's params reads: its `_meta` and the name `Mcp-Name` mirrors.
+#[derive(Deserialize)]
+struct Params<'a> {
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    uri: Option<&'a RawValue>,
+}
+
+/// The envelope's members.
+#[derive(Deserialize)]
+struct Meta<'a> {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+    version: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
+    capabilities: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/clientInfo", borrow, default)]
+    client_info: Option<&'a RawValue>,
+}
+
 impl Declared {
-    /// Reads the envelope of `params`: an error (`-32602`) names what is missing or malformed.
-    pub fn read(params: Option<&RawValue>) -> Result<Self, RpcError> {
+    /// Reads the envelope of `params` of a `method` request, in one pass that also finds the
+    /// name the request's `Mcp-Name` mirrors: an error (`-32602`) names what is missing or
+    /// malformed.
+    pub fn read(method: &str, params: Option<&RawValue>) -> Result<Self, RpcError> {
         let missing = || {
             RpcError::invalid_params(format!(
                 "Invalid params: a 2026-07-28 request carries `{PROTOCOL_VERSION}` and `{CLIENT_CAPABILITIES}` in params._meta"
             ))
         };
         let params = params.ok_or_else(missing)?;
-        let meta = Members::parse(params)?.get("_meta").ok_or_else(missing)?;
-        let meta = Members::parse(meta).map_err(|_| missing())?;
-        let (Some(version), Some(capabilities)) =
-            (meta.get(PROTOCOL_VERSION), meta.get(CLIENT_CAPABILITIES))
-        else {
+        let params: Params<'_> = serde_json::from_str(params.get())
+            .map_err(|e| RpcError::invalid_params(format!("Invalid params: {e}")))?;
+        let meta: Meta<'_> =
+            serde_json::from_str(params.meta.ok_or_else(missing)?.get()).map_err(|_| missing())?;
+        let (Some(version), Some(capabilities)) = (meta.version, meta.capabilities) else {
             return Err(missing());
         };
         let version: String = serde_json::from_str(version.get()).map_err(|_| {
@@ -116,11 +144,21 @@ impl Declared {
                 "Invalid params: `{CLIENT_CAPABILITIES}` is an object"
             )));
         }
-        let client_info = declared(CLIENT_INFO, meta.get(CLIENT_INFO))?;
+        let client_info = declared(CLIENT_INFO, meta.client_info)?;
+        let mirrored = match method {
+            "tools/call" | "prompts/get" => params.name.map(|name| ("name", name)),
+            "resources/read" => params.uri.map(|uri| ("uri", uri)),
+            _ => None,
+        };
+        let name = mirrored.and_then(|(key, value)| {
+            let text = serde_json::from_str::<String>(value.get()).ok()?;
+            Some((key, text))
+        });
         Ok(Self {
             version,
             capabilities,
             client_info,
+            name,
         })
     }
 
@@ -199,23 +237,28 @@ mod tests {
             r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/logLevel":"info"}"#,
         );
         assert_eq!(declared_version(Some(&ok)).as_deref(), Some("2026-07-28"));
-        let envelope = Declared::read(Some(&ok)).unwrap().accept().unwrap();
+        let declared = Declared::read("tools/call", Some(&ok)).unwrap();
+        assert_eq!(declared.name, Some(("name", "x".to_owned())));
+        let envelope = declared.accept().unwrap();
         assert_eq!(envelope.version, Version::MODERN);
         assert!(envelope.capabilities.get("sampling").is_some());
 
         let no_caps = params(r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#);
-        let error = Declared::read(Some(&no_caps)).unwrap_err();
+        let error = Declared::read("tools/call", Some(&no_caps)).unwrap_err();
         assert_eq!(error.code, codes::INVALID_PARAMS);
         assert!(error.message.contains(CLIENT_CAPABILITIES), "{error}");
         assert_eq!(
-            Declared::read(None).unwrap_err().code,
+            Declared::read("tools/call", None).unwrap_err().code,
             codes::INVALID_PARAMS
         );
 
         let future = params(
             r#"{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}"#,
         );
-        let error = Declared::read(Some(&future)).unwrap().accept().unwrap_err();
+        let error = Declared::read("tools/call", Some(&future))
+            .unwrap()
+            .accept()
+            .unwrap_err();
         assert_eq!(error.code, codes::UNSUPPORTED_PROTOCOL_VERSION);
         let data = error.data.unwrap();
         assert_eq!(data["requested"], "2099-01-01");
@@ -224,7 +267,10 @@ mod tests {
         let legacy = params(
             r#"{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}"#,
         );
-        let error = Declared::read(Some(&legacy)).unwrap().accept().unwrap_err();
+        let error = Declared::read("tools/call", Some(&legacy))
+            .unwrap()
+            .accept()
+            .unwrap_err();
         assert_eq!(error.code, codes::UNSUPPORTED_PROTOCOL_VERSION);
     }
 

@@ -61,9 +61,9 @@ pub(super) async fn post(
             .answering(Some(id), headers)
             .into_response()
     };
-    let envelope = Declared::read(params)
+    let envelope = Declared::read(&method, params)
         .and_then(|declared| {
-            check_headers(headers, &declared.version, &method, params)?;
+            check_headers(headers, &declared, &method)?;
             declared.accept()
         })
         .map_err(|error| refused(StatusCode::BAD_REQUEST, error));
@@ -139,12 +139,7 @@ fn listen(
 /// The headers that mirror the body must agree with it (`-32020`): `MCP-Protocol-Version` with
 /// the envelope's version, `Mcp-Method` with the method, `Mcp-Name` with the name or URI of the
 /// methods that carry one. Each must be present, and once.
-fn check_headers(
-    headers: &HeaderMap,
-    version: &str,
-    method: &str,
-    params: Option<&RawValue>,
-) -> Result<(), RpcError> {
+fn check_headers(headers: &HeaderMap, declared: &Declared, method: &str) -> Result<(), RpcError> {
     let one = |name: &str| -> Result<Option<&str>, RpcError> {
         let mut values = headers.get_all(name).iter();
         let first = values.next();
@@ -171,18 +166,16 @@ fn check_headers(
             ))),
         }
     };
-    matches(VERSION_HEADER, version)?;
+    matches(VERSION_HEADER, &declared.version)?;
     matches(METHOD_HEADER, method)?;
-    let Some((key, body)) = envelope::mirrored_name(method, params) else {
+    let Some((key, body)) = &declared.name else {
         return Ok(());
     };
     match one(NAME_HEADER)? {
         None => Err(mismatch(format!(
             "the {NAME_HEADER} header is missing (it must repeat params.{key})"
         ))),
-        Some(value) if envelope::decode_header_value(value).as_deref() == Some(body.as_str()) => {
-            Ok(())
-        }
+        Some(value) if envelope::decode_header_value(value).as_ref() == Some(body) => Ok(()),
         Some(value) => Err(mismatch(format!(
             "the {NAME_HEADER} header `{value}` does not match params.{key} `{body}`"
         ))),
@@ -192,12 +185,10 @@ fn check_headers(
 /// The HTTP status of a stateless request's answer: 400 for the errors the revision sends with
 /// it (a capability the request did not declare), else 200.
 fn status_of(line: &str) -> StatusCode {
-    // mcpmux writes its own errors code first: `…,"error":{"code":-32021,…`.
-    let missing = format!(
-        ",\"error\":{{\"code\":{},",
-        codes::MISSING_CLIENT_CAPABILITY
-    );
-    if line.contains(&missing) {
+    // mcpmux writes its own errors code first: `…,"error":{"code":-32021,…` (what an error
+    // line holds after its id; a result's text cannot hold it unescaped).
+    const MISSING: &str = r#","error":{"code":-32021,"#;
+    if line.contains(MISSING) {
         return StatusCode::BAD_REQUEST;
     }
     StatusCode::OK
@@ -212,6 +203,17 @@ fn mismatch(why: String) -> RpcError {
 mod tests {
     use super::*;
     use crate::jsonrpc::{Incoming, raw};
+
+    #[test]
+    fn only_a_missing_capability_is_answered_400() {
+        let missing = crate::jsonrpc::error_line(
+            Some(&raw("7".into())),
+            &RpcError::new(codes::MISSING_CLIENT_CAPABILITY, "no sampling"),
+        );
+        assert_eq!(status_of(&missing), StatusCode::BAD_REQUEST);
+        let other = crate::jsonrpc::error_line(None, &RpcError::invalid_params("x"));
+        assert_eq!(status_of(&other), StatusCode::OK);
+    }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
@@ -244,13 +246,18 @@ mod tests {
 
     #[test]
     fn headers_must_mirror_the_body() {
-        let params = raw(r#"{"name":"a__echo"}"#.to_owned());
+        const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+        let declared = |method: &str, params: &str| {
+            let params = raw(format!("{{{params},{META}}}"));
+            Declared::read(method, Some(&params)).unwrap()
+        };
+        let call = declared("tools/call", r#""name":"a__echo""#);
         let good = headers(&[
             (VERSION_HEADER, "2026-07-28"),
             (METHOD_HEADER, "tools/call"),
             (NAME_HEADER, "a__echo"),
         ]);
-        assert!(check_headers(&good, "2026-07-28", "tools/call", Some(&params)).is_ok());
+        assert!(check_headers(&good, &call, "tools/call").is_ok());
         let cases = [
             headers(&[(METHOD_HEADER, "tools/call"), (NAME_HEADER, "a__echo")]),
             headers(&[
@@ -275,7 +282,7 @@ mod tests {
             ]),
         ];
         for (i, case) in cases.iter().enumerate() {
-            let error = check_headers(case, "2026-07-28", "tools/call", Some(&params)).unwrap_err();
+            let error = check_headers(case, &call, "tools/call").unwrap_err();
             assert_eq!(error.code, codes::HEADER_MISMATCH, "case {i}: {error}");
         }
         let encoded = headers(&[
@@ -283,7 +290,7 @@ mod tests {
             (METHOD_HEADER, "resources/read"),
             (NAME_HEADER, "=?base64?YSt0ZXN0Oi8vw6k=?="),
         ]);
-        let uri = raw(r#"{"uri":"a+test://é"}"#.to_owned());
-        assert!(check_headers(&encoded, "2026-07-28", "resources/read", Some(&uri)).is_ok());
+        let read = declared("resources/read", r#""uri":"a+test://é""#);
+        assert!(check_headers(&encoded, &read, "resources/read").is_ok());
     }
 }

@@ -214,8 +214,7 @@ impl HostService {
             let principal = host.ctx.principal.as_deref();
             let binding = rounds::binding(principal, method, target_name, upstream.name());
             let session = &host.session.id;
-            let (caller, events) =
-                Rounds::caller(session, Arc::clone(&host.ctx.host), host.sink.clone());
+            let caller = Rounds::caller(session, Arc::clone(&host.ctx.host), host.sink.clone());
             let call = CallContext {
                 caller: Arc::clone(&caller) as Arc<dyn crate::upstream::Caller>,
                 progress,
@@ -227,7 +226,7 @@ impl HostService {
                     .request_within(&method, Some(&params), Some(call), timeout)
                     .await
             });
-            let flight = Rounds::flight(request, (caller, events), binding);
+            let flight = Rounds::flight(request, caller, binding);
             let reply = self.round(flight, upstream, route).await;
             trace.end(matches!(reply, Ok(Reply::Result(_))));
             return reply;

@@ -113,8 +113,9 @@ fn complete(result: Box<RawValue>, cache: Option<CacheScope>) -> Box<RawValue> {
         added.push(("cacheScope", scope));
     }
     let text = result.get();
-    let named = |key: &str| text.contains(&format!("\"{key}\""));
-    if !named("_meta") && added.iter().all(|(key, _)| !named(key)) {
+    // Each of these keys, quoted, as a member would be written.
+    const KEYS: [&str; 4] = ["\"_meta\"", "\"resultType\"", "\"ttlMs\"", "\"cacheScope\""];
+    if !KEYS.iter().any(|key| text.contains(key)) {
         if let Some(spliced) = splice(text, &added, &server_info) {
             return spliced;
         }

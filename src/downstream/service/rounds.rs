@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::downstream::sealed::Sealer;
@@ -39,7 +39,7 @@ const MAX_PARKED: usize = 1024;
 const MAX_ASKED: usize = 16;
 
 /// One request for input from the upstream, waiting for the host's answer.
-pub(super) struct Asked {
+struct Asked {
     key: String,
     method: String,
     params: Option<Box<RawValue>>,
@@ -47,7 +47,7 @@ pub(super) struct Asked {
 }
 
 /// What the upstream's side of a call says to its rounds.
-pub(super) enum Event {
+enum Event {
     Asked(Asked),
     /// It asked for what the host did not declare (the required capabilities, as an object).
     Missing(Value),
@@ -62,13 +62,41 @@ pub(super) struct InputCaller {
     host: Arc<HostInfo>,
     /// The response stream of the round being served, while it is open.
     sink: Mutex<Option<mpsc::Sender<String>>>,
-    events: mpsc::Sender<Event>,
+    /// What the upstream said since the round last looked (no allocation until it says
+    /// something: most calls never do).
+    events: Mutex<Vec<Event>>,
+    said: Notify,
     next_key: AtomicU64,
 }
 
 impl InputCaller {
     fn set_sink(&self, sink: Option<mpsc::Sender<String>>) {
         *lock(&self.sink) = sink;
+    }
+
+    /// Passes `event` to the call's rounds; false when the call already waits for all the
+    /// inputs it may.
+    fn say(&self, event: Event) -> bool {
+        {
+            let mut events = lock(&self.events);
+            if events.len() >= MAX_ASKED {
+                return false;
+            }
+            events.push(event);
+        }
+        self.said.notify_one();
+        true
+    }
+
+    /// What the upstream said, once it said something.
+    async fn heard(&self) -> Vec<Event> {
+        loop {
+            let events = std::mem::take(&mut *lock(&self.events));
+            if !events.is_empty() {
+                return events;
+            }
+            self.said.notified().await;
+        }
     }
 }
 
@@ -130,7 +158,7 @@ impl Caller for InputCaller {
         let url_mode = required["elicitation"].get("url").is_some();
         let declared = &self.host.capabilities[capability];
         if declared.is_null() || (url_mode && declared.get("url").is_none()) {
-            let _ = self.events.try_send(Event::Missing(required));
+            self.say(Event::Missing(required));
             return Err(refused(format!(
                 "the host did not declare the `{capability}` capability"
             )));
@@ -142,15 +170,17 @@ impl Caller for InputCaller {
             params: asked_with.map(ToOwned::to_owned),
             reply,
         };
-        self.events
-            .try_send(Event::Asked(asked))
-            .map_err(|_| refused(format!("the call already waits for {MAX_ASKED} inputs")))?;
+        if !self.say(Event::Asked(asked)) {
+            return Err(refused(format!(
+                "the call already waits for {MAX_ASKED} inputs"
+            )));
+        }
         Ok(raw_string(&key))
     }
 
     fn cancel_forwarded(&self, host_id: &RawValue, _reason: Option<&RawValue>) {
         if let Ok(key) = serde_json::from_str::<String>(host_id.get()) {
-            let _ = self.events.try_send(Event::Withdrawn(key));
+            self.say(Event::Withdrawn(key));
         }
     }
 }
@@ -197,7 +227,6 @@ impl std::future::Future for Call {
 /// An upstream call that may take several rounds. Dropping it cancels the call upstream.
 pub(super) struct Flight {
     call: Call,
-    events: mpsc::Receiver<Event>,
     caller: Arc<InputCaller>,
     /// Requests for input the host has not answered yet.
     asked: Vec<Asked>,
@@ -257,33 +286,30 @@ impl Rounds {
         }
     }
 
-    /// The caller a stateless request's upstream call reports to, and the channel its rounds
-    /// read.
+    /// The caller a stateless request's upstream call reports to.
     pub(super) fn caller(
         session_id: &str,
         host: Arc<HostInfo>,
         sink: Option<mpsc::Sender<String>>,
-    ) -> (Arc<InputCaller>, mpsc::Receiver<Event>) {
-        let (events, rx) = mpsc::channel(MAX_ASKED);
-        let caller = Arc::new(InputCaller {
+    ) -> Arc<InputCaller> {
+        Arc::new(InputCaller {
             session_id: session_id.to_owned(),
             host,
             sink: Mutex::new(sink),
-            events,
+            events: Mutex::new(Vec::new()),
+            said: Notify::new(),
             next_key: AtomicU64::new(1),
-        });
-        (caller, rx)
+        })
     }
 
     /// The upstream `call` of a stateless request, bound to `binding`.
     pub(super) fn flight(
         call: BoxFuture<'static, Result<Reply, UpstreamError>>,
-        (caller, events): (Arc<InputCaller>, mpsc::Receiver<Event>),
+        caller: Arc<InputCaller>,
         binding: String,
     ) -> Flight {
         Flight {
             call: Call::Here(call),
-            events,
             caller,
             asked: Vec::new(),
             binding,
@@ -301,9 +327,8 @@ impl Rounds {
             tokio::select! {
                 biased;
                 answer = &mut flight.call => return Ok((Round::Done(answer?), started)),
-                Some(event) = flight.events.recv() => {
-                    flight.take(event)?;
-                    while let Ok(event) = flight.events.try_recv() {
+                events = flight.caller.heard() => {
+                    for event in events {
                         flight.take(event)?;
                     }
                 }
