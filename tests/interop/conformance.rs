@@ -5,6 +5,9 @@
 //! scores directly. Most scenarios call names only the suite's own reference server implements and
 //! fail either way; the point is that mcpmux changes no outcome. One check may differ, for the
 //! better: mcpmux answers DNS-rebinding probes correctly.
+//!
+//! The 2026-07-28 suite (0.2.0-alpha.12, installed beside it as `conformance-2026`) runs through
+//! mcpmux in front of the same server: what mcpmux serves itself in that revision must pass.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,11 +22,28 @@ const MAY_DIFFER: [(&str, &str); 1] = [("localhost-host-rebinding-rejected", "SU
 
 /// Runs the server suite against `url`; every check's id and status.
 fn run_suite(url: &str, out: &Path) -> BTreeMap<String, String> {
-    let node = peers::npm_bin("node");
     let suite = peers::npm_bin("conformance");
+    let checks = run_server_suite(&suite, url, out, &[]);
+    checks
+        .into_iter()
+        .map(|((_, id), status)| (id, status))
+        .collect()
+}
+
+/// Runs the server suite at `suite` against `url` with `extra` arguments; every check's
+/// (scenario, id) and status.
+fn run_server_suite(
+    suite: &Path,
+    url: &str,
+    out: &Path,
+    extra: &[&str],
+) -> BTreeMap<(String, String), String> {
+    let node = peers::npm_bin("node");
     let output = Command::new(&node)
-        .arg(&suite)
-        .args(["server", "--url", url, "-o"])
+        .arg(suite)
+        .args(["server", "--url", url])
+        .args(extra)
+        .arg("-o")
         .arg(out)
         .output()
         .unwrap_or_else(|e| {
@@ -45,10 +65,12 @@ fn run_suite(url: &str, out: &Path) -> BTreeMap<String, String> {
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
         };
+        let scenario = scenario_of(&dir.file_name().to_string_lossy());
         let list: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
         for check in list {
             let id = check["id"].as_str().unwrap().to_owned();
-            checks.insert(id, check["status"].as_str().unwrap_or("?").to_owned());
+            let status = check["status"].as_str().unwrap_or("?").to_owned();
+            checks.insert((scenario.clone(), id), status);
         }
     }
     assert!(
@@ -107,6 +129,101 @@ async fn the_conformance_suite_scores_through_mcpmux_what_it_scores_directly() {
         differences.join("\n"),
         daemon.stderr()
     );
+}
+
+/// The scenario of a result folder, named `server-<scenario>-<YYYY-MM-DDThh-mm-ss-mmmZ>`.
+fn scenario_of(folder: &str) -> String {
+    let name = folder.strip_prefix("server-").unwrap_or(folder);
+    let stamp = name
+        .char_indices()
+        .filter(|(_, c)| *c == '-')
+        .find(|(i, _)| {
+            let rest = &name.as_bytes()[i + 1..];
+            rest.len() > 11 && rest[..4].iter().all(u8::is_ascii_digit) && rest[10] == b'T'
+        });
+    stamp.map_or(name, |(i, _)| &name[..i]).to_owned()
+}
+
+/// The 2026-07-28 server scenarios that call no name of the suite's own reference server, which
+/// any server — and mcpmux in front of any upstream — must pass.
+const NAME_FREE_2026: [&str; 10] = [
+    "caching",
+    "dns-rebinding-protection",
+    "http-header-validation",
+    "input-required-result-ignore-extra-params",
+    "input-required-result-unsupported-methods",
+    "prompts-list",
+    "resources-list",
+    "sep-2164-resource-not-found",
+    "server-sse-multiple-streams",
+    "tools-list",
+];
+
+/// Checks of `server-stateless` that call the reference server's own diagnostic tool
+/// (`test_missing_capability`), which no other server has.
+const REFERENCE_ONLY_CHECKS: [&str; 2] = [
+    "sep-2575-server-rejects-undeclared-capability",
+    "sep-2575-missing-capability-http-400",
+];
+
+/// The 2026-07-28 suite (`@modelcontextprotocol/conformance` 0.2.0-alpha.12, server mode,
+/// `--requirements 2026-07-28`) through mcpmux in front of server-everything, a handshake-era
+/// server, so every answer is mcpmux's own stateless serving: every scenario that calls no
+/// reference-server name passes, and so does `server-stateless` (discovery, the envelope and
+/// header checks, -32022, removed methods, listen), but for the checks of the reference server's
+/// own diagnostic tool. (Through mcpmux in front of the suite's reference server, the README's
+/// conformance section says what passes.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_2026_conformance_suite_passes_what_mcpmux_serves_itself() {
+    let server = RemoteServer::everything("streamableHttp");
+    let daemon = Daemon::start(&format!(
+        "[upstreams.everything]\nurl = \"{}\"\n\
+         [profiles.conformance]\nupstreams = [\"everything\"]\nunprefixed = true\npath = true\n",
+        server.url("/mcp"),
+    ));
+    let ready = common::poll_until(Duration::from_secs(60), || async {
+        daemon.upstream_status("everything").await["state"] == "ready"
+    })
+    .await;
+    assert!(ready, "{}", daemon.stderr());
+    let suite = peers::npm_bin("conformance")
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("@modelcontextprotocol/conformance-2026/dist/index.js");
+    let results = tempfile::tempdir().unwrap();
+    let url = format!("{}/conformance", daemon.url);
+    let requirements = ["--requirements", "2026-07-28"];
+    let checks = run_server_suite(&suite, &url, results.path(), &requirements);
+    let scenarios: std::collections::BTreeSet<&str> =
+        checks.keys().map(|(s, _)| s.as_str()).collect();
+    for scenario in NAME_FREE_2026.iter().chain(["server-stateless"].iter()) {
+        assert!(
+            scenarios.contains(scenario),
+            "{scenario} did not run: {scenarios:?}"
+        );
+    }
+    let failed: Vec<String> = checks
+        .iter()
+        .filter(|((scenario, id), status)| {
+            let judged = NAME_FREE_2026.contains(&scenario.as_str())
+                || (scenario == "server-stateless"
+                    && !REFERENCE_ONLY_CHECKS.contains(&id.as_str()));
+            judged && *status == "FAILURE"
+        })
+        .map(|((scenario, id), _)| format!("{scenario}: {id}"))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "2026-07-28 checks failed through mcpmux:\n{}\ndaemon stderr:\n{}",
+        failed.join("\n"),
+        daemon.stderr()
+    );
+    let stateless = checks
+        .keys()
+        .filter(|(s, _)| s == "server-stateless")
+        .count();
+    assert!(stateless >= 25, "server-stateless ran {stateless} checks");
 }
 
 /// The suite's client mode, with mcpmux as the client through `tests/conformance/client.sh`:
