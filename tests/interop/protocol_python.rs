@@ -76,7 +76,12 @@ async fn start_daemon_with(table: &str) -> Daemon {
 /// `logging/setLevel`, `resources/subscribe`, list_changed on the session's stream) is the
 /// handshake era's.
 async fn run_python(daemon: &Daemon, args: &[&str]) -> Value {
-    let args = [args, &["--mode", "legacy"]].concat();
+    run_python_as(daemon, args, "legacy").await
+}
+
+/// [`run_python`] with the SDK connecting in `mode`.
+async fn run_python_as(daemon: &Daemon, args: &[&str], mode: &str) -> Value {
+    let args = [args, &["--mode", mode]].concat();
     let (summary, wall) = run_script(daemon, "python_protocol.py", &args, PYTHON_DEADLINE).await;
     let items = summary["items"].as_object().map_or(String::new(), |items| {
         items
@@ -471,4 +476,55 @@ async fn python_sdk_protocol_with_everything_remote_over_streamable_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_protocol_with_everything_remote_over_legacy_sse() {
     remote_protocol("sse", "/sse", "sse").await;
+}
+
+/// The same script as a 2026-07-28 host (the SDK pinned to that revision: no session, each
+/// request stateless), with server-everything over stdio, a handshake-era server: progress
+/// arrives live on the call's own stream, and server-everything's sampling, elicitation and
+/// roots requests reach the SDK's callbacks through the multi-round bridge (`input_required`,
+/// then the SDK's retry), with completion as before. What the revision dropped (`logging/setLevel`,
+/// `resources/subscribe`) is "method not found"; what mcpmux does not give a stateless host yet
+/// (log messages; list changes outside a `subscriptions/listen` stream) does not arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_protocol_as_a_2026_host() {
+    require_python_sdk();
+    let mut daemon = start_daemon().await;
+    let url = daemon.url.clone();
+    let summary = run_python_as(&daemon, &["--http", url.as_str()], "2026-07-28").await;
+    assert_eq!(summary["ok"], true, "{summary}");
+    assert_eq!(summary["protocol_version"], "2026-07-28", "{summary}");
+    assert_eq!(summary["stream_errors"], json!([]), "{summary}");
+    let items = &summary["items"];
+    let judged = [
+        ("1 progress", check_progress(&items["progress"])),
+        ("2 sampling", check_sampling(&items["sampling"])),
+        ("3 elicitation", check_elicitation(&items["elicitation"])),
+        ("5 completion", check_completion(&items["completion"])),
+    ];
+    let failures: Vec<String> = judged
+        .into_iter()
+        .filter_map(|(item, result)| result.err().map(|why| format!("{item}: {why}")))
+        .collect();
+    assert!(failures.is_empty(), "{failures:?}\n{summary}");
+    // roots/list reached the SDK's callback (server-everything confirms it only in a log message,
+    // which a stateless host does not get yet).
+    assert!(
+        items["list_changed"]["host_callbacks"]["roots"].as_u64() >= Some(1),
+        "the roots callback never ran: {summary}"
+    );
+    for (item, method) in [
+        ("logging", "logging/setLevel"),
+        ("subscription", "resources/subscribe"),
+    ] {
+        let error = items[item]["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(&format!("Method not found: {method}")),
+            "{item}: {summary}"
+        );
+    }
+    assert!(
+        daemon.stop(),
+        "daemon exited uncleanly:\n{}",
+        daemon.stderr()
+    );
 }

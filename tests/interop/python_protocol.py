@@ -7,8 +7,9 @@ Run by tests/interop/protocol_python.rs against a daemon with two upstreams: `ev
     python_protocol.py --http http://127.0.0.1:PORT/mcp
     python_protocol.py --stdio "/path/to/mcpmux stdio --url http://127.0.0.1:PORT/mcp"
 
-In one SDK session (`mcp.Client`; the tests pass `--mode legacy`: these are the handshake era's
-features, the 2026-07-28 host of the same SDK is `python_client.py`'s) that declares
+In one SDK session (`mcp.Client`; the tests pass `--mode legacy`, the handshake era these items
+were written for, and once `--mode 2026-07-28`, where sampling, elicitation and roots arrive as
+`input_required` rounds and what the revision dropped fails) that declares
 sampling, elicitation and roots through its callbacks, it exercises eight things that only work
 when mcpmux routes every message to exactly the right party:
 
