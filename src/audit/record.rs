@@ -69,6 +69,10 @@ pub struct Record {
     /// The profile the host saw the catalog through (`None`: all of it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The protocol revision of a host's request (`2026-07-28` for a stateless one, else its
+    /// session's); absent in records written before mcpmux noted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<std::borrow::Cow<'static, str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream: Option<String>,
     /// The JSON-RPC method, or the event name (`session.opened`, `upstream.crashed`, …).
@@ -123,6 +127,7 @@ impl Record {
             session: None,
             principal: None,
             profile: None,
+            protocol: None,
             upstream: None,
             method: method.into(),
             target: None,

@@ -236,7 +236,8 @@ impl HostService {
         params: Option<&RawValue>,
     ) -> String {
         if let Some(tracer) = crate::telemetry::otel::tracer() {
-            let span = HostSpan::start(tracer, method, host.ctx.trace.as_ref(), &host.session.id);
+            let who = (host.session.id.as_str(), host.ctx.host.version.as_str());
+            let span = HostSpan::start(tracer, method, host.ctx.trace.as_ref(), who);
             let _ = host.span.set(span);
         }
         // Debug level: at the default level the span costs nothing.

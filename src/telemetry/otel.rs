@@ -75,7 +75,7 @@ impl HostSpan {
         tracer: &SdkTracer,
         method: &str,
         parent: Option<&TraceParent>,
-        session: &str,
+        (session, protocol): (&str, &'static str),
     ) -> Self {
         let parent = parent.map_or_else(Context::new, remote_context);
         let span = tracer
@@ -84,6 +84,7 @@ impl HostSpan {
             .with_attributes([
                 KeyValue::new(METHOD_ATTRIBUTE, method_value(method)),
                 KeyValue::new("mcp.session.id", session.to_owned()),
+                KeyValue::new("mcp.protocol.version", protocol),
                 KeyValue::new("network.transport", "tcp"),
             ])
             .start_with_context(tracer, &parent);

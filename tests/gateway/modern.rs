@@ -286,6 +286,14 @@ async fn a_2026_host_is_served_statelessly_beside_a_handshake_session() {
         echoed.get("resultType").is_none(),
         "a 2025-11-25 result is as before"
     );
+
+    // The audit log tells the eras apart.
+    let both = crate::common::poll_until(Duration::from_secs(20), || async {
+        let audit = daemon.audit_json();
+        audit.contains(r#""protocol":"2026-07-28""#) && audit.contains(r#""protocol":"2025-11-25""#)
+    })
+    .await;
+    assert!(both, "{}", daemon.audit_json());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -132,6 +132,7 @@ async fn over_grpc_the_hosts_trace_continues_through_mcpmux_into_the_upstream() 
     assert_eq!(server.parent_span_id, HOST_SPAN);
     assert_eq!(server.name, "tools/call up__echo");
     assert_eq!(server.attribute("mcp.method.name"), Some("tools/call"));
+    assert_eq!(server.attribute("mcp.protocol.version"), Some("2025-11-25"));
     assert_eq!(server.attribute("gen_ai.tool.name"), Some("up__echo"));
     assert_eq!(server.attribute("mcpmux.upstream"), Some("up"));
     assert_eq!(server.service_name.as_deref(), Some("mcpmux-under-test"));

@@ -3,9 +3,9 @@
 //! earlier revision omits it), caching hints on discover, the four listings and
 //! `resources/read`, mcpmux's identity in `_meta`, and "resource not found" as `-32602`.
 //!
-//! Caching hints: `ttlMs` is 0 (immediately stale) until mcpmux can tell a stateless host that
-//! its catalog changed; `cacheScope` is `private` when the answer depends on who asks (a
-//! profile's view, a resource's contents), `public` otherwise.
+//! Caching hints: `ttlMs` is 0 (immediately stale: the catalog changes whenever an upstream's
+//! does; a host that wants to know listens, `listen`); `cacheScope` is `private` when the answer
+//! depends on who asks (a profile's view, a resource's contents), `public` otherwise.
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};

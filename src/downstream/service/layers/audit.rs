@@ -39,6 +39,7 @@ impl HostService {
         record.trace_id = Some(trace_id(host).unwrap_or_else(new_trace_id));
         record.principal = host.ctx.principal.as_deref().map(str::to_owned);
         record.profile = host.profile().map(|p| p.name.clone());
+        record.protocol = Some(host.ctx.host.version.as_str().into());
         if let Some(args) = route.args {
             record.raw_args = Some((args, route.redaction.unwrap_or(self.audit_redaction)));
         }
