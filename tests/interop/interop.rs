@@ -6,13 +6,15 @@
 //!   2026-07-28), pinned to `2026-07-28`, and in `legacy` mode (the `initialize` handshake).
 //!   The script checks the answers and, over HTTP, every HTTP exchange the SDK made; these tests
 //!   assert its JSON summary. A machine without the SDK fails here, it does not skip.
+//! - The official TypeScript SDK v2 client (`@modelcontextprotocol/client`), driven by
+//!   `tests/interop/ts_client.mjs`, as a 2026-07-28 host (pinned and `auto`).
 //! - rmcp, the Rust SDK (`StreamableHttpClientTransport`, `TokioChildProcess`).
 
 use std::time::{Duration, Instant};
 
 use crate::common::python::{require_python_sdk, run_script, shell_quote};
 use crate::common::{
-    Bridge, Client, Daemon, MCPMUX, alive, poll_until, spawn_bridge, test_upstream,
+    Bridge, Client, Daemon, MCPMUX, alive, peers, poll_until, spawn_bridge, test_upstream,
 };
 use rmcp::model::{
     CallToolRequestParams, ClientInfo, ClientRequest, GetPromptRequestParams, Implementation,
@@ -253,6 +255,95 @@ async fn python_sdk_through_mcpmux_stdio() {
         "mcpmux stdio bridges outlived the Python host: {:?}",
         bridges_for(&daemon.url)
     );
+    assert!(
+        daemon.stop(),
+        "daemon exited uncleanly:\n{}",
+        daemon.stderr()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The TypeScript SDK v2 client, a 2026-07-28 host
+
+/// Runs `tests/interop/ts_client.mjs URL MODE` on the peers' Node; returns its JSON summary.
+async fn run_ts_client(daemon: &Daemon, mode: &str) -> Value {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts_client.mjs");
+    let node = peers::npm_bin("node");
+    let module = peers::npm_bin("node")
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap()
+        .join("@modelcontextprotocol/client/dist/index.mjs");
+    let child = tokio::process::Command::new(&node)
+        .arg(&script)
+        .args([daemon.url.as_str(), mode])
+        .env("MCP_CLIENT_MODULE", &module)
+        .stdin(std::process::Stdio::null())
+        .output();
+    let output = tokio::time::timeout(PYTHON_DEADLINE, child).await;
+    let output = output.expect("ts_client.mjs finished in time").unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let summary: Value = stdout
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "ts_client.mjs {mode}: no summary (status {}):\n{stdout}\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+    assert_eq!(
+        summary["ok"],
+        true,
+        "ts_client.mjs {mode}: {summary}\n{}",
+        daemon.stderr()
+    );
+    summary
+}
+
+/// The official TypeScript SDK v2 client pinned to 2026-07-28 and in its `auto` mode (which
+/// probes `server/discover` and stays on 2026-07-28): the merged catalog, calls, a prompt, a
+/// resource, and the upstreams' sampling, two-round elicitation and roots requests fulfilled by
+/// the SDK's own handlers through `input_required` rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_v2_as_a_2026_host() {
+    let mut daemon = Daemon::start(&format!(
+        "{}{}",
+        test_upstream("alpha", &["--protocol-tools"]),
+        test_upstream("beta", &["--protocol-tools"])
+    ));
+    let client = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&client, |names| {
+            names.iter().any(|n| n == "alpha__sample") && names.iter().any(|n| n == "beta__elicit")
+        })
+        .await;
+    // One after the other: a stdio upstream tells whose server request it sends only while one
+    // host's call is in flight on it.
+    let pinned = run_ts_client(&daemon, "2026-07-28").await;
+    let auto = run_ts_client(&daemon, "auto").await;
+    for summary in [&pinned, &auto] {
+        assert_eq!(summary["protocol_version"], "2026-07-28", "{summary}");
+        assert_eq!(summary["server"], "mcpmux", "{summary}");
+        let tools = summary["tools"].as_array().unwrap();
+        assert!(tools.contains(&json!("alpha__echo")) && tools.contains(&json!("beta__elicit")));
+        assert_eq!(summary["echo"], "alpha");
+        assert_eq!(summary["sample"], "sampled: sampled capital?");
+        assert_eq!(
+            summary["elicit"],
+            r#"elicited: "accept" {"name":"ts-1"} | "accept" {"name":"ts-2"}"#
+        );
+        assert_eq!(
+            summary["roots"],
+            r#"roots: [{"uri":"file:///ts","name":"ts"}]"#
+        );
+        assert_eq!(summary["prompt"], "Hello, Ada from alpha");
+        assert_eq!(summary["read"], "hello from beta");
+        assert_eq!(summary["unknown_tool_error"], -32602);
+    }
     assert!(
         daemon.stop(),
         "daemon exited uncleanly:\n{}",
