@@ -320,6 +320,11 @@ impl Connection {
 }
 
 impl Tables {
+    /// The host side of our request `id`, while it is in flight.
+    pub(super) fn caller_of(&self, id: u64) -> Option<Arc<dyn Caller>> {
+        self.pending.get(&id).and_then(|p| p.caller.clone())
+    }
+
     /// Takes request `id` out of the in-flight table, with its progress token.
     fn remove(&mut self, id: u64) -> Option<Pending> {
         let pending = self.pending.remove(&id)?;
@@ -351,7 +356,7 @@ impl Drop for PendingGuard<'_> {
 async fn read_loop(conn: Arc<Connection>, mut incoming: Incoming, events: impl Fn(Event)) {
     let closed = loop {
         match incoming.next().await {
-            Some(Ok(message)) => conn.on_message(message, &events),
+            Some(Ok(inbound)) => conn.on_message(inbound, &events),
             Some(Err(closed)) => break closed,
             None => break Closed::Eof,
         }

@@ -35,7 +35,28 @@ const REQUEST_MARGIN: Duration = Duration::from_secs(5);
 const DIAGNOSTIC_LINES: usize = 8;
 
 /// Messages from the upstream, until the stream ends with why.
-pub(super) type Incoming = Pin<Box<dyn Stream<Item = Result<Received, Closed>> + Send>>;
+pub(super) type Incoming = Pin<Box<dyn Stream<Item = Result<Inbound, Closed>> + Send>>;
+
+/// One message from the upstream, parsed once where it was read, with where it came: on the
+/// answer stream of one request of ours (a Streamable HTTP POST's), or on a stream shared by
+/// everything (a pipe, the GET stream, the legacy stream). A server request that came on a
+/// request's own stream belongs to that request's host.
+#[derive(Debug)]
+pub(super) struct Inbound {
+    pub message: Received,
+    /// Our id of the request whose answer stream carried it.
+    pub on_stream_of: Option<u64>,
+}
+
+impl From<Received> for Inbound {
+    /// A message from a stream shared by everything.
+    fn from(message: Received) -> Self {
+        Self {
+            message,
+            on_stream_of: None,
+        }
+    }
+}
 
 /// One message for the upstream, with what its connection knows of it.
 #[derive(Debug, Clone)]

@@ -138,7 +138,7 @@ fn free_port() -> u16 {
 }
 
 /// How a test reaches our test upstream.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Via {
     /// A child over stdio.
     Stdio,

@@ -655,3 +655,52 @@ async fn a_listen_stream_carries_the_changes_a_2026_host_opted_in_to() {
     let listed = tools.last()["result"]["tools"].to_string();
     assert!(listed.contains("beta__zz"), "{listed}");
 }
+
+/// Two stateless hosts' calls to one remote (Streamable HTTP) upstream at once: each upstream
+/// request comes on the answer stream of the POST that caused it, so each host gets its own
+/// `input_required`, and each answer completes its own call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_2026_hosts_round_through_one_remote_upstream_at_once() {
+    let (table, _server) =
+        crate::common::test_upstream_via("up", crate::common::Via::Http, &["--protocol-tools"]);
+    let daemon = Daemon::start(&table);
+    let listed = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&listed, |n| n.iter().any(|n| n == "up__sample"))
+        .await;
+    let all = json!({"sampling": {}});
+    let (one, two) = (ModernHost::new(&daemon.url), ModernHost::new(&daemon.url));
+    let (one, two) = (
+        ModernHost {
+            capabilities: all.clone(),
+            ..one
+        },
+        ModernHost {
+            capabilities: all,
+            ..two
+        },
+    );
+    let call = |prompt: &str| json!({"name": "up__sample", "arguments": {"prompt": prompt}});
+    let (first, second) = tokio::join!(
+        one.request(1, "tools/call", call("one's question")),
+        two.request(1, "tools/call", call("two's question"))
+    );
+    let retry = |round: &Answer, prompt: &str, reply: &str| {
+        let (key, params, state) = asked(round, "sampling/createMessage");
+        assert_eq!(params["messages"][0]["content"]["text"], prompt);
+        let response = json!({"role": "assistant", "content": {"type": "text", "text": reply},
+                              "model": "m"});
+        json!({"name": "up__sample", "arguments": {"prompt": prompt},
+               "inputResponses": {key: response}, "requestState": state})
+    };
+    let (retry_one, retry_two) = (
+        retry(&first, "one's question", "one's answer"),
+        retry(&second, "two's question", "two's answer"),
+    );
+    let (done_two, done_one) = tokio::join!(
+        two.request(2, "tools/call", retry_two),
+        one.request(2, "tools/call", retry_one)
+    );
+    assert_eq!(text(&done_one), "sampled: one's answer");
+    assert_eq!(text(&done_two), "sampled: two's answer");
+}

@@ -11,15 +11,16 @@ use super::{Connection, Event, Forwarded};
 use crate::jsonrpc::{Members, Received, RpcError, codes, error_line, raw, response_line};
 use crate::mcp::ListKind;
 use crate::upstream::error::Reply;
+use crate::upstream::transport::Inbound;
 
 impl Connection {
     /// Handles one message (parsed by the transport that read it).
-    pub(super) fn on_message(self: &Arc<Self>, message: Received, events: &impl Fn(Event)) {
-        match message {
+    pub(super) fn on_message(self: &Arc<Self>, inbound: Inbound, events: &impl Fn(Event)) {
+        match inbound.message {
             Received::Response { id, result } => self.resolve(id.get(), Reply::Result(result)),
             Received::Error { id, error } => self.resolve(id.get(), Reply::Error(error)),
             Received::Request { id, method, params } => {
-                self.on_request(&id, &method, params.as_deref())
+                self.on_request(&id, &method, params.as_deref(), inbound.on_stream_of)
             }
             Received::Notification { method, params } => {
                 self.on_notification(&method, params.as_deref(), events)
@@ -43,7 +44,13 @@ impl Connection {
     }
 
     /// A request from the upstream to its client.
-    fn on_request(self: &Arc<Self>, id: &RawValue, method: &str, params: Option<&RawValue>) {
+    fn on_request(
+        self: &Arc<Self>,
+        id: &RawValue,
+        method: &str,
+        params: Option<&RawValue>,
+        on_stream_of: Option<u64>,
+    ) {
         if method == "ping" {
             self.send_answer(response_line(id, &raw("{}".to_owned())));
             return;
@@ -64,7 +71,7 @@ impl Connection {
                 &RpcError::new(codes::INTERNAL_ERROR, why),
             ));
         };
-        let caller = match self.caller_of_server_request() {
+        let caller = match self.caller_of_server_request(on_stream_of) {
             Ok(caller) => caller,
             Err(why) => return refuse(format!("mcpmux refused `{method}`: {why}")),
         };
@@ -101,10 +108,18 @@ impl Connection {
         }
     }
 
-    /// The host session a server request belongs to: the only session with requests in flight
-    /// here (or the one a per-session instance serves). Never a guess.
-    fn caller_of_server_request(&self) -> Result<Arc<dyn Caller>, String> {
+    /// The host session a server request belongs to: the one whose request's answer stream
+    /// carried it, else the only session with requests in flight here (or the one a per-session
+    /// instance serves). Never a guess.
+    fn caller_of_server_request(
+        &self,
+        on_stream_of: Option<u64>,
+    ) -> Result<Arc<dyn Caller>, String> {
         let scope = &self.ctx.id.scope;
+        let own = on_stream_of.and_then(|id| self.tables().caller_of(id));
+        if let Some(caller) = own {
+            return Ok(caller);
+        }
         let (first, several, sessions_differ) = {
             let tables = self.tables();
             let mut callers = tables.pending.values().filter_map(|p| p.caller.as_ref());

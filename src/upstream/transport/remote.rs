@@ -36,6 +36,7 @@ use reqwest::header::HeaderMap;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::Inbound;
 use super::{Diagnostics, Link, Outgoing, Teardown};
 use crate::config::{RemoteConfig, RemoteKind};
 use crate::jsonrpc::{Received, RpcError, codes};
@@ -77,7 +78,7 @@ pub(super) struct Shared {
     limits: Limits,
     pub diagnostics: Arc<Diagnostics>,
     /// Where received messages go; a send that fails means the connection is gone.
-    incoming: mpsc::Sender<Result<Received, Closed>>,
+    incoming: mpsc::Sender<Result<Inbound, Closed>>,
     /// Cancelled when the link is closed: every task of it ends.
     pub stop: CancellationToken,
     /// Which transport this link speaks, once known (`auto` decides at the first POST).
@@ -100,7 +101,16 @@ pub(super) enum Mode {
 impl Shared {
     /// Hands one received message to the connection.
     pub async fn deliver(&self, message: Received) {
-        let _ = self.incoming.send(Ok(message)).await;
+        let _ = self.incoming.send(Ok(message.into())).await;
+    }
+
+    /// Hands on a message that came on the answer stream of our request `id`.
+    pub async fn deliver_on_stream_of(&self, message: Received, id: Option<u64>) {
+        let inbound = Inbound {
+            message,
+            on_stream_of: id,
+        };
+        let _ = self.incoming.send(Ok(inbound)).await;
     }
 
     /// Parses a received text (an event's data) and hands it on; text that is not JSON-RPC ends

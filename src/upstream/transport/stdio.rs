@@ -16,7 +16,7 @@ use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
-use super::{Diagnostics, Incoming, Link, Outgoing, Teardown};
+use super::{Diagnostics, Inbound, Incoming, Link, Outgoing, Teardown};
 use crate::config::StdioConfig;
 use crate::jsonrpc::line_codec;
 use crate::upstream::error::{Closed, StartError};
@@ -154,7 +154,7 @@ fn incoming(reader: Reader) -> Incoming {
             break match line {
                 // Parsed here, once: the connection gets the message.
                 Some(Ok(line)) => match super::receive(&line) {
-                    Some(message) => message,
+                    Some(message) => message.map(Inbound::from),
                     None => continue,
                 },
                 Some(Err(LinesCodecError::MaxLineLengthExceeded)) => Err(Closed::TooLong(r.max)),

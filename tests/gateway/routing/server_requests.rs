@@ -167,6 +167,9 @@ async fn a_server_request_reaches_its_session_when_that_session_has_several_call
 }
 
 over_each_transport!(a_server_request_is_refused_when_several_sessions_could_have_caused_it);
+/// Over a pipe or the legacy transport's one stream, a server request that several sessions'
+/// calls in flight could have caused is refused. Over Streamable HTTP it comes on the answer
+/// stream of the POST that caused it, so it is that host's: B is asked, and A is not.
 async fn a_server_request_is_refused_when_several_sessions_could_have_caused_it(via: Via) {
     let setup = Setup::start_over(via, &[], "").await;
     let (a, b, mut a_events, mut b_events) = setup.two_hosts(all_client_capabilities()).await;
@@ -175,6 +178,24 @@ async fn a_server_request_is_refused_when_several_sessions_could_have_caused_it(
     setup
         .wait_recorded("A's slow call", |l| is_call_of(l, "slow"))
         .await;
+    if via == Via::Http {
+        let mut call = b.start_tool("up__sample", json!({"prompt": "B's"}));
+        let request = call.next().await;
+        assert_eq!(request["method"], "sampling/createMessage", "{request}");
+        let reply = json!({"role": "assistant", "content": {"type": "text", "text": "B's answer"},
+                           "model": "m"});
+        b.respond(&request["id"], reply).await;
+        let (_, answer) = call.finish().await;
+        assert_eq!(text(&answer), "sampled: B's answer", "{answer}");
+        let (before, answer) = slow.finish().await;
+        assert!(before.is_empty(), "A was asked instead: {before:?}");
+        assert_eq!(text(&answer), "slept 3000ms");
+        a_events.assert_silent(QUIET, "A").await;
+        b_events
+            .assert_silent(QUIET, "B's request came on its POST")
+            .await;
+        return;
+    }
     let (before, answer) = tokio::time::timeout(
         Duration::from_secs(10),
         b.start_tool("up__sample", json!({})).finish(),

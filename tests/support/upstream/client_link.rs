@@ -50,6 +50,17 @@ impl ClientLink {
         method: &str,
         params: Option<Value>,
     ) -> (String, oneshot::Receiver<ClientReply>) {
+        self.request_caused_by(None, method, params)
+    }
+
+    /// [`Self::request`] for the call with id `call`, which caused it (over HTTP it goes on that
+    /// call's stream).
+    pub(crate) fn request_caused_by(
+        &self,
+        call: Option<&Value>,
+        method: &str,
+        params: Option<Value>,
+    ) -> (String, oneshot::Receiver<ClientReply>) {
         let id = format!("srv-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
         if let Ok(mut pending) = self.pending.lock() {
@@ -59,7 +70,14 @@ impl ClientLink {
         if let Some(params) = params {
             msg["params"] = params;
         }
-        self.send(msg.to_string());
+        let line = msg.to_string();
+        let _ = match call {
+            Some(call) => self.out.send(Out::Caused {
+                line,
+                call: call.to_string(),
+            }),
+            None => self.out.send(Out::Line(line)),
+        };
         (id, rx)
     }
 
@@ -101,7 +119,7 @@ impl Server {
         what: &'static str,
         answer: fn(&Value) -> String,
     ) -> Outcome {
-        let (_, response) = self.link.request(method, params);
+        let (_, response) = self.link.request_caused_by(Some(id), method, params);
         let link = self.link.clone();
         let id = id.clone();
         tokio::spawn(async move {

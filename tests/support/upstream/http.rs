@@ -321,15 +321,17 @@ impl App {
 /// Hands each later message of a session's server to the stream it belongs to, until the
 /// session is gone. Legacy: its one stream. Streamable HTTP: an answer to the POST of its
 /// request; a progress notification to the POST that carried its token; a request of the
-/// server's (or its cancellation) to the oldest waiting POST (the call that caused it, in the
-/// tests' use), else the GET stream; any other notification to the GET stream, else the oldest waiting POST. A
+/// server's to the POST of the call that caused it (or, not known, and its cancellation, to the
+/// oldest waiting POST), else the GET stream; any other notification to the GET stream, else the oldest waiting POST. A
 /// message with nowhere to go is dropped, as the transport allows.
 fn route(rx: &mpsc::Receiver<Out>, session: &Weak<Session>) {
     while let Ok(out) = rx.recv() {
         let line = match out {
-            Out::Line(line) => line,
+            Out::Line(line) => (line, None),
+            Out::Caused { line, call } => (line, Some(call)),
             Out::Exit(code) => std::process::exit(code),
         };
+        let (line, caused_by) = line;
         let Some(session) = session.upgrade() else {
             return;
         };
@@ -354,10 +356,14 @@ fn route(rx: &mpsc::Receiver<Out>, session: &Weak<Session>) {
             .map(Value::to_string);
         let on_post = || {
             let waiting = session.waiting.lock().ok()?;
-            let target = match (&answer_to, &token) {
-                (Some(id), _) => waiting.iter().find(|(w, _, _)| w == id),
-                (None, Some(token)) => waiting.iter().find(|(_, t, _)| t.as_ref() == Some(token)),
-                (None, None) => waiting.first(),
+            let target = match (&answer_to, &token, &caused_by) {
+                (Some(id), _, _) | (None, None, Some(id)) => {
+                    waiting.iter().find(|(w, _, _)| w == id)
+                }
+                (None, Some(token), _) => {
+                    waiting.iter().find(|(_, t, _)| t.as_ref() == Some(token))
+                }
+                (None, None, None) => waiting.first(),
             };
             target.map(|(_, _, tx)| tx.send(line.clone()).is_ok())
         };

@@ -222,7 +222,7 @@ fn writer_loop(rx: mpsc::Receiver<Out>) -> i32 {
         while let Ok(mut msg) = rx.recv() {
             loop {
                 match msg {
-                    Out::Line(line) => {
+                    Out::Line(line) | Out::Caused { line, .. } => {
                         w.write_all(line.as_bytes())?;
                         w.write_all(b"\n")?;
                     }

@@ -15,6 +15,9 @@ pub(crate) const RESOURCE_NOT_FOUND: i64 = -32002;
 pub(crate) enum Out {
     /// One JSON message, written followed by `\n`.
     Line(String),
+    /// A request of the server's that the call with id `call` (its JSON text) caused: over
+    /// Streamable HTTP it goes on that call's POST stream, as real servers send it.
+    Caused { line: String, call: String },
     /// Flush everything queued before, then make the process exit with this code.
     Exit(i32),
 }

@@ -67,7 +67,8 @@ impl Server {
                     let mut answers = Vec::new();
                     for round in 1..=rounds {
                         let message = format!("Round {round}: please provide a name");
-                        let (_, response) = link.request(
+                        let (_, response) = link.request_caused_by(
+                            Some(&answer_id),
                             "elicitation/create",
                             Some(json!({"message": message,
                                         "requestedSchema": {"type": "object",

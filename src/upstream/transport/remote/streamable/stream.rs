@@ -55,7 +55,7 @@ pub(super) async fn read_answer(
                         None => continue,
                     };
                     let answered = observe(session, &message, id, initialize);
-                    shared.deliver(message).await;
+                    shared.deliver_on_stream_of(message, id).await;
                     if answered {
                         return true;
                     }
