@@ -46,6 +46,31 @@ pub enum DaemonError {
     AdminExposed(std::net::SocketAddr),
     #[error("{0}")]
     AdminToken(#[from] crate::admin::TokenError),
+    #[error(
+        "the cursor keys {path}: {why} (fix the file, or delete it and a new one is made at the next start: hosts then list again from the start)"
+    )]
+    CursorKeys { path: String, why: String },
+}
+
+/// The file of the keys listing cursors of stateless hosts are signed with, in the state
+/// directory.
+const CURSOR_KEYS: &str = "cursor.keys";
+
+/// The cursor key ring in `state_dir` (made, with one random key, at the first start).
+fn cursor_keys(state_dir: &std::path::Path) -> Result<crate::mcp::cursor::KeyRing, DaemonError> {
+    let path = state_dir.join(CURSOR_KEYS);
+    let failed = |why: String| DaemonError::CursorKeys {
+        path: path.display().to_string(),
+        why,
+    };
+    let made = crate::private_file::read_or_create(&path, || {
+        crate::private_file::random_hex(32).map(|key| crate::mcp::cursor::new_ring_text(&key))
+    });
+    let (text, made) = made.map_err(|e| failed(e.to_string()))?;
+    if made {
+        tracing::info!(file = %path.display(), "Made the key listing cursors are signed with.");
+    }
+    crate::mcp::cursor::KeyRing::parse(&text).map_err(failed)
 }
 
 /// The config's profiles, and its `[hosts]` as principals seeing them.
@@ -192,7 +217,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
         delivery,
         supervisor.clone(),
         (audit.clone(), config.audit.redaction),
-        &config.server,
+        (&config.server, cursor_keys(&config.state_dir)?),
     ));
     service.spawn_reaper();
     service.spawn_change_notices();

@@ -32,6 +32,8 @@
 //! - [`locator`]: where a running daemon is (records it leaves for the CLI).
 //! - [`loopback`]: which `Host` and `Origin` headers name this machine (host endpoint and admin
 //!   API).
+//! - [`private_file`]: files that hold secrets (the admin token, the cursor keys), made and read
+//!   so that only their owner can read them.
 //! - [`sync`]: the one mutex-poison policy.
 //! - [`telemetry`]: logging setup, and OpenTelemetry export (`telemetry::otel`).
 
@@ -51,6 +53,7 @@ mod loopback;
 mod mcp;
 mod oauth;
 mod pins;
+mod private_file;
 mod router;
 mod supervisor;
 mod sync;

@@ -3,11 +3,12 @@
 //! with mode 0600 (never readable by others, not even for a moment), or read from a provisioned
 //! `admin.token_file`. Only its SHA-256 digest is kept, and the token itself is never logged.
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use sha2::Digest;
+
+use crate::private_file::{self, PrivateFileError};
 
 /// The file name of the token mcpmux makes, in the state directory.
 pub const TOKEN_FILE: &str = "admin.token";
@@ -129,81 +130,26 @@ fn provisioned(path: &Path) -> Result<AdminToken, TokenError> {
 /// The token mcpmux keeps in `path`: read if it is there (and only its owner can read it), else
 /// made. Refused rather than fixed when others can read it: a chmod would not un-read it.
 fn generated(path: &Path) -> Result<AdminToken, TokenError> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) => {
-            if !meta.is_file() {
-                return Err(TokenError::Read {
-                    path: path.to_path_buf(),
-                    source: std::io::Error::other("it is not a regular file (a link?)"),
-                });
-            }
-            if meta.mode() & 0o077 != 0 {
-                return Err(TokenError::Exposed {
-                    path: path.to_path_buf(),
-                    mode: meta.mode() & 0o7777,
-                });
-            }
-            read(path)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => create(path),
-        Err(source) => Err(TokenError::Read {
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-fn read(path: &Path) -> Result<AdminToken, TokenError> {
-    let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
-        path: path.to_path_buf(),
-        source,
+    let at = || path.to_path_buf();
+    let made = private_file::read_or_create(path, || {
+        private_file::random_hex(TOKEN_BYTES).map(|token| format!("{token}\n"))
+    });
+    let (text, made) = made.map_err(|e| match e {
+        PrivateFileError::Create { source, .. } => TokenError::Create { path: at(), source },
+        PrivateFileError::Read { source, .. } => TokenError::Read { path: at(), source },
+        PrivateFileError::Exposed { mode, .. } => TokenError::Exposed { path: at(), mode },
     })?;
     let token = text.trim();
     if token.is_empty() {
         return Err(TokenError::Read {
-            path: path.to_path_buf(),
+            path: at(),
             source: std::io::Error::other("it is empty"),
         });
     }
-    Ok(AdminToken::of(token, path))
-}
-
-/// Makes a new token in `path`: opened with `O_CREAT | O_EXCL` and mode 0600 (so neither a
-/// symlink planted there nor a moment of wider permissions exists); a daemon that lost the race
-/// to another reads the other's.
-fn create(path: &Path) -> Result<AdminToken, TokenError> {
-    use rand::TryRngCore;
-    let failed = |source| TokenError::Create {
-        path: path.to_path_buf(),
-        source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(failed)?;
+    if made {
+        tracing::info!(file = %path.display(), "Made the admin API's token (the CLI reads it from here).");
     }
-    let mut bytes = [0u8; TOKEN_BYTES];
-    rand::rngs::OsRng
-        .try_fill_bytes(&mut bytes)
-        .map_err(|e| failed(std::io::Error::other(e)))?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path);
-    let mut file = match file {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return generated(path),
-        Err(e) => return Err(failed(e)),
-    };
-    file.write_all(format!("{token}\n").as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(failed)?;
-    tracing::info!(file = %path.display(), "Made the admin API's token (the CLI reads it from here).");
-    Ok(AdminToken::of(&token, path))
+    Ok(AdminToken::of(token, path))
 }
 
 #[cfg(test)]

@@ -173,7 +173,7 @@ impl HostService {
         delivery: Arc<Delivery>,
         supervisor: SupervisorHandle,
         audit: (AuditHandle, Redaction),
-        server: &ServerConfig,
+        (server, cursor_keys): (&ServerConfig, crate::mcp::cursor::KeyRing),
     ) -> Self {
         Self {
             router,
@@ -181,7 +181,7 @@ impl HostService {
             supervisor,
             audit: audit.0,
             audit_redaction: audit.1,
-            cursors: CursorCodec::random(),
+            cursors: CursorCodec::new(cursor_keys),
             rounds: rounds::Rounds::new(),
             limits: arc_swap::ArcSwap::from_pointee(Limits::of(server)),
         }

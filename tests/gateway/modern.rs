@@ -704,3 +704,83 @@ async fn two_2026_hosts_round_through_one_remote_upstream_at_once() {
     assert_eq!(text(&done_one), "sampled: one's answer");
     assert_eq!(text(&done_two), "sampled: two's answer");
 }
+
+/// A stateless host's listing cursor names the last item it saw: it goes on after a daemon
+/// restart (the key ring is kept in the state directory, private to its owner), and what it
+/// lists is each item once; a session's cursor, or an edited one, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_hosts_cursor_outlives_a_restart() {
+    use std::os::unix::fs::PermissionsExt;
+    let state = tempfile::tempdir().unwrap();
+    let state_arg = state.path().to_str().unwrap().to_owned();
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[catalog]\ntools_page_size = 3\n\n{}",
+        test_upstream("alpha", &[])
+    );
+    let start = || async {
+        let daemon = Daemon::start_with(&config, &["--state-dir", &state_arg]);
+        let client = Client::connect(&daemon.url).await;
+        daemon.wait_for_tools(&client, |n| n.len() == 7).await;
+        (daemon, client)
+    };
+    let names = |answer: &Answer| -> Vec<String> {
+        let result = &answer.last()["result"];
+        (result["tools"].as_array().unwrap().iter())
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (mut first, _) = start().await;
+    let host = ModernHost::new(&first.url);
+    let page = host.request(1, "tools/list", json!({})).await;
+    let mut seen = names(&page);
+    assert_eq!(seen.len(), 3);
+    let cursor = page.last()["result"]["nextCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let keys = state.path().join("cursor.keys");
+    let mode = std::fs::metadata(&keys).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the key ring is its owner's alone");
+    assert!(first.stop(), "{}", first.stderr());
+
+    let (second, session) = start().await;
+    let host = ModernHost::new(&second.url);
+    let mut next = Some(cursor);
+    for id in 2.. {
+        let Some(cursor) = next.take() else { break };
+        let page = host
+            .request(id, "tools/list", json!({"cursor": cursor}))
+            .await;
+        assert_eq!(page.status, 200, "{:?}", page.messages);
+        seen.extend(names(&page));
+        next = page.last()["result"]["nextCursor"]
+            .as_str()
+            .map(str::to_owned);
+    }
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(
+        (seen.len(), &sorted),
+        (7, &seen),
+        "each tool once, in order: {seen:?}"
+    );
+
+    // A handshake session's cursor is not a stateless host's, and an edited one is refused.
+    let listed = session.request("tools/list", json!({})).await;
+    let theirs = listed["result"]["nextCursor"].as_str().unwrap().to_owned();
+    let refused = host
+        .request(20, "tools/list", json!({"cursor": theirs}))
+        .await;
+    assert_eq!(refused.last()["error"]["code"], -32602);
+    let page = host.request(21, "tools/list", json!({})).await;
+    let mut edited = page.last()["result"]["nextCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    edited.insert(4, 'A');
+    let refused = host
+        .request(22, "tools/list", json!({"cursor": edited}))
+        .await;
+    assert_eq!(refused.last()["error"]["code"], -32602);
+}

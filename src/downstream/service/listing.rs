@@ -1,15 +1,18 @@
-//! Aggregate listings: one page of a snapshot, continued by a signed cursor that names the
-//! snapshot's generation, so paging stays consistent while upstreams change.
+//! Aggregate listings: one page of a snapshot, continued by a signed cursor — for a handshake
+//! session one that names the snapshot's generation, so paging stays consistent while upstreams
+//! change; for a stateless host one that names the last item of the page, so it needs no state.
 
 use serde_json::value::RawValue;
 
 use super::{Answer, HostRequest, HostService, internal};
 use crate::jsonrpc::RpcError;
 use crate::mcp::ListKind;
-use crate::mcp::cursor::Position;
+use crate::mcp::cursor::{CursorError, Position};
 
 impl HostService {
-    /// One page of an aggregate listing.
+    /// One page of an aggregate listing: a handshake session pages one generation of the
+    /// catalog; a stateless host pages by name (a keyset cursor, good in any generation and
+    /// across restarts).
     pub(super) fn list(
         &self,
         host: &HostRequest,
@@ -17,8 +20,20 @@ impl HostService {
         cursor: Option<String>,
     ) -> Result<Answer, RpcError> {
         let current = self.router.view(host.profile());
+        let invalid = |e: CursorError| RpcError::invalid_params(e.to_string());
+        let profile = host.profile().map(|p| p.name.as_str());
+        let stateless = host.session.is_stateless();
         let (snapshot, offset) = match cursor {
             None => (current, 0),
+            Some(cursor) if stateless => {
+                let last = self
+                    .cursors
+                    .decode_after(kind, profile, &cursor)
+                    .map_err(invalid)?;
+                let entries = current.list(kind);
+                let offset = entries.partition_point(|e| *e.exposed <= *last);
+                (current, offset)
+            }
             Some(cursor) => {
                 let Position {
                     generation,
@@ -27,7 +42,7 @@ impl HostService {
                 } = self
                     .cursors
                     .decode(kind, current.view, &cursor)
-                    .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+                    .map_err(invalid)?;
                 let snapshot = self.router.generation(generation, view).ok_or_else(|| {
                     RpcError::invalid_params("invalid cursor: the catalog it belongs to has expired; list again from the start")
                 })?;
@@ -50,14 +65,19 @@ impl HostService {
             out.push_str(entry.json.get());
         }
         out.push(']');
-        if end < entries.len() {
-            let position = Position {
-                generation: snapshot.generation,
-                view: snapshot.view,
-                offset: u32::try_from(end).unwrap_or(u32::MAX),
+        if let (true, Some(last)) = (end < entries.len(), page.last()) {
+            let next = if stateless {
+                self.cursors.encode_after(kind, profile, &last.exposed)
+            } else {
+                let position = Position {
+                    generation: snapshot.generation,
+                    view: snapshot.view,
+                    offset: u32::try_from(end).unwrap_or(u32::MAX),
+                };
+                self.cursors.encode(kind, position)
             };
             out.push_str(",\"nextCursor\":\"");
-            out.push_str(&self.cursors.encode(kind, position));
+            out.push_str(&next);
             out.push('"');
         }
         out.push('}');
