@@ -56,9 +56,11 @@ pub enum DaemonError {
 /// directory.
 const CURSOR_KEYS: &str = "cursor.keys";
 
-/// The cursor key ring in `state_dir` (made, with one random key, at the first start).
-fn cursor_keys(state_dir: &std::path::Path) -> Result<crate::mcp::cursor::KeyRing, DaemonError> {
-    let path = state_dir.join(CURSOR_KEYS);
+/// The cursor key ring: `server.cursor_keys`, else in the state directory (made, with one random
+/// key, where it is not yet).
+fn cursor_keys(config: &Config) -> Result<crate::mcp::cursor::KeyRing, DaemonError> {
+    let path =
+        (config.server.cursor_keys.clone()).unwrap_or_else(|| config.state_dir.join(CURSOR_KEYS));
     let failed = |why: String| DaemonError::CursorKeys {
         path: path.display().to_string(),
         why,
@@ -217,7 +219,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
         delivery,
         supervisor.clone(),
         (audit.clone(), config.audit.redaction),
-        (&config.server, cursor_keys(&config.state_dir)?),
+        (&config.server, cursor_keys(&config)?),
     ));
     service.spawn_reaper();
     service.spawn_change_notices();

@@ -151,6 +151,8 @@ pub enum Fixed {
     /// The listeners' bounds are set when they start (`src/listener.rs`).
     MaxConnections,
     HeaderTimeout,
+    /// Read when the host service starts.
+    CursorKeys,
     Telemetry,
     /// Each upstream is handed it when it is made (`RouterHandle::link`).
     MaxItemsPerUpstream,
@@ -158,7 +160,7 @@ pub enum Fixed {
 
 impl Fixed {
     /// Every fixed setting, in the order a reload names them.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::Listen,
         Self::Admin,
         Self::AdminAccess,
@@ -167,6 +169,7 @@ impl Fixed {
         Self::SessionIdleTimeout,
         Self::MaxConnections,
         Self::HeaderTimeout,
+        Self::CursorKeys,
         Self::Telemetry,
         Self::MaxItemsPerUpstream,
     ];
@@ -182,6 +185,7 @@ impl Fixed {
             Self::SessionIdleTimeout => "server.session_idle_timeout",
             Self::MaxConnections => "server.max_connections",
             Self::HeaderTimeout => "server.header_timeout",
+            Self::CursorKeys => "server.cursor_keys",
             Self::Telemetry => "telemetry",
             Self::MaxItemsPerUpstream => "catalog.max_items_per_upstream",
         }
@@ -199,6 +203,7 @@ impl Fixed {
             }
             Self::MaxConnections => now.server.max_connections != next.server.max_connections,
             Self::HeaderTimeout => now.server.header_timeout != next.server.header_timeout,
+            Self::CursorKeys => now.server.cursor_keys != next.server.cursor_keys,
             Self::Telemetry => now.telemetry != next.telemetry,
             Self::MaxItemsPerUpstream => {
                 now.catalog.max_items_per_upstream != next.catalog.max_items_per_upstream
@@ -219,6 +224,7 @@ impl Fixed {
             }
             Self::MaxConnections => next.server.max_connections = now.server.max_connections,
             Self::HeaderTimeout => next.server.header_timeout = now.server.header_timeout,
+            Self::CursorKeys => next.server.cursor_keys.clone_from(&now.server.cursor_keys),
             Self::Telemetry => next.telemetry.clone_from(&now.telemetry),
             Self::MaxItemsPerUpstream => {
                 next.catalog.max_items_per_upstream = now.catalog.max_items_per_upstream;

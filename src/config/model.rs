@@ -149,6 +149,9 @@ pub struct ServerConfig {
     /// previous answer ended; then it is closed (so half-sent requests and idle keep-alive
     /// connections do not hold a slot). An answer in progress (an event stream) is not cut.
     pub header_timeout: Duration,
+    /// The file of the keys stateless hosts' listing cursors are signed with (`None`:
+    /// `<state dir>/cursor.keys`). Daemons given the same file accept each other's cursors.
+    pub cursor_keys: Option<std::path::PathBuf>,
 }
 
 /// Host sessions open at once unless `server.max_sessions` says otherwise.
@@ -173,6 +176,7 @@ impl Default for ServerConfig {
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_timeout: Duration::from_secs(10),
+            cursor_keys: None,
         }
     }
 }

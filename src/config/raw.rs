@@ -69,6 +69,8 @@ pub(super) struct RawServer {
     pub max_connections: Option<usize>,
     #[serde(default, with = "humantime_serde")]
     pub header_timeout: Option<Duration>,
+    /// The key ring of stateless hosts' listing cursors (default: in the state directory).
+    pub cursor_keys: Option<std::path::PathBuf>,
 }
 
 /// `[server.authorization]` as written.

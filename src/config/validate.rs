@@ -30,7 +30,7 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
     let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let anonymous_profile = raw.server.anonymous_profile.take();
     let authorization = hosts::authorization(path, &base_dir, raw.server.authorization.take())?;
-    let server = server(path, raw.server)?;
+    let server = server(path, &base_dir, raw.server)?;
     let admin_access = admin_access(&base_dir, &mut raw.admin);
     let admin = admin(path, raw.admin)?;
     let telemetry = telemetry(path, raw.telemetry)?;
@@ -104,7 +104,7 @@ fn resolve(base_dir: &Path, path: PathBuf) -> PathBuf {
     }
 }
 
-fn server(file: &Path, s: RawServer) -> Result<ServerConfig, ConfigError> {
+fn server(file: &Path, base_dir: &Path, s: RawServer) -> Result<ServerConfig, ConfigError> {
     let d = ServerConfig::default();
     let listen = match s.listen.as_deref() {
         None => d.listen,
@@ -133,6 +133,7 @@ fn server(file: &Path, s: RawServer) -> Result<ServerConfig, ConfigError> {
         max_sessions: s.max_sessions.unwrap_or(d.max_sessions),
         max_connections: s.max_connections.unwrap_or(d.max_connections),
         header_timeout: s.header_timeout.unwrap_or(d.header_timeout),
+        cursor_keys: s.cursor_keys.map(|f| resolve(base_dir, f)),
     };
     for (key, value) in [
         ("server.max_sessions", server.max_sessions),

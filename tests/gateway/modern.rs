@@ -784,3 +784,38 @@ async fn a_2026_hosts_cursor_outlives_a_restart() {
         .await;
     assert_eq!(refused.last()["error"]["code"], -32602);
 }
+
+/// Two daemons given one `server.cursor_keys` file accept each other's cursors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemons_sharing_a_key_file_accept_each_others_cursors() {
+    let shared = tempfile::tempdir().unwrap();
+    let keys = shared.path().join("keys");
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\ncursor_keys = {:?}\n[catalog]\ntools_page_size = 4\n\n{}",
+        keys.to_str().unwrap(),
+        test_upstream("alpha", &[])
+    );
+    let start = || async {
+        let daemon = Daemon::start_with(&config, &[]);
+        let client = Client::connect(&daemon.url).await;
+        daemon.wait_for_tools(&client, |n| n.len() == 7).await;
+        daemon
+    };
+    let (one, two) = (start().await, start().await);
+    let page = ModernHost::new(&one.url)
+        .request(1, "tools/list", json!({}))
+        .await;
+    let cursor = page.last()["result"]["nextCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rest = ModernHost::new(&two.url)
+        .request(2, "tools/list", json!({"cursor": cursor}))
+        .await;
+    let listed = rest.last()["result"]["tools"].as_array().unwrap().len();
+    assert_eq!(listed, 3, "{:?}", rest.messages);
+    assert!(
+        !two.state_dir.join("cursor.keys").exists(),
+        "the configured file is used"
+    );
+}
