@@ -267,3 +267,46 @@ async fn a_host_that_goes_away_cancels_its_call_upstream_and_frees_its_slot(via:
     assert_eq!(cancel["params"]["reason"], "mcpmux: the caller went away");
     slot_is_free().await;
 }
+
+over_each_transport!(a_2026_host_that_closes_its_request_stream_cancels_the_call_upstream);
+/// A stateless (2026-07-28) request has no `notifications/cancelled` over HTTP: closing its
+/// response stream is the cancellation, and the upstream hears it (and the slot is free again).
+async fn a_2026_host_that_closes_its_request_stream_cancels_the_call_upstream(via: Via) {
+    let setup = Setup::start_over(via, &[], "max_in_flight = 1\n").await;
+    let url = reqwest::Url::parse(&setup.daemon.url).unwrap();
+    let addr = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
+    let envelope = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "up__slow", "arguments": {"ms": 30000},
+                                 "_meta": envelope}})
+    .to_string();
+    let mut socket = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let request = format!(
+        "POST {} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: up__slow\r\nContent-Length: {}\r\n\r\n{body}",
+        url.path(),
+        body.len()
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let call = setup
+        .wait_recorded("the stateless 30 s call", |l| is_call_of(l, "slow"))
+        .await;
+    drop(socket);
+    let id = call["id"].clone();
+    let cancel = setup
+        .wait_recorded("its cancellation", |l| {
+            l["method"] == "notifications/cancelled" && l["params"]["requestId"] == id
+        })
+        .await;
+    assert_eq!(cancel["params"]["reason"], "mcpmux: the caller went away");
+    let host = setup.host(json!({})).await;
+    let answer = host
+        .request(
+            "tools/call",
+            json!({"name": "up__slow", "arguments": {"ms": 10}}),
+        )
+        .await;
+    assert_eq!(text(&answer), "slept 10ms", "{answer}");
+}
