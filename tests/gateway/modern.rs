@@ -819,3 +819,43 @@ async fn daemons_sharing_a_key_file_accept_each_others_cursors() {
         "the configured file is used"
     );
 }
+
+/// A handshake-era upstream that answers `-32042` (visit a URL first) gives a stateless host
+/// `input_required` with a URL-mode elicitation; its retry sends the call again. A host that
+/// did not declare URL-mode elicitation gets `-32021`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_an_upstream_requires_reaches_a_2026_host_as_input_required() {
+    let daemon = start().await;
+    let listed = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&listed, |n| n.iter().any(|n| n == "alpha__elicit"))
+        .await;
+    let host = ModernHost {
+        capabilities: json!({"elicitation": {"url": {}}}),
+        ..ModernHost::new(&daemon.url)
+    };
+    let call = json!({"name": "alpha__elicit", "arguments": {"url": "first"}});
+    let first = host.request(1, "tools/call", call.clone()).await;
+    let (key, params, state) = asked(&first, "elicitation/create");
+    assert_eq!(
+        params,
+        json!({"mode": "url", "url": "https://example.com/authorize",
+               "message": "Sign in to continue"})
+    );
+    let mut retry = call;
+    retry["inputResponses"] = json!({ key: {"action": "accept"} });
+    retry["requestState"] = json!(state);
+    let done = host.request(2, "tools/call", retry).await;
+    assert_eq!(text(&done), "elicited: url visited");
+
+    let form_only = ModernHost {
+        capabilities: json!({"elicitation": {}}),
+        ..ModernHost::new(&daemon.url)
+    };
+    let call = json!({"name": "alpha__elicit", "arguments": {"url": "second"}});
+    let refused = form_only.request(3, "tools/call", call).await;
+    assert_eq!(refused.status, 400);
+    let error = &refused.last()["error"];
+    assert_eq!(error["code"], -32021, "{error}");
+    assert!(error["data"]["requiredCapabilities"]["elicitation"]["url"].is_object());
+}

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::layers;
 use super::outcome::{Forwarded, Route};
-use super::rounds::{self, Round, Rounds};
+use super::rounds::{self, Resumed, Round, Rounds};
 use super::{Answer, HostRequest, HostService, content, unknown, upstream_error};
 use crate::config::{Isolation, Profile};
 use crate::downstream::caller::SessionCaller;
@@ -280,45 +280,34 @@ impl HostService {
         }
     }
 
-    /// A stateless host's retry of a call that asked for input: the parked call its
-    /// `requestState` names goes on with the host's `inputResponses`.
-    async fn resume(
-        &self,
-        host: &HostRequest,
-        (method, upstream): (&str, &UpstreamHandle),
-        (state, responses): (&str, Option<&RawValue>),
-        route: &mut Route,
-    ) -> Result<Reply, RpcError> {
-        let target_name = route.target.as_deref().unwrap_or_default();
-        let principal = host.ctx.principal.as_deref();
-        let binding = rounds::binding(principal, method, target_name, upstream.name());
-        let flight = self
-            .rounds
-            .resume(state, &binding, responses, host.sink.clone())?;
-        self.round(flight, upstream, route).await
-    }
-
-    /// Forwards a routed request, or continues the parked call a stateless host's retry names.
+    /// Forwards a routed request, or, for a stateless host's retry of a call that asked for
+    /// input, continues the parked call its `requestState` names with its `inputResponses` (or
+    /// sends the call again, when the state came with URL elicitations).
     async fn forward_or_resume(
         &self,
         host: &HostRequest,
         (method, upstream): (&str, &UpstreamHandle),
-        members: Members<'_>,
+        mut members: Members<'_>,
         tool: Option<&str>,
         route: &mut Route,
     ) -> Result<Reply, RpcError> {
         let state = (members.string("requestState")).filter(|_| host.session.is_stateless());
-        match state {
-            Some(state) => {
-                let responses = members.get("inputResponses");
-                self.resume(host, (method, upstream), (&state, responses), route)
-                    .await
-            }
-            None => {
-                self.forward_within(host, upstream, method, members, tool, route)
-                    .await
+        if let Some(state) = state {
+            let target_name = route.target.as_deref().unwrap_or_default();
+            let principal = host.ctx.principal.as_deref();
+            let binding = rounds::binding(principal, method, target_name, upstream.name());
+            let responses = members.get("inputResponses");
+            let sink = host.sink.clone();
+            match self.rounds.resume(&state, &binding, responses, sink)? {
+                Resumed::Flight(flight) => return self.round(flight, upstream, route).await,
+                Resumed::Again => {
+                    members.remove("requestState");
+                    members.remove("inputResponses");
+                }
             }
         }
+        self.forward_within(host, upstream, method, members, tool, route)
+            .await
     }
 
     /// Sends a request of mcpmux's own (not a host's) to an upstream.

@@ -245,6 +245,39 @@ impl Drop for Flight {
     }
 }
 
+/// What a retry continues.
+pub(super) enum Resumed {
+    /// The parked call its state names.
+    Flight(Flight),
+    /// Nothing parked: the call is sent again (the user has visited the URLs it asked for).
+    Again,
+}
+
+/// The payload of a state that asks for the call again (a parked call's is 16 bytes).
+const AGAIN: &[u8] = b"again";
+
+/// Whether an upstream's error is `-32042`, URL elicitation required (2025-11-25).
+fn is_url_required(error: &RawValue) -> bool {
+    error.get().contains("-32042")
+        && serde_json::from_str::<Value>(error.get())
+            .is_ok_and(|e| e["code"].as_i64() == Some(-32042))
+}
+
+/// `-32021` naming the `required` capabilities.
+fn missing_capability(required: &Value) -> RpcError {
+    let names: Vec<&String> = required
+        .as_object()
+        .map(|o| o.keys().collect())
+        .unwrap_or_default();
+    RpcError::new(
+        codes::MISSING_CLIENT_CAPABILITY,
+        format!(
+            "Missing required client capability: the upstream asked for {names:?}, which this request did not declare in io.modelcontextprotocol/clientCapabilities"
+        ),
+    )
+    .with_data(json!({ "requiredCapabilities": required }))
+}
+
 /// How a round ended.
 pub(super) enum Round {
     /// The upstream answered.
@@ -326,7 +359,15 @@ impl Rounds {
             }
             tokio::select! {
                 biased;
-                answer = &mut flight.call => return Ok((Round::Done(answer?), started)),
+                answer = &mut flight.call => {
+                    let round = match answer? {
+                        Ok(Reply::Error(error)) if is_url_required(&error) => {
+                            self.open_urls(&flight, &error)?
+                        }
+                        answer => Round::Done(answer),
+                    };
+                    return Ok((round, started));
+                }
                 events = flight.caller.heard() => {
                     for event in events {
                         flight.take(event)?;
@@ -336,14 +377,55 @@ impl Rounds {
         }
     }
 
-    /// Continues the parked call a retry's `state` names, with the host's `responses`.
+    /// A handshake-era upstream's `-32042` (URL elicitation required: the call can only succeed
+    /// once the user has visited the URLs) as `input_required` with URL-mode elicitations. The
+    /// upstream's call has ended, so its state asks for the call [`Resumed::Again`].
+    fn open_urls(&self, flight: &Flight, error: &RawValue) -> Result<Round, RpcError> {
+        #[derive(serde::Deserialize)]
+        struct Data {
+            #[serde(default)]
+            elicitations: Vec<Value>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Error {
+            data: Option<Data>,
+        }
+        let elicitations = serde_json::from_str::<Error>(error.get())
+            .ok()
+            .and_then(|e| e.data)
+            .map(|d| d.elicitations)
+            .unwrap_or_default();
+        let declared = &flight.caller.host.capabilities["elicitation"];
+        if declared.get("url").is_none() {
+            let required = json!({ "elicitation": { "url": {} } });
+            return Err(missing_capability(&required));
+        }
+        let requests: serde_json::Map<String, Value> = (elicitations.iter().enumerate())
+            .map(|(i, e)| {
+                // 2026-07-28 has no `elicitationId`: the retry itself says the user is done.
+                let params = json!({ "mode": "url", "url": e["url"], "message": e["message"] });
+                let request = json!({ "method": "elicitation/create", "params": params });
+                (format!("mcpmux-url-{}", i + 1), request)
+            })
+            .collect();
+        let state = self.sealer.seal(AGAIN, flight.binding.as_bytes(), PARK_TTL);
+        let result = json!({
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": state,
+        });
+        Ok(Round::InputRequired(to_raw(&result)))
+    }
+
+    /// Continues the parked call a retry's `state` names, with the host's `responses`; or says
+    /// to send the call again (its state came with URL elicitations).
     pub(super) fn resume(
         &self,
         state: &str,
         binding: &str,
         responses: Option<&RawValue>,
         sink: Option<mpsc::Sender<String>>,
-    ) -> Result<Flight, RpcError> {
+    ) -> Result<Resumed, RpcError> {
         let invalid = |why: String| {
             RpcError::invalid_params(format!(
                 "Invalid params: requestState {why}; send the request again without it"
@@ -353,6 +435,9 @@ impl Rounds {
             .sealer
             .open(state, binding.as_bytes())
             .map_err(|e| invalid(e.to_string()))?;
+        if payload == AGAIN {
+            return Ok(Resumed::Again);
+        }
         let id = <[u8; 16]>::try_from(payload.as_slice())
             .map(u128::from_be_bytes)
             .map_err(|_| invalid("is malformed".into()))?;
@@ -375,7 +460,7 @@ impl Rounds {
         }
         flight.asked = still;
         flight.caller.set_sink(sink);
-        Ok(flight)
+        Ok(Resumed::Flight(flight))
     }
 
     /// Parks `flight` and writes its `input_required` result.
@@ -436,19 +521,7 @@ impl Flight {
         match event {
             Event::Asked(asked) => self.asked.push(asked),
             Event::Withdrawn(key) => self.asked.retain(|a| a.key != key),
-            Event::Missing(required) => {
-                let names: Vec<&String> = required
-                    .as_object()
-                    .map(|o| o.keys().collect())
-                    .unwrap_or_default();
-                return Err(RpcError::new(
-                    codes::MISSING_CLIENT_CAPABILITY,
-                    format!(
-                        "Missing required client capability: the upstream asked for {names:?}, which this request did not declare in io.modelcontextprotocol/clientCapabilities"
-                    ),
-                )
-                .with_data(json!({ "requiredCapabilities": required })));
-            }
+            Event::Missing(required) => return Err(missing_capability(&required)),
         }
         Ok(())
     }

@@ -22,7 +22,9 @@
 //!     "done <steps> steps";
 //!   - `sample` {`prompt` = "hello"} (`sampling/createMessage`), `elicit`
 //!     {`rounds` = 1} (`elicitation/create`, asked `rounds` times one after the other, the
-//!     answer joining each "<action> <content JSON>" with " | "), `roots` (`roots/list`),
+//!     answer joining each "<action> <content JSON>" with " | "; with {`url`: KEY} it answers
+//!     the first call naming KEY with error -32042, a URL to visit, and later ones "elicited:
+//!     url visited"), `roots` (`roots/list`),
 //!     `ping_client` (`ping`):
 //!     send that request to the client with our own string id `srv-<n>`, wait
 //!     for the matching response, and answer "sampled: <content.text>",

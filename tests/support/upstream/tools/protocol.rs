@@ -2,6 +2,7 @@
 //! requests (`sample`, `elicit`, `roots`, `ping_client`, `notify_cancel`), logging and resource
 //! subscriptions.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -59,6 +60,34 @@ impl Server {
                     }
                 },
             )),
+            "elicit"
+                if params
+                    .pointer("/arguments/url")
+                    .is_some_and(Value::is_string) =>
+            {
+                // The first call naming a `url` key wants a URL visited first (-32042); any
+                // later one with that key succeeds.
+                static VISITED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+                let key = params["arguments"]["url"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let mut visited = VISITED.lock().unwrap_or_else(|e| e.into_inner());
+                if visited.contains(&key) {
+                    return reply(&text_result("elicited: url visited")).map(Some);
+                }
+                visited.push(key);
+                Err(RpcError {
+                    code: -32042,
+                    message: "URL elicitation required".into(),
+                    data: Some(json!({"elicitations": [{
+                        "mode": "url",
+                        "elicitationId": "e-1",
+                        "url": "https://example.com/authorize",
+                        "message": "Sign in to continue",
+                    }]})),
+                })
+            }
             "elicit" if uint_arg(params.get("arguments"), "rounds", 1)? > 1 => {
                 let rounds = uint_arg(params.get("arguments"), "rounds", 1)?;
                 let link = self.link.clone();
