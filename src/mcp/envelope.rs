@@ -30,7 +30,7 @@ pub const NAME_HEADER: &str = "mcp-name";
 
 /// Largest `clientCapabilities` or `clientInfo` a request may declare, serialized: what a host
 /// declares is kept for as long as its request runs.
-pub const MAX_DECLARED_BYTES: usize = 16 * 1024;
+const MAX_DECLARED_BYTES: usize = 16 * 1024;
 
 /// An envelope whose required fields are present; its version is not yet judged.
 #[derive(Debug)]
@@ -138,13 +138,13 @@ impl Declared {
         let version: String = serde_json::from_str(version.get()).map_err(|_| {
             RpcError::invalid_params(format!("Invalid params: `{PROTOCOL_VERSION}` is a string"))
         })?;
-        let capabilities = declared(CLIENT_CAPABILITIES, Some(capabilities))?;
+        let capabilities = declared(&format!("`{CLIENT_CAPABILITIES}`"), Some(capabilities))?;
         if !capabilities.is_object() {
             return Err(RpcError::invalid_params(format!(
                 "Invalid params: `{CLIENT_CAPABILITIES}` is an object"
             )));
         }
-        let client_info = declared(CLIENT_INFO, meta.client_info)?;
+        let client_info = declared(&format!("`{CLIENT_INFO}`"), meta.client_info)?;
         let mirrored = match method {
             "tools/call" | "prompts/get" => params.name.map(|name| ("name", name)),
             "resources/read" => params.uri.map(|uri| ("uri", uri)),
@@ -188,19 +188,21 @@ pub fn unsupported(requested: &str) -> RpcError {
     .with_data(json!({ "supported": supported, "requested": requested }))
 }
 
-/// What the request declared under `key` (`null` when absent), within [`MAX_DECLARED_BYTES`].
-fn declared(key: &str, raw: Option<&RawValue>) -> Result<Value, RpcError> {
+/// What a host declared about itself as `name` (`null` when absent: its capabilities or
+/// identity, in `initialize` or a request's envelope), within [`MAX_DECLARED_BYTES`]: it is kept
+/// for as long as its session or request lives.
+pub fn declared(name: &str, raw: Option<&RawValue>) -> Result<Value, RpcError> {
     let Some(raw) = raw else {
         return Ok(Value::Null);
     };
     let size = raw.get().len();
     if size > MAX_DECLARED_BYTES {
         return Err(RpcError::invalid_params(format!(
-            "Invalid params: `{key}` is {size} bytes, over mcpmux's limit of {MAX_DECLARED_BYTES} bytes (16 KiB); send less"
+            "{name} is {size} bytes, over mcpmux's limit of {MAX_DECLARED_BYTES} bytes (16 KiB); send less"
         )));
     }
     serde_json::from_str(raw.get())
-        .map_err(|e| RpcError::invalid_params(format!("Invalid params: `{key}`: {e}")))
+        .map_err(|e| RpcError::invalid_params(format!("invalid {name}: {e}")))
 }
 
 /// A header value as the text it carries: verbatim, or decoded from the `=?base64?…?=` form.

@@ -12,7 +12,6 @@ use super::HostService;
 use crate::downstream::session::{ClientInfo, HostInfo, Session};
 use crate::jsonrpc::{RpcError, codes, response_line, to_raw};
 use crate::mcp::ListKind;
-use crate::mcp::envelope::MAX_DECLARED_BYTES;
 use crate::mcp::names::SEPARATOR;
 use crate::mcp::version::Version;
 use crate::router::Snapshot;
@@ -94,19 +93,9 @@ impl HostService {
     }
 }
 
-/// What the host declared under `field` (`null` when absent), within [`MAX_DECLARED_BYTES`].
+/// What the host declared under `field` of its `initialize` (`null` when absent).
 fn declared(field: &str, raw: Option<&RawValue>) -> Result<Value, RpcError> {
-    let Some(raw) = raw else {
-        return Ok(Value::Null);
-    };
-    let size = raw.get().len();
-    if size > MAX_DECLARED_BYTES {
-        return Err(RpcError::invalid_params(format!(
-            "initialize params.{field} is {size} bytes, over mcpmux's limit of {MAX_DECLARED_BYTES} bytes (16 KiB); send less"
-        )));
-    }
-    serde_json::from_str(raw.get())
-        .map_err(|e| RpcError::invalid_params(format!("invalid initialize params.{field}: {e}")))
+    crate::mcp::envelope::declared(&format!("initialize params.{field}"), raw)
 }
 
 /// The initialize result: capabilities are the union of what the ready upstreams offer, limited
