@@ -182,16 +182,21 @@ async fn an_ending_session_refuses_its_pending_server_requests_and_cancels_its_c
 /// A POST of `body` for `client`'s session on a raw socket, so the test can drop the connection
 /// the way a host that goes away does.
 async fn raw_post(client: &common::Client, body: &Value) -> tokio::net::TcpStream {
-    let url = reqwest::Url::parse(&client.url).unwrap();
+    let session = client.session.as_deref().unwrap();
+    let headers = format!("Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n");
+    raw_post_to(&client.url, body, &headers).await
+}
+
+/// A POST of `body` to `url` with `headers` (each line ending in CRLF) on a raw socket.
+async fn raw_post_to(url: &str, body: &Value, headers: &str) -> tokio::net::TcpStream {
+    let url = reqwest::Url::parse(url).unwrap();
     let addr = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
     let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let body = body.to_string();
     let request = format!(
         "POST {} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nMcp-Session-Id: {}\r\n\
-         MCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{body}",
+         Accept: application/json, text/event-stream\r\n{headers}Content-Length: {}\r\n\r\n{body}",
         url.path(),
-        client.session.as_deref().unwrap(),
         body.len()
     );
     stream.write_all(request.as_bytes()).await.unwrap();
@@ -273,23 +278,14 @@ over_each_transport!(a_2026_host_that_closes_its_request_stream_cancels_the_call
 /// response stream is the cancellation, and the upstream hears it (and the slot is free again).
 async fn a_2026_host_that_closes_its_request_stream_cancels_the_call_upstream(via: Via) {
     let setup = Setup::start_over(via, &[], "max_in_flight = 1\n").await;
-    let url = reqwest::Url::parse(&setup.daemon.url).unwrap();
-    let addr = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
     let envelope = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                           "io.modelcontextprotocol/clientCapabilities": {}});
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                       "params": {"name": "up__slow", "arguments": {"ms": 30000},
-                                 "_meta": envelope}})
-    .to_string();
-    let mut socket = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let request = format!(
-        "POST {} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
-         Mcp-Method: tools/call\r\nMcp-Name: up__slow\r\nContent-Length: {}\r\n\r\n{body}",
-        url.path(),
-        body.len()
-    );
-    socket.write_all(request.as_bytes()).await.unwrap();
+                                 "_meta": envelope}});
+    let headers = "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n\
+                   Mcp-Name: up__slow\r\n";
+    let socket = raw_post_to(&setup.daemon.url, &body, headers).await;
     let call = setup
         .wait_recorded("the stateless 30 s call", |l| is_call_of(l, "slow"))
         .await;
