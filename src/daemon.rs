@@ -338,6 +338,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
         () = shutdown_signal() => {
             systemd::stopping();
             let _ = stop_tx.send(());
+            service.stop_streams();
             // In-flight requests finish; open event streams would hold the drain forever.
             let drain = reloader.current().server.drain_timeout;
             match tokio::time::timeout(drain, &mut server).await {

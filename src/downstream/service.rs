@@ -76,6 +76,8 @@ pub struct HostService {
     cursors: CursorCodec,
     /// Calls of stateless hosts parked between rounds.
     rounds: rounds::Rounds,
+    /// Cancelled when the daemon stops: listen streams then end with their result.
+    stopping: tokio_util::sync::CancellationToken,
     /// `server.initialize_wait` and `server.max_in_flight_per_session`, as a reload sets them.
     limits: arc_swap::ArcSwap<Limits>,
 }
@@ -183,6 +185,7 @@ impl HostService {
             audit_redaction: audit.1,
             cursors: CursorCodec::new(cursor_keys),
             rounds: rounds::Rounds::new(),
+            stopping: tokio_util::sync::CancellationToken::new(),
             limits: arc_swap::ArcSwap::from_pointee(Limits::of(server)),
         }
     }
@@ -190,6 +193,11 @@ impl HostService {
     /// Applies a reloaded config's session limits (to open sessions too).
     pub fn set_limits(&self, server: &ServerConfig) {
         self.limits.store(Arc::new(Limits::of(server)));
+    }
+
+    /// The daemon is stopping: `subscriptions/listen` streams end now, each with its result.
+    pub fn stop_streams(&self) {
+        self.stopping.cancel();
     }
 
     /// Every open host session.

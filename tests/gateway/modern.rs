@@ -594,7 +594,7 @@ async fn a_legacy_upstreams_requests_reach_a_2026_host_as_input_required_rounds(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listen_stream_carries_the_changes_a_2026_host_opted_in_to() {
-    let daemon = start().await;
+    let mut daemon = start().await;
     let host = ModernHost::new(&daemon.url);
     let params = json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["x"]},
                         "_meta": envelope()});
@@ -654,6 +654,18 @@ async fn a_listen_stream_carries_the_changes_a_2026_host_opted_in_to() {
     let tools = host.request(3, "tools/list", json!({})).await;
     let listed = tools.last()["result"]["tools"].to_string();
     assert!(listed.contains("beta__zz"), "{listed}");
+
+    // The daemon stops: the stream ends with the listen request's result, and holds nothing up.
+    daemon.terminate();
+    let last = next().await;
+    assert_eq!(last["id"], 77, "{last}");
+    assert_eq!(last["result"]["resultType"], "complete");
+    assert_eq!(
+        last["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        77
+    );
+    let stopped = daemon.wait_exit(Duration::from_secs(8)).await;
+    assert!(stopped.is_some_and(|s| s.success()), "{stopped:?}");
 }
 
 /// Two stateless hosts' calls to one remote (Streamable HTTP) upstream at once: each upstream

@@ -2,7 +2,8 @@
 //! notifications it opted in to. The acknowledgement comes first, naming what mcpmux agreed to
 //! (the list changes of the kinds the host's view offers); then one `list_changed` per listing
 //! the host sees that changed, per burst, from mcpmux's own catalog — every message tagged with
-//! the subscription's id (the listen request's). Request-scoped notifications never go here.
+//! the subscription's id (the listen request's). When the daemon stops, the stream ends with the
+//! listen request's result. Request-scoped notifications never go here.
 
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::HostService;
 use crate::config::Profile;
-use crate::jsonrpc::{notification_line, to_raw};
+use crate::jsonrpc::{notification_line, response_line, to_raw};
 use crate::mcp::ListKind;
 use crate::mcp::envelope::SUBSCRIPTION_ID;
 
@@ -73,8 +74,12 @@ impl HostService {
             Some(to_raw(&ack).get()),
         );
         let tagged = to_raw(&json!({ "_meta": meta }));
+        let result = json!({ "resultType": "complete", "_meta": meta });
+        let last = response_line(id, &to_raw(&result));
         let state = Watching {
             ack: Some(ack),
+            last: Some(last),
+            stopping: self.stopping.clone(),
             service: Arc::downgrade(self),
             changes: self.router.watch(),
             seen: self.router.views(),
@@ -94,6 +99,9 @@ impl HostService {
 struct Watching {
     /// The acknowledgement, until it is sent.
     ack: Option<String>,
+    /// The listen request's result, sent when the daemon stops.
+    last: Option<String>,
+    stopping: tokio_util::sync::CancellationToken,
     service: std::sync::Weak<HostService>,
     changes: tokio::sync::watch::Receiver<u64>,
     /// The views as of the last change the stream told about.
@@ -116,7 +124,10 @@ impl Watching {
             if let Some(line) = self.queued.pop() {
                 return Some(line);
             }
-            self.changes.changed().await.ok()?;
+            tokio::select! {
+                changed = self.changes.changed() => changed.ok()?,
+                () = self.stopping.cancelled() => return self.last.take(),
+            }
             self.changes.borrow_and_update();
             let service = self.service.upgrade()?;
             let current = service.router.views();
