@@ -221,17 +221,17 @@ impl HostService {
         method::exists(method, version)
     }
 
-    /// A stateless host's `subscriptions/listen` (request `id` with `params`, in the view of
-    /// `profile`): the stream's messages, or why it is refused.
-    pub fn listen(
+    /// A stateless host's `subscriptions/listen` (request `id` with `params`, from a host that
+    /// declared `host` and has `access`): the stream's messages, or why it is refused.
+    pub async fn listen(
         self: &Arc<Self>,
         id: &RawValue,
         params: Option<&RawValue>,
-        profile: Option<Arc<crate::config::Profile>>,
+        who: (HostInfo, crate::downstream::Access),
     ) -> Result<impl futures_util::Stream<Item = String> + Send + 'static, RpcError> {
         let version = crate::mcp::version::Version::MODERN;
         match HostMethod::parse("subscriptions/listen", params, version)? {
-            HostMethod::Listen { filter } => Ok(self.listen_stream(id, profile, filter)),
+            HostMethod::Listen { filter } => self.listen_stream(id, who, filter).await,
             _ => Err(RpcError::method_not_found("subscriptions/listen")),
         }
     }

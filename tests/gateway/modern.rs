@@ -592,17 +592,14 @@ async fn a_legacy_upstreams_requests_reach_a_2026_host_as_input_required_rounds(
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_listen_stream_carries_the_changes_a_2026_host_opted_in_to() {
-    let mut daemon = start().await;
-    let host = ModernHost::new(&daemon.url);
-    let params = json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["x"]},
-                        "_meta": envelope()});
+/// A `subscriptions/listen` stream of request `id` opting in to `notifications`.
+async fn listen(host: &ModernHost, id: u64, notifications: Value) -> SseReader {
+    let params = json!({"notifications": notifications, "_meta": envelope()});
     let body =
-        json!({"jsonrpc": "2.0", "id": 77, "method": "subscriptions/listen", "params": params});
+        json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params});
     let response = host
         .http
-        .post(&daemon.url)
+        .post(&host.url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", MODERN)
@@ -613,56 +610,90 @@ async fn a_listen_stream_carries_the_changes_a_2026_host_opted_in_to() {
         .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["x-accel-buffering"], "no");
-    let mut stream = SseReader::new(response);
-    let mut next = async || -> Value {
-        let event = stream.next_event(Duration::from_secs(20)).await;
-        let event = event.expect("a message in time").expect("the stream open");
-        let message: Value = serde_json::from_str(&event.data).unwrap();
-        host.schemas.check_message(&message, None);
-        message
-    };
-    // The acknowledgement first: what was agreed (resource subscriptions are not, yet).
-    let ack = next().await;
+    SseReader::new(response)
+}
+
+/// The next message of a listen stream, schema-checked.
+async fn next_on(stream: &mut SseReader, schemas: &Schemas) -> Value {
+    let event = stream.next_event(Duration::from_secs(20)).await;
+    let event = event.expect("a message in time").expect("the stream open");
+    let message: Value = serde_json::from_str(&event.data).unwrap();
+    schemas.check_message(&message, None);
+    message
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_carries_the_changes_a_2026_host_opted_in_to() {
+    let mut daemon = start().await;
+    let host = ModernHost::new(&daemon.url);
+    let subscription =
+        |m: &Value| m["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].clone();
+    let asked = json!({"toolsListChanged": true,
+                       "resourceSubscriptions": ["alpha+test://alpha/hello", "nope+x://y"]});
+    let mut stream = listen(&host, 77, asked).await;
+    // The acknowledgement first: what was agreed (a resource the view does not have is not).
+    let ack = next_on(&mut stream, &host.schemas).await;
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
-    assert_eq!(
-        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
-        77
-    );
+    assert_eq!(subscription(&ack), 77);
     assert_eq!(
         ack["params"]["notifications"],
-        json!({"toolsListChanged": true})
+        json!({"toolsListChanged": true, "resourceSubscriptions": ["alpha+test://alpha/hello"]})
     );
 
+    // The subscribed resource changes upstream: its update, under its exposed URI, tagged.
+    let touch = json!({"name": "alpha__touch", "arguments": {"uri": "test://alpha/hello"}});
+    let touched = host.request(2, "tools/call", touch).await;
+    assert_eq!(
+        text(&touched),
+        "touched test://alpha/hello (subscribed: true)"
+    );
+    let updated = next_on(&mut stream, &host.schemas).await;
+    assert_eq!(
+        updated["method"], "notifications/resources/updated",
+        "{updated}"
+    );
+    assert_eq!(updated["params"]["uri"], "alpha+test://alpha/hello");
+    assert_eq!(subscription(&updated), 77);
+
     // A tool appears upstream: one notification, tagged, and nothing it did not ask for.
-    let added = host
-        .request(
-            2,
-            "tools/call",
-            json!({"name": "beta__add_tool", "arguments": {"name": "zz"}}),
-        )
-        .await;
+    let add = json!({"name": "beta__add_tool", "arguments": {"name": "zz"}});
+    let added = host.request(3, "tools/call", add).await;
     assert_eq!(added.last()["result"]["resultType"], "complete");
-    let changed = next().await;
+    let changed = next_on(&mut stream, &host.schemas).await;
     assert_eq!(
         changed["method"], "notifications/tools/list_changed",
         "{changed}"
     );
-    assert_eq!(
-        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
-        77
-    );
-    let tools = host.request(3, "tools/list", json!({})).await;
+    assert_eq!(subscription(&changed), 77);
+    let tools = host.request(4, "tools/list", json!({})).await;
     let listed = tools.last()["result"]["tools"].to_string();
     assert!(listed.contains("beta__zz"), "{listed}");
 
-    // The daemon stops: the stream ends with the listen request's result, and holds nothing up.
+    // The stream ends: the upstream is no longer subscribed.
+    drop(stream);
+    let subscriptions = json!({"name": "alpha__subscriptions", "arguments": {}});
+    let unsubscribed = crate::common::poll_until(Duration::from_secs(20), || async {
+        text(&host.request(5, "tools/call", subscriptions.clone()).await) == "[]"
+    })
+    .await;
+    assert!(
+        unsubscribed,
+        "the upstream stayed subscribed after the stream ended"
+    );
+
+    // The daemon stops: a stream ends with the listen request's result, and holds nothing up.
+    let mut stream = listen(&host, 78, json!({"toolsListChanged": true})).await;
+    assert_eq!(
+        next_on(&mut stream, &host.schemas).await["method"],
+        "notifications/subscriptions/acknowledged"
+    );
     daemon.terminate();
-    let last = next().await;
-    assert_eq!(last["id"], 77, "{last}");
+    let last = next_on(&mut stream, &host.schemas).await;
+    assert_eq!(last["id"], 78, "{last}");
     assert_eq!(last["result"]["resultType"], "complete");
     assert_eq!(
         last["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
-        77
+        78
     );
     let stopped = daemon.wait_exit(Duration::from_secs(8)).await;
     assert!(stopped.is_some_and(|s| s.success()), "{stopped:?}");

@@ -75,8 +75,13 @@ pub(super) async fn post(
         return refused(StatusCode::NOT_FOUND, RpcError::method_not_found(&method));
     }
     let accepts = Accepts::of(headers);
+    let host = HostInfo {
+        version: envelope.version,
+        capabilities: envelope.capabilities,
+        client_info: ClientInfo::of(&envelope.client_info),
+    };
     if method == "subscriptions/listen" {
-        return listen(state, id, params, admitted, accepts, refused);
+        return listen(state, (id, params), (host, admitted), accepts, refused).await;
     }
     if !accepts.json && !accepts.stream {
         let error = RpcError::new(
@@ -85,11 +90,6 @@ pub(super) async fn post(
         );
         return refused(StatusCode::NOT_ACCEPTABLE, error);
     }
-    let host = HostInfo {
-        version: envelope.version,
-        capabilities: envelope.capabilities,
-        client_info: ClientInfo::of(&envelope.client_info),
-    };
     let session = Session::stateless(host, admitted.access);
     let service = Arc::clone(&state.service);
     let trace = TraceParent::from_headers(headers);
@@ -108,11 +108,10 @@ pub(super) async fn post(
 
 /// `subscriptions/listen`: an event stream of the change notifications the host opted in to,
 /// kept alive, for as long as the host reads it and the daemon runs.
-fn listen(
+async fn listen(
     state: &AppState,
-    id: &RawValue,
-    params: Option<&RawValue>,
-    admitted: Admitted,
+    (id, params): (&RawValue, Option<&RawValue>),
+    (host, admitted): (HostInfo, Admitted),
     accepts: Accepts,
     refused: impl Fn(StatusCode, RpcError) -> Response,
 ) -> Response {
@@ -123,7 +122,11 @@ fn listen(
         );
         return refused(StatusCode::NOT_ACCEPTABLE, error);
     }
-    match state.service.listen(id, params, admitted.access.profile) {
+    match state
+        .service
+        .listen(id, params, (host, admitted.access))
+        .await
+    {
         Ok(messages) => {
             let events = futures_util::StreamExt::map(messages, super::event);
             let mut response = super::sse(events);

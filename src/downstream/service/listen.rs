@@ -1,9 +1,14 @@
 //! `subscriptions/listen` (2026-07-28): a stateless host's long-lived stream of the change
 //! notifications it opted in to. The acknowledgement comes first, naming what mcpmux agreed to
-//! (the list changes of the kinds the host's view offers); then one `list_changed` per listing
-//! the host sees that changed, per burst, from mcpmux's own catalog — every message tagged with
-//! the subscription's id (the listen request's). When the daemon stops, the stream ends with the
-//! listen request's result. Request-scoped notifications never go here.
+//! (the list changes of the kinds the host's view offers, the resources it can subscribe to);
+//! then one `list_changed` per listing the host sees that changed, per burst, from mcpmux's own
+//! catalog, and each `notifications/resources/updated` of a subscribed resource — every message
+//! tagged with the subscription's id (the listen request's). When the daemon stops, the stream
+//! ends with the listen request's result. Request-scoped notifications never go here.
+//!
+//! Resource subscriptions ride on a host session kept for the stream's lifetime (counted among
+//! `server.max_sessions`): the upstreams are subscribed as for a handshake session's
+//! `resources/subscribe`, counted across sessions, and unsubscribed when the stream ends.
 
 use std::sync::Arc;
 
@@ -11,22 +16,27 @@ use futures_util::Stream;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::HostService;
+use super::outcome::Route;
+use super::{HostRequest, HostService};
 use crate::config::Profile;
-use crate::jsonrpc::{notification_line, response_line, to_raw};
+use crate::downstream::Access;
+use crate::downstream::session::{HostInfo, StreamGuard};
+use crate::jsonrpc::{Members, RpcError, codes, notification_line, response_line, to_raw};
 use crate::mcp::ListKind;
 use crate::mcp::envelope::SUBSCRIPTION_ID;
 
 /// What a listen request opted in to.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Filter {
     pub tools: bool,
     pub prompts: bool,
     pub resources: bool,
+    /// Exposed resource URIs whose updates it wants.
+    pub updates: Vec<String>,
 }
 
 impl Filter {
-    fn wants(self, kind: ListKind) -> bool {
+    fn wants(&self, kind: ListKind) -> bool {
         match kind {
             ListKind::Tools => self.tools,
             ListKind::Prompts => self.prompts,
@@ -38,12 +48,20 @@ impl Filter {
 impl HostService {
     /// The messages of a listen stream for a host that sees `profile`: the acknowledgement,
     /// then its change notifications, for as long as the service runs.
-    pub(super) fn listen_stream(
+    pub(super) async fn listen_stream(
         self: &Arc<Self>,
         id: &RawValue,
-        profile: Option<Arc<Profile>>,
+        (host, access): (HostInfo, Access),
         asked: Filter,
-    ) -> impl Stream<Item = String> + Send + 'static {
+    ) -> Result<impl Stream<Item = String> + Send + 'static, RpcError> {
+        let profile = access.profile.clone();
+        let updates = match asked.updates.is_empty() {
+            true => None,
+            false => Some(
+                self.subscribe_for_stream(id, (host, access), &asked.updates)
+                    .await?,
+            ),
+        };
         let view = self.router.view(profile.as_deref());
         let offered = |kind: ListKind| {
             view.offering(&format!("/{}", kind.capability()))
@@ -55,6 +73,7 @@ impl HostService {
             prompts: asked.prompts && offered(ListKind::Prompts),
             resources: asked.resources
                 && (offered(ListKind::Resources) || offered(ListKind::ResourceTemplates)),
+            updates: updates.as_ref().map(|u| u.uris.clone()).unwrap_or_default(),
         };
         drop(view);
         let meta = json!({ SUBSCRIPTION_ID: serde_json::from_str::<Value>(id.get()).unwrap_or(Value::Null) });
@@ -67,6 +86,9 @@ impl HostService {
             if on {
                 notifications.insert(key.to_owned(), Value::Bool(true));
             }
+        }
+        if !agreed.updates.is_empty() {
+            notifications.insert("resourceSubscriptions".to_owned(), json!(agreed.updates));
         }
         let ack = json!({ "_meta": meta, "notifications": notifications });
         let ack = notification_line(
@@ -87,11 +109,69 @@ impl HostService {
             profile,
             tagged,
             agreed,
+            updates,
         };
-        futures_util::stream::unfold(state, |mut state| async move {
-            let line = state.next().await?;
-            Some((line, state))
+        Ok(futures_util::stream::unfold(
+            state,
+            |mut state| async move {
+                let line = state.next().await?;
+                Some((line, state))
+            },
+        ))
+    }
+
+    /// A session for a listen stream's resource subscriptions, subscribed to each of `uris` the
+    /// host's view has (the others are left out of what is agreed).
+    async fn subscribe_for_stream(
+        self: &Arc<Self>,
+        id: &RawValue,
+        (host, access): (HostInfo, Access),
+        uris: &[String],
+    ) -> Result<Updates, RpcError> {
+        let max_sessions = self.limits.load().max_sessions;
+        let session = (self.delivery.sessions)
+            .open(None, host, access, max_sessions)
+            .map_err(|refused| RpcError::new(codes::TOO_MANY_SESSIONS, refused.to_string()))?;
+        let guard = session.attach_stream();
+        let mut agreed = Vec::new();
+        let request = HostRequest::new(Arc::clone(&session), id.to_owned(), None, None, None);
+        for uri in uris {
+            let mut route = Route::default();
+            if self
+                .subscribe(&request, uri.clone(), true, &mut route)
+                .await
+                .is_ok()
+            {
+                agreed.push(uri.clone());
+            }
+        }
+        Ok(Updates {
+            guard,
+            uris: agreed,
+            session: session.id.clone(),
+            service: Arc::downgrade(self),
         })
+    }
+}
+
+/// A listen stream's resource subscriptions: the session that holds them, whose messages the
+/// stream reads; the session ends (and the upstreams are unsubscribed) with the stream.
+struct Updates {
+    guard: Option<StreamGuard>,
+    uris: Vec<String>,
+    session: String,
+    service: std::sync::Weak<HostService>,
+}
+
+impl Drop for Updates {
+    fn drop(&mut self) {
+        self.guard = None;
+        let (service, session) = (self.service.upgrade(), self.session.clone());
+        if let Some(service) = service {
+            tokio::spawn(async move {
+                service.close_session(&session).await;
+            });
+        }
     }
 }
 
@@ -112,6 +192,8 @@ struct Watching {
     /// `{"_meta":{"io.modelcontextprotocol/subscriptionId":…}}`, the params of each notification.
     tagged: Box<RawValue>,
     agreed: Filter,
+    /// Its resource subscriptions, if it asked for any.
+    updates: Option<Updates>,
 }
 
 impl Watching {
@@ -124,9 +206,21 @@ impl Watching {
             if let Some(line) = self.queued.pop() {
                 return Some(line);
             }
+            let update = async {
+                match self.updates.as_mut().and_then(|u| u.guard.as_mut()) {
+                    Some(guard) => guard.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 changed = self.changes.changed() => changed.ok()?,
                 () = self.stopping.cancelled() => return self.last.take(),
+                update = update => {
+                    match update.and_then(|line| tag_update(&line, &self.tagged)) {
+                        Some(line) => return Some(line),
+                        None => continue,
+                    }
+                }
             }
             self.changes.borrow_and_update();
             let service = self.service.upgrade()?;
@@ -146,4 +240,21 @@ impl Watching {
             self.seen = current;
         }
     }
+}
+
+/// A resource update from the stream's session, tagged with the subscription's id; anything
+/// else the session is sent (its list changes: the stream sends its own) is left out.
+fn tag_update(line: &str, tagged: &RawValue) -> Option<String> {
+    let raw = crate::jsonrpc::raw(line.to_owned());
+    let message = Members::of(&raw)?;
+    if message.string("method").as_deref() != Some("notifications/resources/updated") {
+        return None;
+    }
+    let mut params = Members::of(message.get("params")?)?;
+    let tag = Members::of(tagged)?;
+    params.insert("_meta", tag.get("_meta")?);
+    Some(notification_line(
+        "notifications/resources/updated",
+        Some(&params.to_json()),
+    ))
 }

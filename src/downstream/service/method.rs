@@ -164,6 +164,8 @@ impl<'a> HostMethod<'a> {
             prompts_list_changed: bool,
             #[serde(default)]
             resources_list_changed: bool,
+            #[serde(default)]
+            resource_subscriptions: Vec<String>,
         }
         #[derive(Deserialize)]
         struct Params {
@@ -181,6 +183,7 @@ impl<'a> HostMethod<'a> {
                 tools: asked.tools_list_changed,
                 prompts: asked.prompts_list_changed,
                 resources: asked.resources_list_changed,
+                updates: asked.resource_subscriptions,
             },
         })
     }
