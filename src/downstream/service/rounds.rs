@@ -32,7 +32,7 @@ use crate::sync::lock;
 use crate::upstream::{Caller, Canceller, Reply, ServerRequestReply, UpstreamError};
 
 /// How long a parked call waits for the host's retry before it is cancelled upstream.
-pub(super) const PARK_TTL: Duration = Duration::from_secs(300);
+const PARK_TTL: Duration = Duration::from_secs(300);
 /// Parked calls the daemon holds at once; past that a call that asks for input is refused.
 const MAX_PARKED: usize = 1024;
 /// Requests for input one call may have outstanding at once.
