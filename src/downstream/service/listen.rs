@@ -167,8 +167,10 @@ impl Drop for Updates {
     fn drop(&mut self) {
         self.guard = None;
         let (service, session) = (self.service.upgrade(), self.session.clone());
-        if let Some(service) = service {
-            tokio::spawn(async move {
+        // Without a runtime (the daemon is gone), there is nothing left to unsubscribe.
+        let runtime = tokio::runtime::Handle::try_current();
+        if let (Some(service), Ok(runtime)) = (service, runtime) {
+            runtime.spawn(async move {
                 service.close_session(&session).await;
             });
         }
