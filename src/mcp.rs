@@ -88,6 +88,22 @@ impl ListKind {
     }
 }
 
+/// The client capability a request of a server needs of its client — `sampling`, `elicitation`
+/// or `roots` — if it is one of those.
+pub fn capability_for(method: &str) -> Option<&'static str> {
+    match method {
+        "sampling/createMessage" => Some("sampling"),
+        "elicitation/create" => Some("elicitation"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
+/// Whether an `elicitation/create` with `params` asks for URL mode (2025-11-25).
+pub fn is_url_elicitation(params: Option<&serde_json::value::RawValue>) -> bool {
+    params.is_some_and(|p| p.get().contains(r#""mode":"url""#))
+}
+
 /// The params of `notifications/cancelled` for request `id` (raw JSON), with an optional
 /// `reason` (raw JSON too).
 pub fn cancelled_params(id: &str, reason: Option<&str>) -> String {

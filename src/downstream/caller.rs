@@ -124,7 +124,7 @@ impl SessionCaller {
                 "the host speaks MCP {version}, which has no elicitation"
             ));
         }
-        let url_mode = params.is_some_and(|p| p.get().contains(r#""mode":"url""#));
+        let url_mode = crate::mcp::is_url_elicitation(params);
         let declared = &self.host.capabilities["elicitation"];
         if url_mode && (!version.has_url_elicitation() || declared.get("url").is_none()) {
             return Some(

@@ -102,18 +102,12 @@ impl InputCaller {
 
 /// The capability a server request needs of its host, and the object `-32021` names it by.
 fn needed(method: &str, asked_with: Option<&RawValue>) -> Option<(&'static str, Value)> {
-    match method {
-        "sampling/createMessage" => Some(("sampling", json!({ "sampling": {} }))),
-        "roots/list" => Some(("roots", json!({ "roots": {} }))),
-        "elicitation/create" => {
-            let url = asked_with.is_some_and(|p| p.get().contains(r#""mode":"url""#));
-            match url {
-                true => Some(("elicitation", json!({ "elicitation": { "url": {} } }))),
-                false => Some(("elicitation", json!({ "elicitation": {} }))),
-            }
-        }
-        _ => None,
-    }
+    let capability = crate::mcp::capability_for(method)?;
+    let required = match capability == "elicitation" && crate::mcp::is_url_elicitation(asked_with) {
+        true => json!({ "elicitation": { "url": {} } }),
+        false => json!({ capability: {} }),
+    };
+    Some((capability, required))
 }
 
 impl Caller for InputCaller {

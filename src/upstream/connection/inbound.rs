@@ -75,13 +75,7 @@ impl Connection {
             Ok(caller) => caller,
             Err(why) => return refuse(format!("mcpmux refused `{method}`: {why}")),
         };
-        let needed = match method {
-            "sampling/createMessage" => Some("sampling"),
-            "elicitation/create" => Some("elicitation"),
-            "roots/list" => Some("roots"),
-            _ => None,
-        };
-        if let Some(capability) = needed {
+        if let Some(capability) = crate::mcp::capability_for(method) {
             if !caller.supports(capability) {
                 return refuse(format!(
                     "mcpmux refused `{method}`: the host session that caused it did not declare the `{capability}` capability"
