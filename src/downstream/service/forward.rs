@@ -208,11 +208,9 @@ impl HostService {
         let params = members.to_json();
         let _permit = layers::permit::claim(host, self.limits.load().max_in_flight_per_session)?;
         let timeout = layers::deadline::of(upstream, tool);
-        if host.session.is_stateless() {
+        if stateless {
             // Its call may take rounds: it runs on while the host answers what it asks.
-            let target_name = route.target.as_deref().unwrap_or_default();
-            let principal = host.ctx.principal.as_deref();
-            let binding = rounds::binding(principal, method, target_name, upstream.name());
+            let binding = binding(host, method, route, upstream);
             let session = &host.session.id;
             let caller = Rounds::caller(session, Arc::clone(&host.ctx.host), host.sink.clone());
             let call = CallContext {
@@ -293,9 +291,7 @@ impl HostService {
     ) -> Result<Reply, RpcError> {
         let state = (members.string("requestState")).filter(|_| host.session.is_stateless());
         if let Some(state) = state {
-            let target_name = route.target.as_deref().unwrap_or_default();
-            let principal = host.ctx.principal.as_deref();
-            let binding = rounds::binding(principal, method, target_name, upstream.name());
+            let binding = binding(host, method, route, upstream);
             let responses = members.get("inputResponses");
             let sink = host.sink.clone();
             match self.rounds.resume(&state, &binding, responses, sink)? {
@@ -322,6 +318,18 @@ impl HostService {
             .await
             .map_err(upstream_error)
     }
+}
+
+/// What a stateless host's call to `upstream` is bound to: its principal, method, exposed name
+/// or URI (as routed) and upstream.
+fn binding(host: &HostRequest, method: &str, route: &Route, upstream: &UpstreamHandle) -> String {
+    let target = route.target.as_deref().unwrap_or_default();
+    rounds::binding(
+        host.ctx.principal.as_deref(),
+        method,
+        target,
+        upstream.name(),
+    )
 }
 
 impl HostRequest {
