@@ -33,8 +33,8 @@ pub use mcp_servers::{ImportedServer, imported_servers};
 pub use model::{ADMIN_EXPOSED, ADMIN_EXPOSED_FIX, AdminAccess};
 pub use model::{
     Authorization, CatalogConfig, Config, Credential, DEFAULT_INHERITED_ENV, DEFAULT_MAX_INSTANCES,
-    HostCredential, Isolation, JwksSource, JwtIssuer, OtlpProtocol, PinMode, Profile, ServerConfig,
-    TelemetryConfig, UpstreamConfig,
+    HostCredential, Isolation, JwksSource, JwtIssuer, OtlpProtocol, PinMode, Profile, Protocol,
+    ServerConfig, TelemetryConfig, UpstreamConfig,
 };
 pub use policy::Policy;
 pub use transport::is_loopback;

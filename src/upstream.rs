@@ -24,6 +24,7 @@ mod error;
 mod handle;
 mod handshake;
 pub mod metrics;
+mod modern;
 mod status;
 mod transport;
 
@@ -34,4 +35,5 @@ pub use connection::{
 };
 pub use error::{Reply, StopReason, UpstreamError};
 pub use handle::{UpstreamHandle, Upstreams};
+pub use modern::{InputRequired, input_required};
 pub use status::Phase;

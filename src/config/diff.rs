@@ -110,6 +110,7 @@ fn changed_settings(old: &UpstreamConfig, new: &UpstreamConfig) -> Vec<&'static 
         enabled,
         policy,
         isolation,
+        protocol,
         pin,
         roots,
         audit_redaction,
@@ -127,6 +128,7 @@ fn changed_settings(old: &UpstreamConfig, new: &UpstreamConfig) -> Vec<&'static 
     check(*enabled != new.enabled, "enabled");
     check(*policy != new.policy, "policy");
     check(*isolation != new.isolation, "isolation");
+    check(*protocol != new.protocol, "protocol");
     check(*pin != new.pin, "pin");
     check(*roots != new.roots, "roots");
     check(*audit_redaction != new.audit_redaction, "audit_redaction");

@@ -227,6 +227,8 @@ pub struct UpstreamConfig {
     pub policy: Policy,
     /// One shared connection, or one per host session.
     pub isolation: Isolation,
+    /// Which era of MCP it is spoken to in.
+    pub protocol: Protocol,
     /// What a tool whose definition changed since it was pinned becomes.
     pub pin: PinMode,
     /// Roots mcpmux answers `roots/list` with for this upstream (then never asks a host).
@@ -258,6 +260,7 @@ impl UpstreamConfig {
             enabled: true,
             policy: Default::default(),
             isolation: Default::default(),
+            protocol: Default::default(),
             pin: Default::default(),
             roots: None,
             audit_redaction: None,
@@ -282,6 +285,32 @@ pub enum PinMode {
     Record,
     /// Also withheld from hosts until `mcpmux approve UPSTREAM TOOL`.
     Strict,
+}
+
+/// Which era of MCP an upstream is spoken to in (`protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+pub enum Protocol {
+    /// Asked with `server/discover` at each start: 2026-07-28 when it answers as such a server
+    /// does, the `initialize` handshake otherwise.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// The `initialize` handshake (2024-11-05 … 2025-11-25), never probed.
+    #[serde(rename = "legacy")]
+    Legacy,
+    /// 2026-07-28 only: a server that does not answer `server/discover` fails to start.
+    #[serde(rename = "2026-07-28")]
+    Modern,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Legacy => "legacy",
+            Self::Modern => "2026-07-28",
+        }
+    }
 }
 
 /// How many connections an upstream gets.

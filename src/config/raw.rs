@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::audit::{Durability, Redaction};
 use super::error::ConfigError;
-use super::model::{Isolation, PinMode};
+use super::model::{Isolation, PinMode, Protocol};
 use super::policy::RawPolicy;
 use super::transport::{OAuthGrant, RemoteKind};
 
@@ -171,6 +171,8 @@ pub(super) struct RawUpstream {
     #[serde(default)]
     pub isolation: Isolation,
     #[serde(default)]
+    pub protocol: Protocol,
+    #[serde(default)]
     pub pin: PinMode,
     pub roots: Option<Vec<String>>,
     #[serde(default)]
@@ -259,7 +261,7 @@ pub(super) struct RawProfile {
 pub(super) struct HumanDuration(#[serde(with = "humantime_serde")] pub Duration);
 
 /// The keys of [`RawUpstream`] besides the policy's, for unknown-key messages.
-pub(super) const UPSTREAM_KEYS: [&str; 24] = [
+pub(super) const UPSTREAM_KEYS: [&str; 25] = [
     "command",
     "oauth",
     "url",
@@ -278,6 +280,7 @@ pub(super) const UPSTREAM_KEYS: [&str; 24] = [
     "enabled",
     "prefix",
     "isolation",
+    "protocol",
     "pin",
     "roots",
     "tool_timeouts",

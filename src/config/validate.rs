@@ -404,6 +404,7 @@ fn upstream(
         enabled: u.enabled.unwrap_or(true),
         policy,
         isolation: u.isolation,
+        protocol: u.protocol,
         pin: u.pin,
         roots,
         audit_redaction: u.audit_redaction,

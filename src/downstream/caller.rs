@@ -93,6 +93,15 @@ impl Caller for SessionCaller {
         Ok(host_id)
     }
 
+    fn capabilities(&self) -> Option<&serde_json::Value> {
+        Some(&self.host.capabilities)
+    }
+
+    fn log_level(&self) -> Option<&'static str> {
+        let rank = self.session.tables().log_level?;
+        super::session::LOG_LEVELS.get(rank).copied()
+    }
+
     fn cancel_forwarded(&self, host_id: &RawValue, reason: Option<&RawValue>) {
         let known = self
             .session

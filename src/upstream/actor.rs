@@ -16,11 +16,12 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr};
 
 use super::catalog::{UpstreamCatalog, UpstreamItem};
 use super::connection::{Connection, Context, Event};
-use super::error::{Closed, StartError, StopReason, UpstreamError};
+use super::error::{Closed, Reply, StartError, StopReason, UpstreamError};
 use super::handle::UpstreamHandle;
-use super::handshake;
+use super::handshake::{self, Opened};
 use super::status::Phase;
 use super::transport::{self, Teardown};
+use crate::config::{Protocol, RemoteKind, Transport};
 use crate::mcp::ListKind;
 
 /// Bounds of the health/idle timer.
@@ -60,6 +61,8 @@ struct UpstreamState {
     ticker: Option<tokio::task::JoinHandle<()>>,
     last_ping: Instant,
     pinging: bool,
+    /// The `subscriptions/listen` stream kept open with a 2026-07-28 upstream.
+    listening: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Actor for UpstreamActor {
@@ -73,29 +76,18 @@ impl Actor for UpstreamActor {
         handle: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         handle.diagnostics().clear();
-        let link = transport::open(handle.config(), Arc::clone(handle.diagnostics())).await?;
-        let ctx = Context {
-            id: Arc::clone(handle.id()),
-            max_in_flight: handle.config().policy.max_in_flight,
-            events: handle.events().cloned(),
-            roots: handle.configured_roots(),
-        };
-        let events = myself.clone();
-        let conn = Connection::start(ctx, link.outgoing, link.incoming, move |event| {
-            let _ = events.send_message(UpstreamMsg::Connection(event));
-        });
-        handle.update(|s| s.pid = link.pid);
-        tracing::info!(upstream = %handle.name(), session = handle.scope(), pid = link.pid, transport = %link.describe, "Started upstream process.");
+        let (conn, link) = connect(&handle, &myself).await?;
         Ok(UpstreamState {
             handle,
             conn,
-            teardown: Some(link.teardown),
+            teardown: Some(link),
             catalog: None,
             refreshing: HashSet::new(),
             stale: HashSet::new(),
             ticker: None,
             last_ping: Instant::now(),
             pinging: false,
+            listening: None,
         })
     }
 
@@ -104,34 +96,7 @@ impl Actor for UpstreamActor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let conn = Arc::clone(&state.conn);
-        let config = state.handle.config().clone();
-        // A per-session instance serves calls only; the shared instance serves the catalog.
-        let max_items = state.handle.catalog_link().map(|l| l.max_items);
-        tokio::spawn(async move {
-            let timeout = config.policy.startup_timeout;
-            let startup = async {
-                let info = Arc::new(
-                    handshake::initialize(&conn, timeout)
-                        .await
-                        .map_err(StartError::Handshake)?,
-                );
-                let Some(max_items) = max_items else {
-                    return Ok(UpstreamCatalog {
-                        info,
-                        lists: Default::default(),
-                    });
-                };
-                let request_timeout = config.policy.request_timeout;
-                handshake::read_catalog(&conn, info, request_timeout, max_items, &config.name)
-                    .await
-                    .map_err(StartError::Handshake)
-            };
-            let outcome = tokio::time::timeout(timeout, startup)
-                .await
-                .unwrap_or(Err(StartError::Timeout(timeout)));
-            let _ = myself.send_message(UpstreamMsg::Started(outcome));
-        });
+        start(&myself, state, state.handle.config().protocol);
         Ok(())
     }
 
@@ -144,6 +109,15 @@ impl Actor for UpstreamActor {
         match msg {
             UpstreamMsg::Started(Ok(catalog)) => {
                 self.ready(&myself, state, catalog).await;
+                Ok(())
+            }
+            UpstreamMsg::Started(Err(StartError::EndedOnProbe)) => {
+                tracing::info!(upstream = %state.handle.name(), "It ended on the server/discover probe, as some handshake-era servers do; starting it again with the initialize handshake.");
+                teardown(state, &Closed::Stopped).await;
+                let (conn, link) = connect(&state.handle, &myself).await?;
+                state.conn = conn;
+                state.teardown = Some(link);
+                start(&myself, state, Protocol::Legacy);
                 Ok(())
             }
             UpstreamMsg::Started(Err(why)) => {
@@ -222,8 +196,10 @@ impl UpstreamActor {
             .map(|(k, v)| format!("{} {}", v.len(), k.field()))
             .collect();
         tracing::info!(upstream = %h.name(), session = h.scope(), version = %catalog.info.protocol_version, offers = %counts.join(", "), "Upstream is ready.");
-        // Restore what sessions asked of the previous process before anyone else reaches it.
-        if let Some(events) = h.events() {
+        // Restore what sessions asked of the previous process before anyone else reaches it (a
+        // 2026-07-28 upstream keeps no such state: its resources are in the listen filter).
+        let modern = catalog.info.protocol_version.is_modern();
+        if let Some(events) = h.events().filter(|_| !modern) {
             let timeout = h.config().policy.request_timeout;
             for (method, params) in events.resume(h.id()) {
                 if let Err(e) = state
@@ -242,7 +218,11 @@ impl UpstreamActor {
         h.set_connection(Some(Arc::clone(&state.conn)));
         h.publish_catalog(catalog.clone());
         h.set_phase(Phase::Ready, None);
+        let info = Arc::clone(&catalog.info);
         state.catalog = Some(catalog);
+        if modern {
+            state.listening = Some(listen(&state.conn, h, &info));
+        }
         let policy = &h.config().policy;
         let checks = [policy.ping_interval, policy.idle_stop.map(|d| d / 4)];
         if let Some(every) = checks.into_iter().flatten().min() {
@@ -315,11 +295,16 @@ impl UpstreamActor {
             let conn = Arc::clone(&state.conn);
             let timeout = policy.ping_timeout;
             let myself = myself.clone();
+            // A 2026-07-28 server has no ping: its discover answers as cheaply.
+            let method = match conn.is_modern() {
+                true => "server/discover",
+                false => "ping",
+            };
             tokio::spawn(async move {
-                let answer = conn.request("ping", None, timeout, None).await;
+                let answer = conn.request(method, None, timeout, None).await;
                 let outcome = answer.map(|_| ()).map_err(|e| match e {
                     UpstreamError::Timeout { .. } => format!(
-                        "it stopped answering: no answer to ping within {}s",
+                        "it stopped answering: no answer to {method} within {}s",
                         timeout.as_secs_f32()
                     ),
                     other => other.to_string(),
@@ -379,6 +364,9 @@ async fn teardown(state: &mut UpstreamState, reason: &Closed) {
     if let Some(ticker) = state.ticker.take() {
         ticker.abort();
     }
+    if let Some(listening) = state.listening.take() {
+        listening.abort();
+    }
     state.handle.set_connection(None);
     state.conn.close(reason);
     if let Some(teardown) = state.teardown.take() {
@@ -386,4 +374,121 @@ async fn teardown(state: &mut UpstreamState, reason: &Closed) {
             .close(state.handle.config().policy.shutdown_grace)
             .await;
     }
+}
+
+/// Opens the transport `handle` is configured with and the connection over it, whose events go
+/// to the actor `myself`.
+async fn connect(
+    handle: &UpstreamHandle,
+    myself: &ActorRef<UpstreamMsg>,
+) -> Result<(Arc<Connection>, Box<dyn Teardown>), StartError> {
+    let link = transport::open(handle.config(), Arc::clone(handle.diagnostics())).await?;
+    let ctx = Context {
+        id: Arc::clone(handle.id()),
+        max_in_flight: handle.config().policy.max_in_flight,
+        events: handle.events().cloned(),
+        roots: handle.configured_roots(),
+    };
+    let events = myself.clone();
+    let conn = Connection::start(ctx, link.outgoing, link.incoming, move |event| {
+        let _ = events.send_message(UpstreamMsg::Connection(event));
+    });
+    handle.update(|s| s.pid = link.pid);
+    tracing::info!(upstream = %handle.name(), session = handle.scope(), pid = link.pid, transport = %link.describe, "Started upstream process.");
+    Ok((conn, link.teardown))
+}
+
+/// Opens the connection in its era (as `protocol` allows) and reads the catalog, off the
+/// actor's message loop; the outcome comes back as [`UpstreamMsg::Started`].
+fn start(myself: &ActorRef<UpstreamMsg>, state: &UpstreamState, protocol: Protocol) {
+    let conn = Arc::clone(&state.conn);
+    let config = state.handle.config().clone();
+    let myself = myself.clone();
+    // A per-session instance serves calls only; the shared instance serves the catalog.
+    let max_items = state.handle.catalog_link().map(|l| l.max_items);
+    let remote = matches!(config.transport, Transport::Remote(_));
+    // The legacy HTTP+SSE transport is 2024-11-05's: there is nothing to probe.
+    let sse = Some(RemoteKind::Sse);
+    let protocol = match &config.transport {
+        Transport::Remote(r) if r.kind == RemoteKind::Sse => Protocol::Legacy,
+        Transport::Remote(_) if state.handle.diagnostics().remembered() == sse => Protocol::Legacy,
+        _ => protocol,
+    };
+    tokio::spawn(async move {
+        let timeout = config.policy.startup_timeout;
+        let startup = async {
+            let info = match handshake::open(&conn, protocol, remote, timeout).await {
+                Ok(Opened::Ready(info)) => Arc::new(info),
+                Ok(Opened::EndedOnProbe) => return Err(StartError::EndedOnProbe),
+                Err(why) => return Err(StartError::Handshake(why)),
+            };
+            let Some(max_items) = max_items else {
+                return Ok(UpstreamCatalog {
+                    info,
+                    lists: Default::default(),
+                });
+            };
+            let request_timeout = config.policy.request_timeout;
+            handshake::read_catalog(&conn, info, request_timeout, max_items, &config.name)
+                .await
+                .map_err(StartError::Handshake)
+        };
+        let outcome = tokio::time::timeout(timeout, startup)
+            .await
+            .unwrap_or(Err(StartError::Timeout(timeout)));
+        let _ = myself.send_message(UpstreamMsg::Started(outcome));
+    });
+}
+
+/// How long to wait before opening a `subscriptions/listen` stream again after it failed.
+const LISTEN_RETRY: Duration = Duration::from_secs(1);
+
+/// Keeps a `subscriptions/listen` stream open with a 2026-07-28 upstream for as long as its
+/// connection lives: for the list changes it announces (they come back as the same list_changed
+/// notifications a handshake-era server sends) and the resources hosts subscribed to (the
+/// stream is opened again when that set changes). It is opened again after each request timeout,
+/// as every request of mcpmux's is bounded.
+fn listen(
+    conn: &Arc<Connection>,
+    handle: &UpstreamHandle,
+    info: &Arc<super::catalog::ServerInfo>,
+) -> tokio::task::JoinHandle<()> {
+    let conn = Arc::clone(conn);
+    let info = Arc::clone(info);
+    let mut resources = handle.watched_resources();
+    let timeout = handle.config().policy.request_timeout;
+    let name = handle.name().to_owned();
+    tokio::spawn(async move {
+        loop {
+            let params = super::modern::listen_params(&info, &resources.borrow_and_update());
+            let Some(params) = params else {
+                // Nothing to listen for until a host subscribes to a resource.
+                if resources.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            let listened = tokio::select! {
+                answer = conn.request("subscriptions/listen", Some(&params), timeout, None) => Some(answer),
+                changed = resources.changed() => match changed {
+                    Ok(()) => None,
+                    Err(_) => return,
+                },
+            };
+            if conn.closed().is_some() {
+                return;
+            }
+            match listened {
+                Some(Ok(Reply::Error(error))) => {
+                    tracing::warn!(upstream = %name, error = %error.get(), "The upstream refused subscriptions/listen; its list changes and resource updates are not seen until it restarts.");
+                    return;
+                }
+                Some(Err(UpstreamError::Timeout { .. })) | None => {}
+                Some(outcome) => {
+                    tracing::debug!(upstream = %name, ?outcome, "Its subscriptions/listen stream ended; opening it again.");
+                    tokio::time::sleep(LISTEN_RETRY).await;
+                }
+            }
+        }
+    })
 }

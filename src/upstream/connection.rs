@@ -10,9 +10,10 @@
 
 mod caller;
 mod inbound;
+mod rounds;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -57,6 +58,7 @@ pub(super) enum Event {
 }
 
 /// The host side of a forwarded request, and the progress token it was given upstream.
+#[derive(Clone)]
 pub struct CallContext {
     pub caller: Arc<dyn Caller>,
     /// When the host asked for progress: our token (in the params sent) and the host's.
@@ -66,7 +68,7 @@ pub struct CallContext {
 }
 
 /// A host's `progressToken` and the one that stands for it upstream (both raw JSON).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ProgressTokens {
     pub ours: String,
     pub host: Box<RawValue>,
@@ -121,6 +123,9 @@ pub(super) struct Connection {
     writer: mpsc::Sender<Outgoing>,
     tables: Mutex<Tables>,
     next_id: AtomicU64,
+    /// Whether the upstream speaks 2026-07-28 (decided by the probe; every request then
+    /// carries an envelope, and a call may take rounds).
+    modern: AtomicBool,
 }
 
 impl Connection {
@@ -137,6 +142,7 @@ impl Connection {
             writer,
             tables: Mutex::new(Tables::default()),
             next_id: AtomicU64::new(1),
+            modern: AtomicBool::new(false),
         });
         tokio::spawn(read_loop(Arc::clone(&conn), incoming, events));
         conn
@@ -150,19 +156,46 @@ impl Connection {
         self.tables.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Speaks 2026-07-28 from now on (the probe found a server that does).
+    pub(super) fn set_modern(&self) {
+        self.modern.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether it speaks 2026-07-28.
+    pub(super) fn is_modern(&self) -> bool {
+        self.modern.load(Ordering::Relaxed)
+    }
+
     /// Sends one request and waits for its answer, at most `timeout`. With a `call` context,
     /// the host's progress token is replaced by ours and the host can cancel the request.
-    /// A caller that stops waiting (its host went away) cancels the request upstream.
+    /// A caller that stops waiting (its host went away) cancels the request upstream. To a
+    /// 2026-07-28 upstream the request carries mcpmux's envelope and may take rounds (`rounds`).
+    pub(super) async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<&str>,
+        timeout: Duration,
+        call: Option<CallContext>,
+    ) -> Result<Reply, UpstreamError> {
+        if self.is_modern() {
+            return self.rounds(method, params, timeout, call).await;
+        }
+        self.exchange(method, params, None, timeout, call).await
+    }
+
+    /// One request and its answer (see [`Self::request`]); `name` is what the `Mcp-Name` header
+    /// mirrors, for a 2026-07-28 upstream.
     #[tracing::instrument(
         level = "debug",
         name = "upstream_request",
         skip_all,
         fields(upstream = %self.upstream(), method, id = tracing::field::Empty)
     )]
-    pub(super) async fn request(
+    async fn exchange(
         self: &Arc<Self>,
         method: &str,
         params: Option<&str>,
+        name: Option<Box<str>>,
         timeout: Duration,
         call: Option<CallContext>,
     ) -> Result<Reply, UpstreamError> {
@@ -212,7 +245,8 @@ impl Connection {
             });
         }
         let line = crate::jsonrpc::request_line(id, method, params);
-        let message = Outgoing::request(id, method, line, trace);
+        let mut message = Outgoing::request(id, method, line, trace);
+        message.name = name;
         let outcome = tokio::time::timeout(timeout, async {
             self.writer.send(message).await.map_err(|_| ())?;
             rx.await.map_err(|_| ())
@@ -361,6 +395,10 @@ async fn read_loop(conn: Arc<Connection>, mut incoming: Incoming, events: impl F
             None => break Closed::Eof,
         }
     };
+    // A connection its actor closed (and may have replaced) has nothing more to report.
+    let closed_already = conn.closed().is_some();
     conn.close(&closed);
-    events(Event::Closed(closed));
+    if !closed_already {
+        events(Event::Closed(closed));
+    }
 }

@@ -50,6 +50,10 @@ pub enum StartError {
     Handshake(String),
     #[error("it did not finish starting within {}s", .0.as_secs())]
     Timeout(Duration),
+    /// The process ended on the `server/discover` probe (a handshake-era server): it is started
+    /// again and spoken to with the handshake.
+    #[error("it ended on the server/discover probe")]
+    EndedOnProbe,
 }
 
 /// Why a connection ended, as its transport saw it.

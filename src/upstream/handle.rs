@@ -2,6 +2,7 @@
 //! instance of it). It outlives restarts of the actor, so callers always get either an answer or
 //! an error that says why there is none.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -38,6 +39,9 @@ struct Shared {
     retired: AtomicBool,
     /// What hosts asked of it, and how long it took (shared with its per-session instances).
     metrics: Arc<CallMetrics>,
+    /// The upstream URIs of resources hosts subscribed to, for a 2026-07-28 upstream's listen
+    /// stream (a handshake-era upstream is sent `resources/subscribe` instead).
+    resources: watch::Sender<BTreeSet<String>>,
 }
 
 /// The reference point of `last_used`.
@@ -127,6 +131,7 @@ impl UpstreamHandle {
                 last_used: AtomicU64::new(now_ms()),
                 retired: AtomicBool::new(false),
                 metrics,
+                resources: watch::channel(BTreeSet::new()).0,
             }),
         }
     }
@@ -291,6 +296,27 @@ impl UpstreamHandle {
             .map(|uri| serde_json::json!({ "uri": uri }))
             .collect();
         serde_json::value::to_raw_value(&serde_json::json!({ "roots": list })).ok()
+    }
+
+    /// Whether it speaks 2026-07-28 (as far as its last start found).
+    pub fn is_modern(&self) -> bool {
+        self.status()
+            .info
+            .is_some_and(|info| info.protocol_version.is_modern())
+    }
+
+    /// Adds (`on`) or removes an upstream resource URI among those its listen stream asks
+    /// updates for (2026-07-28).
+    pub fn watch_resource(&self, uri: &str, on: bool) {
+        self.shared.resources.send_if_modified(|set| match on {
+            true => set.insert(uri.to_owned()),
+            false => set.remove(uri),
+        });
+    }
+
+    /// The resources hosts want updates for, as they change.
+    pub(super) fn watched_resources(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.shared.resources.subscribe()
     }
 
     /// Requests waiting for the upstream right now.

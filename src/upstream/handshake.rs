@@ -1,5 +1,8 @@
-//! The start of a connection: the legacy `initialize` handshake, then every listing the server
-//! offers, read to its last page with guards against looping and runaway cursors.
+//! The start of a connection: the era it speaks — `server/discover` first, as the transports'
+//! backward-compatibility sections say, unless the upstream is configured `legacy`, then the
+//! `initialize` handshake for a server that does not answer as a 2026-07-28 server does — and
+//! then every listing the server offers, read to its last page with guards against looping and
+//! runaway cursors.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -12,11 +15,132 @@ use serde_json::value::RawValue;
 use super::catalog::{ServerInfo, UpstreamCatalog, UpstreamItem};
 use super::connection::Connection;
 use super::error::{Reply, UpstreamError};
+use super::modern::{self, Declared, Verdict};
+use crate::config::Protocol;
+use crate::jsonrpc::codes;
 use crate::mcp::ListKind;
 use crate::mcp::version::Version;
 
 /// Most pages read from one listing before giving up on it.
 const MAX_PAGES: usize = 10_000;
+/// Longest the probe waits for an answer to `server/discover` before taking the server for a
+/// handshake-era one (some never answer a request before `initialize`).
+const PROBE_WAIT: Duration = Duration::from_secs(10);
+
+/// How a connection opened.
+#[derive(Debug)]
+pub(super) enum Opened {
+    /// It speaks the era the server info names.
+    Ready(ServerInfo),
+    /// The process ended on the probe, as some handshake-era servers do on a request before
+    /// `initialize`: it is started again and spoken to with the handshake.
+    EndedOnProbe,
+}
+
+/// Finds the era the server speaks, as `protocol` allows, and opens the connection in it: a
+/// 2026-07-28 server is described by its `server/discover` result, any other by `initialize`.
+/// `remote` says whether a missing answer is an outage (HTTP) rather than a verdict (stdio).
+pub(super) async fn open(
+    conn: &Arc<Connection>,
+    protocol: Protocol,
+    remote: bool,
+    timeout: Duration,
+) -> Result<Opened, String> {
+    if protocol == Protocol::Legacy {
+        return (initialize(conn, timeout).await)
+            .map(Opened::Ready)
+            .map_err(|refusal| match refusal {
+                Refusal::Modern(versions) => format!(
+                    "{}; it refused the initialize handshake (protocol = \"legacy\"): set protocol = \"auto\" for it",
+                    serves_other(&versions)
+                ),
+                Refusal::Other(why) => why,
+            });
+    }
+    let wait = match protocol {
+        Protocol::Modern => timeout,
+        _ => timeout.min(PROBE_WAIT),
+    };
+    let verdict = match discover(conn, wait).await {
+        Ok(verdict) => verdict,
+        Err(_) if conn.closed().is_some() && !remote && protocol == Protocol::Auto => {
+            return Ok(Opened::EndedOnProbe);
+        }
+        Err(UpstreamError::Timeout { .. }) if !remote && protocol == Protocol::Auto => {
+            Verdict::Legacy
+        }
+        Err(e) => return Err(format!("it did not answer server/discover: {e}")),
+    };
+    match (verdict, protocol) {
+        (Verdict::Modern(info), _) => Ok(Opened::Ready(modern_opened(conn, info))),
+        (Verdict::Serves(versions), _) => Err(serves_other(&versions)),
+        (Verdict::Legacy, Protocol::Modern) => Err(
+            "it does not speak 2026-07-28 (it did not answer server/discover as such a server does); set protocol = \"auto\" or \"legacy\" for it".into(),
+        ),
+        (Verdict::Legacy, _) => match initialize(conn, timeout).await {
+            Ok(info) => Ok(Opened::Ready(info)),
+            // A modern-only server that was slow to answer the probe refuses the handshake
+            // naming 2026-07-28: it is asked again.
+            Err(Refusal::Modern(versions)) => match discover(conn, timeout).await {
+                Ok(Verdict::Modern(info)) => Ok(Opened::Ready(modern_opened(conn, info))),
+                _ => Err(serves_other(&versions)),
+            },
+            Err(Refusal::Other(why)) => Err(why),
+        },
+    }
+}
+
+/// The connection speaks 2026-07-28 from now on.
+fn modern_opened(conn: &Arc<Connection>, info: ServerInfo) -> ServerInfo {
+    conn.set_modern();
+    info
+}
+
+fn serves_other(versions: &[String]) -> String {
+    format!(
+        "it speaks MCP {}, and mcpmux speaks {} to upstreams",
+        versions.join(", "),
+        Version::SERVED.map(Version::as_str).join(", ")
+    )
+}
+
+/// The probe: `server/discover` with mcpmux's envelope, and what its answer says of the era.
+/// An error of mcpmux's own (the server could not be reached, a 5xx) is no verdict.
+async fn discover(conn: &Arc<Connection>, wait: Duration) -> Result<Verdict, UpstreamError> {
+    let (params, _) = modern::enveloped("server/discover", None, &Declared::default());
+    match conn
+        .request("server/discover", Some(&params), wait, None)
+        .await?
+    {
+        Reply::Result(result) => Ok(modern::discovered(&result)),
+        Reply::Error(error) if own_error(&error) => Err(UpstreamError::Failed {
+            upstream: String::new(),
+            reason: error.get().to_owned(),
+        }),
+        Reply::Error(error) => Ok(modern::refused(&error)),
+    }
+}
+
+/// Whether an error answer is mcpmux's own (its transport could not deliver the request).
+fn own_error(error: &RawValue) -> bool {
+    #[derive(Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    serde_json::from_str::<Code>(error.get()).is_ok_and(|e| e.code == codes::UPSTREAM_UNAVAILABLE)
+}
+
+/// Why `initialize` failed: a modern server's refusal (naming what it serves), or anything else.
+enum Refusal {
+    Modern(Vec<String>),
+    Other(String),
+}
+
+impl From<String> for Refusal {
+    fn from(why: String) -> Self {
+        Self::Other(why)
+    }
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -30,10 +154,7 @@ struct InitializeResult {
 }
 
 /// Performs `initialize` + `notifications/initialized`.
-pub(super) async fn initialize(
-    conn: &Arc<Connection>,
-    timeout: Duration,
-) -> Result<ServerInfo, String> {
+async fn initialize(conn: &Arc<Connection>, timeout: Duration) -> Result<ServerInfo, Refusal> {
     let params = serde_json::json!({
         "protocolVersion": Version::LATEST.as_str(),
         // mcpmux forwards these to the host session a request comes from (or answers roots
@@ -46,11 +167,15 @@ pub(super) async fn initialize(
         "clientInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")},
     })
     .to_string();
-    let result = expect_result(
-        conn.request("initialize", Some(&params), timeout, None)
-            .await,
-        "initialize",
-    )?;
+    let answer = conn
+        .request("initialize", Some(&params), timeout, None)
+        .await;
+    if let Ok(Reply::Error(error)) = &answer {
+        if let Verdict::Serves(versions) = modern::refused(error) {
+            return Err(Refusal::Modern(versions));
+        }
+    }
+    let result = expect_result(answer, "initialize")?;
     let init: InitializeResult = serde_json::from_str(result.get())
         .map_err(|e| format!("its initialize result is not valid: {e}"))?;
     let protocol_version = Version::known(&init.protocol_version).ok_or_else(|| {

@@ -70,6 +70,9 @@ pub(super) struct Outgoing {
     /// The W3C trace context of a host's request (also in its `params._meta`), for transports
     /// that send it as headers too.
     pub trace: Option<TraceParent>,
+    /// What the `Mcp-Name` header mirrors (`params.name` or `params.uri`) of a request to a
+    /// 2026-07-28 upstream.
+    pub name: Option<Box<str>>,
 }
 
 impl Outgoing {
@@ -80,6 +83,7 @@ impl Outgoing {
             id: Some(id),
             method: Some(method.into()),
             trace,
+            name: None,
         }
     }
 
@@ -90,6 +94,7 @@ impl Outgoing {
             id: None,
             method: Some(method.into()),
             trace: None,
+            name: None,
         }
     }
 
@@ -100,6 +105,7 @@ impl Outgoing {
             id: None,
             method: None,
             trace: None,
+            name: None,
         }
     }
 

@@ -15,5 +15,6 @@ pub mod common;
 
 mod conformance;
 mod interop;
+mod modern_upstream;
 mod protocol_python;
 mod real_servers;

@@ -300,6 +300,13 @@ impl HostService {
                     members.remove("requestState");
                     members.remove("inputResponses");
                 }
+                Resumed::Relay(upstream_state) => {
+                    let upstream_state = raw_string(&upstream_state);
+                    members.insert("requestState", &upstream_state);
+                    return self
+                        .forward_within(host, upstream, method, members, tool, route)
+                        .await;
+                }
             }
         }
         self.forward_within(host, upstream, method, members, tool, route)

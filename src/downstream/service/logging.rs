@@ -45,7 +45,12 @@ impl HostService {
         Ok(Answer::Result(to_raw(&json!({}))))
     }
 
+    /// Sets a handshake-era upstream's level; a 2026-07-28 upstream is told with each request
+    /// (its envelope's `logLevel`, from the session's level).
     async fn tell_level(&self, upstream: &UpstreamHandle, rank: usize) {
+        if upstream.is_modern() {
+            return;
+        }
         let params = json!({ "level": LOG_LEVELS[rank] });
         if let Err(e) = self
             .upstream_request(upstream, "logging/setLevel", &params)

@@ -29,7 +29,9 @@ use crate::downstream::sealed::Sealer;
 use crate::downstream::session::HostInfo;
 use crate::jsonrpc::{RpcError, codes, raw_string, to_raw};
 use crate::sync::lock;
-use crate::upstream::{Caller, Canceller, Reply, ServerRequestReply, UpstreamError};
+use crate::upstream::{
+    Caller, Canceller, InputRequired, Reply, ServerRequestReply, UpstreamError, input_required,
+};
 
 /// How long a parked call waits for the host's retry before it is cancelled upstream.
 const PARK_TTL: Duration = Duration::from_secs(300);
@@ -177,6 +179,15 @@ impl Caller for InputCaller {
             self.say(Event::Withdrawn(key));
         }
     }
+
+    fn capabilities(&self) -> Option<&Value> {
+        Some(&self.host.capabilities)
+    }
+
+    /// A 2026-07-28 upstream's `input_required` goes to the host as it is (its state sealed).
+    fn takes_input_required(&self) -> bool {
+        true
+    }
 }
 
 /// The upstream call itself: driven by the round serving it until the upstream asks for input,
@@ -245,10 +256,15 @@ pub(super) enum Resumed {
     Flight(Flight),
     /// Nothing parked: the call is sent again (the user has visited the URLs it asked for).
     Again,
+    /// A 2026-07-28 upstream's call: sent again with the host's answers and the upstream's own
+    /// `requestState`, which the sealed one carried.
+    Relay(String),
 }
 
 /// The payload of a state that asks for the call again (a parked call's is 16 bytes).
 const AGAIN: &[u8] = b"again";
+/// What starts the payload of a state that carries a 2026-07-28 upstream's own state.
+const RELAY: &[u8] = b"relay:";
 
 /// Whether an upstream's error is `-32042`, URL elicitation required (2025-11-25).
 fn is_url_required(error: &RawValue) -> bool {
@@ -358,6 +374,10 @@ impl Rounds {
                         Ok(Reply::Error(error)) if is_url_required(&error) => {
                             self.open_urls(&flight, &error)?
                         }
+                        Ok(Reply::Result(result)) => match input_required(&result) {
+                            Some(asked) => self.relay(&flight, asked, &result),
+                            None => Round::Done(Ok(Reply::Result(result))),
+                        },
                         answer => Round::Done(answer),
                     };
                     return Ok((round, started));
@@ -411,6 +431,21 @@ impl Rounds {
         Ok(Round::InputRequired(to_raw(&result)))
     }
 
+    /// A 2026-07-28 upstream's `input_required`, for the host: as the upstream wrote it, with
+    /// its `requestState` sealed inside one of mcpmux's (bound as every state is, so no host can
+    /// replay another's or steer it to another tool or upstream).
+    fn relay(&self, flight: &Flight, asked: InputRequired, result: &RawValue) -> Round {
+        let mut result: Value = serde_json::from_str(result.get()).unwrap_or_else(|_| json!({}));
+        if let (Some(state), Some(object)) = (asked.request_state, result.as_object_mut()) {
+            let payload = [RELAY, state.as_bytes()].concat();
+            let sealed = self
+                .sealer
+                .seal(&payload, flight.binding.as_bytes(), PARK_TTL);
+            object.insert("requestState".into(), Value::String(sealed));
+        }
+        Round::InputRequired(to_raw(&result))
+    }
+
     /// Continues the parked call a retry's `state` names, with the host's `responses`; or says
     /// to send the call again (its state came with URL elicitations).
     pub(super) fn resume(
@@ -431,6 +466,11 @@ impl Rounds {
             .map_err(|e| invalid(e.to_string()))?;
         if payload == AGAIN {
             return Ok(Resumed::Again);
+        }
+        if let Some(upstream_state) = payload.strip_prefix(RELAY) {
+            let upstream_state = String::from_utf8(upstream_state.to_vec())
+                .map_err(|_| invalid("is malformed".into()))?;
+            return Ok(Resumed::Relay(upstream_state));
         }
         let id = <[u8; 16]>::try_from(payload.as_slice())
             .map(u128::from_be_bytes)

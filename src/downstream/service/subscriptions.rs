@@ -36,6 +36,11 @@ impl HostService {
                 return Ok(Answer::Result(to_raw(&json!({}))));
             }
             if counts.add(target.id(), &original) {
+                if target.is_modern() {
+                    // A 2026-07-28 upstream is asked on its listen stream.
+                    target.watch_resource(&original, true);
+                    return Ok(Answer::Result(to_raw(&json!({}))));
+                }
                 let outcome = self
                     .upstream_request(&target, "resources/subscribe", &json!({ "uri": original }))
                     .await;
@@ -48,12 +53,16 @@ impl HostService {
         } else if session.tables().subscriptions.remove(&uri)
             && counts.remove(target.id(), &original)
         {
-            self.upstream_request(
-                &target,
-                "resources/unsubscribe",
-                &json!({ "uri": original }),
-            )
-            .await?;
+            if target.is_modern() {
+                target.watch_resource(&original, false);
+            } else {
+                self.upstream_request(
+                    &target,
+                    "resources/unsubscribe",
+                    &json!({ "uri": original }),
+                )
+                .await?;
+            }
         }
         Ok(Answer::Result(to_raw(&json!({}))))
     }

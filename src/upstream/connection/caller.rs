@@ -33,6 +33,21 @@ pub trait Caller: Send + Sync {
     ) -> Result<Box<RawValue>, RpcError>;
     /// The upstream cancelled a request it had sent; tell the host (which knows it as `host_id`).
     fn cancel_forwarded(&self, host_id: &RawValue, reason: Option<&RawValue>);
+    /// What the host declared (its client capabilities), for the envelope of a request to a
+    /// 2026-07-28 upstream.
+    fn capabilities(&self) -> Option<&serde_json::Value> {
+        None
+    }
+    /// The level the host wants log messages at, if it asked for any.
+    fn log_level(&self) -> Option<&'static str> {
+        None
+    }
+    /// Whether a 2026-07-28 upstream's `input_required` result goes to the host as it is (a
+    /// 2026-07-28 host answers it with a retry); otherwise mcpmux asks the host each request
+    /// and retries the call itself.
+    fn takes_input_required(&self) -> bool {
+        false
+    }
 }
 
 /// Where upstream messages that are not tied to one request go. `upstream.scope` limits delivery
@@ -78,16 +93,29 @@ impl Canceller {
 
 /// Carries a host's answer back to the upstream request it belongs to.
 pub struct ServerRequestReply {
-    pub(super) conn: Weak<Connection>,
-    pub(super) upstream_id: Box<RawValue>,
+    pub(super) to: ReplyTo,
     pub(super) upstream: String,
+}
+
+/// Where a host's answer goes.
+pub(super) enum ReplyTo {
+    /// To the upstream, as the answer to the request it sent under `upstream_id`.
+    Upstream {
+        conn: Weak<Connection>,
+        upstream_id: Box<RawValue>,
+    },
+    /// To the round of a call that asked for it in an `input_required` result (2026-07-28): the
+    /// host's result, or its error object.
+    Round(tokio::sync::oneshot::Sender<Result<Box<RawValue>, Box<RawValue>>>),
 }
 
 impl std::fmt::Debug for ServerRequestReply {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerRequestReply")
-            .field("id", &self.upstream_id.get())
-            .finish()
+        let mut debug = f.debug_struct("ServerRequestReply");
+        if let ReplyTo::Upstream { upstream_id, .. } = &self.to {
+            debug.field("id", &upstream_id.get());
+        }
+        debug.finish()
     }
 }
 
@@ -99,19 +127,35 @@ impl ServerRequestReply {
 
     /// Sends the host's `result` to the upstream under the upstream's own id.
     pub fn result(self, result: &RawValue) {
-        let line = crate::jsonrpc::response_line(&self.upstream_id, result);
-        self.deliver(line);
+        match self.to {
+            ReplyTo::Upstream { conn, upstream_id } => {
+                let line = crate::jsonrpc::response_line(&upstream_id, result);
+                deliver(&conn, &upstream_id, line);
+            }
+            ReplyTo::Round(round) => {
+                let _ = round.send(Ok(result.to_owned()));
+            }
+        }
     }
 
     /// Sends an error object (the host's, or ours) to the upstream under its own id.
     pub fn error(self, error: &str) {
-        let line = crate::jsonrpc::raw_error_line(Some(&self.upstream_id), error);
-        self.deliver(line);
-    }
-
-    fn deliver(self, line: String) {
-        if let Some(conn) = self.conn.upgrade() {
-            conn.answer_server_request(&self.upstream_id, line);
+        match self.to {
+            ReplyTo::Upstream { conn, upstream_id } => {
+                let line = crate::jsonrpc::raw_error_line(Some(&upstream_id), error);
+                deliver(&conn, &upstream_id, line);
+            }
+            ReplyTo::Round(round) => {
+                let error = serde_json::value::RawValue::from_string(error.to_owned())
+                    .unwrap_or_else(|_| crate::jsonrpc::raw_string(error));
+                let _ = round.send(Err(error));
+            }
         }
+    }
+}
+
+fn deliver(conn: &Weak<Connection>, upstream_id: &RawValue, line: String) {
+    if let Some(conn) = conn.upgrade() {
+        conn.answer_server_request(upstream_id, line);
     }
 }

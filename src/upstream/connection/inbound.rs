@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
-use super::caller::{Caller, ServerRequestReply};
+use super::caller::{Caller, ReplyTo, ServerRequestReply};
 use super::{Connection, Event, Forwarded};
 use crate::jsonrpc::{Members, Received, RpcError, codes, error_line, raw, response_line};
 use crate::mcp::ListKind;
@@ -83,8 +83,10 @@ impl Connection {
             }
         }
         let reply = ServerRequestReply {
-            conn: Arc::downgrade(self),
-            upstream_id: id.to_owned(),
+            to: ReplyTo::Upstream {
+                conn: Arc::downgrade(self),
+                upstream_id: id.to_owned(),
+            },
             upstream: self.upstream().to_owned(),
         };
         match caller.forward_request(method, params, reply) {

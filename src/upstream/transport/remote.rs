@@ -388,6 +388,16 @@ async fn post(shared: &Arc<Shared>, message: Outgoing) {
         Mode::Streamable(session) => {
             let _ = streamable::post(shared, &session, message, false).await;
         }
+        // The probe decides the era, not the transport: a server that refuses it may still speak
+        // Streamable HTTP (with the handshake) or the legacy transport.
+        Mode::Auto if message.is("server/discover") => {
+            let session = streamable::Session::default();
+            let _ = streamable::post(shared, &session, message, false).await;
+            if session.is_modern() {
+                shared.diagnostics.remember(RemoteKind::StreamableHttp);
+                shared.set_mode(Mode::Streamable(session));
+            }
+        }
         Mode::Auto => {
             let session = streamable::Session::default();
             shared.set_mode(Mode::Streamable(session.clone()));

@@ -24,6 +24,7 @@ mod stream;
 
 use super::{Outgoing, Shared};
 use crate::jsonrpc::{Members, Received};
+use crate::mcp::version::Version;
 use crate::oauth::Challenge;
 use crate::sync::lock;
 use crate::upstream::error::Closed;
@@ -34,6 +35,8 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 const STREAM_WAIT: Duration = Duration::from_secs(5);
 /// How much of an error body is quoted.
 const BODY_EXCERPT: usize = 300;
+/// How much of an error body is read to find the JSON-RPC error in it.
+const ERROR_BODY: usize = 64 * 1024;
 
 /// The HTTP session: its id, the version agreed, whether the GET stream runs.
 #[derive(Debug, Clone, Default)]
@@ -68,6 +71,14 @@ impl Session {
     fn version(&self) -> Option<HeaderValue> {
         lock(&self.0.version).clone()
     }
+
+    /// Whether the server was found to speak 2026-07-28 (it answered `server/discover`): no
+    /// session, no GET stream, the version and method on every POST.
+    pub(in super::super) fn is_modern(&self) -> bool {
+        self.version().is_some_and(|v| {
+            v.as_bytes() == crate::mcp::version::Version::MODERN.as_str().as_bytes()
+        })
+    }
 }
 
 /// POSTs one message; `Err(status)` when `may_fall_back` and the server refused it with a 4xx
@@ -91,7 +102,10 @@ pub(super) async fn post(
     if let Some(id) = session.id() {
         request = request.header(SESSION_HEADER, id);
     }
-    if let Some(version) = session.version() {
+    let modern = session.is_modern() || message.is("server/discover");
+    if modern {
+        request = modern_headers(request, &message);
+    } else if let Some(version) = session.version() {
         request = request.header(VERSION_HEADER, version);
     }
     let request = super::traced(&message, request);
@@ -116,13 +130,15 @@ pub(super) async fn post(
     };
     let status = response.status();
     let initialize = message.is("initialize");
+    // The answers that say which protocol version the session speaks.
+    let opening = initialize || message.is("server/discover");
     if initialize {
         if let Some(id) = response.headers().get(SESSION_HEADER) {
             *lock(&session.0.id) = Some(id.clone());
         }
     }
     if status.is_success() {
-        let answered = read_answer(shared, session, response, message.id, initialize).await;
+        let answered = read_answer(shared, session, response, message.id, opening).await;
         if message.id.is_some() && !answered {
             let why = format!(
                 "upstream `{}` ended its answer's stream before answering",
@@ -132,7 +148,10 @@ pub(super) async fn post(
         } else {
             shared.succeeded();
         }
-        if initialize && answered {
+        if opening && answered && session.is_modern() {
+            let state = "none (2026-07-28 keeps no session)".to_owned();
+            shared.diagnostics.set_http_session(Some(state));
+        } else if initialize && answered {
             let state = match (session.id().is_some(), session.version()) {
                 (true, Some(v)) => format!("established, protocol {}", v.to_str().unwrap_or("?")),
                 (true, None) => "established".to_owned(),
@@ -151,8 +170,18 @@ pub(super) async fn post(
         shared.diagnostics.set_challenge(challenge.clone());
     }
     let location = location_of(&response);
-    let body = excerpt(response).await;
+    let (body, error) = error_body(response).await;
     let why = format!("HTTP {status} from upstream `{}`: {body}", shared.upstream);
+    // A 2026-07-28 server answers a request it refuses with its JSON-RPC error (and a 4xx):
+    // that error is the answer.
+    if let (Some(error), Some(id), true) = (error, message.id, status.is_client_error()) {
+        if !matches!(status.as_u16(), 401 | 403) {
+            shared.note(why);
+            let id = crate::jsonrpc::raw(id.to_string());
+            shared.deliver(Received::Error { id, error }).await;
+            return Ok(());
+        }
+    }
     // A refusal `auto` falls back on is expected, not a failure to show.
     if may_fall_back && status.is_client_error() && !matches!(status.as_u16(), 401 | 403) {
         return Err(status);
@@ -192,6 +221,41 @@ pub(super) async fn post(
         _ => shared.refused(&message, why).await,
     }
     Ok(())
+}
+
+/// The headers of a 2026-07-28 request: its version, its method and, for a call, a read or a
+/// prompt, the name or URI it is for (encoded when it is not plain ASCII).
+fn modern_headers(request: reqwest::RequestBuilder, message: &Outgoing) -> reqwest::RequestBuilder {
+    use crate::mcp::envelope::{METHOD_HEADER, NAME_HEADER, encode_header_value};
+    let mut request = request.header(
+        VERSION_HEADER,
+        crate::mcp::version::Version::MODERN.as_str(),
+    );
+    if let Some(method) = &message.method {
+        request = request.header(METHOD_HEADER, &**method);
+    }
+    if let Some(name) = &message.name {
+        request = request.header(NAME_HEADER, encode_header_value(name));
+    }
+    request
+}
+
+/// The start of an error answer's body, for messages, and the JSON-RPC error it carries when
+/// it is one (as a 2026-07-28 server's refusals are).
+async fn error_body(
+    response: reqwest::Response,
+) -> (String, Option<Box<serde_json::value::RawValue>>) {
+    let start = crate::http_body::read_start(response, ERROR_BODY).await;
+    let text = String::from_utf8_lossy(&start);
+    let error = match Received::parse(text.trim()) {
+        Ok(Received::Error { error, .. }) => Some(error),
+        _ => None,
+    };
+    let shown: String = text.trim().chars().take(BODY_EXCERPT).collect();
+    match shown.is_empty() {
+        true => ("(no body)".into(), error),
+        false => (shown, error),
+    }
 }
 
 /// The `Location` of a redirect, if any.
@@ -282,6 +346,14 @@ fn observe(session: &Session, message: &Received, id: Option<u64>, initialize: b
     }
     if let (true, Received::Response { result, .. }) = (initialize, message) {
         let version = Members::of(result).and_then(|m| m.string("protocolVersion"));
+        let modern = Version::MODERN.as_str();
+        // A discover result names no version of its own: the session speaks 2026-07-28 when it
+        // lists that.
+        let version = version.or_else(|| {
+            let listed = Members::of(result)?.get("supportedVersions")?;
+            let listed: Vec<&str> = serde_json::from_str(listed.get()).ok()?;
+            listed.contains(&modern).then(|| modern.to_owned())
+        });
         if let Some(version) = version.and_then(|v| HeaderValue::from_str(&v).ok()) {
             *lock(&session.0.version) = Some(version);
         }

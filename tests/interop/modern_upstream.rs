@@ -1,0 +1,305 @@
+//! 2026-07-28 upstreams: a modern-only server on the official TypeScript SDK v2
+//! (`tests/interop/modern_server.mjs`, `legacy: 'reject'`), over stdio and over Streamable HTTP,
+//! behind mcpmux, with a handshake-era host and a 2026-07-28 host at once. mcpmux probes each
+//! with `server/discover`, speaks the new protocol to it (envelope, headers, listen stream), and
+//! bridges its multi-round requests for the legacy host into real server requests.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+use crate::common::{Client, Daemon, peers, read_messages, toml_list, toml_str};
+
+const MODERN: &str = "2026-07-28";
+
+fn script() -> String {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/modern_server.mjs");
+    path.to_str().unwrap().to_owned()
+}
+
+/// Where the peers' npm packages are.
+fn node_modules() -> String {
+    let bin = peers::npm_bin("node");
+    let modules = bin.parent().and_then(std::path::Path::parent).unwrap();
+    modules.to_str().unwrap().to_owned()
+}
+
+/// Starts the modern-only server over HTTP on a free loopback port: its process (killed when
+/// dropped) and its URL.
+async fn http_server() -> (tokio::process::Child, String) {
+    let mut child = tokio::process::Command::new(peers::npm_bin("node"))
+        .args([script(), "http".into()])
+        .env("MCP_NODE_MODULES", node_modules())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
+        .await
+        .expect("the modern server listens in time")
+        .unwrap()
+        .expect("a listening line");
+    let url = line
+        .strip_prefix("listening ")
+        .expect("listening URL")
+        .to_owned();
+    (child, url)
+}
+
+/// A 2026-07-28 host: each request a POST with the envelope and the mirrored headers.
+struct ModernHost {
+    http: reqwest::Client,
+    url: String,
+    capabilities: Value,
+}
+
+impl ModernHost {
+    async fn request(&self, method: &str, mut params: Value) -> Value {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
+            "io.modelcontextprotocol/clientInfo": {"name": "modern-host", "version": "0"},
+        });
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", MODERN)
+            .header("mcp-method", method);
+        if let Some(name) = params
+            .get("name")
+            .or(params.get("uri"))
+            .and_then(Value::as_str)
+        {
+            request = request.header("mcp-name", name);
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let response = request.body(body.to_string()).send().await.unwrap();
+        let messages = read_messages(response).await;
+        messages.last().cloned().expect("an answer")
+    }
+}
+
+fn text(answer: &Value) -> String {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {answer}"))
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_only_upstream_serves_a_legacy_and_a_modern_host_at_once() {
+    let (_server, server_url) = http_server().await;
+    let node = peers::npm_bin("node");
+    let config = format!(
+        "[upstreams.mstdio]\ncommand = {}\nargs = {}\nenv = {{ MCP_NODE_MODULES = {} }}\nstartup_timeout = \"300s\"\n\n\
+         [upstreams.mhttp]\nurl = {}\n",
+        toml_str(node.to_str().unwrap()),
+        toml_list(&[script(), "stdio".into()]),
+        toml_str(&node_modules()),
+        toml_str(&server_url),
+    );
+    let daemon = Daemon::start(&config);
+    let capabilities = json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {}});
+    let legacy = Client::connect_with(&daemon.url, "2025-11-25", capabilities.clone()).await;
+    daemon
+        .wait_for_tools(&legacy, |names| {
+            ["mstdio__echo", "mhttp__echo"]
+                .iter()
+                .all(|t| names.iter().any(|n| n == t))
+        })
+        .await;
+
+    // Both were found to speak 2026-07-28 (the probe), and status says so.
+    for name in ["mstdio", "mhttp"] {
+        let status = daemon.upstream_status(name).await;
+        assert_eq!(status["protocol_version"], MODERN, "{name}: {status}");
+    }
+
+    // ---- The legacy host: calls, a prompt with completion, a resource, progress.
+    for prefix in ["mstdio", "mhttp"] {
+        let echoed = legacy
+            .tool_text(&format!("{prefix}__echo"), json!({"text": "hi"}))
+            .await;
+        assert_eq!(echoed, "hi");
+        let prompt = legacy
+            .result(
+                "prompts/get",
+                json!({"name": format!("{prefix}__greet"), "arguments": {"name": "Ada"}}),
+            )
+            .await;
+        assert_eq!(prompt["messages"][0]["content"]["text"], "Hello, Ada!");
+        let completion = legacy
+            .result(
+                "completion/complete",
+                json!({"ref": {"type": "ref/prompt", "name": format!("{prefix}__greet")},
+                       "argument": {"name": "name", "value": "al"}}),
+            )
+            .await;
+        assert_eq!(
+            completion["completion"]["values"],
+            json!(["alice", "albert"])
+        );
+        let call = legacy.start(
+            "tools/call",
+            json!({"name": format!("{prefix}__progress"), "arguments": {"steps": 3},
+                   "_meta": {"progressToken": "p-1"}}),
+        );
+        let (before, answer) = call.finish().await;
+        assert_eq!(text(&answer), "did 3 steps");
+        let progress: Vec<&Value> = before
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .collect();
+        assert_eq!(progress.len(), 3, "{before:?}");
+        assert!(
+            progress
+                .iter()
+                .all(|p| p["params"]["progressToken"] == "p-1")
+        );
+    }
+    let resources = legacy.list_all("resources/list", "resources").await;
+    let info = resources
+        .iter()
+        .find(|r| r["uri"].as_str().is_some_and(|u| u.contains("mstdio")))
+        .unwrap_or_else(|| panic!("no mstdio resource in {resources:?}"));
+    let read = legacy
+        .result("resources/read", json!({"uri": info["uri"]}))
+        .await;
+    assert_eq!(read["contents"][0]["text"], "modern-only server");
+
+    // ---- Two hosts' multi-round calls interleaved: the legacy host is asked real requests,
+    // the modern host gets input_required with a sealed state.
+    let mut survey = legacy.start_tool("mhttp__survey", json!({}));
+    let asked = survey.next().await;
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert_eq!(asked["params"]["message"], "Your name?");
+
+    let modern = ModernHost {
+        http: reqwest::Client::new(),
+        url: daemon.url.clone(),
+        capabilities: json!({"elicitation": {}}),
+    };
+    let first = modern
+        .request(
+            "tools/call",
+            json!({"name": "mhttp__survey", "arguments": {}}),
+        )
+        .await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    assert_ne!(state, "asked-name", "the upstream's state goes out sealed");
+    let key = result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    // A state altered by the host is refused.
+    let mut altered = state.clone();
+    altered.replace_range(10..11, if &state[10..11] == "A" { "B" } else { "A" });
+    let refused = modern
+        .request(
+            "tools/call",
+            json!({"name": "mhttp__survey", "arguments": {},
+            "requestState": altered, "inputResponses": {}}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let second = modern
+        .request(
+            "tools/call",
+            json!({"name": "mhttp__survey", "arguments": {},
+            "requestState": state,
+            "inputResponses": {key: {"action": "accept", "content": {"name": "Bo"}}}}),
+        )
+        .await;
+    assert_eq!(second["result"]["resultType"], "input_required", "{second}");
+    let state = second["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // The legacy host answers its first question meanwhile, and gets the second.
+    legacy
+        .respond(
+            &asked["id"],
+            json!({"action": "accept", "content": {"name": "Ada"}}),
+        )
+        .await;
+    let asked = survey.next().await;
+    assert_eq!(
+        asked["params"]["message"], "Favourite colour, Ada?",
+        "{asked}"
+    );
+    legacy
+        .respond(
+            &asked["id"],
+            json!({"action": "accept", "content": {"color": "green"}}),
+        )
+        .await;
+    let (_, answer) = survey.finish().await;
+    assert_eq!(text(&answer), "Ada likes green");
+
+    let done = modern
+        .request(
+            "tools/call",
+            json!({"name": "mhttp__survey", "arguments": {},
+            "requestState": state,
+            "inputResponses": {"color": {"action": "accept", "content": {"color": "red"}}}}),
+        )
+        .await;
+    assert_eq!(text(&done), "Bo likes red", "{done}");
+
+    // ---- Sampling and roots for the legacy host, over stdio.
+    let mut sample = legacy.start_tool("mstdio__sample", json!({"prompt": "2+2?"}));
+    let asked = sample.next().await;
+    assert_eq!(asked["method"], "sampling/createMessage", "{asked}");
+    legacy
+        .respond(
+            &asked["id"],
+            json!({"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}),
+        )
+        .await;
+    let (_, answer) = sample.finish().await;
+    assert_eq!(text(&answer), "model said: 4");
+    let mut roots = legacy.start_tool("mstdio__roots", json!({}));
+    let asked = roots.next().await;
+    assert_eq!(asked["method"], "roots/list", "{asked}");
+    legacy
+        .respond(&asked["id"], json!({"roots": [{"uri": "file:///work"}]}))
+        .await;
+    let (_, answer) = roots.finish().await;
+    assert_eq!(text(&answer), "file:///work");
+
+    // A host without the capability gets an error, and is never asked.
+    let bare = Client::connect_with(&daemon.url, "2025-11-25", json!({})).await;
+    let refused = bare
+        .request(
+            "tools/call",
+            json!({"name": "mstdio__sample", "arguments": {"prompt": "x"}}),
+        )
+        .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("sampling"), "{refused}");
+
+    // ---- Changes: the listen stream mcpmux keeps with each brings list_changed.
+    for prefix in ["mstdio", "mhttp"] {
+        legacy
+            .tool_text(&format!("{prefix}__grow"), json!({"name": "grown"}))
+            .await;
+        let grown = format!("{prefix}__grown");
+        daemon
+            .wait_for_tools(&legacy, |names| names.iter().any(|n| *n == grown))
+            .await;
+    }
+}
