@@ -126,6 +126,8 @@ pub(super) struct Connection {
     /// Whether the upstream speaks 2026-07-28 (decided by the probe; every request then
     /// carries an envelope, and a call may take rounds).
     modern: AtomicBool,
+    /// A 2026-07-28 upstream's tools with `x-mcp-header` parameters, by the upstream's name.
+    param_headers: Mutex<HashMap<String, Vec<super::modern::ParamHeader>>>,
 }
 
 impl Connection {
@@ -143,6 +145,7 @@ impl Connection {
             tables: Mutex::new(Tables::default()),
             next_id: AtomicU64::new(1),
             modern: AtomicBool::new(false),
+            param_headers: Mutex::default(),
         });
         tokio::spawn(read_loop(Arc::clone(&conn), incoming, events));
         conn
@@ -159,6 +162,14 @@ impl Connection {
     /// Speaks 2026-07-28 from now on (the probe found a server that does).
     pub(super) fn set_modern(&self) {
         self.modern.store(true, Ordering::Relaxed);
+    }
+
+    /// The tools whose calls carry `Mcp-Param-*` headers, as last listed.
+    pub(super) fn set_param_headers(
+        &self,
+        tools: HashMap<String, Vec<super::modern::ParamHeader>>,
+    ) {
+        *crate::sync::lock(&self.param_headers) = tools;
     }
 
     /// Whether it speaks 2026-07-28.
@@ -180,7 +191,8 @@ impl Connection {
         if self.is_modern() {
             return self.rounds(method, params, timeout, call).await;
         }
-        self.exchange(method, params, None, timeout, call).await
+        self.exchange(method, params, (None, Vec::new()), timeout, call)
+            .await
     }
 
     /// One request and its answer (see [`Self::request`]); `name` is what the `Mcp-Name` header
@@ -195,7 +207,7 @@ impl Connection {
         self: &Arc<Self>,
         method: &str,
         params: Option<&str>,
-        name: Option<Box<str>>,
+        (name, param_headers): (Option<Box<str>>, Vec<(String, String)>),
         timeout: Duration,
         call: Option<CallContext>,
     ) -> Result<Reply, UpstreamError> {
@@ -247,6 +259,7 @@ impl Connection {
         let line = crate::jsonrpc::request_line(id, method, params);
         let mut message = Outgoing::request(id, method, line, trace);
         message.name = name;
+        message.params = param_headers;
         let outcome = tokio::time::timeout(timeout, async {
             self.writer.send(message).await.map_err(|_| ())?;
             rx.await.map_err(|_| ())

@@ -231,8 +231,29 @@ pub(super) async fn read_list(
     max_items: usize,
     upstream: &str,
 ) -> Result<Vec<UpstreamItem>, String> {
+    let (items, param_headers) = read_pages(conn, kind, timeout, max_items, upstream).await?;
+    if kind == ListKind::Tools && conn.is_modern() {
+        conn.set_param_headers(param_headers);
+    }
+    Ok(items)
+}
+
+/// The tools whose parameters have headers, by name.
+type ParamHeaders = std::collections::HashMap<String, Vec<modern::ParamHeader>>;
+
+/// [`read_list`]'s pages, and (for a 2026-07-28 upstream's tools) their parameter headers.
+async fn read_pages(
+    conn: &Arc<Connection>,
+    kind: ListKind,
+    timeout: Duration,
+    max_items: usize,
+    upstream: &str,
+) -> Result<(Vec<UpstreamItem>, ParamHeaders), String> {
     let mut items = Vec::new();
     let mut seen = HashSet::new();
+    // A 2026-07-28 upstream's tools with `x-mcp-header` parameters (an invalid one is left out).
+    let headed = kind == ListKind::Tools && conn.is_modern();
+    let mut param_headers = std::collections::HashMap::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
         let params = cursor
@@ -262,6 +283,22 @@ pub(super) async fn read_list(
                 );
                 continue;
             };
+            if headed {
+                match modern::param_headers(&item["inputSchema"]) {
+                    Ok(headers) if headers.is_empty() => {}
+                    Ok(headers) => {
+                        param_headers.insert(key.to_owned(), headers);
+                    }
+                    Err(why) => {
+                        tracing::warn!(
+                            upstream,
+                            tool = key,
+                            "Left out a tool whose definition is invalid: {why}."
+                        );
+                        continue;
+                    }
+                }
+            }
             if items.len() == max_items {
                 tracing::warn!(
                     upstream,
@@ -269,7 +306,7 @@ pub(super) async fn read_list(
                     max_items,
                     "Listing is over the item limit; the rest is ignored."
                 );
-                return Ok(items);
+                return Ok((items, param_headers));
             }
             let json = RawValue::from_string(item.to_string()).map_err(|e| e.to_string())?;
             items.push(UpstreamItem {
@@ -278,18 +315,18 @@ pub(super) async fn read_list(
             });
         }
         match page.next_cursor {
-            None => return Ok(items),
+            None => return Ok((items, param_headers)),
             Some(next) if next.is_empty() => {
                 tracing::warn!(
                     upstream,
                     listing = kind.method(),
                     "Upstream sent an empty nextCursor; treating it as the end."
                 );
-                return Ok(items);
+                return Ok((items, param_headers));
             }
             Some(next) if !seen.insert(next.clone()) => {
                 tracing::warn!(upstream, listing = kind.method(), cursor = %next, "Upstream repeated a cursor; stopping there.");
-                return Ok(items);
+                return Ok((items, param_headers));
             }
             Some(next) => cursor = Some(next),
         }
@@ -299,7 +336,7 @@ pub(super) async fn read_list(
         listing = kind.method(),
         "Upstream listing has more than {MAX_PAGES} pages; stopping there."
     );
-    Ok(items)
+    Ok((items, param_headers))
 }
 
 fn expect_result(

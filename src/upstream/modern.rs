@@ -227,7 +227,103 @@ pub(super) fn listen_params(info: &ServerInfo, resources: &BTreeSet<String>) -> 
     (!filter.is_empty()).then(|| json!({ "notifications": filter }).to_string())
 }
 
+/// One `x-mcp-header` annotation of a tool: the chain of `properties` keys to the parameter,
+/// and the name its `Mcp-Param-{name}` header takes.
+pub(super) type ParamHeader = (Vec<String>, String);
+
+/// The `x-mcp-header` annotations of a tool's `inputSchema` (Streamable HTTP, "Custom Headers
+/// from Tool Parameters"), or why they make the tool invalid: an empty name, one that is not an
+/// HTTP token, two alike but for case, one on a parameter that is not a string, integer or
+/// boolean, or one not reachable from the root through `properties` alone.
+pub(super) fn param_headers(schema: &Value) -> Result<Vec<ParamHeader>, String> {
+    let mut found = Vec::new();
+    walk(schema, Some(Vec::new()), &mut found)?;
+    let mut seen = BTreeSet::new();
+    for (_, name) in &found {
+        if !seen.insert(name.to_ascii_lowercase()) {
+            return Err(format!(
+                "x-mcp-header `{name}` is used twice (names are case-insensitive)"
+            ));
+        }
+    }
+    Ok(found)
+}
+
+/// Visits `node`; `path` is its chain of `properties` keys while it is statically reachable.
+fn walk(
+    node: &Value,
+    path: Option<Vec<String>>,
+    found: &mut Vec<ParamHeader>,
+) -> Result<(), String> {
+    match node {
+        Value::Object(object) => {
+            if let Some(name) = object.get("x-mcp-header") {
+                let Some(path) = &path else {
+                    return Err("an x-mcp-header is not reachable through properties alone".into());
+                };
+                let name = name.as_str().unwrap_or_default();
+                let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+                if name.is_empty() || !name.chars().all(token) {
+                    return Err(format!("x-mcp-header {name:?} is not an HTTP header name"));
+                }
+                if !matches!(
+                    object.get("type").and_then(Value::as_str),
+                    Some("string" | "integer" | "boolean")
+                ) {
+                    return Err(format!(
+                        "x-mcp-header `{name}` is on a parameter that is not a string, integer or boolean"
+                    ));
+                }
+                found.push((path.clone(), name.to_owned()));
+            }
+            for (key, child) in object {
+                if key == "properties" {
+                    if let Value::Object(properties) = child {
+                        for (property, schema) in properties {
+                            let next = path.clone().map(|mut p| {
+                                p.push(property.clone());
+                                p
+                            });
+                            walk(schema, next, found)?;
+                        }
+                    }
+                } else if key != "x-mcp-header" {
+                    walk(child, None, found)?;
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                walk(item, None, found)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The `Mcp-Param-*` headers of a call with `arguments`: each annotated parameter that has a
+/// value, as its header value (encoded where it is not plain ASCII).
+pub(super) fn param_values(headers: &[ParamHeader], arguments: &Value) -> Vec<(String, String)> {
+    let mut values = Vec::new();
+    for (path, name) in headers {
+        let value = path.iter().try_fold(arguments, |v, key| v.get(key));
+        let text = match value {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Bool(b)) => b.to_string(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => continue,
+        };
+        values.push((
+            format!("mcp-param-{name}"),
+            envelope::encode_header_value(&text),
+        ));
+    }
+    values
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -284,6 +380,41 @@ mod tests {
         let unsupported =
             raw(r#"{"code":-32022,"message":"x","data":{"supported":["2027-01-01"]}}"#);
         assert!(matches!(refused(&unsupported), Verdict::Serves(v) if v == ["2027-01-01"]));
+    }
+
+    #[test]
+    fn tool_parameters_become_headers_only_when_annotated_validly() {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "n": {"type": "integer", "x-mcp-header": "N"},
+            "nested": {"type": "object", "properties": {"flag": {"type": "boolean", "x-mcp-header": "Flag"}}},
+            "plain": {"type": "string"}}});
+        let headers = param_headers(&schema).unwrap();
+        let values = param_values(
+            &headers,
+            &json!({"region": " padded", "n": 42, "nested": {"flag": false}}),
+        );
+        assert_eq!(
+            values,
+            [
+                (
+                    "mcp-param-Region".to_owned(),
+                    "=?base64?IHBhZGRlZA==?=".to_owned()
+                ),
+                ("mcp-param-N".to_owned(), "42".to_owned()),
+                ("mcp-param-Flag".to_owned(), "false".to_owned()),
+            ]
+        );
+        for bad in [
+            json!({"properties": {"a": {"type": "string", "x-mcp-header": ""}}}),
+            json!({"properties": {"a": {"type": "object", "x-mcp-header": "A"}}}),
+            json!({"properties": {"a": {"type": "number", "x-mcp-header": "A"}}}),
+            json!({"properties": {"a": {"type": "string", "x-mcp-header": "A b"}}}),
+            json!({"properties": {"a": {"type": "string", "x-mcp-header": "A"}, "b": {"type": "string", "x-mcp-header": "a"}}}),
+            json!({"properties": {"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "A"}}}}),
+        ] {
+            assert!(param_headers(&bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -73,6 +73,8 @@ pub(super) struct Outgoing {
     /// What the `Mcp-Name` header mirrors (`params.name` or `params.uri`) of a request to a
     /// 2026-07-28 upstream.
     pub name: Option<Box<str>>,
+    /// The `Mcp-Param-*` headers of a call to a 2026-07-28 upstream (name, encoded value).
+    pub params: Vec<(String, String)>,
 }
 
 impl Outgoing {
@@ -84,6 +86,7 @@ impl Outgoing {
             method: Some(method.into()),
             trace,
             name: None,
+            params: Vec::new(),
         }
     }
 
@@ -95,6 +98,7 @@ impl Outgoing {
             method: Some(method.into()),
             trace: None,
             name: None,
+            params: Vec::new(),
         }
     }
 
@@ -106,6 +110,7 @@ impl Outgoing {
             method: None,
             trace: None,
             name: None,
+            params: Vec::new(),
         }
     }
 

@@ -164,10 +164,15 @@ class Daemon:
 
 
 class Host:
+    """A handshake-era host of mcpmux that declares sampling, elicitation and roots and answers
+    what it is asked on a call's event stream (accept, a canned model reply, no roots): the
+    scenarios' servers ask through mcpmux, which speaks 2026-07-28 to them."""
+
     def __init__(self, url):
         self.url, self.session, self.next_id = url, None, 1
         answer = self.request("initialize", {
-            "protocolVersion": "2025-11-25", "capabilities": {},
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"sampling": {}, "elicitation": {"form": {}}, "roots": {}},
             "clientInfo": {"name": "conformance-host", "version": "1"}})
         assert "result" in answer, answer
         self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -181,9 +186,73 @@ class Host:
         self.session = self.session or response_headers.get("mcp-session-id") or response_headers.get("Mcp-Session-Id")
         return json.loads(body) if body else None
 
+    def headers(self):
+        headers = {"accept": "application/json, text/event-stream",
+                   "mcp-protocol-version": "2025-11-25", "content-type": "application/json"}
+        if self.session:
+            headers["mcp-session-id"] = self.session
+        return headers
+
     def request(self, method, params):
+        """Sends a request and reads its answer, answering what mcpmux asks on the way."""
+        if not self.session:
+            self.next_id += 1
+            return self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
         self.next_id += 1
-        return self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        ours = self.next_id
+        body = json.dumps({"jsonrpc": "2.0", "id": ours, "method": method, "params": params}).encode()
+        request = urllib.request.Request(self.url, data=body, method="POST", headers=self.headers())
+        try:
+            response = urllib.request.urlopen(request, timeout=60)
+        except urllib.error.HTTPError as e:
+            return json.loads(e.read().decode() or "{}")
+        with response:
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                return json.loads(response.read().decode())
+            for raw in response:
+                line = raw.decode().rstrip("\r\n")
+                if not line.startswith("data:"):
+                    continue
+                message = json.loads(line[5:].strip())
+                if message.get("id") == ours and "method" not in message:
+                    return message
+                if "method" in message and "id" in message:
+                    self.answer(message)
+        return {"error": {"code": -1, "message": "the answer's stream ended without the answer"}}
+
+    def answer(self, asked):
+        """What a person and a model would answer: accept (with the schema's booleans true),
+        a short reply, no roots."""
+        method = asked["method"]
+        if method == "elicitation/create":
+            schema = asked.get("params", {}).get("requestedSchema", {})
+            content = {k: True for k, v in schema.get("properties", {}).items() if v.get("type") == "boolean"}
+            result = {"action": "accept", "content": content}
+        elif method == "sampling/createMessage":
+            result = {"role": "assistant", "content": {"type": "text", "text": "ok"}, "model": "conformance"}
+        elif method == "roots/list":
+            result = {"roots": []}
+        else:
+            result = {}
+        self.post({"jsonrpc": "2.0", "id": asked["id"], "result": result})
+
+
+def arguments_for(tool):
+    """Arguments that satisfy a tool's required parameters (a number, a string, a boolean)."""
+    schema = tool.get("inputSchema") or {}
+    samples = {"number": 2, "integer": 3, "string": "conformance", "boolean": True}
+    properties = schema.get("properties") or {}
+    return {name: samples.get(properties.get(name, {}).get("type"), "conformance")
+            for name in schema.get("required") or []}
+
+
+def calls_after(tools, context):
+    """What to call once the tools are listed: the scenario's own calls when its context names
+    them, else each tool listed (so a scenario's server sees the calls it is written for)."""
+    if context.get("toolCalls"):
+        return [("tools/call", {"name": c["name"], "arguments": c.get("arguments", {})})
+                for c in context["toolCalls"]]
+    return [("tools/call", {"name": t["name"], "arguments": arguments_for(t)}) for t in tools]
 
 
 def main():
@@ -194,7 +263,7 @@ def main():
         path, env = config(url, context, state)
         daemon = Daemon(path, env, state)
         try:
-            code = run(daemon)
+            code = run(daemon, context)
             leaks = leaked(daemon, context)
             if leaks:
                 log("a token or secret leaked into", ", ".join(leaks))
@@ -216,11 +285,12 @@ def leaked(daemon, context):
     return [place for place, text in places.items() if any(s in text for s in secrets)]
 
 
-def run(daemon):
+def run(daemon, context):
     sign_ins = 0
     host = None
-    calls = [("tools/list", {}), ("tools/call", {"name": "test-tool", "arguments": {}})]
-    for method, params in calls:
+    calls = [("tools/list", {})]
+    while calls:
+        method, params = calls.pop(0)
         wants_sign_in = False
         for _attempt in range(4):
             state = daemon.settled()
@@ -239,10 +309,15 @@ def run(daemon):
             answer = host.request(method, params)
             if "result" in answer:
                 log(method, "answered")
+                if method == "tools/list":
+                    calls += calls_after(answer["result"].get("tools", []), context)
                 break
             log(method, "failed:", answer.get("error"))
             message = (answer.get("error") or {}).get("message", "")
             wants_sign_in = "needs-login" in message or "needs a sign-in" in message
+            if not wants_sign_in and method == "tools/call" and daemon.settled() == "ready":
+                # The tool's own error: the scenario's checks judge it.
+                break
         else:
             return 1
     return 0

@@ -229,11 +229,15 @@ async fn the_2026_conformance_suite_passes_what_mcpmux_serves_itself() {
 /// The suite's client mode, with mcpmux as the client through `tests/conformance/client.sh`:
 /// `suite` (`--suite NAME` or `--scenario NAME`); every scenario's name and whether it passed.
 fn run_client_suite(selector: &[&str]) -> Vec<(String, bool)> {
+    run_client_suite_of(&peers::npm_bin("conformance"), selector)
+}
+
+/// [`run_client_suite`] with the suite at `suite` (0.1.16, or the 2026-07-28 alpha).
+fn run_client_suite_of(suite: &Path, selector: &[&str]) -> Vec<(String, bool)> {
     let node = peers::npm_bin("node");
-    let suite = peers::npm_bin("conformance");
     let wrapper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/client.sh");
     let output = Command::new(&node)
-        .arg(&suite)
+        .arg(suite)
         .arg("client")
         .arg("--command")
         .arg(&wrapper)
@@ -290,4 +294,40 @@ fn mcpmux_signs_in_as_every_client_auth_scenario_asks() {
         .collect();
     assert!(failed.is_empty(), "scenarios failed: {failed:?}");
     assert!(results.len() >= 17, "too few scenarios ran: {results:?}");
+}
+
+/// The 2026-07-28 client scenarios (0.2.0-alpha.12, `--requirements 2026-07-28`) with mcpmux as
+/// the client: it probes each scenario's server with `server/discover`, speaks 2026-07-28 to it
+/// (envelope, `Mcp-Method`/`Mcp-Name`/`Mcp-Param-*` headers, tools with invalid `x-mcp-header`
+/// left out), and drives the multi-round calls for its handshake-era host. Every required
+/// scenario passes, the sign-in ones included.
+#[test]
+fn mcpmux_is_a_2026_client_every_required_client_scenario_accepts() {
+    let suite = peers::npm_bin("node")
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("@modelcontextprotocol/conformance-2026/dist/index.js");
+    let results = run_client_suite_of(&suite, &["--requirements", "2026-07-28"]);
+    for (name, passed) in &results {
+        eprintln!("{} {name}", if *passed { "passed" } else { "FAILED" });
+    }
+    let failed: Vec<&str> = (results.iter().filter(|(_, p)| !p))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert!(failed.is_empty(), "scenarios failed: {failed:?}");
+    for required in [
+        "tools_call",
+        "request-metadata",
+        "sep-2322-client-request-state",
+        "http-standard-headers",
+        "http-custom-headers",
+        "http-invalid-tool-headers",
+        "json-schema-ref-no-deref",
+    ] {
+        assert!(
+            results.iter().any(|(n, _)| n == required),
+            "{required} did not run: {results:?}"
+        );
+    }
 }

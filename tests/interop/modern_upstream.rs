@@ -299,7 +299,7 @@ async fn a_modern_only_upstream_serves_a_legacy_and_a_modern_host_at_once() {
             .await;
         let grown = format!("{prefix}__grown");
         daemon
-            .wait_for_tools(&legacy, |names| names.iter().any(|n| *n == grown))
+            .wait_for_tools(&legacy, |names| names.contains(&grown))
             .await;
     }
 }

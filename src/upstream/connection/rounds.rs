@@ -37,10 +37,17 @@ impl Connection {
             log_level: caller.as_deref().and_then(Caller::log_level),
         };
         let (mut params, name) = modern::enveloped(method, params, &declared);
+        let param_headers = self.param_values(method, name.as_deref(), &params);
         for _ in 0..MAX_ROUNDS {
             let left = deadline.saturating_duration_since(Instant::now());
             let reply = self
-                .exchange(method, Some(&params), name.clone(), left, call.clone())
+                .exchange(
+                    method,
+                    Some(&params),
+                    (name.clone(), param_headers.clone()),
+                    left,
+                    call.clone(),
+                )
                 .await?;
             let Reply::Result(result) = &reply else {
                 return Ok(reply);
@@ -66,6 +73,24 @@ impl Connection {
                 self.upstream()
             ),
         ))))
+    }
+
+    /// The `Mcp-Param-*` headers of a call of a tool with annotated parameters.
+    fn param_values(
+        &self,
+        method: &str,
+        tool: Option<&str>,
+        params: &str,
+    ) -> Vec<(String, String)> {
+        let (Some(tool), "tools/call") = (tool, method) else {
+            return Vec::new();
+        };
+        let headers = crate::sync::lock(&self.param_headers).get(tool).cloned();
+        let Some(headers) = headers else {
+            return Vec::new();
+        };
+        let params: Value = serde_json::from_str(params).unwrap_or_default();
+        modern::param_values(&headers, &params["arguments"])
     }
 
     /// Asks `caller`'s host each request of an `input_required` result, at once, and waits for

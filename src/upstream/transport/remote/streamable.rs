@@ -23,7 +23,7 @@ use tokio::sync::watch;
 mod stream;
 
 use super::{Outgoing, Shared};
-use crate::jsonrpc::{Members, Received};
+use crate::jsonrpc::{Members, Received, RpcError, codes};
 use crate::mcp::version::Version;
 use crate::oauth::Challenge;
 use crate::sync::lock;
@@ -173,10 +173,20 @@ pub(super) async fn post(
     let (body, error) = error_body(response).await;
     let why = format!("HTTP {status} from upstream `{}`: {body}", shared.upstream);
     // A 2026-07-28 server answers a request it refuses with its JSON-RPC error (and a 4xx):
-    // that error is the answer.
-    if let (Some(error), Some(id), true) = (error, message.id, status.is_client_error()) {
-        if !matches!(status.as_u16(), 401 | 403) {
-            shared.note(why);
+    // that error is the answer. A server that refuses the probe any other way (a handshake-era
+    // server wants its session) is answered by a refusal that names no modern error.
+    let refusal = status.is_client_error() && !matches!(status.as_u16(), 401 | 403);
+    let probe = message.is("server/discover");
+    if let (Some(id), true) = (message.id, refusal) {
+        let error = error.or_else(|| {
+            probe.then(|| {
+                crate::jsonrpc::to_raw(&RpcError::new(codes::INVALID_REQUEST, why.clone()))
+            })
+        });
+        if let Some(error) = error {
+            if !probe {
+                shared.note(why);
+            }
             let id = crate::jsonrpc::raw(id.to_string());
             shared.deliver(Received::Error { id, error }).await;
             return Ok(());
@@ -237,6 +247,9 @@ fn modern_headers(request: reqwest::RequestBuilder, message: &Outgoing) -> reqwe
     if let Some(name) = &message.name {
         request = request.header(NAME_HEADER, encode_header_value(name));
     }
+    for (header, value) in &message.params {
+        request = request.header(header, value);
+    }
     request
 }
 
@@ -247,8 +260,8 @@ async fn error_body(
 ) -> (String, Option<Box<serde_json::value::RawValue>>) {
     let start = crate::http_body::read_start(response, ERROR_BODY).await;
     let text = String::from_utf8_lossy(&start);
-    let error = match Received::parse(text.trim()) {
-        Ok(Received::Error { error, .. }) => Some(error),
+    let error = match super::super::receive(&text) {
+        Some(Ok(Received::Error { error, .. })) => Some(error),
         _ => None,
     };
     let shown: String = text.trim().chars().take(BODY_EXCERPT).collect();
