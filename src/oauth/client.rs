@@ -188,7 +188,10 @@ async fn register(
     } else {
         AuthMethod::ClientSecretPost
     };
+    // A daemon on the person's machine with a loopback redirect: a native application
+    // (OpenID Connect Registration `application_type`, which MCP asks clients to give).
     let body = serde_json::json!({
+        "application_type": "native",
         "client_name": "mcpmux",
         "redirect_uris": [redirect_uri],
         "grant_types": ["authorization_code", "refresh_token"],

@@ -41,6 +41,9 @@ pub struct AuthServerMetadata {
     pub scopes_supported: Vec<String>,
     #[serde(default)]
     pub client_id_metadata_document_supported: bool,
+    /// Whether its authorization responses carry `iss` (RFC 9207): then one without it is refused.
+    #[serde(default)]
+    pub authorization_response_iss_parameter_supported: bool,
 }
 
 #[derive(Debug, Deserialize)]

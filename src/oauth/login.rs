@@ -141,6 +141,12 @@ impl Login {
         }
         .url()?;
         let flow = Flow {
+            issuer: IssuerCheck {
+                issuer: (found.metadata.issuer.clone()).unwrap_or_else(|| found.issuer.to_string()),
+                required: found
+                    .metadata
+                    .authorization_response_iss_parameter_supported,
+            },
             listener,
             state,
             pkce,
@@ -277,6 +283,9 @@ impl Login {
                     tracing::warn!(upstream = %self.upstream, "A sign-in redirect came back with the wrong state; ignored.");
                     continue;
                 }
+                if let Some(why) = flow.issuer.refuses(query.get("iss")) {
+                    return Err(OAuthError::new(format!("refused the sign-in's redirect: {why}")));
+                }
                 if let Some(error) = query.get("error") {
                     let description = query.get("error_description").map_or("", String::as_str);
                     return Err(OAuthError::new(format!(
@@ -309,8 +318,33 @@ impl Login {
     }
 }
 
+/// What the redirect's `iss` must be (RFC 9207, "mix-up" defence): the issuer this sign-in
+/// went to, exactly as its metadata spells it (no normalisation), and whether it must be there.
+struct IssuerCheck {
+    issuer: String,
+    required: bool,
+}
+
+impl IssuerCheck {
+    /// Why a redirect with `iss` cannot be from this sign-in's server, if it cannot.
+    fn refuses(&self, iss: Option<&String>) -> Option<String> {
+        match iss {
+            None if self.required => Some(format!(
+                "its authorization server {} says its redirects carry `iss`, and this one did not",
+                self.issuer
+            )),
+            Some(iss) if *iss != self.issuer => Some(format!(
+                "the redirect names issuer `{iss}`, not `{}`, the server this sign-in went to (a mix-up attack, or a misconfigured server)",
+                self.issuer
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// The authorization code flow once the person is on their way.
 struct Flow {
+    issuer: IssuerCheck,
     listener: tokio::net::TcpListener,
     state: String,
     pkce: Pkce,
@@ -350,4 +384,36 @@ async fn callback(
     }
     let _ = expected.tx.send(query).await;
     Html("<p>mcpmux received the sign-in. You can close this tab.</p>").into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IssuerCheck;
+
+    #[test]
+    fn a_redirect_names_the_issuer_of_its_sign_in_exactly() {
+        let check = |required| IssuerCheck {
+            issuer: "https://as.example/tenant".into(),
+            required,
+        };
+        let iss = |s: &str| Some(s.to_owned());
+        assert!(
+            check(true)
+                .refuses(iss("https://as.example/tenant").as_ref())
+                .is_none()
+        );
+        assert!(check(false).refuses(None).is_none());
+        assert!(check(true).refuses(None).is_some());
+        for other in [
+            "https://as.example/tenant/",
+            "https://AS.example/tenant",
+            "https://as.example:443/tenant",
+            "https://evil.example/tenant",
+        ] {
+            assert!(
+                check(false).refuses(iss(other).as_ref()).is_some(),
+                "{other}"
+            );
+        }
+    }
 }

@@ -252,6 +252,10 @@ def calls_after(tools, context):
     if context.get("toolCalls"):
         return [("tools/call", {"name": c["name"], "arguments": c.get("arguments", {})})
                 for c in context["toolCalls"]]
+    if not tools:
+        # Nothing listed yet (the upstream wants a sign-in first): the sign-in scenarios' tool,
+        # whose refusal says what to do.
+        return [("tools/call", {"name": "test-tool", "arguments": {}})]
     return [("tools/call", {"name": t["name"], "arguments": arguments_for(t)}) for t in tools]
 
 
