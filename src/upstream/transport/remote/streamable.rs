@@ -322,17 +322,9 @@ async fn read_answer(
             "it answered a POST with something that is not JSON-RPC: {shown}"
         ))
     };
-    // One message (the common case) is parsed once, as it is; a batch is split first.
-    let texts: Vec<&str> = if body.trim_start().starts_with('[') {
-        match serde_json::from_str::<Vec<&serde_json::value::RawValue>>(&body) {
-            Ok(items) if !items.is_empty() => items.iter().map(|item| item.get()).collect(),
-            _ => {
-                shared.close(not_json(&body)).await;
-                return true;
-            }
-        }
-    } else {
-        vec![body.trim()]
+    let Some(texts) = messages_of(&body) else {
+        shared.close(not_json(&body)).await;
+        return true;
     };
     let mut answered = false;
     for text in texts {
@@ -347,6 +339,25 @@ async fn read_answer(
         shared.deliver(message).await;
     }
     answered
+}
+
+/// The texts of the messages in a JSON answer: one (the common case, taken as it is, parsed
+/// once later), a batch, or several one after another (a line each, as some servers write);
+/// `None` for an empty batch.
+fn messages_of(body: &str) -> Option<Vec<&str>> {
+    use serde_json::value::RawValue;
+    if body.trim_start().starts_with('[') {
+        let items = serde_json::from_str::<Vec<&RawValue>>(body).ok()?;
+        return (!items.is_empty()).then(|| items.iter().map(|item| item.get()).collect());
+    }
+    let values = serde_json::Deserializer::from_str(body).into_iter::<&RawValue>();
+    match values
+        .map(|v| v.map(RawValue::get))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(texts) if texts.len() > 1 => Some(texts),
+        _ => Some(vec![body.trim()]),
+    }
 }
 
 /// Notes what the client must learn from a received message; true when it answers `id`.
@@ -445,6 +456,22 @@ pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_json_answer_is_one_message_a_batch_or_several_in_a_row() {
+        assert_eq!(messages_of(" {\"a\":1}\n"), Some(vec!["{\"a\":1}"]));
+        assert_eq!(
+            messages_of("[{\"a\":1},{\"b\":2}]"),
+            Some(vec!["{\"a\":1}", "{\"b\":2}"])
+        );
+        assert_eq!(
+            messages_of("{\"a\":1}\n{\"b\":2}\n"),
+            Some(vec!["{\"a\":1}", "{\"b\":2}"])
+        );
+        assert_eq!(messages_of("[]"), None);
+        // What is not JSON stays whole: its parse says why.
+        assert_eq!(messages_of("oops {"), Some(vec!["oops {"]));
+    }
 
     #[test]
     fn a_forgotten_session_is_told_from_other_refusals() {
