@@ -175,6 +175,45 @@ async fn a_modern_only_upstream_serves_a_legacy_and_a_modern_host_at_once() {
         .await;
     assert_eq!(read["contents"][0]["text"], "modern-only server");
 
+    // ---- A handshake session's log level goes with its requests (`logLevel`), and its
+    // subscription to a resource becomes the listen filter: both reach it, on its GET stream.
+    let mut events = legacy.events().await;
+    legacy
+        .result("logging/setLevel", json!({"level": "info"}))
+        .await;
+    let (before, answer) = legacy
+        .start_tool("mstdio__chat", json!({"text": "hello log"}))
+        .finish()
+        .await;
+    assert_eq!(text(&answer), "logged");
+    let logged =
+        |m: &Value| m["method"] == "notifications/message" && m["params"]["data"] == "hello log";
+    if !before.iter().any(logged) {
+        let message = events.next().await;
+        assert!(logged(&message), "{message}");
+    }
+    legacy
+        .result("resources/subscribe", json!({"uri": info["uri"]}))
+        .await;
+    // The listen stream is opened again with the resource in its filter: touch until it says so.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        legacy
+            .tool_text("mstdio__touch", json!({"uri": "modern://info"}))
+            .await;
+        match events.next_within(Duration::from_secs(2)).await {
+            crate::common::Next::Message(m) if m["method"] == "notifications/resources/updated" => {
+                assert_eq!(m["params"]["uri"], info["uri"], "{m}");
+                break;
+            }
+            crate::common::Next::Message(m) => panic!("unexpected {m}"),
+            _ => assert!(
+                tokio::time::Instant::now() < deadline,
+                "no resources/updated came"
+            ),
+        }
+    }
+
     // ---- Two hosts' multi-round calls interleaved: the legacy host is asked real requests,
     // the modern host gets input_required with a sealed state.
     let mut survey = legacy.start_tool("mhttp__survey", json!({}));
@@ -301,5 +340,56 @@ async fn a_modern_only_upstream_serves_a_legacy_and_a_modern_host_at_once() {
         daemon
             .wait_for_tools(&legacy, |names| names.contains(&grown))
             .await;
+    }
+}
+
+/// A dual-era server (the Python SDK 2.3's `MCPServer`) is spoken to in 2026-07-28 under
+/// `protocol = "auto"`, and with the handshake under `"legacy"`; hosts of both eras use both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dual_era_server_is_spoken_to_in_2026_under_auto() {
+    let python = peers::python();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/dual_server.py");
+    let upstream = |name: &str, protocol: &str| {
+        format!(
+            "[upstreams.{name}]\ncommand = {}\nargs = [{}]\nprotocol = {}\nstartup_timeout = \"300s\"\n\n",
+            toml_str(python.to_str().unwrap()),
+            toml_str(script.to_str().unwrap()),
+            toml_str(protocol),
+        )
+    };
+    let config = format!("{}{}", upstream("auto", "auto"), upstream("old", "legacy"));
+    let daemon = Daemon::start(&config);
+    let legacy = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&legacy, |n| {
+            ["auto__shout", "old__shout"]
+                .iter()
+                .all(|t| n.iter().any(|n| n == t))
+        })
+        .await;
+    assert_eq!(
+        daemon.upstream_status("auto").await["protocol_version"],
+        MODERN
+    );
+    assert_eq!(
+        daemon.upstream_status("old").await["protocol_version"],
+        "2025-11-25"
+    );
+    let modern = ModernHost {
+        http: reqwest::Client::new(),
+        url: daemon.url.clone(),
+        capabilities: json!({}),
+    };
+    for name in ["auto__shout", "old__shout"] {
+        assert_eq!(legacy.tool_text(name, json!({"text": "hi"})).await, "HI");
+        let answer = modern
+            .request(
+                "tools/call",
+                json!({"name": name, "arguments": {"text": "hey"}}),
+            )
+            .await;
+        assert_eq!(text(&answer), "HEY", "{answer}");
+        assert_eq!(answer["result"]["resultType"], "complete");
     }
 }
