@@ -291,23 +291,24 @@ impl Connection {
         let _ = pending.waiter.send(Err(UpstreamError::Cancelled {
             upstream: self.upstream().to_owned(),
         }));
-        self.notify(
-            "notifications/cancelled",
-            Some(&cancelled_params(
-                &id.to_string(),
-                reason.map(RawValue::get),
-            )),
-        );
+        self.notify_cancelled(id, reason.map(RawValue::get));
     }
 
     /// Forgets request `id`, if still pending, and tells the upstream to stop working on it.
     fn abandon(&self, id: u64, reason: &str) {
         if self.tables().remove(id).is_some() {
-            self.notify(
-                "notifications/cancelled",
-                Some(&cancelled_params(&id.to_string(), Some(reason))),
-            );
+            self.notify_cancelled(id, Some(reason));
         }
+    }
+
+    /// Tells the upstream to stop working on our request `id` (over Streamable HTTP in
+    /// 2026-07-28, the transport closes that request's stream instead).
+    fn notify_cancelled(&self, id: u64, reason: Option<&str>) {
+        let method = "notifications/cancelled";
+        let params = cancelled_params(&id.to_string(), reason);
+        let mut message = Outgoing::notification(method, notification_line(method, Some(&params)));
+        message.cancels = Some(id);
+        self.send(message);
     }
 
     /// Sends a notification without waiting; dropped if the write queue is full.

@@ -75,6 +75,8 @@ pub(super) struct Outgoing {
     pub name: Option<Box<str>>,
     /// The `Mcp-Param-*` headers of a call to a 2026-07-28 upstream (name, encoded value).
     pub params: Vec<(String, String)>,
+    /// Our id of the request a `notifications/cancelled` cancels.
+    pub cancels: Option<u64>,
 }
 
 impl Outgoing {
@@ -87,6 +89,7 @@ impl Outgoing {
             trace,
             name: None,
             params: Vec::new(),
+            cancels: None,
         }
     }
 
@@ -99,6 +102,7 @@ impl Outgoing {
             trace: None,
             name: None,
             params: Vec::new(),
+            cancels: None,
         }
     }
 
@@ -111,6 +115,7 @@ impl Outgoing {
             trace: None,
             name: None,
             params: Vec::new(),
+            cancels: None,
         }
     }
 

@@ -9,7 +9,8 @@
 // `MCP_NODE_MODULES` names the node_modules directory the SDK and zod are in (the tests
 // install them under target/).
 //
-// Tools: echo, add, progress (reports each step), survey (two rounds of form elicitation),
+// Tools: echo, add, progress (reports each step), slow (waits unless cancelled) and aborted (how
+// many were), survey (two rounds of form elicitation),
 // sample (sampling), roots (roots/list), chat (log messages at the request's level), grow
 // (registers one more tool: tools/list_changed), touch (resources/updated for a URI). A prompt
 // with argument completion, a resource and a resource template.
@@ -27,6 +28,7 @@ const z = await load('zod/index.js');
 
 const mode = process.argv[2] ?? 'stdio';
 const extra = [];
+let aborted = 0;
 let notifier = null;
 
 function build() {
@@ -112,6 +114,17 @@ function build() {
             notifier?.toolsChanged();
             return { content: [{ type: 'text', text: `added ${name}` }] };
         });
+    server.registerTool('slow', { description: 'Waits, unless cancelled.', inputSchema: z.object({ seconds: z.number() }) },
+        async ({ seconds }, ctx) => {
+            const signal = ctx.mcpReq.signal;
+            const done = await new Promise((resolve) => {
+                const timer = setTimeout(() => resolve(true), seconds * 1000);
+                signal.addEventListener('abort', () => { clearTimeout(timer); aborted += 1; resolve(false); });
+            });
+            return { content: [{ type: 'text', text: done ? 'waited' : 'cancelled' }] };
+        });
+    server.registerTool('aborted', { description: 'How many calls were cancelled.', inputSchema: z.object({}) },
+        async () => ({ content: [{ type: 'text', text: String(aborted) }] }));
     server.registerTool('touch', { description: 'Says a resource changed.', inputSchema: z.object({ uri: z.string() }) },
         async ({ uri }) => {
             notifier?.resourceUpdated(uri);
@@ -150,12 +163,15 @@ if (mode === 'stdio') {
         for await (const chunk of req) chunks.push(chunk);
         const body = chunks.length ? Buffer.concat(chunks) : undefined;
         const url = `http://127.0.0.1:${server.address().port}${req.url}`;
-        const request = new Request(url, { method: req.method, headers: req.headers, body: req.method === 'GET' || req.method === 'HEAD' ? undefined : body });
+        // A client that closes the connection cancels the request (2026-07-28 over HTTP).
+        const closed = new AbortController();
+        res.on('close', () => closed.abort());
+        const request = new Request(url, { method: req.method, headers: req.headers, signal: closed.signal, body: req.method === 'GET' || req.method === 'HEAD' ? undefined : body });
         const response = await handler.fetch(request);
         res.writeHead(response.status, Object.fromEntries(response.headers));
         if (response.body) {
             const reader = response.body.getReader();
-            req.on('close', () => reader.cancel().catch(() => {}));
+            closed.signal.addEventListener('abort', () => reader.cancel().catch(() => {}));
             for (;;) {
                 const { done, value } = await reader.read().catch(() => ({ done: true }));
                 if (done) break;

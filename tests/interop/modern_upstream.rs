@@ -331,6 +331,35 @@ async fn a_modern_only_upstream_serves_a_legacy_and_a_modern_host_at_once() {
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("sampling"), "{refused}");
 
+    // ---- Cancellation: the host's notifications/cancelled reaches the upstream as the revision
+    // says (a notification over stdio, the request's stream closed over HTTP).
+    for prefix in ["mstdio", "mhttp"] {
+        let call = legacy.start_tool(&format!("{prefix}__slow"), json!({"seconds": 120}));
+        let under_way = crate::common::poll_until(Duration::from_secs(60), || async {
+            daemon.upstream_status(prefix).await["in_flight"] == 1
+        })
+        .await;
+        assert!(under_way, "{prefix}: the call never reached the upstream");
+        legacy
+            .notify(
+                "notifications/cancelled",
+                json!({"requestId": call.id, "reason": "changed my mind"}),
+            )
+            .await;
+        drop(call);
+        let aborted = crate::common::poll_until(Duration::from_secs(60), || async {
+            legacy
+                .tool_text(&format!("{prefix}__aborted"), json!({}))
+                .await
+                == "1"
+        })
+        .await;
+        assert!(
+            aborted,
+            "{prefix}: the upstream never saw the call cancelled"
+        );
+    }
+
     // ---- Changes: the listen stream mcpmux keeps with each brings list_changed.
     for prefix in ["mstdio", "mhttp"] {
         legacy

@@ -26,6 +26,8 @@ mod events;
 mod legacy;
 mod streamable;
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -85,6 +87,11 @@ pub(super) struct Shared {
     mode: Mutex<Mode>,
     /// Failed requests in a row: enough of them end the link.
     breaker: Breaker,
+    /// Whether the server speaks 2026-07-28 (it answered `server/discover`): a request is then
+    /// cancelled by closing its stream, so each request's POST can be aborted.
+    modern: AtomicBool,
+    /// The POSTs of a 2026-07-28 link's requests in flight, by our id.
+    aborts: Mutex<HashMap<u64, CancellationToken>>,
 }
 
 /// The transport a link speaks.
@@ -207,6 +214,33 @@ impl Shared {
         }
     }
 
+    /// Marks the link 2026-07-28 once `session` was found to speak it.
+    fn note_era(&self, session: &streamable::Session) {
+        if session.is_modern() {
+            self.modern.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// What aborts the POST of request `id`, on a 2026-07-28 link (`None` on others: their
+    /// requests are cancelled with a notification).
+    fn abortable(&self, id: Option<u64>) -> Option<(u64, CancellationToken)> {
+        let id = id.filter(|_| self.modern.load(Ordering::Relaxed))?;
+        let token = CancellationToken::new();
+        lock(&self.aborts).insert(id, token.clone());
+        Some((id, token))
+    }
+
+    /// Cancels request `id` by closing its POST, when the link is 2026-07-28; false otherwise.
+    fn abort(&self, id: u64) -> bool {
+        if !self.modern.load(Ordering::Relaxed) {
+            return false;
+        }
+        if let Some(token) = lock(&self.aborts).remove(&id) {
+            token.cancel();
+        }
+        true
+    }
+
     fn mode(&self) -> Mode {
         lock(&self.mode).clone()
     }
@@ -309,6 +343,8 @@ pub(super) async fn open(
         stop: CancellationToken::new(),
         mode: Mutex::new(Mode::Auto),
         breaker: Breaker::new(&limits),
+        modern: AtomicBool::new(false),
+        aborts: Mutex::default(),
     });
     let mode = match kind {
         RemoteKind::Auto => Mode::Auto,
@@ -352,6 +388,10 @@ async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Outgoing>) {
             },
         };
         let request = message.id.is_some();
+        // 2026-07-28 over HTTP: a request is cancelled by closing its stream, not by a message.
+        if message.cancels.is_some_and(|id| shared.abort(id)) {
+            continue;
+        }
         if first || !request {
             first = false;
             let deadline = if request {
@@ -375,10 +415,24 @@ async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Outgoing>) {
     }
 }
 
-/// A request's POST, in its own task, ended at the longest deadline the request can have.
+/// A request's POST, in its own task, ended at the longest deadline the request can have (or,
+/// on a 2026-07-28 link, when the request is cancelled).
 async fn post_owned(shared: Arc<Shared>, message: Outgoing) {
     let deadline = shared.limits.request;
-    let _ = tokio::time::timeout(deadline, post(&shared, message)).await;
+    let abortable = shared.abortable(message.id);
+    let posting = tokio::time::timeout(deadline, post(&shared, message));
+    match abortable {
+        None => {
+            let _ = posting.await;
+        }
+        Some((id, token)) => {
+            tokio::select! {
+                () = token.cancelled() => {}
+                _ = posting => {}
+            }
+            lock(&shared.aborts).remove(&id);
+        }
+    }
 }
 
 /// POSTs one message in the link's mode.
@@ -386,7 +440,11 @@ async fn post(shared: &Arc<Shared>, message: Outgoing) {
     match shared.mode() {
         Mode::Legacy(endpoint) => legacy::post(shared, &endpoint, message).await,
         Mode::Streamable(session) => {
+            let probe = message.is("server/discover");
             let _ = streamable::post(shared, &session, message, false).await;
+            if probe {
+                shared.note_era(&session);
+            }
         }
         // The probe decides the era, not the transport: a server that refuses it may still speak
         // Streamable HTTP (with the handshake) or the legacy transport.
@@ -394,6 +452,7 @@ async fn post(shared: &Arc<Shared>, message: Outgoing) {
             let session = streamable::Session::default();
             let _ = streamable::post(shared, &session, message, false).await;
             if session.is_modern() {
+                shared.note_era(&session);
                 shared.diagnostics.remember(RemoteKind::StreamableHttp);
                 shared.set_mode(Mode::Streamable(session));
             }

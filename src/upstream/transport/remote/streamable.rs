@@ -75,10 +75,13 @@ impl Session {
     /// Whether the server was found to speak 2026-07-28 (it answered `server/discover`): no
     /// session, no GET stream, the version and method on every POST.
     pub(in super::super) fn is_modern(&self) -> bool {
-        self.version().is_some_and(|v| {
-            v.as_bytes() == crate::mcp::version::Version::MODERN.as_str().as_bytes()
-        })
+        self.version().as_ref().is_some_and(is_modern)
     }
+}
+
+/// Whether a protocol version header names 2026-07-28.
+fn is_modern(version: &HeaderValue) -> bool {
+    version.as_bytes() == Version::MODERN.as_str().as_bytes()
 }
 
 /// POSTs one message; `Err(status)` when `may_fall_back` and the server refused it with a 4xx
@@ -102,10 +105,11 @@ pub(super) async fn post(
     if let Some(id) = session.id() {
         request = request.header(SESSION_HEADER, id);
     }
-    let modern = session.is_modern() || message.is("server/discover");
+    let version = session.version();
+    let modern = version.as_ref().is_some_and(is_modern) || message.is("server/discover");
     if modern {
         request = modern_headers(request, &message);
-    } else if let Some(version) = session.version() {
+    } else if let Some(version) = version {
         request = request.header(VERSION_HEADER, version);
     }
     let request = super::traced(&message, request);
@@ -350,13 +354,19 @@ fn messages_of(body: &str) -> Option<Vec<&str>> {
         let items = serde_json::from_str::<Vec<&RawValue>>(body).ok()?;
         return (!items.is_empty()).then(|| items.iter().map(|item| item.get()).collect());
     }
+    // Two values can only follow each other across a line break (`}` then `{`); one message,
+    // however it is laid out, has none, and is not parsed here.
+    let several = body.contains("}\n{") || body.contains("}\r\n{");
+    if !several {
+        return Some(vec![body.trim()]);
+    }
     let values = serde_json::Deserializer::from_str(body).into_iter::<&RawValue>();
     match values
         .map(|v| v.map(RawValue::get))
         .collect::<Result<Vec<_>, _>>()
     {
-        Ok(texts) if texts.len() > 1 => Some(texts),
-        _ => Some(vec![body.trim()]),
+        Ok(texts) => Some(texts),
+        Err(_) => Some(vec![body.trim()]),
     }
 }
 
