@@ -13,6 +13,7 @@ mod inbound;
 mod rounds;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use caller::{Caller, Canceller, HostEvents, ServerRequestReply};
 
 use super::error::{Closed, Reply, UpstreamError};
-use super::transport::{Incoming, Outgoing};
+use super::transport::{Incoming, Modern, Outgoing};
 use crate::jsonrpc::notification_line;
 use crate::mcp::names::Prefix;
 use crate::mcp::{ListKind, cancelled_params};
@@ -181,22 +182,25 @@ impl Connection {
     /// the host's progress token is replaced by ours and the host can cancel the request.
     /// A caller that stops waiting (its host went away) cancels the request upstream. To a
     /// 2026-07-28 upstream the request carries mcpmux's envelope and may take rounds (`rounds`).
-    pub(super) async fn request(
-        self: &Arc<Self>,
-        method: &str,
-        params: Option<&str>,
+    ///
+    /// The handshake era's request is the future itself; a 2026-07-28 one, whose rounds make a
+    /// larger future, is boxed, so the common future stays as small as it was.
+    pub(super) fn request<'a>(
+        self: &'a Arc<Self>,
+        method: &'a str,
+        params: Option<&'a str>,
         timeout: Duration,
         call: Option<CallContext>,
-    ) -> Result<Reply, UpstreamError> {
+    ) -> impl Future<Output = Result<Reply, UpstreamError>> + Send + 'a {
+        use futures_util::future::Either;
         if self.is_modern() {
-            return self.rounds(method, params, timeout, call).await;
+            return Either::Left(Box::pin(self.rounds(method, params, timeout, call)));
         }
-        self.exchange(method, params, (None, Vec::new()), timeout, call)
-            .await
+        Either::Right(self.exchange(method, params, None, timeout, call))
     }
 
-    /// One request and its answer (see [`Self::request`]); `name` is what the `Mcp-Name` header
-    /// mirrors, for a 2026-07-28 upstream.
+    /// One request and its answer (see [`Self::request`]); `modern`, what a 2026-07-28 request's
+    /// headers mirror.
     #[tracing::instrument(
         level = "debug",
         name = "upstream_request",
@@ -207,7 +211,7 @@ impl Connection {
         self: &Arc<Self>,
         method: &str,
         params: Option<&str>,
-        (name, param_headers): (Option<Box<str>>, Vec<(String, String)>),
+        modern: Option<Box<Modern>>,
         timeout: Duration,
         call: Option<CallContext>,
     ) -> Result<Reply, UpstreamError> {
@@ -258,8 +262,7 @@ impl Connection {
         }
         let line = crate::jsonrpc::request_line(id, method, params);
         let mut message = Outgoing::request(id, method, line, trace);
-        message.name = name;
-        message.params = param_headers;
+        message.modern = modern;
         let outcome = tokio::time::timeout(timeout, async {
             self.writer.send(message).await.map_err(|_| ())?;
             rx.await.map_err(|_| ())
@@ -307,7 +310,10 @@ impl Connection {
         let method = "notifications/cancelled";
         let params = cancelled_params(&id.to_string(), reason);
         let mut message = Outgoing::notification(method, notification_line(method, Some(&params)));
-        message.cancels = Some(id);
+        message.modern = Some(Box::new(Modern {
+            cancels: Some(id),
+            ..Modern::default()
+        }));
         self.send(message);
     }
 

@@ -70,12 +70,20 @@ pub(super) struct Outgoing {
     /// The W3C trace context of a host's request (also in its `params._meta`), for transports
     /// that send it as headers too.
     pub trace: Option<TraceParent>,
-    /// What the `Mcp-Name` header mirrors (`params.name` or `params.uri`) of a request to a
-    /// 2026-07-28 upstream.
+    /// What a 2026-07-28 request or a cancellation carries besides (`None` for most messages:
+    /// boxed, so the common message stays small).
+    pub modern: Option<Box<Modern>>,
+}
+
+/// What a message to a 2026-07-28 upstream carries besides its text.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Modern {
+    /// What the `Mcp-Name` header mirrors (`params.name` or `params.uri`).
     pub name: Option<Box<str>>,
-    /// The `Mcp-Param-*` headers of a call to a 2026-07-28 upstream (name, encoded value).
+    /// The `Mcp-Param-*` headers of a call (name, encoded value).
     pub params: Vec<(String, String)>,
-    /// Our id of the request a `notifications/cancelled` cancels.
+    /// Our id of the request a `notifications/cancelled` cancels (over Streamable HTTP the
+    /// request's stream is closed instead).
     pub cancels: Option<u64>,
 }
 
@@ -87,9 +95,7 @@ impl Outgoing {
             id: Some(id),
             method: Some(method.into()),
             trace,
-            name: None,
-            params: Vec::new(),
-            cancels: None,
+            modern: None,
         }
     }
 
@@ -100,9 +106,7 @@ impl Outgoing {
             id: None,
             method: Some(method.into()),
             trace: None,
-            name: None,
-            params: Vec::new(),
-            cancels: None,
+            modern: None,
         }
     }
 
@@ -113,9 +117,7 @@ impl Outgoing {
             id: None,
             method: None,
             trace: None,
-            name: None,
-            params: Vec::new(),
-            cancels: None,
+            modern: None,
         }
     }
 

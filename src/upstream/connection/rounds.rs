@@ -17,6 +17,7 @@ use super::{CallContext, Connection};
 use crate::jsonrpc::{RpcError, codes, to_raw};
 use crate::upstream::error::{Reply, UpstreamError};
 use crate::upstream::modern::{self, Declared, InputRequired};
+use crate::upstream::transport::Modern;
 
 /// Rounds mcpmux drives for one call of a handshake-era host before it gives up.
 pub(in crate::upstream) const MAX_ROUNDS: usize = 16;
@@ -37,14 +38,18 @@ impl Connection {
             log_level: caller.as_deref().and_then(Caller::log_level),
         };
         let (mut params, name) = modern::enveloped(method, params, &declared);
-        let param_headers = self.param_values(method, name.as_deref(), &params);
+        let headers = Modern {
+            params: self.param_values(method, name.as_deref(), &params),
+            name,
+            cancels: None,
+        };
         for _ in 0..MAX_ROUNDS {
             let left = deadline.saturating_duration_since(Instant::now());
             let reply = self
                 .exchange(
                     method,
                     Some(&params),
-                    (name.clone(), param_headers.clone()),
+                    Some(Box::new(headers.clone())),
                     left,
                     call.clone(),
                 )

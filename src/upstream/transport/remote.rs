@@ -389,7 +389,8 @@ async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Outgoing>) {
         };
         let request = message.id.is_some();
         // 2026-07-28 over HTTP: a request is cancelled by closing its stream, not by a message.
-        if message.cancels.is_some_and(|id| shared.abort(id)) {
+        let cancels = message.modern.as_ref().and_then(|m| m.cancels);
+        if cancels.is_some_and(|id| shared.abort(id)) {
             continue;
         }
         if first || !request {

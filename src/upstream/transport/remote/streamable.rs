@@ -248,10 +248,13 @@ fn modern_headers(request: reqwest::RequestBuilder, message: &Outgoing) -> reqwe
     if let Some(method) = &message.method {
         request = request.header(METHOD_HEADER, &**method);
     }
-    if let Some(name) = &message.name {
+    let Some(modern) = &message.modern else {
+        return request;
+    };
+    if let Some(name) = &modern.name {
         request = request.header(NAME_HEADER, encode_header_value(name));
     }
-    for (header, value) in &message.params {
+    for (header, value) in &modern.params {
         request = request.header(header, value);
     }
     request
