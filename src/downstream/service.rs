@@ -281,7 +281,9 @@ impl HostService {
                 let version = host.ctx.host.version;
                 match HostMethod::parse(method, params, version) {
                     Ok(parsed) if version.is_modern() => {
-                        let fit = modern::Fit::of(&parsed, host);
+                        let fit = modern::Fit::of(&parsed, host, |kind| {
+                            self.router.view(host.profile()).ttl_ms(kind)
+                        });
                         let answer = self.handle(host, method, parsed, &mut route).await;
                         fit.answer(answer, route.interim)
                     }

@@ -33,6 +33,9 @@ struct Listing {
     index: HashMap<Box<str>, usize>,
     /// A hash of every exposed item, to tell hosts whether this listing changed.
     fingerprint: u64,
+    /// How long hosts may cache it: the shortest `ttlMs` of the upstreams it merges (0 when one
+    /// of them said none, as a handshake-era upstream never does).
+    ttl_ms: u64,
 }
 
 /// Which view of the catalog a snapshot is: the whole catalog (view 0, no profile) or one
@@ -116,11 +119,16 @@ impl Snapshot {
         }
         for kind in ListKind::ALL {
             let mut entries = Vec::new();
+            let mut ttl_ms: Option<u64> = None;
             for (handle, _) in &snapshot.ready {
-                let Some(items) = catalogs.get(handle.name()).and_then(|c| c.lists.get(&kind))
-                else {
+                let Some(catalog) = catalogs.get(handle.name()) else {
                     continue;
                 };
+                let Some(items) = catalog.lists.get(&kind) else {
+                    continue;
+                };
+                let ttl = catalog.ttl_ms(kind);
+                ttl_ms = Some(ttl_ms.map_or(ttl, |t| t.min(ttl)));
                 let exposer = Exposer {
                     kind,
                     budget: &lens.config.name_budget,
@@ -156,10 +164,16 @@ impl Snapshot {
                     entries,
                     index,
                     fingerprint: hasher.finish(),
+                    ttl_ms: ttl_ms.unwrap_or(0),
                 },
             );
         }
         snapshot
+    }
+
+    /// How long hosts may cache a listing of this view (`ttlMs`).
+    pub fn ttl_ms(&self, kind: ListKind) -> u64 {
+        self.lists.get(&kind).map_or(0, |l| l.ttl_ms)
     }
 
     /// The items of one listing, in order.
@@ -440,7 +454,38 @@ mod tests {
         UpstreamCatalog {
             info,
             lists: BTreeMap::from([(ListKind::Tools, Arc::new(items))]),
+            ttl_ms: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn a_view_may_be_cached_as_long_as_its_shortest_lived_upstream_says() {
+        let ups = vec![handle("a"), handle("b"), handle("c")];
+        let with_ttl = |tools: &[&str], ttl: Option<u64>| {
+            let mut catalog = catalog(tools);
+            if let Some(ttl) = ttl {
+                catalog.ttl_ms.insert(ListKind::Tools, ttl);
+            }
+            catalog
+        };
+        let lens = Lens {
+            view: 0,
+            profile: None,
+            config: Arc::new(CatalogConfig::default()),
+        };
+        let modern = BTreeMap::from([
+            ("a".to_owned(), with_ttl(&["x"], Some(60_000))),
+            ("b".to_owned(), with_ttl(&["y"], Some(5_000))),
+        ]);
+        let s = Snapshot::build(1, &lens, &ups, &modern, &BTreeMap::new());
+        assert_eq!(s.ttl_ms(ListKind::Tools), 5_000);
+        assert_eq!(s.ttl_ms(ListKind::Prompts), 0, "no upstream lists prompts");
+        let mixed = BTreeMap::from([
+            ("a".to_owned(), with_ttl(&["x"], Some(60_000))),
+            ("c".to_owned(), with_ttl(&["z"], None)),
+        ]);
+        let s = Snapshot::build(1, &lens, &ups, &mixed, &BTreeMap::new());
+        assert_eq!(s.ttl_ms(ListKind::Tools), 0, "one that promised nothing");
     }
 
     #[test]

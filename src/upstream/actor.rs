@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr};
 
-use super::catalog::{UpstreamCatalog, UpstreamItem};
+use super::catalog::UpstreamCatalog;
 use super::connection::{Connection, Context, Event};
 use super::error::{Closed, Reply, StartError, StopReason, UpstreamError};
 use super::handle::UpstreamHandle;
@@ -43,7 +43,7 @@ enum UpstreamMsg {
     /// The connection reported something.
     Connection(Event),
     /// A listing was re-read after a list_changed notification.
-    Refreshed(ListKind, Result<Vec<UpstreamItem>, String>),
+    Refreshed(ListKind, Result<handshake::Listing, String>),
     /// Time to check health (ping) and idleness.
     Tick,
     /// The health ping's outcome.
@@ -219,7 +219,11 @@ impl UpstreamActor {
         h.publish_catalog(catalog.clone());
         h.set_phase(Phase::Ready, None);
         let info = Arc::clone(&catalog.info);
+        let kinds: Vec<ListKind> = catalog.lists.keys().copied().collect();
         state.catalog = Some(catalog);
+        for kind in kinds {
+            relist_when_stale(myself, state, kind, false);
+        }
         if modern {
             state.listening = Some(listen(&state.conn, h, &info));
         }
@@ -250,15 +254,20 @@ impl UpstreamActor {
         myself: &ActorRef<UpstreamMsg>,
         state: &mut UpstreamState,
         kind: ListKind,
-        outcome: Result<Vec<UpstreamItem>, String>,
+        outcome: Result<handshake::Listing, String>,
     ) {
         state.refreshing.remove(&kind);
         match outcome {
-            Ok(items) => {
+            Ok(listing) => {
                 if let Some(catalog) = state.catalog.as_mut() {
-                    catalog.lists.insert(kind, Arc::new(items));
+                    catalog.lists.insert(kind, Arc::new(listing.items));
+                    match listing.ttl_ms {
+                        Some(ttl) => catalog.ttl_ms.insert(kind, ttl),
+                        None => catalog.ttl_ms.remove(&kind),
+                    };
                     state.handle.publish_catalog(catalog.clone());
                 }
+                relist_when_stale(myself, state, kind, false);
                 if state.handle.phase() == Phase::Degraded {
                     state.handle.set_phase(Phase::Ready, None);
                 }
@@ -267,6 +276,7 @@ impl UpstreamActor {
                 tracing::warn!(upstream = %state.handle.name(), listing = kind.method(), error = %why, "Could not re-read a changed listing.");
                 let why = format!("could not re-read its {}: {why}", kind.field());
                 state.handle.set_phase(Phase::Degraded, Some(why));
+                relist_when_stale(myself, state, kind, true);
             }
         }
         if state.stale.remove(&kind) {
@@ -426,6 +436,7 @@ fn start(myself: &ActorRef<UpstreamMsg>, state: &UpstreamState, protocol: Protoc
                 return Ok(UpstreamCatalog {
                     info,
                     lists: Default::default(),
+                    ttl_ms: Default::default(),
                 });
             };
             let request_timeout = config.policy.request_timeout;
@@ -491,4 +502,38 @@ fn listen(
             }
         }
     })
+}
+
+/// Shortest and longest wait before a listing that is never announced as changed is read again.
+const MIN_RELIST: Duration = Duration::from_secs(30);
+const MAX_RELIST: Duration = Duration::from_secs(3600);
+
+/// A 2026-07-28 upstream that does not announce changes to its `kind` listing (no `listChanged`)
+/// is listed again once the listing's `ttlMs` has passed (within [`MIN_RELIST`]..[`MAX_RELIST`],
+/// plus up to 10% jitter so upstreams that said the same do not come due together; after a
+/// failed re-read, twice as long).
+fn relist_when_stale(
+    myself: &ActorRef<UpstreamMsg>,
+    state: &UpstreamState,
+    kind: ListKind,
+    failed: bool,
+) {
+    let Some(catalog) = &state.catalog else {
+        return;
+    };
+    let info = &catalog.info;
+    let announced = info.capabilities[kind.capability()]["listChanged"] == true;
+    if !info.protocol_version.is_modern() || announced || state.handle.catalog_link().is_none() {
+        return;
+    }
+    let ttl = Duration::from_millis(catalog.ttl_ms(kind)).clamp(MIN_RELIST, MAX_RELIST);
+    let ttl = if failed {
+        (ttl * 2).min(MAX_RELIST)
+    } else {
+        ttl
+    };
+    let wait = ttl + ttl.mul_f64(rand::random::<f64>() * 0.1);
+    myself.send_after(wait, move || {
+        UpstreamMsg::Connection(Event::ListChanged(kind))
+    });
 }

@@ -41,6 +41,16 @@ pub struct UpstreamItem {
 pub struct UpstreamCatalog {
     pub info: Arc<ServerInfo>,
     pub lists: BTreeMap<ListKind, Arc<Vec<UpstreamItem>>>,
+    /// How long a 2026-07-28 upstream said each listing stays fresh (`ttlMs`, the shortest of its
+    /// pages); a handshake-era upstream promises nothing (absent).
+    pub ttl_ms: BTreeMap<ListKind, u64>,
+}
+
+impl UpstreamCatalog {
+    /// How long this upstream's `kind` listing may be cached: 0 when it did not say.
+    pub fn ttl_ms(&self, kind: ListKind) -> u64 {
+        self.ttl_ms.get(&kind).copied().unwrap_or(0)
+    }
 }
 
 /// Where a shared upstream's catalog goes. `publish` returns once the catalog is live, so an

@@ -203,15 +203,21 @@ pub(super) async fn read_catalog(
     upstream: &str,
 ) -> Result<UpstreamCatalog, String> {
     let mut lists = BTreeMap::new();
+    let mut ttl_ms = BTreeMap::new();
     for kind in ListKind::ALL {
         if info.offers(kind) {
-            lists.insert(
-                kind,
-                Arc::new(read_list(conn, kind, timeout, max_items, upstream).await?),
-            );
+            let listing = read_list(conn, kind, timeout, max_items, upstream).await?;
+            lists.insert(kind, Arc::new(listing.items));
+            if let Some(ttl) = listing.ttl_ms {
+                ttl_ms.insert(kind, ttl);
+            }
         }
     }
-    Ok(UpstreamCatalog { info, lists })
+    Ok(UpstreamCatalog {
+        info,
+        lists,
+        ttl_ms,
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -230,12 +236,20 @@ pub(super) async fn read_list(
     timeout: Duration,
     max_items: usize,
     upstream: &str,
-) -> Result<Vec<UpstreamItem>, String> {
-    let (items, param_headers) = read_pages(conn, kind, timeout, max_items, upstream).await?;
+) -> Result<Listing, String> {
+    let (listing, param_headers) = read_pages(conn, kind, timeout, max_items, upstream).await?;
     if kind == ListKind::Tools && conn.is_modern() {
         conn.set_param_headers(param_headers);
     }
-    Ok(items)
+    Ok(listing)
+}
+
+/// One listing as read: its items, and how long the upstream said it stays fresh.
+#[derive(Debug)]
+pub(super) struct Listing {
+    pub items: Vec<UpstreamItem>,
+    /// The shortest `ttlMs` of its pages (a 2026-07-28 upstream's caching hint).
+    pub ttl_ms: Option<u64>,
 }
 
 /// The tools whose parameters have headers, by name.
@@ -248,8 +262,9 @@ async fn read_pages(
     timeout: Duration,
     max_items: usize,
     upstream: &str,
-) -> Result<(Vec<UpstreamItem>, ParamHeaders), String> {
+) -> Result<(Listing, ParamHeaders), String> {
     let mut items = Vec::new();
+    let mut ttl_ms: Option<u64> = None;
     let mut seen = HashSet::new();
     // A 2026-07-28 upstream's tools with `x-mcp-header` parameters (an invalid one is left out).
     let headed = kind == ListKind::Tools && conn.is_modern();
@@ -266,6 +281,9 @@ async fn read_pages(
         )?;
         let page: Page = serde_json::from_str(result.get())
             .map_err(|e| format!("its {} result is not valid: {e}", kind.method()))?;
+        if let Some(ttl) = page.rest.get("ttlMs").and_then(Value::as_u64) {
+            ttl_ms = Some(ttl_ms.map_or(ttl, |t| t.min(ttl)));
+        }
         let Some(Value::Array(array)) = page.rest.get(kind.field()) else {
             return Err(format!(
                 "its {} result has no `{}` array",
@@ -306,7 +324,7 @@ async fn read_pages(
                     max_items,
                     "Listing is over the item limit; the rest is ignored."
                 );
-                return Ok((items, param_headers));
+                return Ok((Listing { items, ttl_ms }, param_headers));
             }
             let json = RawValue::from_string(item.to_string()).map_err(|e| e.to_string())?;
             items.push(UpstreamItem {
@@ -315,18 +333,18 @@ async fn read_pages(
             });
         }
         match page.next_cursor {
-            None => return Ok((items, param_headers)),
+            None => return Ok((Listing { items, ttl_ms }, param_headers)),
             Some(next) if next.is_empty() => {
                 tracing::warn!(
                     upstream,
                     listing = kind.method(),
                     "Upstream sent an empty nextCursor; treating it as the end."
                 );
-                return Ok((items, param_headers));
+                return Ok((Listing { items, ttl_ms }, param_headers));
             }
             Some(next) if !seen.insert(next.clone()) => {
                 tracing::warn!(upstream, listing = kind.method(), cursor = %next, "Upstream repeated a cursor; stopping there.");
-                return Ok((items, param_headers));
+                return Ok((Listing { items, ttl_ms }, param_headers));
             }
             Some(next) => cursor = Some(next),
         }
@@ -336,7 +354,7 @@ async fn read_pages(
         listing = kind.method(),
         "Upstream listing has more than {MAX_PAGES} pages; stopping there."
     );
-    Ok((items, param_headers))
+    Ok((Listing { items, ttl_ms }, param_headers))
 }
 
 fn expect_result(

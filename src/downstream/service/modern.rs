@@ -3,9 +3,11 @@
 //! earlier revision omits it), caching hints on discover, the four listings and
 //! `resources/read`, mcpmux's identity in `_meta`, and "resource not found" as `-32602`.
 //!
-//! Caching hints: `ttlMs` is 0 (immediately stale: the catalog changes whenever an upstream's
-//! does; a host that wants to know listens, `listen`); `cacheScope` is `private` when the answer
-//! depends on who asks (a profile's view, a resource's contents), `public` otherwise.
+//! Caching hints: a listing's `ttlMs` is the shortest its upstreams gave (2026-07-28 upstreams
+//! say how long theirs stay fresh; a handshake-era one says nothing, which makes it 0), discover's
+//! is 0, a read keeps its upstream's; `cacheScope` is `private` when the answer depends on who
+//! asks (a profile's view, a resource's contents — whatever the upstream said), `public`
+//! otherwise. The result's `serverInfo` is mcpmux's, never the upstream's.
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -36,19 +38,27 @@ impl CacheScope {
 /// How a stateless request's answer is written, decided from its method before it is handled.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Fit {
-    /// The caching hints its result carries, for a cacheable method.
-    cache: Option<CacheScope>,
+    /// The caching hints its result carries, for a cacheable method: who may cache it, and for
+    /// how long (`None`: as long as the upstream said, or 0).
+    cache: Option<(CacheScope, Option<u64>)>,
 }
 
 impl Fit {
-    pub(super) fn of(method: &HostMethod<'_>, host: &HostRequest) -> Self {
+    /// `ttl_ms` is how long the host's view of a listing may be cached (the shortest of what its
+    /// upstreams said).
+    pub(super) fn of(
+        method: &HostMethod<'_>,
+        host: &HostRequest,
+        ttl_ms: impl FnOnce(crate::mcp::ListKind) -> u64,
+    ) -> Self {
         let by_view = || match host.profile() {
             Some(_) => CacheScope::Private,
             None => CacheScope::Public,
         };
         let cache = match method {
-            HostMethod::List { .. } | HostMethod::Discover => Some(by_view()),
-            HostMethod::ReadResource { .. } => Some(CacheScope::Private),
+            HostMethod::List { kind, .. } => Some((by_view(), Some(ttl_ms(*kind)))),
+            HostMethod::Discover => Some((by_view(), Some(0))),
+            HostMethod::ReadResource { .. } => Some((CacheScope::Private, None)),
             _ => None,
         };
         Self { cache }
@@ -102,10 +112,10 @@ fn renumber_raw(error: Box<RawValue>) -> Box<RawValue> {
 /// cacheable one, and its identity in `_meta`. A member the result already has is kept as the
 /// upstream wrote it (an upstream of this revision sends its own `resultType`). The common case
 /// — none of them present — splices them in front without parsing the result.
-fn complete(result: Box<RawValue>, cache: Option<CacheScope>) -> Box<RawValue> {
+fn complete(result: Box<RawValue>, cache: Option<(CacheScope, Option<u64>)>) -> Box<RawValue> {
     let server_info = server_info();
-    let scope = cache.map(|c| raw_string(c.as_str()));
-    let ttl = raw("0".to_owned());
+    let scope = cache.map(|(c, _)| raw_string(c.as_str()));
+    let ttl = raw(cache.and_then(|(_, ttl)| ttl).unwrap_or(0).to_string());
     let result_type = raw_string("complete");
     let mut added: Vec<(&str, &RawValue)> = vec![("resultType", &result_type)];
     if let Some(scope) = &scope {
@@ -123,8 +133,10 @@ fn complete(result: Box<RawValue>, cache: Option<CacheScope>) -> Box<RawValue> {
     let Some(mut members) = Members::of(&result) else {
         return result;
     };
+    // A view a profile or a resource's contents make private stays so, whatever the upstream said.
+    let private = matches!(cache, Some((CacheScope::Private, _)));
     for (key, value) in added {
-        if !members.contains(key) {
+        if !members.contains(key) || (key == "cacheScope" && private) {
             members.insert(key, value);
         }
     }
@@ -134,10 +146,9 @@ fn complete(result: Box<RawValue>, cache: Option<CacheScope>) -> Box<RawValue> {
         // A `_meta` that is not an object is the upstream's to answer for.
         Some(None) => None,
     };
+    // The host's server is mcpmux: an upstream's own identity is not passed on as its.
     let meta = meta.map(|mut meta| {
-        if !meta.contains(SERVER_INFO) {
-            meta.insert(SERVER_INFO, &server_info);
-        }
+        meta.insert(SERVER_INFO, &server_info);
         meta.to_raw()
     });
     if let Some(meta) = &meta {
@@ -217,6 +228,7 @@ mod tests {
     use super::*;
 
     fn fitted(text: &str, cache: Option<CacheScope>) -> Value {
+        let cache = cache.map(|scope| (scope, Some(0)));
         serde_json::from_str(complete(raw(text.to_owned()), cache).get()).unwrap()
     }
 
@@ -243,6 +255,20 @@ mod tests {
         );
         assert_eq!(modern["_meta"]["x"], 1);
         assert_eq!(modern["_meta"][SERVER_INFO]["name"], "mcpmux");
+        // An upstream of this revision: its caching hints stay unless a view makes them
+        // private, and its identity is mcpmux's.
+        let read = r#"{"contents":[],"resultType":"complete","ttlMs":60000,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"}}}"#;
+        let read: Value = serde_json::from_str(
+            complete(raw(read.to_owned()), Some((CacheScope::Private, None))).get(),
+        )
+        .unwrap();
+        assert_eq!(
+            (&read["ttlMs"], &read["cacheScope"]),
+            (&json!(60000), &json!("private"))
+        );
+        assert_eq!(read["_meta"][SERVER_INFO]["name"], "mcpmux");
+        let listing = fitted(r#"{"tools":[]}"#, Some(CacheScope::Public));
+        assert_eq!(listing["ttlMs"], 0);
         // A mention inside content is not a member.
         let mention = fitted(
             r#"{"content":[{"type":"text","text":"\"resultType\""}]}"#,
