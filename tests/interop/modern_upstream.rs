@@ -94,9 +94,10 @@ fn text(answer: &Value) -> String {
         .to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_modern_only_upstream_serves_a_legacy_and_a_modern_host_at_once() {
-    let (_server, server_url) = http_server().await;
+/// A daemon with the modern-only server as `mstdio` (a child over stdio) and `mhttp` (over
+/// Streamable HTTP; its process is returned, killed when dropped), both listed.
+async fn modern_daemon() -> (tokio::process::Child, Daemon) {
+    let (server, server_url) = http_server().await;
     let node = peers::npm_bin("node");
     let config = format!(
         "[upstreams.mstdio]\ncommand = {}\nargs = {}\nenv = {{ MCP_NODE_MODULES = {} }}\nstartup_timeout = \"300s\"\n\n\
@@ -107,15 +108,22 @@ async fn a_modern_only_upstream_serves_a_legacy_and_a_modern_host_at_once() {
         toml_str(&server_url),
     );
     let daemon = Daemon::start(&config);
-    let capabilities = json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {}});
-    let legacy = Client::connect_with(&daemon.url, "2025-11-25", capabilities.clone()).await;
+    let client = Client::connect(&daemon.url).await;
     daemon
-        .wait_for_tools(&legacy, |names| {
+        .wait_for_tools(&client, |names| {
             ["mstdio__echo", "mhttp__echo"]
                 .iter()
                 .all(|t| names.iter().any(|n| n == t))
         })
         .await;
+    (server, daemon)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_only_upstream_serves_a_legacy_and_a_modern_host_at_once() {
+    let (_server, daemon) = modern_daemon().await;
+    let capabilities = json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {}});
+    let legacy = Client::connect_with(&daemon.url, "2025-11-25", capabilities.clone()).await;
 
     // Both were found to speak 2026-07-28 (the probe), and status says so.
     for name in ["mstdio", "mhttp"] {
@@ -421,4 +429,71 @@ async fn a_dual_era_server_is_spoken_to_in_2026_under_auto() {
         assert_eq!(text(&answer), "HEY", "{answer}");
         assert_eq!(answer["result"]["resultType"], "complete");
     }
+}
+
+/// The official Python SDK as a handshake-era host (`ClientSession`, 2025-11-25) and as a
+/// 2026-07-28 host, both at once on one daemon in front of the modern-only server over stdio and
+/// HTTP: tools, progress, a prompt and its completion, a resource, and sampling, two rounds of
+/// elicitation and roots — each host answered with its own name, so any cross-talk shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_hosts_of_both_eras_use_a_modern_only_upstream_at_once() {
+    crate::common::python::require_python_sdk();
+    let (_server, daemon) = modern_daemon().await;
+    let deadline = Duration::from_secs(240);
+    let run = |mode: &'static str, name: &'static str| {
+        let args = [
+            "--http",
+            daemon.url.as_str(),
+            "--mode",
+            mode,
+            "--name",
+            name,
+        ];
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let daemon = &daemon;
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            crate::common::python::run_script(daemon, "modern_upstream_host.py", &args, deadline)
+                .await
+                .0
+        }
+    };
+    let (old, new) = tokio::join!(run("legacy", "oldhost"), run("2026-07-28", "newhost"));
+    for (summary, name) in [(&old, "oldhost"), (&new, "newhost")] {
+        assert_eq!(summary["ok"], true, "{summary}");
+        for prefix in ["mstdio", "mhttp"] {
+            let item = &summary[prefix];
+            assert_eq!(item["echo"], name, "{prefix}: {item}");
+            assert_eq!(item["progress"], "did 3 steps");
+            assert_eq!(
+                item["progress_seen"],
+                json!([1.0, 2.0, 3.0]),
+                "{prefix}: {item}"
+            );
+            assert_eq!(
+                item["survey"],
+                format!("{name} likes blue"),
+                "{prefix}: {item}"
+            );
+            assert_eq!(item["sample"], format!("model said: {name}'s model"));
+            assert_eq!(item["roots"], format!("file:///{name}"));
+            assert_eq!(item["prompt"], format!("Hello, {name}!"));
+            assert_eq!(item["completion"], json!(["alice", "albert"]));
+        }
+        assert_eq!(summary["resource"], "modern-only server");
+        // Per upstream: two elicitations (the survey's rounds), one sampling, one roots request.
+        let asked = summary["asked"].as_array().unwrap();
+        let count = |method: &str| asked.iter().filter(|a| a["method"] == method).count();
+        assert_eq!(
+            (
+                count("elicitation/create"),
+                count("sampling/createMessage"),
+                count("roots/list")
+            ),
+            (4, 2, 2),
+            "{name}: {asked:?}"
+        );
+    }
+    assert_eq!(old["mode"], "legacy");
+    assert_eq!(new["mode"], MODERN);
 }
