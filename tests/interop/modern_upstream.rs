@@ -497,3 +497,52 @@ async fn python_hosts_of_both_eras_use_a_modern_only_upstream_at_once() {
     assert_eq!(old["mode"], "legacy");
     assert_eq!(new["mode"], MODERN);
 }
+
+/// An upstream whose era changes across a restart (a server upgraded in place) is probed again
+/// and spoken to in its new era, both ways; hosts keep calling it by the same names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_changes_era_across_a_restart_is_spoken_to_in_its_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("modern");
+    let node = peers::npm_bin("node");
+    let shell = format!(
+        "if [ -e '{}' ]; then exec '{}' '{}' stdio; else exec '{}' --name up; fi",
+        flag.display(),
+        node.display(),
+        script(),
+        crate::common::TEST_UPSTREAM
+    );
+    let config = format!(
+        "[upstreams.up]\ncommand = \"/bin/sh\"\nargs = [\"-c\", {}]\nenv = {{ MCP_NODE_MODULES = {} }}\nstartup_timeout = \"300s\"\n",
+        toml_str(&shell),
+        toml_str(&node_modules()),
+    );
+    let daemon = Daemon::start(&config);
+    let client = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&client, |n| n.iter().any(|n| n == "up__echo"))
+        .await;
+    let era = || async { daemon.upstream_status("up").await["protocol_version"].clone() };
+    assert_ne!(era().await, MODERN);
+    for (modern, tool) in [(true, "up__survey"), (false, "up__crash")] {
+        match modern {
+            true => std::fs::write(&flag, b"").unwrap(),
+            false => std::fs::remove_file(&flag).unwrap(),
+        }
+        let restarted = daemon.admin_post("/upstreams/up/restart", json!({})).await;
+        assert!(restarted.status().is_success(), "{restarted:?}");
+        let switched = crate::common::poll_until(Duration::from_secs(120), || async {
+            (era().await == MODERN) == modern
+                && daemon.upstream_status("up").await["state"] == "ready"
+        })
+        .await;
+        assert!(switched, "still {} after the restart", era().await);
+        daemon
+            .wait_for_tools(&client, |n| n.iter().any(|n| n == tool))
+            .await;
+        let echoed = client
+            .tool_text("up__echo", json!({"text": "same name"}))
+            .await;
+        assert!(echoed.contains("same name"), "{echoed}");
+    }
+}
