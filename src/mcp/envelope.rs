@@ -138,13 +138,16 @@ impl Declared {
         let version: String = serde_json::from_str(version.get()).map_err(|_| {
             RpcError::invalid_params(format!("Invalid params: `{PROTOCOL_VERSION}` is a string"))
         })?;
-        let capabilities = declared(&format!("`{CLIENT_CAPABILITIES}`"), Some(capabilities))?;
+        let capabilities = declared(
+            "`io.modelcontextprotocol/clientCapabilities`",
+            Some(capabilities),
+        )?;
         if !capabilities.is_object() {
             return Err(RpcError::invalid_params(format!(
                 "Invalid params: `{CLIENT_CAPABILITIES}` is an object"
             )));
         }
-        let client_info = declared(&format!("`{CLIENT_INFO}`"), meta.client_info)?;
+        let client_info = declared("`io.modelcontextprotocol/clientInfo`", meta.client_info)?;
         let mirrored = match method {
             "tools/call" | "prompts/get" => params.name.map(|name| ("name", name)),
             "resources/read" => params.uri.map(|uri| ("uri", uri)),

@@ -113,7 +113,7 @@ fn renumber_raw(error: Box<RawValue>) -> Box<RawValue> {
 /// upstream wrote it (an upstream of this revision sends its own `resultType`). The common case
 /// — none of them present — splices them in front without parsing the result.
 fn complete(result: Box<RawValue>, cache: Option<(CacheScope, Option<u64>)>) -> Box<RawValue> {
-    let server_info = server_info();
+    let server_info: &RawValue = &SERVER_INFO_VALUE;
     let scope = cache.map(|(c, _)| raw_string(c.as_str()));
     let ttl = raw(cache.and_then(|(_, ttl)| ttl).unwrap_or(0).to_string());
     let result_type = raw_string("complete");
@@ -185,10 +185,10 @@ fn splice(
     RawValue::from_string(out).ok()
 }
 
-/// mcpmux's `Implementation`.
-fn server_info() -> Box<RawValue> {
+/// mcpmux's `Implementation`, written once.
+static SERVER_INFO_VALUE: std::sync::LazyLock<Box<RawValue>> = std::sync::LazyLock::new(|| {
     to_raw(&json!({ "name": "mcpmux", "version": env!("CARGO_PKG_VERSION") }))
-}
+});
 
 impl HostService {
     /// `server/discover`: the revisions mcpmux serves (whatever its upstreams speak), and the
