@@ -126,7 +126,7 @@ fn complete(result: Box<RawValue>, cache: Option<(CacheScope, Option<u64>)>) -> 
     // Each of these keys, quoted, as a member would be written.
     const KEYS: [&str; 4] = ["\"_meta\"", "\"resultType\"", "\"ttlMs\"", "\"cacheScope\""];
     if !KEYS.iter().any(|key| text.contains(key)) {
-        if let Some(spliced) = splice(text, &added, &server_info) {
+        if let Some(spliced) = splice(text, &added, server_info) {
             return spliced;
         }
     }
@@ -148,7 +148,7 @@ fn complete(result: Box<RawValue>, cache: Option<(CacheScope, Option<u64>)>) -> 
     };
     // The host's server is mcpmux: an upstream's own identity is not passed on as its.
     let meta = meta.map(|mut meta| {
-        meta.insert(SERVER_INFO, &server_info);
+        meta.insert(SERVER_INFO, server_info);
         meta.to_raw()
     });
     if let Some(meta) = &meta {
