@@ -4,6 +4,7 @@
 pub mod cursor;
 pub mod envelope;
 pub mod names;
+pub mod param_headers;
 pub mod template;
 pub mod uri;
 pub mod version;

@@ -221,6 +221,36 @@ impl HostService {
         method::exists(method, version)
     }
 
+    /// Checks a stateless host's `Mcp-Param-*` headers (`header(name)`: the values a header was
+    /// sent with) against the arguments of its `tools/call` of `name` in `profile`'s view: `-32020`
+    /// when they do not match (a tool without `x-mcp-header` parameters takes any).
+    pub fn check_param_headers<'h>(
+        &self,
+        profile: Option<&crate::config::Profile>,
+        params: Option<&RawValue>,
+        header: impl Fn(&str) -> Vec<&'h str>,
+    ) -> Result<(), RpcError> {
+        #[derive(serde::Deserialize)]
+        struct Call {
+            #[serde(default)]
+            arguments: serde_json::Value,
+        }
+        let Some(params) = params else {
+            return Ok(());
+        };
+        // The tool is looked up first: a call of a tool without such parameters (nearly every
+        // one) parses nothing more.
+        let name = crate::mcp::envelope::mirrored_name("tools/call", Some(params));
+        let annotations = name.and_then(|(_, name)| self.router.view(profile).param_headers(&name));
+        let Some(annotations) = annotations else {
+            return Ok(());
+        };
+        let call: Call = serde_json::from_str(params.get())
+            .map_err(|e| RpcError::invalid_params(format!("Invalid params: {e}")))?;
+        crate::mcp::param_headers::check(&annotations, &call.arguments, header)
+            .map_err(|why| RpcError::new(codes::HEADER_MISMATCH, format!("Header mismatch: {why}")))
+    }
+
     /// A stateless host's `subscriptions/listen` (request `id` with `params`, from a host that
     /// declared `host` and has `access`): the stream's messages, or why it is refused.
     pub async fn listen(

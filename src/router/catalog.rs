@@ -12,6 +12,7 @@ use crate::config::{CatalogConfig, PinMode, Profile};
 use crate::jsonrpc::{Members, raw_string};
 use crate::mcp::ListKind;
 use crate::mcp::names::{self, NameBudget, Prefix};
+use crate::mcp::param_headers::{self, ParamHeader};
 use crate::mcp::{template, uri};
 use crate::upstream::{ServerInfo, UpstreamCatalog, UpstreamHandle, UpstreamItem};
 
@@ -25,6 +26,9 @@ pub struct Entry {
     pub original: Box<str>,
     /// The item as hosts receive it: the upstream's JSON with only the key rewritten.
     pub json: Box<RawValue>,
+    /// A tool's `x-mcp-header` parameters, which a 2026-07-28 host mirrors into headers that
+    /// mcpmux checks (read when the catalog is built, never per call).
+    pub param_headers: Option<Arc<[ParamHeader]>>,
 }
 
 #[derive(Debug, Default)]
@@ -204,6 +208,11 @@ impl Snapshot {
             .index
             .get(exposed)
             .and_then(|&i| listing.entries.get(i))
+    }
+
+    /// The `x-mcp-header` parameters of the exposed tool `name`, when it has any.
+    pub fn param_headers(&self, name: &str) -> Option<Arc<[ParamHeader]>> {
+        self.lookup(ListKind::Tools, name)?.param_headers.clone()
     }
 
     /// The upstream and original name an exposed tool or prompt name routes to: the catalog's
@@ -416,11 +425,20 @@ impl Exposer<'_> {
             members.insert("description", description);
         }
         let json = members.to_raw();
+        let param_headers = (kind == ListKind::Tools && item.json.get().contains("x-mcp-header"))
+            .then(|| {
+                let tool: serde_json::Value = serde_json::from_str(item.json.get()).ok()?;
+                // Invalid annotations are the host's to refuse (it must leave such a tool out).
+                let headers = param_headers::annotations(&tool["inputSchema"]).ok()?;
+                (!headers.is_empty()).then(|| Arc::from(headers))
+            })
+            .flatten();
         Some(Entry {
             exposed: exposed.into(),
             upstream: handle.clone(),
             original: item.key.as_str().into(),
             json,
+            param_headers,
         })
     }
 }

@@ -128,7 +128,7 @@ pub(super) struct Connection {
     /// carries an envelope, and a call may take rounds).
     modern: AtomicBool,
     /// A 2026-07-28 upstream's tools with `x-mcp-header` parameters, by the upstream's name.
-    param_headers: Mutex<HashMap<String, Vec<super::modern::ParamHeader>>>,
+    param_headers: Mutex<HashMap<String, Vec<crate::mcp::param_headers::ParamHeader>>>,
 }
 
 impl Connection {
@@ -168,7 +168,7 @@ impl Connection {
     /// The tools whose calls carry `Mcp-Param-*` headers, as last listed.
     pub(super) fn set_param_headers(
         &self,
-        tools: HashMap<String, Vec<super::modern::ParamHeader>>,
+        tools: HashMap<String, Vec<crate::mcp::param_headers::ParamHeader>>,
     ) {
         *crate::sync::lock(&self.param_headers) = tools;
     }

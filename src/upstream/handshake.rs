@@ -253,7 +253,7 @@ pub(super) struct Listing {
 }
 
 /// The tools whose parameters have headers, by name.
-type ParamHeaders = std::collections::HashMap<String, Vec<modern::ParamHeader>>;
+type ParamHeaders = std::collections::HashMap<String, Vec<crate::mcp::param_headers::ParamHeader>>;
 
 /// [`read_list`]'s pages, and (for a 2026-07-28 upstream's tools) their parameter headers.
 async fn read_pages(
@@ -302,7 +302,7 @@ async fn read_pages(
                 continue;
             };
             if headed {
-                match modern::param_headers(&item["inputSchema"]) {
+                match crate::mcp::param_headers::annotations(&item["inputSchema"]) {
                     Ok(headers) if headers.is_empty() => {}
                     Ok(headers) => {
                         param_headers.insert(key.to_owned(), headers);

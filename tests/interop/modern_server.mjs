@@ -9,7 +9,7 @@
 // `MCP_NODE_MODULES` names the node_modules directory the SDK and zod are in (the tests
 // install them under target/).
 //
-// Tools: echo, add, progress (reports each step), slow (waits unless cancelled) and aborted (how
+// Tools: echo, add, regional (an `x-mcp-header` parameter), progress (reports each step), slow (waits unless cancelled) and aborted (how
 // many were), survey (two rounds of form elicitation),
 // sample (sampling), roots (roots/list), chat (log messages at the request's level), grow
 // (registers one more tool: tools/list_changed), touch (resources/updated for a URI). A prompt
@@ -21,7 +21,7 @@ import { pathToFileURL } from 'node:url';
 
 const modules = process.env.MCP_NODE_MODULES;
 const load = (file) => import(pathToFileURL(path.join(modules, file)).href);
-const { McpServer, completable, createMcpHandler, inputRequired, acceptedContent, inputResponse } =
+const { McpServer, completable, createMcpHandler, inputRequired, acceptedContent, inputResponse, fromJsonSchema } =
     await load('@modelcontextprotocol/server/dist/index.mjs');
 const { serveStdio } = await load('@modelcontextprotocol/server/dist/stdio.mjs');
 const z = await load('zod/index.js');
@@ -125,6 +125,17 @@ function build() {
         });
     server.registerTool('aborted', { description: 'How many calls were cancelled.', inputSchema: z.object({}) },
         async () => ({ content: [{ type: 'text', text: String(aborted) }] }));
+    server.registerTool('regional', {
+        description: 'Answers from a region (its region parameter is mirrored into a header).',
+        inputSchema: fromJsonSchema({
+            type: 'object',
+            properties: { region: { type: 'string', 'x-mcp-header': 'Region' }, query: { type: 'string' } },
+            required: ['region', 'query'],
+        }),
+    }, async ({ region, query }, ctx) => {
+        const header = ctx.http?.req?.headers?.get('mcp-param-region') ?? null;
+        return { content: [{ type: 'text', text: `${query} in ${region} (header ${header})` }] };
+    });
     server.registerTool('touch', { description: 'Says a resource changed.', inputSchema: z.object({ uri: z.string() }) },
         async ({ uri }) => {
             notifier?.resourceUpdated(uri);

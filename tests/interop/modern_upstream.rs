@@ -60,7 +60,12 @@ struct ModernHost {
 }
 
 impl ModernHost {
-    async fn request(&self, method: &str, mut params: Value) -> Value {
+    async fn request(&self, method: &str, params: Value) -> Value {
+        self.request_with(method, params, &[]).await
+    }
+
+    /// [`Self::request`] with `extra` headers (`Mcp-Param-*`).
+    async fn request_with(&self, method: &str, mut params: Value, extra: &[(&str, &str)]) -> Value {
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": self.capabilities,
@@ -79,6 +84,9 @@ impl ModernHost {
             .and_then(Value::as_str)
         {
             request = request.header("mcp-name", name);
+        }
+        for (header, value) in extra {
+            request = request.header(*header, *value);
         }
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let response = request.body(body.to_string()).send().await.unwrap();
@@ -306,6 +314,31 @@ async fn a_modern_only_upstream_serves_a_legacy_and_a_modern_host_at_once() {
         )
         .await;
     assert_eq!(text(&done), "Bo likes red", "{done}");
+
+    // ---- `x-mcp-header` parameters: mcpmux mirrors them into `Mcp-Param-*` for the upstream
+    // (which checks them: a missing or wrong one is refused there), encoded where the value is
+    // not plain ASCII; and it checks a 2026-07-28 host's own before anything is forwarded.
+    let regional = |prefix: &str| format!("{prefix}__regional");
+    let answer = legacy
+        .tool_text(
+            &regional("mhttp"),
+            json!({"region": " Zürich ", "query": "q"}),
+        )
+        .await;
+    assert_eq!(answer, "q in  Zürich  (header =?base64?IFrDvHJpY2gg?=)");
+    let answer = legacy
+        .tool_text(&regional("mstdio"), json!({"region": "eu", "query": "q"}))
+        .await;
+    assert_eq!(answer, "q in eu (header null)", "stdio has no headers");
+    let call = json!({"name": regional("mstdio"), "arguments": {"region": "eu", "query": "q"}});
+    let ok = modern
+        .request_with("tools/call", call.clone(), &[("mcp-param-region", "eu")])
+        .await;
+    assert_eq!(text(&ok), "q in eu (header null)", "{ok}");
+    for sent in [&[][..], &[("mcp-param-region", "us")][..]] {
+        let refused = modern.request_with("tools/call", call.clone(), sent).await;
+        assert_eq!(refused["error"]["code"], -32020, "{sent:?}: {refused}");
+    }
 
     // ---- Sampling and roots for the legacy host, over stdio.
     let mut sample = legacy.start_tool("mstdio__sample", json!({"prompt": "2+2?"}));

@@ -74,6 +74,17 @@ pub(super) async fn post(
     if !state.service.serves(&method, envelope.version) {
         return refused(StatusCode::NOT_FOUND, RpcError::method_not_found(&method));
     }
+    if method == "tools/call" {
+        let sent = |name: &str| -> Vec<&str> {
+            (headers.get_all(name).iter())
+                .map(|v| v.to_str().unwrap_or("\u{0}"))
+                .collect()
+        };
+        let profile = admitted.access.profile.as_deref();
+        if let Err(error) = state.service.check_param_headers(profile, params, sent) {
+            return refused(StatusCode::BAD_REQUEST, error);
+        }
+    }
     let accepts = Accepts::of(headers);
     let host = HostInfo {
         version: envelope.version,

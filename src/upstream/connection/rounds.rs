@@ -95,7 +95,7 @@ impl Connection {
             return Vec::new();
         };
         let params: Value = serde_json::from_str(params).unwrap_or_default();
-        modern::param_values(&headers, &params["arguments"])
+        crate::mcp::param_headers::values(&headers, &params["arguments"])
     }
 
     /// Asks `caller`'s host each request of an `input_required` result, at once, and waits for
