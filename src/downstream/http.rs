@@ -344,15 +344,26 @@ async fn answer(
             Sse::new(futures_util::stream::iter(early.into_iter().map(event))).into_response()
         }
         Some(first) = rx.recv() => {
-            let stream = futures_util::stream::unfold((Some(first), rx, Some(answer)), |(first, mut rx, answer)| async move {
-                if let Some(line) = first {
-                    return Some((event(line), (None, rx, answer)));
+            let queued = std::collections::VecDeque::from([first]);
+            let stream = futures_util::stream::unfold((queued, rx, Some(answer)), |(mut queued, mut rx, answer)| async move {
+                if let Some(line) = queued.pop_front() {
+                    return Some((event(line), (queued, rx, answer)));
                 }
                 let mut answer = answer?;
                 tokio::select! {
                     biased;
-                    Some(line) = rx.recv() => Some((event(line), (None, rx, Some(answer)))),
-                    line = &mut answer => Some((event(line), (None, rx, None))),
+                    Some(line) = rx.recv() => Some((event(line), (queued, rx, Some(answer)))),
+                    line = &mut answer => {
+                        // Everything the request produced before its answer goes before it: a
+                        // receive the task's cooperative budget cut short must not leave the
+                        // last progress behind when the answer is ready in the same poll.
+                        while let Ok(early) = rx.try_recv() {
+                            queued.push_back(early);
+                        }
+                        queued.push_back(line);
+                        let next = queued.pop_front()?;
+                        Some((event(next), (queued, rx, None)))
+                    }
                 }
             });
             Sse::new(stream).into_response()
