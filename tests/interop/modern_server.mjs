@@ -10,7 +10,7 @@
 // install them under target/).
 //
 // Tools: echo, add, regional (an `x-mcp-header` parameter), progress (reports each step), slow (waits unless cancelled) and aborted (how
-// many were), survey (two rounds of form elicitation),
+// many were), pid (the serving process), survey (two rounds of form elicitation),
 // sample (sampling), roots (roots/list), chat (log messages at the request's level), grow
 // (registers one more tool: tools/list_changed), touch (resources/updated for a URI). A prompt
 // with argument completion, a resource and a resource template.
@@ -123,6 +123,8 @@ function build() {
             });
             return { content: [{ type: 'text', text: done ? 'waited' : 'cancelled' }] };
         });
+    server.registerTool('pid', { description: 'The serving process id.', inputSchema: z.object({}) },
+        async () => ({ content: [{ type: 'text', text: String(process.pid) }] }));
     server.registerTool('aborted', { description: 'How many calls were cancelled.', inputSchema: z.object({}) },
         async () => ({ content: [{ type: 'text', text: String(aborted) }] }));
     server.registerTool('regional', {

@@ -579,3 +579,85 @@ async fn an_upstream_that_changes_era_across_a_restart_is_spoken_to_in_its_new_o
         assert!(echoed.contains("same name"), "{echoed}");
     }
 }
+
+/// `isolation = "per-session"` with a 2026-07-28 upstream still means one instance per host
+/// session: each session's calls reach its own process (probed and spoken to in 2026-07-28), and
+/// the rounds a call takes are asked of that session alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_session_modern_upstream_runs_one_instance_per_host_session() {
+    let node = peers::npm_bin("node");
+    let config = format!(
+        "[upstreams.mstdio]\ncommand = {}\nargs = {}\nenv = {{ MCP_NODE_MODULES = {} }}\nisolation = \"per-session\"\nstartup_timeout = \"300s\"\n",
+        toml_str(node.to_str().unwrap()),
+        toml_list(&[script(), "stdio".into()]),
+        toml_str(&node_modules()),
+    );
+    let daemon = Daemon::start(&config);
+    let capabilities = json!({"sampling": {}});
+    let a = Client::connect_with(&daemon.url, "2025-11-25", capabilities.clone()).await;
+    let b = Client::connect_with(&daemon.url, "2025-11-25", capabilities).await;
+    daemon
+        .wait_for_tools(&a, |n| n.iter().any(|n| n == "mstdio__pid"))
+        .await;
+    let pid_a = a.tool_text("mstdio__pid", json!({})).await;
+    let pid_b = b.tool_text("mstdio__pid", json!({})).await;
+    assert_ne!(pid_a, pid_b, "two sessions, two instances");
+    assert_eq!(
+        a.tool_text("mstdio__pid", json!({})).await,
+        pid_a,
+        "a session keeps its instance"
+    );
+    // Each session's sampling round is asked of that session, by its own instance.
+    for (client, reply) in [(&a, "from a"), (&b, "from b")] {
+        let mut call = client.start_tool("mstdio__sample", json!({"prompt": "who?"}));
+        let asked = call.next().await;
+        assert_eq!(asked["method"], "sampling/createMessage", "{asked}");
+        client
+            .respond(&asked["id"], json!({"role": "assistant", "content": {"type": "text", "text": reply}, "model": "m"}))
+            .await;
+        let (_, answer) = call.finish().await;
+        assert_eq!(text(&answer), format!("model said: {reply}"));
+    }
+}
+
+/// The 2026-07-28 suite's `http-custom-header-server-validation` (0.2.0-alpha.12) against mcpmux
+/// in front of the modern-only server, whose `regional` tool has an `x-mcp-header` parameter:
+/// every check passes. The suite's reference server has no such tool, so this is where mcpmux's
+/// own check of a host's `Mcp-Param-*` headers is scored (the host's headers never reach the
+/// upstream: mcpmux writes its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosts_param_headers_pass_the_suites_server_validation_scenario() {
+    let (_server, server_url) = http_server().await;
+    let daemon = Daemon::start(&format!(
+        "[upstreams.m]\nurl = {}\nprefix = \"\"\n",
+        toml_str(&server_url)
+    ));
+    let client = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&client, |n| n.iter().any(|n| n == "regional"))
+        .await;
+    let suite = std::path::Path::new(&node_modules())
+        .join("@modelcontextprotocol/conformance-2026/dist/index.js");
+    let results = tempfile::tempdir().unwrap();
+    let output = tokio::process::Command::new(peers::npm_bin("node"))
+        .arg(&suite)
+        .args(["server", "--url", daemon.url.as_str()])
+        .args(["--scenario", "http-custom-header-server-validation", "-o"])
+        .arg(results.path())
+        .output()
+        .await
+        .unwrap();
+    let mut checks = Vec::new();
+    for dir in std::fs::read_dir(results.path()).unwrap().flatten() {
+        if let Ok(text) = std::fs::read_to_string(dir.path().join("checks.json")) {
+            checks.extend(serde_json::from_str::<Vec<Value>>(&text).unwrap());
+        }
+    }
+    let failed: Vec<&Value> = checks.iter().filter(|c| c["status"] == "FAILURE").collect();
+    assert!(
+        checks.len() >= 8 && failed.is_empty(),
+        "{} checks, failed: {failed:?}\n{}",
+        checks.len(),
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
