@@ -164,6 +164,9 @@ impl Actor for UpstreamActor {
                 myself.stop(Some(StopReason::SessionExpired.as_str().to_owned()));
                 Ok(())
             }
+            // While it starts, its start reports how the connection ended (every request of the
+            // start fails with why), and may start it again (a server that exits on the probe).
+            UpstreamMsg::Connection(Event::Closed(_)) if state.catalog.is_none() => Ok(()),
             UpstreamMsg::Connection(Event::Closed(closed)) => {
                 Err(self.fail(state, closed.to_string()).await)
             }

@@ -661,3 +661,42 @@ async fn a_hosts_param_headers_pass_the_suites_server_validation_scenario() {
         String::from_utf8_lossy(&output.stdout)
     );
 }
+
+/// A handshake-era server that exits on a request before `initialize` (as some do on the
+/// `server/discover` probe) is started again at once and spoken to with the handshake: it comes
+/// up ready, not in a crash loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_exits_on_the_probe_is_started_again_with_the_handshake() {
+    // The first line decides: the probe ends the process; anything else is handed, with the rest
+    // of stdin, to the test upstream.
+    let shell = format!(
+        "IFS= read -r line; case \"$line\" in *server/discover*) exit 3;; esac; \
+         {{ printf '%s\\n' \"$line\"; cat; }} | exec '{}' --name up",
+        crate::common::TEST_UPSTREAM
+    );
+    let config = format!(
+        "[upstreams.up]\ncommand = \"/bin/sh\"\nargs = [\"-c\", {}]\n",
+        toml_str(&shell)
+    );
+    let daemon = Daemon::start(&config);
+    let client = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&client, |n| n.iter().any(|n| n == "up__echo"))
+        .await;
+    let status = daemon.upstream_status("up").await;
+    assert_eq!(status["state"], "ready", "{status}");
+    assert_ne!(status["protocol_version"], MODERN);
+    assert_eq!(
+        status["restarts"], 0,
+        "started again within its start, not restarted: {status}"
+    );
+    let echoed = client
+        .tool_text("up__echo", json!({"text": "after the probe"}))
+        .await;
+    assert!(echoed.contains("after the probe"), "{echoed}");
+    assert!(
+        daemon.log_count(&["ended on the server/discover probe"]) >= 1,
+        "{}",
+        daemon.stderr()
+    );
+}
