@@ -222,12 +222,12 @@ impl HostService {
     }
 
     /// Checks a stateless host's `Mcp-Param-*` headers (`header(name)`: the values a header was
-    /// sent with) against the arguments of its `tools/call` of `name` in `profile`'s view: `-32020`
+    /// sent with) against the arguments of its `tools/call` of `tool` in `profile`'s view: `-32020`
     /// when they do not match (a tool without `x-mcp-header` parameters takes any).
     pub fn check_param_headers<'h>(
         &self,
         profile: Option<&crate::config::Profile>,
-        params: Option<&RawValue>,
+        (tool, params): (Option<&str>, Option<&RawValue>),
         header: impl Fn(&str) -> Vec<&'h str>,
     ) -> Result<(), RpcError> {
         #[derive(serde::Deserialize)]
@@ -235,14 +235,10 @@ impl HostService {
             #[serde(default)]
             arguments: serde_json::Value,
         }
-        let Some(params) = params else {
-            return Ok(());
-        };
         // The tool is looked up first: a call of a tool without such parameters (nearly every
-        // one) parses nothing more.
-        let name = crate::mcp::envelope::mirrored_name("tools/call", Some(params));
-        let annotations = name.and_then(|(_, name)| self.router.view(profile).param_headers(&name));
-        let Some(annotations) = annotations else {
+        // one) parses nothing.
+        let annotations = tool.and_then(|tool| self.router.view(profile).param_headers(tool));
+        let (Some(annotations), Some(params)) = (annotations, params) else {
             return Ok(());
         };
         let call: Call = serde_json::from_str(params.get())

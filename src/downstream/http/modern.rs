@@ -61,9 +61,12 @@ pub(super) async fn post(
             .answering(Some(id), headers)
             .into_response()
     };
+    // The name the envelope's one pass found (a call's tool) is kept for the `Mcp-Param-*` check.
+    let mut named = None;
     let envelope = Declared::read(&method, params)
-        .and_then(|declared| {
+        .and_then(|mut declared| {
             check_headers(headers, &declared, &method)?;
+            named = declared.name.take().map(|(_, name)| name);
             declared.accept()
         })
         .map_err(|error| refused(StatusCode::BAD_REQUEST, error));
@@ -81,7 +84,11 @@ pub(super) async fn post(
                 .collect()
         };
         let profile = admitted.access.profile.as_deref();
-        if let Err(error) = state.service.check_param_headers(profile, params, sent) {
+        let tool = named.as_deref();
+        if let Err(error) = state
+            .service
+            .check_param_headers(profile, (tool, params), sent)
+        {
             return refused(StatusCode::BAD_REQUEST, error);
         }
     }
