@@ -9,6 +9,23 @@ pub mod template;
 pub mod uri;
 pub mod version;
 
+/// RFC 5424 severities, as MCP's `logging/setLevel` names them, least severe first.
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// The rank of a log level name (`None` for an unknown name).
+pub fn log_rank(level: &str) -> Option<usize> {
+    LOG_LEVELS.iter().position(|l| *l == level)
+}
+
 /// The four aggregate listings, with the wire names that belong to each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ListKind {

@@ -98,8 +98,12 @@ impl Caller for SessionCaller {
     }
 
     fn log_level(&self) -> Option<&'static str> {
-        let rank = self.session.tables().log_level?;
-        super::session::LOG_LEVELS.get(rank).copied()
+        let rank = (self.host.request_log_level).or_else(|| self.session.tables().log_level)?;
+        crate::mcp::LOG_LEVELS.get(rank).copied()
+    }
+
+    fn request_log_level(&self) -> Option<usize> {
+        self.host.request_log_level
     }
 
     fn cancel_forwarded(&self, host_id: &RawValue, reason: Option<&RawValue>) {

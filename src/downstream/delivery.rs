@@ -9,12 +9,13 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use super::caller::SessionCaller;
-use super::session::{LOG_LEVELS, Session, SessionStore, log_rank};
+use super::session::{Session, SessionStore};
 use super::tables::{LogLevels, Subscriptions, TaskOwners};
 use crate::audit::{AuditHandle, Direction, Kind, Outcome, Record};
 use crate::config::Profile;
 use crate::jsonrpc::{Members, notification_line, raw_string};
 use crate::mcp::names::{self, Prefix};
+use crate::mcp::{LOG_LEVELS, log_rank};
 use crate::upstream::{Caller, HostEvents, UpstreamId};
 
 /// The host side's sessions and cross-session tables, as upstream connections reach them.
@@ -78,7 +79,7 @@ fn rewrite_member(
 }
 
 impl HostEvents for Delivery {
-    fn log_message(&self, upstream: &UpstreamId, params: &RawValue) {
+    fn log_message(&self, upstream: &UpstreamId, params: &RawValue, request: Option<&dyn Caller>) {
         let Some(mut members) = Members::of(params) else {
             return;
         };
@@ -100,6 +101,16 @@ impl HostEvents for Delivery {
                 .is_some_and(|wanted| rank >= wanted)
             {
                 session.deliver(line.clone());
+            }
+        }
+        // A 2026-07-28 request that asked for log messages gets those that belong to it, on its
+        // own stream (it is no session, so none of the above reached it).
+        if let Some(request) = request {
+            if request
+                .request_log_level()
+                .is_some_and(|wanted| rank >= wanted)
+            {
+                request.send(line);
             }
         }
     }

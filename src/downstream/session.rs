@@ -20,23 +20,6 @@ use crate::upstream::{Canceller, ServerRequestReply};
 /// Messages a session's event stream may fall behind by before new ones are dropped.
 const OUTBOX: usize = 1024;
 
-/// RFC 5424 severities, as MCP's `logging/setLevel` names them, least severe first.
-pub const LOG_LEVELS: [&str; 8] = [
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-];
-
-/// The rank of a log level name (`None` for an unknown name).
-pub fn log_rank(level: &str) -> Option<usize> {
-    LOG_LEVELS.iter().position(|l| *l == level)
-}
-
 /// Longest `clientInfo.name` or `.version` kept (and logged); the rest is cut.
 pub const CLIENT_INFO_FIELD_CHARS: usize = 128;
 
@@ -49,6 +32,11 @@ pub struct HostInfo {
     /// What the host declared in `initialize` (sampling, roots, elicitation…).
     pub capabilities: Value,
     pub client_info: ClientInfo,
+    /// A 2026-07-28 request's own log level (its envelope's `logLevel`, a rank of
+    /// [`crate::mcp::LOG_LEVELS`]): the log messages that belong to the request go on its
+    /// stream at or above it, none without it. A handshake session sets its level with
+    /// `logging/setLevel` instead, for all its messages.
+    pub request_log_level: Option<usize>,
 }
 
 /// Who the host says it is: the name and version of its `clientInfo`, cut to

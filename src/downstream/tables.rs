@@ -79,7 +79,7 @@ impl TaskOwners {
     }
 }
 
-/// Upstream → the log level (a rank of `session::LOG_LEVELS`) last set there.
+/// Upstream → the log level (a rank of `mcp::LOG_LEVELS`) last set there.
 #[derive(Debug, Default)]
 pub struct LogLevels(Mutex<HashMap<String, usize>>);
 
@@ -87,6 +87,19 @@ impl LogLevels {
     /// Records `wanted` for `upstream`; true when it differs from what it was last told.
     pub fn set(&self, upstream: &str, wanted: usize) -> bool {
         lock(&self.0).insert(upstream.to_owned(), wanted) != Some(wanted)
+    }
+
+    /// Records `wanted` for `upstream` when it is more verbose than what it was last told (or it
+    /// was told nothing); true when it was.
+    pub fn lower(&self, upstream: &str, wanted: usize) -> bool {
+        let mut levels = lock(&self.0);
+        match levels.get(upstream) {
+            Some(told) if *told <= wanted => false,
+            _ => {
+                levels.insert(upstream.to_owned(), wanted);
+                true
+            }
+        }
     }
 
     pub fn get(&self, upstream: &str) -> Option<usize> {

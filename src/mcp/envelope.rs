@@ -18,6 +18,8 @@ pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// `_meta` key: the client's name and version.
 pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// `_meta` key: the least severe log message the request's own stream may carry (none without it).
+pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 /// `_meta` key of what a `subscriptions/listen` stream carries: the listen request's id.
 pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 /// `_meta` key of a result: the server's name and version.
@@ -39,6 +41,8 @@ pub struct Declared {
     pub version: String,
     pub capabilities: Value,
     pub client_info: Value,
+    /// The rank ([`super::LOG_LEVELS`]) of the log level the request asks for, if it asks.
+    pub log_level: Option<usize>,
     /// What the request's `Mcp-Name` must repeat (`params.name` or `params.uri`, as a string),
     /// with the member it came from.
     pub name: Option<(&'static str, String)>,
@@ -50,6 +54,7 @@ pub struct Envelope {
     pub version: Version,
     pub capabilities: Value,
     pub client_info: Value,
+    pub log_level: Option<usize>,
 }
 
 /// The protocol version a request's `params._meta` names, if it names one as a string. Cheap
@@ -115,6 +120,8 @@ struct Meta<'a> {
     capabilities: Option<&'a RawValue>,
     #[serde(rename = "io.modelcontextprotocol/clientInfo", borrow, default)]
     client_info: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/logLevel", borrow, default)]
+    log_level: Option<&'a RawValue>,
 }
 
 impl Declared {
@@ -148,6 +155,7 @@ impl Declared {
             )));
         }
         let client_info = declared("`io.modelcontextprotocol/clientInfo`", meta.client_info)?;
+        let log_level = meta.log_level.map(log_level).transpose()?;
         let mirrored = match method {
             "tools/call" | "prompts/get" => params.name.map(|name| ("name", name)),
             "resources/read" => params.uri.map(|uri| ("uri", uri)),
@@ -161,6 +169,7 @@ impl Declared {
             version,
             capabilities,
             client_info,
+            log_level,
             name,
         })
     }
@@ -172,10 +181,23 @@ impl Declared {
                 version,
                 capabilities: self.capabilities,
                 client_info: self.client_info,
+                log_level: self.log_level,
             }),
             None => Err(unsupported(&self.version)),
         }
     }
+}
+
+/// The rank of the level a request's `logLevel` names; an unknown one is `-32602`.
+fn log_level(raw: &RawValue) -> Result<usize, RpcError> {
+    let named = serde_json::from_str::<&str>(raw.get()).ok();
+    named.and_then(super::log_rank).ok_or_else(|| {
+        RpcError::invalid_params(format!(
+            "Invalid params: `{LOG_LEVEL}` {} is not a log level; use one of {}",
+            raw.get(),
+            super::LOG_LEVELS.join(", ")
+        ))
+    })
 }
 
 /// `-32022` for a request that names `requested`, listing what mcpmux serves.
@@ -247,6 +269,16 @@ mod tests {
         let envelope = declared.accept().unwrap();
         assert_eq!(envelope.version, Version::MODERN);
         assert!(envelope.capabilities.get("sampling").is_some());
+        assert_eq!(envelope.log_level, crate::mcp::log_rank("info"));
+
+        for level in [r#""loud""#, "3", "null"] {
+            let bad = params(&format!(
+                r#"{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/logLevel":{level}}}"#
+            ));
+            let error = Declared::read("tools/call", Some(&bad)).unwrap_err();
+            assert_eq!(error.code, codes::INVALID_PARAMS, "{level}");
+            assert!(error.message.contains(LOG_LEVEL), "{error}");
+        }
 
         let no_caps = params(r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#);
         let error = Declared::read("tools/call", Some(&no_caps)).unwrap_err();

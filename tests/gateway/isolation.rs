@@ -1,16 +1,19 @@
 //! A seeded, randomized isolation test: three principals (alice, bob, carol), each with its own
-//! profile, open 11 sessions apiece, all at once, on two shared upstreams (`s1`, `s2`) and one
-//! per-session upstream (`p1`). Every session runs its own random sequence of operations — echo
+//! profile, open 11 sessions apiece, all at once, on two shared upstreams (`s1` over Streamable
+//! HTTP, `s2` a child process) and one per-session upstream (`p1`). Every session runs its own random sequence of operations — echo
 //! calls, progress (alone, and beside an echo), sampling and elicitation, log messages at random
 //! levels, resource subscriptions and touches, tools added at run time (`list_changed`),
 //! cancellations (its own, and stray ones naming ids other sessions use), listings, and attempts
 //! on names its profile hides — and every message any session receives is checked against its
-//! rightful recipient and that recipient's profile:
+//! rightful recipient and that recipient's profile. Beside them run 9 stateless (2026-07-28)
+//! hosts, 3 per principal, on the same upstreams (`stateless`: what their answer streams must
+//! carry, and the log messages of theirs the sessions must hear):
 //!
 //! - an answer carries the marker of the call it answers and no other; progress carries the
 //!   call's own token (token values deliberately collide across sessions) on the call's own
 //!   stream; a sampling or elicitation request comes on the stream of the call that caused it
-//!   (or is refused, where the upstream cannot know whose it is), never on another's;
+//!   (or is refused, where the upstream cannot know whose it is: a child process shared by
+//!   calls in flight), never on another's;
 //! - a log message reaches exactly the sessions whose profile holds its upstream (for `p1`, the
 //!   emitting session alone) and whose level it meets; a resource update exactly the sessions
 //!   subscribed to its URI;
@@ -30,6 +33,7 @@
 
 mod profiles;
 mod session;
+mod stateless;
 mod tally;
 
 use std::collections::{BTreeSet, HashMap};
@@ -37,12 +41,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::common::{Client, Daemon, Messages, Next, poll_until, sha256_hex, test_upstream};
+use crate::common::{
+    Client, Daemon, Messages, Next, RemoteServer, Via, poll_until, sha256_hex, test_upstream,
+    test_upstream_via,
+};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use profiles::{PROFILES, Role, plan};
 use session::Session;
+use stateless::Stateless;
 use tally::{Problem, World, problem};
 
 const DEFAULT_SEED: u64 = 0x5eed;
@@ -54,6 +62,8 @@ const WAIT: Duration = Duration::from_secs(20);
 
 const UPSTREAMS: [&str; 3] = ["s1", "s2", "p1"];
 const PER_SESSION: &str = "p1";
+/// The shared upstream reached over Streamable HTTP (the others are child processes).
+const REMOTE: &str = "s1";
 /// The test upstream's tools with `--protocol-tools`.
 const TOOLS: &str = "echo fancy slow fail crash huge add_tool progress sample elicit roots \
                      ping_client notify_cancel log log_level touch subscriptions";
@@ -71,21 +81,33 @@ fn seed() -> u64 {
     parsed.unwrap_or_else(|e| panic!("MCPMUX_ISOLATION_SEED={text}: {e}"))
 }
 
-fn config() -> String {
+/// The daemon's config, and the server `REMOTE` runs in (it must outlive the run).
+fn config() -> (String, RemoteServer) {
     let mut config = String::new();
+    let mut server = None;
     for role in Role::ALL {
         let (name, digest, profile) = (role.principal(), sha256_hex(role.token()), role.profile());
         config +=
             &format!("[hosts.{name}]\ntoken_sha256 = \"{digest}\"\nprofile = \"{profile}\"\n");
     }
     for upstream in UPSTREAMS {
-        config += &test_upstream(upstream, &["--protocol-tools"]);
+        config += &match upstream {
+            REMOTE => {
+                let (table, remote) = test_upstream_via(upstream, Via::Http, &["--protocol-tools"]);
+                server = remote;
+                table
+            }
+            _ => test_upstream(upstream, &["--protocol-tools"]),
+        };
         config += "max_in_flight = 256\n";
         if upstream == PER_SESSION {
             config += "isolation = \"per-session\"\n";
         }
     }
-    config + PROFILES
+    (
+        config + PROFILES,
+        server.expect("the remote upstream's server"),
+    )
 }
 
 /// Reads session `me`'s GET stream until `stop` is set and the stream is quiet.
@@ -107,8 +129,19 @@ async fn run_sessions(
     stop: &Arc<AtomicBool>,
 ) -> (Vec<Session>, Vec<tokio::task::JoinHandle<()>>) {
     let sessions = world.plans.len();
-    let barrier = Arc::new(tokio::sync::Barrier::new(sessions));
+    let hosts = Role::ALL.len() * stateless::PER_PRINCIPAL;
+    let barrier = Arc::new(tokio::sync::Barrier::new(sessions + hosts));
     let (mut watchers, mut workers) = (Vec::new(), Vec::new());
+    let mut stateless = Vec::new();
+    for k in 0..hosts {
+        let role = Role::ALL[k % Role::ALL.len()];
+        let host = Stateless::new(k, role, &daemon.url, Arc::clone(world), world.plans[0].seed);
+        let barrier = Arc::clone(&barrier);
+        stateless.push(tokio::spawn(async move {
+            barrier.wait().await;
+            host.run().await;
+        }));
+    }
     for (me, plan) in world.plans.iter().enumerate() {
         let client =
             Client::connect_as_with(&daemon.url, plan.role.token(), plan.role.capabilities()).await;
@@ -143,6 +176,9 @@ async fn run_sessions(
     for worker in workers {
         done.push(worker.await.unwrap());
     }
+    for host in stateless {
+        host.await.unwrap();
+    }
     (done, watchers)
 }
 
@@ -151,7 +187,8 @@ async fn every_message_reaches_its_rightful_session_and_profile_only() {
     let seed = seed();
     eprintln!("isolation: seed {seed:#x} (MCPMUX_ISOLATION_SEED replays another)");
     let started = Instant::now();
-    let daemon = Daemon::start(&config());
+    let (config, _server) = config();
+    let daemon = Daemon::start(&config);
     for role in Role::ALL {
         let probe = Client::connect_as(&daemon.url, role.token()).await;
         let tools = role.tools();
@@ -220,7 +257,8 @@ fn report(world: &World, seed: u64, started: Instant) -> (u64, Vec<(Problem, Str
         .count();
     let sessions = world.plans.len();
     eprintln!(
-        "isolation: seed {seed:#x}; {sessions} sessions ({SESSIONS_PER_PRINCIPAL} each of alice/coder, bob/reader, carol/ops), {OPS_PER_SESSION} operations each"
+        "isolation: seed {seed:#x}; {sessions} sessions ({SESSIONS_PER_PRINCIPAL} each of alice/coder, bob/reader, carol/ops), {OPS_PER_SESSION} operations each; {} stateless hosts beside them",
+        Role::ALL.len() * stateless::PER_PRINCIPAL
     );
     eprintln!("isolation: operations: {}", ops.join(", "));
     eprintln!(

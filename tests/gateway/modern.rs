@@ -12,7 +12,7 @@ use crate::common::{Client, Daemon, Schemas, SseReader, read_messages, sha256_he
 const MODERN: &str = "2026-07-28";
 
 /// A host of the stateless revision: raw POSTs, each with its envelope and headers.
-struct ModernHost {
+pub(crate) struct ModernHost {
     http: reqwest::Client,
     url: String,
     schemas: Arc<Schemas>,
@@ -23,16 +23,16 @@ struct ModernHost {
 }
 
 /// One answer: its HTTP status, content type, whether a session id came with it, its messages.
-struct Answer {
-    status: u16,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
     content_type: String,
     session_issued: bool,
-    messages: Vec<Value>,
+    pub(crate) messages: Vec<Value>,
 }
 
 impl Answer {
     /// The final message (the response).
-    fn last(&self) -> &Value {
+    pub(crate) fn last(&self) -> &Value {
         self.messages.last().expect("an answer")
     }
 }
@@ -57,7 +57,7 @@ impl ModernHost {
     }
 
     /// The host whose token is `token`, declaring `capabilities`.
-    fn as_host(url: &str, token: &str, capabilities: Value) -> Self {
+    pub(crate) fn as_host(url: &str, token: &str, capabilities: Value) -> Self {
         Self {
             capabilities,
             token: Some(token.to_owned()),
@@ -66,7 +66,7 @@ impl ModernHost {
     }
 
     /// `method` with `params` plus the envelope, and the headers a conforming client sends.
-    async fn request(&self, id: u64, method: &str, params: Value) -> Answer {
+    pub(crate) async fn request(&self, id: u64, method: &str, params: Value) -> Answer {
         let mut params = params;
         let meta = params["_meta"].as_object().cloned().unwrap_or_default();
         let mut full = envelope();
@@ -901,4 +901,124 @@ async fn a_url_an_upstream_requires_reaches_a_2026_host_as_input_required() {
     let error = &refused.last()["error"];
     assert_eq!(error["code"], -32021, "{error}");
     assert!(error["data"]["requiredCapabilities"]["elicitation"]["url"].is_object());
+}
+
+/// Log messages for a 2026-07-28 host: only for a request whose envelope asks (`logLevel`), at
+/// or above its level, on that request's own stream, never on another's. Over Streamable HTTP
+/// a message belongs to the request whose answer stream carried it, however many are in flight;
+/// over stdio it names no request, so it belongs to the one request in flight, if only one is.
+/// A handshake session still gets what meets the level it set, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_hosts_log_level_brings_its_own_requests_log_messages() {
+    use crate::common::{Next, Via, test_upstream_via};
+    let (web, _server) = test_upstream_via("web", Via::Http, &["--protocol-tools"]);
+    let daemon = Daemon::start(&format!(
+        "{}{web}",
+        test_upstream("alpha", &["--protocol-tools"])
+    ));
+    let session = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&session, |n| {
+            n.iter().any(|n| n == "alpha__log") && n.iter().any(|n| n == "web__log")
+        })
+        .await;
+    let level = session
+        .result("logging/setLevel", json!({"level": "warning"}))
+        .await;
+    assert_eq!(level, json!({}));
+    let mut session_events = session.events().await;
+    let (host, other) = (ModernHost::new(&daemon.url), ModernHost::new(&daemon.url));
+    let log = |tool: &str, level: &str, text: &str, wanted: Option<&str>| {
+        let mut params = json!({"name": tool, "arguments": {"level": level, "text": text}});
+        if let Some(wanted) = wanted {
+            params["_meta"] = json!({"io.modelcontextprotocol/logLevel": wanted});
+        }
+        params
+    };
+    let logged = |answer: &Answer| -> Vec<Value> {
+        (answer.messages.iter())
+            .filter(|m| m["method"] == "notifications/message")
+            .map(|m| m["params"].clone())
+            .collect()
+    };
+
+    for upstream in ["alpha", "web"] {
+        let tool = format!("{upstream}__log");
+        let mine = host
+            .request(1, "tools/call", log(&tool, "info", "mine", Some("info")))
+            .await;
+        assert_eq!(
+            logged(&mine),
+            [json!({"level": "info", "logger": format!("{upstream}/testlog"), "data": "mine"})],
+            "{upstream}: the request asked for info"
+        );
+        assert_eq!(text(&mine), "logged");
+        let low = host
+            .request(2, "tools/call", log(&tool, "debug", "low", Some("info")))
+            .await;
+        assert_eq!(logged(&low), [] as [Value; 0], "{upstream}: below info");
+        let unasked = host
+            .request(3, "tools/call", log(&tool, "error", "unasked", None))
+            .await;
+        assert_eq!(
+            logged(&unasked),
+            [] as [Value; 0],
+            "{upstream}: no logLevel"
+        );
+        assert_eq!(text(&unasked), "logged");
+    }
+    let bad = host
+        .request(
+            4,
+            "tools/call",
+            log("alpha__log", "info", "x", Some("loud")),
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.last()["error"]["code"], -32602, "{}", bad.last());
+
+    // The session heard only what met its own level: the two errors, none of the info.
+    let mut heard = Vec::new();
+    while let Next::Message(m) = session_events.next_within(Duration::from_secs(2)).await {
+        heard.push((m["params"]["logger"].clone(), m["params"]["data"].clone()));
+    }
+    heard.sort_by_key(|(logger, _)| logger.to_string());
+    assert_eq!(
+        heard,
+        [
+            (json!("alpha/testlog"), json!("unasked")),
+            (json!("web/testlog"), json!("unasked"))
+        ]
+    );
+
+    // Another host's call in flight on the same upstream: over HTTP the message still comes on
+    // the stream of the request that caused it; over stdio it cannot be told whose it is, so it
+    // is delivered to no request. Never to the other host's.
+    for (upstream, attributable) in [("web", true), ("alpha", false)] {
+        let slow = json!({"name": format!("{upstream}__slow"), "arguments": {"ms": 1500},
+                          "_meta": {"io.modelcontextprotocol/logLevel": "debug"}});
+        let (waited, crowded) = tokio::join!(other.request(5, "tools/call", slow), async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let tool = format!("{upstream}__log");
+            host.request(
+                6,
+                "tools/call",
+                log(&tool, "notice", "crowded", Some("debug")),
+            )
+            .await
+        });
+        assert_eq!(
+            logged(&waited),
+            [] as [Value; 0],
+            "{upstream}: another host's log message reached this one"
+        );
+        let got = logged(&crowded);
+        assert!(
+            got.iter().all(|m| m["data"] == "crowded"),
+            "{upstream}: {got:?}"
+        );
+        if attributable {
+            assert_eq!(got.len(), 1, "{upstream}: its own answer stream carried it");
+        }
+    }
 }

@@ -97,6 +97,7 @@ pub(super) async fn post(
         version: envelope.version,
         capabilities: envelope.capabilities,
         client_info: ClientInfo::of(&envelope.client_info),
+        request_log_level: envelope.log_level,
     };
     if method == "subscriptions/listen" {
         return listen(state, (id, params), (host, admitted), accepts, refused).await;

@@ -195,8 +195,11 @@ impl HostService {
         else {
             return Err(upstream_error(upstream.unavailable()));
         };
-        let mut trace = layers::trace::upstream(host, method, tool, upstream.name());
         let stateless = host.session.is_stateless();
+        if stateless {
+            self.level_for_request(host, &target).await;
+        }
+        let mut trace = layers::trace::upstream(host, method, tool, upstream.name());
         let (meta, progress) = rewrite_meta(members.get("_meta"), trace.meta(), stateless)?;
         match &meta {
             Some(Meta::Rewritten(meta)) => members.insert("_meta", meta),

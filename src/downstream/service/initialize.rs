@@ -75,6 +75,7 @@ impl HostService {
             version,
             capabilities,
             client_info,
+            request_log_level: None,
         };
         let max_sessions = self.limits.load().max_sessions;
         let session = (self.delivery.sessions)

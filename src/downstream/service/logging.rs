@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::forward::Start;
 use super::{Answer, HostRequest, HostService};
-use crate::downstream::session::{LOG_LEVELS, log_rank};
 use crate::jsonrpc::{RpcError, to_raw};
+use crate::mcp::{LOG_LEVELS, log_rank};
 use crate::upstream::UpstreamHandle;
 
 impl HostService {
@@ -43,6 +43,24 @@ impl HostService {
             }
         }
         Ok(Answer::Result(to_raw(&json!({}))))
+    }
+
+    /// A 2026-07-28 request that asks for log messages (its envelope's `logLevel`) and goes to a
+    /// handshake-era upstream that logs: that upstream is told to log at least as verbosely,
+    /// once, before the request goes (what each host then gets is still decided per session and
+    /// per request; a session's `logging/setLevel` sets it to what the sessions want again).
+    pub(super) async fn level_for_request(&self, host: &HostRequest, upstream: &UpstreamHandle) {
+        let Some(rank) = host.ctx.host.request_log_level else {
+            return;
+        };
+        if upstream.is_modern() {
+            return;
+        }
+        let logs = (self.router.view(host.profile()).offering("/logging"))
+            .any(|u| u.name() == upstream.name());
+        if logs && self.delivery.log_levels.lower(upstream.name(), rank) {
+            self.tell_level(upstream, rank).await;
+        }
     }
 
     /// Sets a handshake-era upstream's level; a 2026-07-28 upstream is told with each request

@@ -184,6 +184,16 @@ impl Caller for InputCaller {
         Some(&self.host.capabilities)
     }
 
+    fn log_level(&self) -> Option<&'static str> {
+        crate::mcp::LOG_LEVELS
+            .get(self.host.request_log_level?)
+            .copied()
+    }
+
+    fn request_log_level(&self) -> Option<usize> {
+        self.host.request_log_level
+    }
+
     /// A 2026-07-28 upstream's `input_required` goes to the host as it is (its state sealed).
     fn takes_input_required(&self) -> bool {
         true

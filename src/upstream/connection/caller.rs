@@ -42,6 +42,12 @@ pub trait Caller: Send + Sync {
     fn log_level(&self) -> Option<&'static str> {
         None
     }
+    /// The level (a rank of [`crate::mcp::LOG_LEVELS`]) at which the log messages that belong to
+    /// this request go on its own stream: a 2026-07-28 host's, which asks per request. `None`:
+    /// none do (a handshake session gets its log messages by its session's level instead).
+    fn request_log_level(&self) -> Option<usize> {
+        None
+    }
     /// Whether a 2026-07-28 upstream's `input_required` result goes to the host as it is (a
     /// 2026-07-28 host answers it with a retry); otherwise mcpmux asks the host each request
     /// and retries the call itself.
@@ -53,8 +59,9 @@ pub trait Caller: Send + Sync {
 /// Where upstream messages that are not tied to one request go. `upstream.scope` limits delivery
 /// to the one session a per-session instance serves.
 pub trait HostEvents: Send + Sync {
-    /// `notifications/message` from `upstream`.
-    fn log_message(&self, upstream: &UpstreamId, params: &RawValue);
+    /// `notifications/message` from `upstream`; `request` is the host request it belongs to,
+    /// when that is known (see [`Caller::request_log_level`]).
+    fn log_message(&self, upstream: &UpstreamId, params: &RawValue, request: Option<&dyn Caller>);
     /// `notifications/resources/updated` for an upstream URI.
     fn resource_updated(&self, upstream: &UpstreamId, params: &RawValue);
     /// `notifications/tasks/status` for an upstream task.

@@ -23,7 +23,7 @@ impl Connection {
                 self.on_request(&id, &method, params.as_deref(), inbound.on_stream_of)
             }
             Received::Notification { method, params } => {
-                self.on_notification(&method, params.as_deref(), events)
+                self.on_notification(&method, params.as_deref(), inbound.on_stream_of, events)
             }
         }
     }
@@ -147,7 +147,27 @@ impl Connection {
         }
     }
 
-    fn on_notification(&self, method: &str, params: Option<&RawValue>, events: &impl Fn(Event)) {
+    /// The host request a message that names none belongs to: the one whose answer stream
+    /// carried it, else the one request in flight here, if only one is (the rule of
+    /// [`Self::caller_of_server_request`], without its session fallback: a message for a
+    /// session goes by the session's own tables).
+    fn caller_of_message(&self, on_stream_of: Option<u64>) -> Option<Arc<dyn Caller>> {
+        let tables = self.tables();
+        if let Some(id) = on_stream_of {
+            return tables.caller_of(id);
+        }
+        let mut callers = tables.pending.values().filter_map(|p| p.caller.as_ref());
+        let only = callers.next()?;
+        callers.next().is_none().then(|| Arc::clone(only))
+    }
+
+    fn on_notification(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        on_stream_of: Option<u64>,
+        events: &impl Fn(Event),
+    ) {
         let host = self.ctx.events.as_ref().zip(params);
         let id = &self.ctx.id;
         match method {
@@ -161,7 +181,8 @@ impl Connection {
             "notifications/cancelled" => self.on_cancelled(params),
             "notifications/message" => {
                 if let Some((host, params)) = host {
-                    host.log_message(id, params);
+                    let request = self.caller_of_message(on_stream_of);
+                    host.log_message(id, params, request.as_deref());
                 }
             }
             "notifications/resources/updated" => {

@@ -64,7 +64,7 @@ fn text(answer: &Value) -> &str {
         .unwrap_or_default()
 }
 
-fn markers(message: &Value) -> BTreeSet<String> {
+pub(super) fn markers(message: &Value) -> BTreeSet<String> {
     let text = message.to_string();
     MARKER
         .find_iter(&text)

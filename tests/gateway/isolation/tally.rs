@@ -112,6 +112,11 @@ impl World {
         *self.tally().expected[session].entry(key).or_default() += 1;
     }
 
+    /// How many times session `me`'s GET stream carried `key`.
+    pub(super) fn received(&self, me: usize, key: &str) -> u32 {
+        self.tally().received[me].get(key).copied().unwrap_or(0)
+    }
+
     /// Checks one message of session `me`'s GET stream: a rightful one is tallied as received.
     pub(super) fn on_event(&self, me: usize, message: &Value) {
         self.delivered(message);

@@ -44,6 +44,16 @@ impl ClientLink {
         self.send(msg.to_string());
     }
 
+    /// [`Self::notify`] for a notification that belongs to the call with id `call` (over HTTP it
+    /// goes on that call's stream, as a request's log messages do).
+    pub(crate) fn notify_caused_by(&self, call: &Value, method: &str, params: Value) {
+        let msg = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        let _ = self.out.send(Out::Caused {
+            line: msg.to_string(),
+            call: call.to_string(),
+        });
+    }
+
     /// Sends a request to the client; the receiver gets its response.
     pub(crate) fn request(
         &self,

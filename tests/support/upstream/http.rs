@@ -321,8 +321,9 @@ impl App {
 /// Hands each later message of a session's server to the stream it belongs to, until the
 /// session is gone. Legacy: its one stream. Streamable HTTP: an answer to the POST of its
 /// request; a progress notification to the POST that carried its token; a request of the
-/// server's to the POST of the call that caused it (or, not known, and its cancellation, to the
-/// oldest waiting POST), else the GET stream; any other notification to the GET stream, else the oldest waiting POST. A
+/// server's, and a notification a call caused (its log messages), to the POST of that call (or,
+/// not known, and a request's cancellation, to the oldest waiting POST), else the GET stream;
+/// any other notification to the GET stream, else the oldest waiting POST. A
 /// message with nowhere to go is dropped, as the transport allows.
 fn route(rx: &mpsc::Receiver<Out>, session: &Weak<Session>) {
     while let Ok(out) = rx.recv() {
@@ -369,7 +370,7 @@ fn route(rx: &mpsc::Receiver<Out>, session: &Weak<Session>) {
         };
         if answer_to.is_some() {
             on_post();
-        } else if token.is_some() || is_request {
+        } else if token.is_some() || is_request || caused_by.is_some() {
             let _ = on_post().or_else(standalone);
         } else {
             let _ = standalone().or_else(on_post);

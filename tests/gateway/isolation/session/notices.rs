@@ -6,8 +6,9 @@ use rand::seq::IndexedRandom;
 use serde_json::json;
 
 use super::{Session, text};
+use crate::common::poll_until;
 use crate::isolation::tally::{Problem, problem};
-use crate::isolation::{LEVELS, PER_SESSION};
+use crate::isolation::{LEVELS, PER_SESSION, REMOTE, WAIT};
 
 impl Session {
     /// Logs at a random level; who must hear it follows from the seeded levels alone.
@@ -80,7 +81,15 @@ impl Session {
             }
             self.touch(&name, &uri, subscribed).await;
             if subscribed {
-                self.world.expect(self.me, format!("update {exposed}"));
+                let key = format!("update {exposed}");
+                self.world.expect(self.me, key.clone());
+                // The remote upstream sends the update on its own stream, which nothing orders
+                // with the touch's answer: the host waits for it before it unsubscribes (an
+                // update that arrives after that is rightly not delivered).
+                if upstream == REMOTE {
+                    let (world, me) = (&self.world, self.me);
+                    poll_until(WAIT, || async { world.received(me, &key) > 0 }).await;
+                }
             }
         }
     }

@@ -171,10 +171,15 @@ impl Server {
                     .unwrap_or_else(|| json!(""));
                 let threshold = self.log_level.lock().ok().and_then(|l| *l);
                 if threshold.is_some_and(|min| level_rank(level).is_some_and(|r| r >= min)) {
-                    self.link.notify(
+                    // The message belongs to this call: over HTTP it and the answer go on the
+                    // call's stream, in this order.
+                    self.link.notify_caused_by(
+                        id,
                         "notifications/message",
                         json!({"level": level, "logger": "testlog", "data": data}),
                     );
+                    self.link.send(ok_line(id, &text_result("logged")));
+                    return Ok(Some(Outcome::Silent));
                 }
                 reply(&text_result("logged"))
             }
