@@ -297,6 +297,9 @@ impl HostService {
             .map(|p| p.admit())
             .transpose();
         let mut route = Route::default();
+        // How a stateless request's result is written (its errors are numbered as its revision
+        // numbers them at once).
+        let mut fit = None;
         let answer = match admitted {
             Err(refused) => Err(refused),
             Ok(_admitted) if too_deep => Err(RpcError::new(
@@ -307,11 +310,11 @@ impl HostService {
                 let version = host.ctx.host.version;
                 match HostMethod::parse(method, params, version) {
                     Ok(parsed) if version.is_modern() => {
-                        let fit = modern::Fit::of(&parsed, host, |kind| {
+                        fit = Some(modern::Fit::of(&parsed, host, |kind| {
                             self.router.view(host.profile()).ttl_ms(kind)
-                        });
+                        }));
                         let answer = self.handle(host, method, parsed, &mut route).await;
-                        fit.answer(answer, route.interim)
+                        modern::Fit::errors(answer)
                     }
                     Ok(parsed) => self.handle(host, method, parsed, &mut route).await,
                     Err(error) => Err(error),
@@ -320,9 +323,10 @@ impl HostService {
         };
         let id = &host.id;
         let line = match &answer {
-            Ok(Answer::Result(result) | Answer::Upstream(Reply::Result(result))) => {
-                response_line(id, result)
-            }
+            Ok(Answer::Result(result) | Answer::Upstream(Reply::Result(result))) => match fit {
+                Some(fit) => fit.response_line(id, result, route.interim),
+                None => response_line(id, result),
+            },
             Ok(Answer::Upstream(Reply::Error(error))) => raw_error_line(Some(id), error.get()),
             Err(error) => {
                 tracing::debug!(code = error.code, error = %error.message, "Refused a host request.");

@@ -37,6 +37,9 @@ pub struct HostInfo {
     /// stream at or above it, none without it. A handshake session sets its level with
     /// `logging/setLevel` instead, for all its messages.
     pub request_log_level: Option<usize>,
+    /// A 2026-07-28 request whose `_meta` held only its envelope (which describes the host's hop
+    /// to mcpmux, not mcpmux's to an upstream): none of it is forwarded.
+    pub envelope_only: bool,
 }
 
 /// Who the host says it is: the name and version of its `clientInfo`, cut to
@@ -49,17 +52,30 @@ pub struct ClientInfo {
 }
 
 impl ClientInfo {
-    /// The name and version of a `clientInfo` object (anything else in it is dropped).
-    pub fn of(client_info: &Value) -> Self {
-        let field = |key: &str| {
-            client_info
-                .get(key)
-                .and_then(Value::as_str)
-                .map(|text| text.chars().take(CLIENT_INFO_FIELD_CHARS).collect())
+    /// The name and version of a `clientInfo` object as sent (anything else in it is dropped, and
+    /// so is a member that is not a string).
+    pub fn of(client_info: Option<&RawValue>) -> Self {
+        #[derive(serde::Deserialize, Default)]
+        struct Sent<'a> {
+            #[serde(borrow, default)]
+            name: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            version: Option<&'a RawValue>,
+        }
+        let sent: Sent<'_> = client_info
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or_default();
+        let field = |raw: Option<&RawValue>| {
+            let text = crate::mcp::envelope::text_of(raw?)?;
+            // No more bytes than the limit has chars: nothing to cut.
+            if text.len() <= CLIENT_INFO_FIELD_CHARS {
+                return Some(text.into_owned());
+            }
+            Some(text.chars().take(CLIENT_INFO_FIELD_CHARS).collect())
         };
         Self {
-            name: field("name"),
-            version: field("version"),
+            name: field(sent.name),
+            version: field(sent.version),
         }
     }
 }
@@ -148,7 +164,7 @@ impl Session {
         host: HostInfo,
         access: super::Access,
         (outbox, rx): (mpsc::Sender<String>, Option<mpsc::Receiver<String>>),
-        now_ms: u64,
+        (now_ms, closed): (u64, CancellationToken),
     ) -> Self {
         Self {
             id,
@@ -161,7 +177,7 @@ impl Session {
             streaming: AtomicBool::new(false),
             tables: Mutex::new(SessionTables::default()),
             next_server_request: AtomicU64::new(1),
-            closed: CancellationToken::new(),
+            closed,
             in_flight: AtomicUsize::new(0),
         }
     }
@@ -176,7 +192,10 @@ impl Session {
         // Unique in the process, which is all a request's own id must be (it is not a credential).
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let id = format!("request-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-        Arc::new(Self::new(id, host, access, (nowhere, None), 0))
+        // Never closed (it is in no store), so all of them share one token.
+        static UNCLOSED: std::sync::OnceLock<CancellationToken> = std::sync::OnceLock::new();
+        let closed = UNCLOSED.get_or_init(CancellationToken::new).clone();
+        Arc::new(Self::new(id, host, access, (nowhere, None), (0, closed)))
     }
 
     /// Whether this is a stateless request's state rather than a host session.
@@ -333,7 +352,7 @@ impl SessionStore {
             host,
             access,
             outbox,
-            self.now_ms(),
+            (self.now_ms(), CancellationToken::new()),
         ));
         let principal = session.access().principal.clone();
         {

@@ -1,28 +1,83 @@
 //! The top-level members of a raw JSON object, values left raw: the one primitive behind "rewrite
 //! only what mcpmux owns" (DESIGN rule 2). A member is read or replaced; every other member, and
 //! the order of all of them, is written back as it came.
+//!
+//! It is on every forwarded request's path, so it borrows what it can: the values always, the
+//! keys unless they hold escapes; and it hashes keys with a fast, randomly seeded hasher.
+
+use std::borrow::Cow;
+use std::fmt;
 
 use indexmap::IndexMap;
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::RpcError;
 
+type Map<'a> = IndexMap<Cow<'a, str>, &'a RawValue, foldhash::fast::RandomState>;
+
 /// An object's members, borrowed from its text.
 #[derive(Debug, Default)]
-pub struct Members<'a>(IndexMap<String, &'a RawValue>);
+pub struct Members<'a>(Map<'a>);
+
+/// A member's name: borrowed from the text unless it holds an escape.
+pub struct Key<'a>(pub Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(key)))
+            }
+            fn visit_str<E>(self, key: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(key.to_owned())))
+            }
+            fn visit_string<E>(self, key: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(key)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MembersVisitor;
+        impl<'de> Visitor<'de> for MembersVisitor {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                let mut members = Map::default();
+                // A repeated member keeps its first place and takes its last value.
+                while let Some(Key(key)) = map.next_key()? {
+                    let value: &'de RawValue = map.next_value()?;
+                    members.insert(key, value);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(MembersVisitor)
+    }
+}
 
 impl<'a> Members<'a> {
     /// Parses `value` as an object; anything else is an invalid-params error for the host.
     pub fn parse(value: &'a RawValue) -> Result<Self, RpcError> {
         serde_json::from_str(value.get())
-            .map(Self)
             .map_err(|e| RpcError::invalid_params(format!("expected an object: {e}")))
     }
 
     /// [`Self::parse`] for values mcpmux only inspects (an upstream's notification): `None`
     /// when it is not an object.
     pub fn of(value: &'a RawValue) -> Option<Self> {
-        serde_json::from_str(value.get()).ok().map(Self)
+        serde_json::from_str(value.get()).ok()
     }
 
     pub fn get(&self, key: &str) -> Option<&'a RawValue> {
@@ -40,8 +95,8 @@ impl<'a> Members<'a> {
     }
 
     /// Replaces (or adds, at the end) one member.
-    pub fn insert(&mut self, key: &str, value: &'a RawValue) {
-        self.0.insert(key.to_owned(), value);
+    pub fn insert(&mut self, key: &'a str, value: &'a RawValue) {
+        self.0.insert(Cow::Borrowed(key), value);
     }
 
     /// Removes one member; whether it was there.

@@ -4,14 +4,18 @@
 //! headers that mirror the body (`-32020`), then whether the version is served (`-32022`) — and
 //! the `=?base64?…?=` form in which header values carry what plain ASCII cannot.
 
+use std::borrow::Cow;
+
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::version::Version;
-use crate::jsonrpc::{Members, RpcError, codes};
+use crate::jsonrpc::{Key, Members, RpcError, codes};
 
+/// What the keys of the envelope's members start with (mcpmux's own hop, never forwarded).
+pub const ENVELOPE_PREFIX: &str = "io.modelcontextprotocol/";
 /// `_meta` key: the protocol version of this request (required).
 pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// `_meta` key: the client capabilities relevant to this request (required).
@@ -36,16 +40,17 @@ const MAX_DECLARED_BYTES: usize = 16 * 1024;
 
 /// An envelope whose required fields are present; its version is not yet judged.
 #[derive(Debug)]
-pub struct Declared {
+pub struct Declared<'a> {
     /// The version the request names, as written.
-    pub version: String,
+    pub version: Cow<'a, str>,
     pub capabilities: Value,
-    pub client_info: Value,
     /// The rank ([`super::LOG_LEVELS`]) of the log level the request asks for, if it asks.
     pub log_level: Option<usize>,
+    /// Whether its `_meta` holds nothing but the envelope (so nothing of it is forwarded).
+    pub envelope_only: bool,
     /// What the request's `Mcp-Name` must repeat (`params.name` or `params.uri`, as a string),
     /// with the member it came from.
-    pub name: Option<(&'static str, String)>,
+    pub name: Option<(&'static str, Cow<'a, str>)>,
 }
 
 /// An envelope of a revision mcpmux serves statelessly.
@@ -53,8 +58,8 @@ pub struct Declared {
 pub struct Envelope {
     pub version: Version,
     pub capabilities: Value,
-    pub client_info: Value,
     pub log_level: Option<usize>,
+    pub envelope_only: bool,
 }
 
 /// The protocol version a request's `params._meta` names, if it names one as a string. Cheap
@@ -104,45 +109,115 @@ pub fn encode_header_value(value: &str) -> String {
 #[derive(Deserialize)]
 struct Params<'a> {
     #[serde(rename = "_meta", borrow, default)]
-    meta: Option<&'a RawValue>,
+    meta: Option<Meta<'a>>,
     #[serde(borrow, default)]
     name: Option<&'a RawValue>,
     #[serde(borrow, default)]
     uri: Option<&'a RawValue>,
 }
 
-/// The envelope's members.
-#[derive(Deserialize)]
+/// The envelope's members, read in the one pass over the params that allocates nothing: the
+/// four the revision defines, and whether anything else is there.
+#[derive(Default)]
 struct Meta<'a> {
-    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
     version: Option<&'a RawValue>,
-    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
     capabilities: Option<&'a RawValue>,
-    #[serde(rename = "io.modelcontextprotocol/clientInfo", borrow, default)]
     client_info: Option<&'a RawValue>,
-    #[serde(rename = "io.modelcontextprotocol/logLevel", borrow, default)]
     log_level: Option<&'a RawValue>,
+    /// A member outside the envelope (a progress token, say).
+    others: bool,
+    /// `_meta` is not an object.
+    not_object: bool,
 }
 
-impl Declared {
+impl<'de: 'a, 'a> Deserialize<'de> for Meta<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MetaVisitor<'a>(std::marker::PhantomData<Meta<'a>>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for MetaVisitor<'a> {
+            type Value = Meta<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Meta<'a>, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Meta::not_object())
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Meta<'a>, E> {
+                Ok(Meta::not_object())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Meta<'a>, E> {
+                Ok(Meta::not_object())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Meta<'a>, E> {
+                Ok(Meta::not_object())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Meta<'a>, E> {
+                Ok(Meta::not_object())
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Meta<'a>, E> {
+                Ok(Meta::not_object())
+            }
+            fn visit_unit<E>(self) -> Result<Meta<'a>, E> {
+                Ok(Meta::not_object())
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Meta<'a>, A::Error> {
+                let mut meta = Meta::default();
+                while let Some(Key(key)) = map.next_key()? {
+                    let slot = match &*key {
+                        PROTOCOL_VERSION => &mut meta.version,
+                        CLIENT_CAPABILITIES => &mut meta.capabilities,
+                        CLIENT_INFO => &mut meta.client_info,
+                        LOG_LEVEL => &mut meta.log_level,
+                        other => {
+                            meta.others |= !other.starts_with(ENVELOPE_PREFIX);
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value()?);
+                }
+                Ok(meta)
+            }
+        }
+        // Any value: one that is not an object is the envelope's absence, not a parse error.
+        deserializer.deserialize_any(MetaVisitor(std::marker::PhantomData))
+    }
+}
+
+impl Meta<'_> {
+    fn not_object() -> Self {
+        Self {
+            not_object: true,
+            ..Self::default()
+        }
+    }
+}
+
+impl<'a> Declared<'a> {
     /// Reads the envelope of `params` of a `method` request, in one pass that also finds the
     /// name the request's `Mcp-Name` mirrors: an error (`-32602`) names what is missing or
     /// malformed.
-    pub fn read(method: &str, params: Option<&RawValue>) -> Result<Self, RpcError> {
+    pub fn read(method: &str, params: Option<&'a RawValue>) -> Result<Self, RpcError> {
         let missing = || {
             RpcError::invalid_params(format!(
                 "Invalid params: a 2026-07-28 request carries `{PROTOCOL_VERSION}` and `{CLIENT_CAPABILITIES}` in params._meta"
             ))
         };
         let params = params.ok_or_else(missing)?;
-        let params: Params<'_> = serde_json::from_str(params.get())
+        let params: Params<'a> = serde_json::from_str(params.get())
             .map_err(|e| RpcError::invalid_params(format!("Invalid params: {e}")))?;
-        let meta: Meta<'_> =
-            serde_json::from_str(params.meta.ok_or_else(missing)?.get()).map_err(|_| missing())?;
+        let meta = params.meta.filter(|m| !m.not_object).ok_or_else(missing)?;
         let (Some(version), Some(capabilities)) = (meta.version, meta.capabilities) else {
             return Err(missing());
         };
-        let version: String = serde_json::from_str(version.get()).map_err(|_| {
+        let envelope_only = !meta.others;
+        let version = text_of(version).ok_or_else(|| {
             RpcError::invalid_params(format!("Invalid params: `{PROTOCOL_VERSION}` is a string"))
         })?;
         let capabilities = declared(
@@ -154,22 +229,20 @@ impl Declared {
                 "Invalid params: `{CLIENT_CAPABILITIES}` is an object"
             )));
         }
-        let client_info = declared("`io.modelcontextprotocol/clientInfo`", meta.client_info)?;
+        // Who the host is matters to a session only; a request's `clientInfo` is checked, not kept.
+        within_limit("`io.modelcontextprotocol/clientInfo`", meta.client_info)?;
         let log_level = meta.log_level.map(log_level).transpose()?;
         let mirrored = match method {
             "tools/call" | "prompts/get" => params.name.map(|name| ("name", name)),
             "resources/read" => params.uri.map(|uri| ("uri", uri)),
             _ => None,
         };
-        let name = mirrored.and_then(|(key, value)| {
-            let text = serde_json::from_str::<String>(value.get()).ok()?;
-            Some((key, text))
-        });
+        let name = mirrored.and_then(|(key, value)| Some((key, text_of(value)?)));
         Ok(Self {
             version,
             capabilities,
-            client_info,
             log_level,
+            envelope_only,
             name,
         })
     }
@@ -180,8 +253,8 @@ impl Declared {
             Some(version) => Ok(Envelope {
                 version,
                 capabilities: self.capabilities,
-                client_info: self.client_info,
                 log_level: self.log_level,
+                envelope_only: self.envelope_only,
             }),
             None => Err(unsupported(&self.version)),
         }
@@ -217,17 +290,34 @@ pub fn unsupported(requested: &str) -> RpcError {
 /// identity, in `initialize` or a request's envelope), within [`MAX_DECLARED_BYTES`]: it is kept
 /// for as long as its session or request lives.
 pub fn declared(name: &str, raw: Option<&RawValue>) -> Result<Value, RpcError> {
-    let Some(raw) = raw else {
+    let Some(raw) = within_limit(name, raw)? else {
         return Ok(Value::Null);
     };
-    let size = raw.get().len();
+    serde_json::from_str(raw.get())
+        .map_err(|e| RpcError::invalid_params(format!("invalid {name}: {e}")))
+}
+
+/// What a host declared about itself as `name`, if it is within [`MAX_DECLARED_BYTES`].
+pub fn within_limit<'a>(
+    name: &str,
+    raw: Option<&'a RawValue>,
+) -> Result<Option<&'a RawValue>, RpcError> {
+    let size = raw.map_or(0, |raw| raw.get().len());
     if size > MAX_DECLARED_BYTES {
         return Err(RpcError::invalid_params(format!(
             "{name} is {size} bytes, over mcpmux's limit of {MAX_DECLARED_BYTES} bytes (16 KiB); send less"
         )));
     }
-    serde_json::from_str(raw.get())
-        .map_err(|e| RpcError::invalid_params(format!("invalid {name}: {e}")))
+    Ok(raw)
+}
+
+/// The text of a raw JSON string: borrowed unless it holds escapes; `None` for another value.
+pub fn text_of(raw: &RawValue) -> Option<Cow<'_, str>> {
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    serde_json::from_str::<Text<'_>>(raw.get())
+        .ok()
+        .map(|t| t.0)
 }
 
 /// A header value as the text it carries: verbatim, or decoded from the `=?base64?…?=` form.
@@ -265,13 +355,25 @@ mod tests {
         );
         assert_eq!(declared_version(Some(&ok)).as_deref(), Some("2026-07-28"));
         let declared = Declared::read("tools/call", Some(&ok)).unwrap();
-        assert_eq!(declared.name, Some(("name", "x".to_owned())));
+        assert_eq!(declared.name, Some(("name", "x".into())));
         let envelope = declared.accept().unwrap();
         assert_eq!(envelope.version, Version::MODERN);
         assert!(envelope.capabilities.get("sampling").is_some());
         assert_eq!(envelope.log_level, crate::mcp::log_rank("info"));
+        assert!(envelope.envelope_only, "nothing but the envelope");
+        let with_token = params(
+            r#"{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#,
+        );
+        let declared = Declared::read("tools/call", Some(&with_token)).unwrap();
+        assert!(!declared.envelope_only, "a progress token is forwarded");
+        for not_object in [r#""x""#, "[1,{}]", "3", "null", "true"] {
+            let error = Declared::read("tools/call", Some(&params(not_object))).unwrap_err();
+            assert_eq!(error.code, codes::INVALID_PARAMS, "{not_object}");
+            assert!(error.message.contains(CLIENT_CAPABILITIES), "{error}");
+        }
 
-        for level in [r#""loud""#, "3", "null"] {
+        // (`null` is no level, as for any optional member.)
+        for level in [r#""loud""#, "3", r#""INFO""#] {
             let bad = params(&format!(
                 r#"{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/logLevel":{level}}}"#
             ));

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::value::RawValue;
 
@@ -21,9 +21,15 @@ use crate::mcp::envelope::{self, Declared, METHOD_HEADER, NAME_HEADER};
 use crate::mcp::version::Version;
 use crate::telemetry::otel::TraceParent;
 
+// The headers a stateless request mirrors its body in, as names made at compile time (a lookup
+// by text would check and hash the name each time).
+const VERSION: HeaderName = HeaderName::from_static(VERSION_HEADER);
+const METHOD: HeaderName = HeaderName::from_static(METHOD_HEADER);
+const NAME: HeaderName = HeaderName::from_static(NAME_HEADER);
+
 /// Whether a POST is a stateless (2026-07-28) request rather than one of the handshake era.
 pub(super) fn is_stateless(headers: &HeaderMap, message: &Message<'_>) -> bool {
-    if let Some(version) = headers.get(VERSION_HEADER) {
+    if let Some(version) = headers.get(&VERSION) {
         let version = version.to_str().unwrap_or_default();
         return Version::known(version).is_none();
     }
@@ -96,8 +102,11 @@ pub(super) async fn post(
     let host = HostInfo {
         version: envelope.version,
         capabilities: envelope.capabilities,
-        client_info: ClientInfo::of(&envelope.client_info),
+        // Who a session's host is shows in status; a stateless request is no session, and its
+        // `clientInfo` is only checked (its size, with the envelope).
+        client_info: ClientInfo::default(),
         request_log_level: envelope.log_level,
+        envelope_only: envelope.envelope_only,
     };
     if method == "subscriptions/listen" {
         return listen(state, (id, params), (host, admitted), accepts, refused).await;
@@ -161,8 +170,12 @@ async fn listen(
 /// The headers that mirror the body must agree with it (`-32020`): `MCP-Protocol-Version` with
 /// the envelope's version, `Mcp-Method` with the method, `Mcp-Name` with the name or URI of the
 /// methods that carry one. Each must be present, and once.
-fn check_headers(headers: &HeaderMap, declared: &Declared, method: &str) -> Result<(), RpcError> {
-    let one = |name: &str| -> Result<Option<&str>, RpcError> {
+fn check_headers(
+    headers: &HeaderMap,
+    declared: &Declared<'_>,
+    method: &str,
+) -> Result<(), RpcError> {
+    let one = |name: &HeaderName| -> Result<Option<&str>, RpcError> {
         let mut values = headers.get_all(name).iter();
         let first = values.next();
         if values.next().is_some() {
@@ -177,7 +190,7 @@ fn check_headers(headers: &HeaderMap, declared: &Declared, method: &str) -> Resu
             })
             .transpose()
     };
-    let matches = |name: &str, body: &str| -> Result<(), RpcError> {
+    let matches = |name: &HeaderName, body: &str| -> Result<(), RpcError> {
         match one(name)? {
             None => Err(mismatch(format!(
                 "the {name} header is missing (it must repeat `{body}`)"
@@ -188,16 +201,16 @@ fn check_headers(headers: &HeaderMap, declared: &Declared, method: &str) -> Resu
             ))),
         }
     };
-    matches(VERSION_HEADER, &declared.version)?;
-    matches(METHOD_HEADER, method)?;
+    matches(&VERSION, &declared.version)?;
+    matches(&METHOD, method)?;
     let Some((key, body)) = &declared.name else {
         return Ok(());
     };
-    match one(NAME_HEADER)? {
+    match one(&NAME)? {
         None => Err(mismatch(format!(
             "the {NAME_HEADER} header is missing (it must repeat params.{key})"
         ))),
-        Some(value) if envelope::decode_header_value(value).as_ref() == Some(body) => Ok(()),
+        Some(value) if envelope::decode_header_value(value).as_deref() == Some(&**body) => Ok(()),
         Some(value) => Err(mismatch(format!(
             "the {NAME_HEADER} header `{value}` does not match params.{key} `{body}`"
         ))),
@@ -270,8 +283,9 @@ mod tests {
     fn headers_must_mirror_the_body() {
         const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
         let declared = |method: &str, params: &str| {
-            let params = raw(format!("{{{params},{META}}}"));
-            Declared::read(method, Some(&params)).unwrap()
+            // The declared envelope borrows its params: they live as long as the test.
+            let params: &'static RawValue = Box::leak(raw(format!("{{{params},{META}}}")));
+            Declared::read(method, Some(params)).unwrap()
         };
         let call = declared("tools/call", r#""name":"a__echo""#);
         let good = headers(&[

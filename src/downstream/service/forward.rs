@@ -17,6 +17,7 @@ use crate::downstream::caller::SessionCaller;
 use crate::downstream::session::Session;
 use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, to_raw};
 use crate::mcp::ListKind;
+use crate::mcp::envelope::ENVELOPE_PREFIX;
 use crate::mcp::names::{self, Prefix};
 use crate::router::Snapshot;
 use crate::telemetry::otel::TraceParent;
@@ -200,7 +201,12 @@ impl HostService {
             self.level_for_request(host, &target).await;
         }
         let mut trace = layers::trace::upstream(host, method, tool, upstream.name());
-        let (meta, progress) = rewrite_meta(members.get("_meta"), trace.meta(), stateless)?;
+        let envelope = match stateless {
+            true if host.ctx.host.envelope_only => Envelope::All,
+            true => Envelope::Within,
+            false => Envelope::None,
+        };
+        let (meta, progress) = rewrite_meta(members.get("_meta"), trace.meta(), envelope)?;
         match &meta {
             Some(Meta::Rewritten(meta)) => members.insert("_meta", meta),
             Some(Meta::Gone) => {
@@ -356,6 +362,17 @@ enum Meta {
     Gone,
 }
 
+/// Where a forwarded request's `_meta` holds a 2026-07-28 envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Envelope {
+    /// None: a handshake-era request.
+    None,
+    /// Among other members (a stateless request's progress token, say).
+    Within,
+    /// It is all there is (what most stateless requests send): `_meta` need not be read.
+    All,
+}
+
 /// A forwarded request's `_meta` with what mcpmux owns rewritten — the host's progress token
 /// swapped for ours, the trace context the upstream continues, and (for a stateless request) the
 /// host's `io.modelcontextprotocol/` envelope left out: it describes the host's hop to mcpmux,
@@ -363,13 +380,21 @@ enum Meta {
 fn rewrite_meta(
     meta: Option<&RawValue>,
     trace: Option<&TraceParent>,
-    stateless: bool,
+    envelope: Envelope,
 ) -> Result<(Option<Meta>, Option<ProgressTokens>), RpcError> {
     if meta.is_none() && trace.is_none() {
         return Ok((None, None));
     }
-    let mut meta = meta.map(Members::parse).transpose()?.unwrap_or_default();
-    let stripped = stateless && meta.remove_prefixed("io.modelcontextprotocol/");
+    let (mut meta, stripped) = match (meta, envelope) {
+        (Some(_), Envelope::All) => (Members::default(), true),
+        (Some(meta), Envelope::Within) => {
+            let mut meta = Members::parse(meta)?;
+            let stripped = meta.remove_prefixed(ENVELOPE_PREFIX);
+            (meta, stripped)
+        }
+        (Some(meta), Envelope::None) => (Members::parse(meta)?, false),
+        (None, _) => (Members::default(), false),
+    };
     let mut progress = None;
     let ours;
     if let Some(host_token) = meta.get("progressToken").map(ToOwned::to_owned) {

@@ -50,7 +50,10 @@ impl HostService {
         };
         // Sized before anything is built of them: what a host declares is kept for its session.
         let capabilities = declared("capabilities", params.capabilities)?;
-        let client_info = ClientInfo::of(&declared("clientInfo", params.client_info)?);
+        let client_info = ClientInfo::of(crate::mcp::envelope::within_limit(
+            "initialize params.clientInfo",
+            params.client_info,
+        )?);
         if let Some(replaced) = replaces {
             if self.close_session(replaced).await {
                 tracing::info!(session = %replaced, "Closed a host session: the host initialized again.");
@@ -76,6 +79,7 @@ impl HostService {
             capabilities,
             client_info,
             request_log_level: None,
+            envelope_only: false,
         };
         let max_sessions = self.limits.load().max_sessions;
         let session = (self.delivery.sessions)

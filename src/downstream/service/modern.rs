@@ -9,12 +9,15 @@
 //! asks (a profile's view, a resource's contents — whatever the upstream said), `public`
 //! otherwise. The result's `serverInfo` is mcpmux's, never the upstream's.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::method::HostMethod;
 use super::{Answer, HostRequest, HostService, initialize};
-use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, to_raw};
+use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, response_line, to_raw};
 use crate::mcp::envelope::SERVER_INFO;
 use crate::mcp::version::Version;
 use crate::upstream::{Phase, Reply, UpstreamHandle};
@@ -64,24 +67,69 @@ impl Fit {
         Self { cache }
     }
 
-    /// The answer as a 2026-07-28 host reads it; an `interim` one (`input_required`, which has
-    /// its own `resultType`) carries no caching hints.
-    pub(super) fn answer(
-        self,
-        answer: Result<Answer, RpcError>,
-        interim: bool,
-    ) -> Result<Answer, RpcError> {
-        let cache = self.cache.filter(|_| !interim);
+    /// The answer's errors as this revision numbers them; its result is fitted as its line is
+    /// written ([`Self::response_line`]).
+    pub(super) fn errors(answer: Result<Answer, RpcError>) -> Result<Answer, RpcError> {
         match answer {
-            Ok(Answer::Result(result) | Answer::Upstream(Reply::Result(result))) => {
-                Ok(Answer::Result(complete(result, cache)))
-            }
             Ok(Answer::Upstream(Reply::Error(error))) => {
                 Ok(Answer::Upstream(Reply::Error(renumber_raw(error))))
             }
             Err(error) => Err(renumber(error)),
+            answer => answer,
         }
     }
+
+    /// The response line of `result` as a 2026-07-28 host reads it ([`complete`]); an
+    /// `interim` one (`input_required`, which has its own `resultType`) carries no caching
+    /// hints. The common case — none of the members mcpmux adds already there — writes them
+    /// into the line in front of the result's own, without parsing it.
+    pub(super) fn response_line(self, id: &RawValue, result: &RawValue, interim: bool) -> String {
+        let cache = self.cache.filter(|_| !interim);
+        let text = result.get();
+        if let Some(rest) = spliceable(text) {
+            let mut line = String::with_capacity(id.get().len() + text.len() + 200);
+            line.push_str(r#"{"jsonrpc":"2.0","id":"#);
+            line.push_str(id.get());
+            line.push_str(r#","result":"#);
+            write_added(&mut line, cache, rest);
+            line.push('}');
+            return line;
+        }
+        response_line(id, &complete(result.to_owned(), cache))
+    }
+}
+
+/// What follows the `{` of a result none of whose members mcpmux adds are there already (none
+/// of their keys appears anywhere in it); `None` otherwise, or when it is not an object.
+fn spliceable(text: &str) -> Option<&str> {
+    // Each of these keys, quoted, as a member would be written; searched for with finders made
+    // once (`str::contains` prepares its search anew each time).
+    static KEYS: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
+        ["\"_meta\"", "\"resultType\"", "\"ttlMs\"", "\"cacheScope\""].map(Finder::new)
+    });
+    if KEYS.iter().any(|key| key.find(text.as_bytes()).is_some()) {
+        return None;
+    }
+    text.trim_start().strip_prefix('{')
+}
+
+/// `{added…, "_meta":{serverInfo}, ` in front of `rest`, what follows a result object's `{`.
+fn write_added(out: &mut String, cache: Option<(CacheScope, Option<u64>)>, rest: &str) {
+    out.push_str(r#"{"resultType":"complete","#);
+    if let Some((scope, ttl)) = cache {
+        use std::fmt::Write;
+        let ttl = ttl.unwrap_or(0);
+        let _ = write!(out, r#""ttlMs":{ttl},"cacheScope":"{}","#, scope.as_str());
+    }
+    out.push_str("\"_meta\":{\"");
+    out.push_str(SERVER_INFO);
+    out.push_str("\":");
+    out.push_str(SERVER_INFO_VALUE.get());
+    out.push('}');
+    if !rest.trim_start().starts_with('}') {
+        out.push(',');
+    }
+    out.push_str(rest);
 }
 
 /// An error as this revision numbers it: resource-not-found is `-32602` (it was `-32002`).
@@ -113,6 +161,13 @@ fn renumber_raw(error: Box<RawValue>) -> Box<RawValue> {
 /// upstream wrote it (an upstream of this revision sends its own `resultType`). The common case
 /// — none of them present — splices them in front without parsing the result.
 fn complete(result: Box<RawValue>, cache: Option<(CacheScope, Option<u64>)>) -> Box<RawValue> {
+    if let Some(rest) = spliceable(result.get()) {
+        let mut out = String::with_capacity(result.get().len() + 160);
+        write_added(&mut out, cache, rest);
+        if let Ok(spliced) = RawValue::from_string(out) {
+            return spliced;
+        }
+    }
     let server_info: &RawValue = &SERVER_INFO_VALUE;
     let scope = cache.map(|(c, _)| raw_string(c.as_str()));
     let ttl = raw(cache.and_then(|(_, ttl)| ttl).unwrap_or(0).to_string());
@@ -121,14 +176,6 @@ fn complete(result: Box<RawValue>, cache: Option<(CacheScope, Option<u64>)>) -> 
     if let Some(scope) = &scope {
         added.push(("ttlMs", &ttl));
         added.push(("cacheScope", scope));
-    }
-    let text = result.get();
-    // Each of these keys, quoted, as a member would be written.
-    const KEYS: [&str; 4] = ["\"_meta\"", "\"resultType\"", "\"ttlMs\"", "\"cacheScope\""];
-    if !KEYS.iter().any(|key| text.contains(key)) {
-        if let Some(spliced) = splice(text, &added, server_info) {
-            return spliced;
-        }
     }
     let Some(mut members) = Members::of(&result) else {
         return result;
@@ -157,38 +204,9 @@ fn complete(result: Box<RawValue>, cache: Option<(CacheScope, Option<u64>)>) -> 
     members.to_raw()
 }
 
-/// `{added…, "_meta":{serverInfo}, rest…}` for an object `text`; `None` when it is not one.
-fn splice(
-    text: &str,
-    added: &[(&str, &RawValue)],
-    server_info: &RawValue,
-) -> Option<Box<RawValue>> {
-    let rest = text.trim_start().strip_prefix('{')?;
-    let mut out = String::with_capacity(text.len() + 160);
-    out.push('{');
-    for (key, value) in added {
-        out.push('"');
-        out.push_str(key);
-        out.push_str("\":");
-        out.push_str(value.get());
-        out.push(',');
-    }
-    out.push_str("\"_meta\":{\"");
-    out.push_str(SERVER_INFO);
-    out.push_str("\":");
-    out.push_str(server_info.get());
-    out.push('}');
-    if !rest.trim_start().starts_with('}') {
-        out.push(',');
-    }
-    out.push_str(rest);
-    RawValue::from_string(out).ok()
-}
-
 /// mcpmux's `Implementation`, written once.
-static SERVER_INFO_VALUE: std::sync::LazyLock<Box<RawValue>> = std::sync::LazyLock::new(|| {
-    to_raw(&json!({ "name": "mcpmux", "version": env!("CARGO_PKG_VERSION") }))
-});
+static SERVER_INFO_VALUE: LazyLock<Box<RawValue>> =
+    LazyLock::new(|| to_raw(&json!({ "name": "mcpmux", "version": env!("CARGO_PKG_VERSION") })));
 
 impl HostService {
     /// `server/discover`: the revisions mcpmux serves (whatever its upstreams speak), and the

@@ -328,7 +328,7 @@ pub(super) fn binding(
     upstream: &str,
 ) -> String {
     let principal = principal.unwrap_or("");
-    format!("{principal}\n{method}\n{target}\n{upstream}")
+    [principal, "\n", method, "\n", target, "\n", upstream].concat()
 }
 
 impl Rounds {
