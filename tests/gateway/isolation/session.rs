@@ -58,6 +58,40 @@ pub(super) struct Session {
     pub(super) nevers: HashMap<&'static str, (Value, String)>,
 }
 
+/// What a call of the test upstream's `sample` or `elicit` asks the host, and how the host
+/// answers: the request's method and the capability it needs, the call's arguments (a
+/// sampling prompt carries the call's marker), the host's reply, and the call's answer then.
+pub(super) struct Asking {
+    pub(super) method: &'static str,
+    pub(super) capability: &'static str,
+    pub(super) arguments: Value,
+    pub(super) reply: Value,
+    pub(super) answered: String,
+}
+
+impl Asking {
+    pub(super) fn of(tool: &str, marker: &str) -> Self {
+        if tool == "sample" {
+            let content = json!({"type": "text", "text": marker});
+            Self {
+                method: "sampling/createMessage",
+                capability: "sampling",
+                arguments: json!({"prompt": marker}),
+                reply: json!({"role": "assistant", "content": content, "model": "m"}),
+                answered: format!("sampled: {marker}"),
+            }
+        } else {
+            Self {
+                method: "elicitation/create",
+                capability: "elicitation",
+                arguments: json!({}),
+                reply: json!({"action": "accept", "content": {"name": marker}}),
+                answered: format!("elicited: accept {{\"name\":\"{marker}\"}}"),
+            }
+        }
+    }
+}
+
 fn text(answer: &Value) -> &str {
     answer["result"]["content"][0]["text"]
         .as_str()

@@ -5,7 +5,7 @@ use rand::Rng;
 use rand::seq::IndexedRandom;
 use serde_json::{Value, json};
 
-use super::{Session, markers, text};
+use super::{Asking, Session, markers, text};
 use crate::common::{Call, Next};
 use crate::isolation::tally::{Problem, problem};
 use crate::isolation::{PER_SESSION, WAIT};
@@ -93,28 +93,13 @@ impl Session {
     pub(super) async fn ask_client(&mut self, tool: &'static str) {
         let (upstream, name) = self.pick(tool).unwrap();
         let marker = self.marker();
-        let (method, capability, arguments, reply, answered) = if tool == "sample" {
-            let content = json!({"type": "text", "text": marker});
-            let reply = json!({"role": "assistant", "content": content, "model": "m"});
-            let answered = format!("sampled: {marker}");
-            (
-                "sampling/createMessage",
-                "sampling",
-                json!({"prompt": marker}),
-                reply,
-                answered,
-            )
-        } else {
-            let reply = json!({"action": "accept", "content": {"name": marker}});
-            let answered = format!("elicited: accept {{\"name\":\"{marker}\"}}");
-            (
-                "elicitation/create",
-                "elicitation",
-                json!({}),
-                reply,
-                answered,
-            )
-        };
+        let Asking {
+            method,
+            capability,
+            arguments,
+            reply,
+            answered,
+        } = Asking::of(tool, &marker);
         let call = self.client.start_tool(&name, arguments);
         let Some((before, answer)) = self.drive(call, Some(&reply)).await else {
             return;
