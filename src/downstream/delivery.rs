@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 
 use super::caller::SessionCaller;
 use super::session::{Session, SessionStore};
-use super::tables::{LogLevels, Subscriptions, TaskOwners};
+use super::tables::{LogLevels, StatelessInstances, Subscriptions, TaskOwners};
 use crate::audit::{AuditHandle, Direction, Kind, Outcome, Record};
 use crate::config::Profile;
 use crate::jsonrpc::{Members, notification_line, raw_string};
@@ -25,6 +25,7 @@ pub struct Delivery {
     pub subscriptions: Subscriptions,
     pub tasks: TaskOwners,
     pub log_levels: LogLevels,
+    pub stateless_instances: StatelessInstances,
     audit: AuditHandle,
 }
 
@@ -35,6 +36,7 @@ impl Delivery {
             subscriptions: Subscriptions::default(),
             tasks: TaskOwners::default(),
             log_levels: LogLevels::default(),
+            stateless_instances: StatelessInstances::default(),
             audit,
         })
     }
@@ -166,10 +168,10 @@ impl HostEvents for Delivery {
             .collect();
         // A session's own instance gets that session's level; a shared one the most verbose asked.
         let level = match &upstream.scope {
-            Some(session) => self
-                .sessions
-                .get(session)
-                .and_then(|s| s.tables().log_level),
+            Some(session) => (self.sessions.get(session))
+                .and_then(|s| s.tables().log_level)
+                // An instance serving stateless hosts: what their requests asked of it.
+                .or_else(|| self.log_levels.get(&format!("{}@{session}", upstream.name))),
             None => self.log_levels.get(&upstream.name),
         };
         if let Some(level) = level {

@@ -198,6 +198,20 @@ impl Session {
         Arc::new(Self::new(id, host, access, (nowhere, None), (0, closed)))
     }
 
+    /// The key of the instances of per-session upstreams that serve a stateless request: its
+    /// principal's and profile's (a stateless host has no session of its own; its credential
+    /// and view are what stay the same from one request to the next). Never a session id.
+    pub fn stateless_key(&self) -> String {
+        let access = self.access();
+        let principal = access.principal.as_ref().map(|p| p.name.to_string());
+        let profile = access.profile.as_ref().map(|p| p.name.as_str());
+        format!(
+            "stateless {}/{}",
+            principal.as_deref().unwrap_or("(anyone)"),
+            profile.unwrap_or("(all)")
+        )
+    }
+
     /// Whether this is a stateless request's state rather than a host session.
     pub fn is_stateless(&self) -> bool {
         self.host.version.is_modern()
@@ -428,6 +442,11 @@ impl SessionStore {
             .filter(|s| now.saturating_sub(s.last_seen.load(Ordering::Relaxed)) >= limit)
             .map(|s| s.id.clone())
             .collect()
+    }
+
+    /// How long a session may stay unused.
+    pub fn idle_timeout(&self) -> Duration {
+        self.idle_timeout
     }
 
     /// How often idle sessions should be looked for.

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use crate::sync::lock;
 use crate::upstream::UpstreamId;
@@ -65,6 +66,39 @@ fn instance_key(upstream: &UpstreamId) -> String {
     }
 }
 
+/// The instances of per-session upstreams that serve stateless (2026-07-28) hosts — one per
+/// principal and profile, as a session has its own — by key, with when each was last used: an
+/// instance idle as long as a session may be is stopped.
+#[derive(Debug, Default)]
+pub struct StatelessInstances(Mutex<HashMap<String, Instant>>);
+
+impl StatelessInstances {
+    /// `key`'s instances are in use now.
+    pub fn touch(&self, key: &str) {
+        let now = Instant::now();
+        let mut used = lock(&self.0);
+        match used.get_mut(key) {
+            Some(last) => *last = now,
+            None => {
+                used.insert(key.to_owned(), now);
+            }
+        }
+    }
+
+    /// The keys unused for `idle` or longer, forgotten.
+    pub fn take_idle(&self, idle: std::time::Duration) -> Vec<String> {
+        let mut used = lock(&self.0);
+        let idle_keys: Vec<String> = (used.iter())
+            .filter(|(_, last)| last.elapsed() >= idle)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &idle_keys {
+            used.remove(key);
+        }
+        idle_keys
+    }
+}
+
 /// Exposed task id → the session that created it.
 #[derive(Debug, Default)]
 pub struct TaskOwners(Mutex<HashMap<String, String>>);
@@ -100,6 +134,12 @@ impl LogLevels {
                 true
             }
         }
+    }
+
+    /// Forgets what the instances serving `scope` were told (they were stopped).
+    pub fn forget_scope(&self, scope: &str) {
+        let suffix = format!("@{scope}");
+        lock(&self.0).retain(|key, _| !key.ends_with(&suffix));
     }
 
     pub fn get(&self, upstream: &str) -> Option<usize> {

@@ -1022,3 +1022,86 @@ async fn a_2026_hosts_log_level_brings_its_own_requests_log_messages() {
         }
     }
 }
+
+/// A per-session upstream serves a stateless host from the instance of its principal and
+/// profile: one principal's requests reach one instance (what it was told stays), another
+/// principal's another, and a session of the first its own; an instance that no request has used
+/// for as long as a session may idle is stopped, and started again when needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_session_upstream_serves_each_principals_stateless_requests_from_its_own_instance() {
+    use crate::common::{alive, descendants, poll_until};
+    const ALICE: &str = "alice-token-for-instances";
+    const BOB: &str = "bob-token-for-instances";
+    // (The first line belongs to the daemon's `[server]` table.)
+    let daemon = Daemon::start(&format!(
+        "session_idle_timeout = \"3s\"\n\
+         [hosts.alice]\ntoken_sha256 = \"{}\"\n[hosts.bob]\ntoken_sha256 = \"{}\"\n\
+         {}isolation = \"per-session\"\n",
+        sha256_hex(ALICE),
+        sha256_hex(BOB),
+        test_upstream("solo", &["--protocol-tools"])
+    ));
+    let processes = || -> Vec<u32> {
+        (descendants(daemon.pid()).into_iter())
+            .filter(|p| alive(*p))
+            .collect()
+    };
+    let count = |n: usize| {
+        let processes = &processes;
+        async move {
+            let reached =
+                poll_until(Duration::from_secs(20), || async { processes().len() == n }).await;
+            assert!(
+                reached,
+                "expected {n} upstream processes, have {:?}",
+                processes()
+            );
+        }
+    };
+    let session = Client::connect_as(&daemon.url, ALICE).await;
+    daemon
+        .wait_for_tools(&session, |n| n.iter().any(|n| n == "solo__log_level"))
+        .await;
+    count(1).await;
+    let (alice, bob) = (
+        ModernHost::as_host(&daemon.url, ALICE, json!({})),
+        ModernHost::as_host(&daemon.url, BOB, json!({})),
+    );
+    let call = |name: &str, meta: Value| json!({"name": name, "arguments": {}, "_meta": meta});
+    let level = |answer: &Answer| text(answer);
+
+    // Alice's request that asks for debug logs tells her instance so; her next request finds
+    // it so told, Bob's instance was told nothing.
+    let logs = json!({"io.modelcontextprotocol/logLevel": "debug"});
+    let told = alice
+        .request(1, "tools/call", call("solo__log", logs))
+        .await;
+    assert_eq!(text(&told), "logged");
+    count(2).await;
+    let again = alice
+        .request(2, "tools/call", call("solo__log_level", json!({})))
+        .await;
+    assert_eq!(level(&again), "level: debug");
+    let other = bob
+        .request(1, "tools/call", call("solo__log_level", json!({})))
+        .await;
+    assert_eq!(level(&other), "level: none");
+    count(3).await;
+    // Alice's session has an instance of its own.
+    let own = session.tool_text("solo__log_level", json!({})).await;
+    assert_eq!(own, "level: none");
+    count(4).await;
+
+    // Idle instances stop (the session's too, once the session idles out); a new request starts
+    // one again.
+    count(1).await;
+    let back = alice
+        .request(3, "tools/call", call("solo__log_level", json!({})))
+        .await;
+    assert_eq!(
+        level(&back),
+        "level: none",
+        "a new instance was told nothing yet"
+    );
+    count(2).await;
+}

@@ -138,32 +138,28 @@ impl HostService {
     /// the shared instance, or the session's own instance of a per-session upstream (started on
     /// first use with [`Start::IfNeeded`]; `None` when there is none and it may not be started).
     ///
-    /// A stateless (2026-07-28) request belongs to no session, so no per-session instance serves
-    /// it: it is refused with what to do instead.
+    /// A stateless (2026-07-28) request belongs to no session: its principal's and profile's
+    /// instance serves it ([`Session::stateless_key`]), kept until it has been idle as long as a
+    /// session may be.
     pub(super) async fn instance(
         &self,
         session: &Session,
         upstream: &UpstreamHandle,
         start: Start,
     ) -> Result<Option<UpstreamHandle>, RpcError> {
-        match (upstream.config().isolation, start) {
-            (Isolation::Shared, _) => Ok(Some(upstream.clone())),
-            (Isolation::PerSession, _) if session.is_stateless() => Err(RpcError::new(
-                codes::INVALID_REQUEST,
-                format!(
-                    "upstream `{}` runs one instance per host session (isolation = \"per-session\"), and a 2026-07-28 request belongs to no session; use it from a handshake-era client (initialize), or set isolation = \"shared\"",
-                    upstream.name()
-                ),
-            )),
-            (Isolation::PerSession, Start::IfNeeded) => self
-                .supervisor
-                .instance(upstream, &session.id)
-                .await
+        if upstream.config().isolation == Isolation::Shared {
+            return Ok(Some(upstream.clone()));
+        }
+        let stateless_key = session.is_stateless().then(|| session.stateless_key());
+        let key = stateless_key.as_deref().unwrap_or(&session.id);
+        if let Some(key) = &stateless_key {
+            self.delivery.stateless_instances.touch(key);
+        }
+        match start {
+            Start::IfNeeded => (self.supervisor.instance(upstream, key).await)
                 .map(Some)
                 .map_err(upstream_error),
-            (Isolation::PerSession, Start::No) => Ok(self
-                .supervisor
-                .existing_instance(upstream.name(), &session.id)),
+            Start::No => Ok(self.supervisor.existing_instance(upstream.name(), key)),
         }
     }
 
@@ -218,6 +214,7 @@ impl HostService {
         let _permit = layers::permit::claim(host, self.limits.load().max_in_flight_per_session)?;
         let timeout = layers::deadline::of(upstream, tool);
         if stateless {
+            let scoped = target.scope().is_some();
             // Its call may take rounds: it runs on while the host answers what it asks.
             let binding = binding(host, method, route, upstream);
             let session = &host.session.id;
@@ -235,6 +232,11 @@ impl HostService {
             });
             let flight = Rounds::flight(request, caller, binding);
             let reply = self.round(flight, upstream, route).await;
+            if scoped {
+                // A long call keeps its instance from idling out under it.
+                let key = host.session.stateless_key();
+                self.delivery.stateless_instances.touch(&key);
+            }
             trace.end(matches!(reply, Ok(Reply::Result(_))));
             return reply;
         }

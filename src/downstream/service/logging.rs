@@ -58,7 +58,12 @@ impl HostService {
         }
         let logs = (self.router.view(host.profile()).offering("/logging"))
             .any(|u| u.name() == upstream.name());
-        if logs && self.delivery.log_levels.lower(upstream.name(), rank) {
+        // An instance serving stateless hosts is told apart from the shared one.
+        let told = match upstream.scope() {
+            Some(scope) => format!("{}@{scope}", upstream.name()),
+            None => upstream.name().to_owned(),
+        };
+        if logs && self.delivery.log_levels.lower(&told, rank) {
             self.tell_level(upstream, rank).await;
         }
     }

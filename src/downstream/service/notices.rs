@@ -1,4 +1,5 @@
-//! Background work of the host side: forgetting idle sessions, and telling sessions with an
+//! Background work of the host side: forgetting idle sessions (and stopping the idle instances
+//! that served stateless hosts), and telling sessions with an
 //! event stream when a listing they see changed.
 
 use std::sync::Arc;
@@ -22,6 +23,12 @@ impl HostService {
                 for id in service.delivery.sessions.idle() {
                     tracing::info!(session = %id, "Forgetting an idle host session.");
                     service.close_session(&id).await;
+                }
+                let idle = service.delivery.sessions.idle_timeout();
+                for key in service.delivery.stateless_instances.take_idle(idle) {
+                    tracing::info!(instances = %key, "Stopping the idle instances that served stateless requests.");
+                    service.supervisor.stop_instances(&key).await;
+                    service.delivery.log_levels.forget_scope(&key);
                 }
             }
         });

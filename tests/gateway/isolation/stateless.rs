@@ -1,8 +1,9 @@
 //! The stateless (2026-07-28) hosts of the run: no session and no GET stream, every request with
 //! its own envelope, beside the handshake sessions and on the same upstreams. Each runs its own
 //! seeded sequence — echo calls, progress, log messages it asks for per request (`logLevel`),
-//! sampling and elicitation as `input_required` rounds, a per-session upstream (which no
-//! stateless request may use) — and everything on each answer stream is checked:
+//! sampling and elicitation as `input_required` rounds, echo calls to a per-session upstream
+//! (served by the instance of the host's principal and profile) — and everything on each
+//! answer stream is checked:
 //!
 //! - an answer carries its call's marker and no other (markers are `S1xx-n`, so a session's
 //!   checks catch them too); progress carries the call's own token, every step of it;
@@ -83,8 +84,10 @@ impl Stateless {
         format!("S{}-{}", self.me, self.n)
     }
 
-    /// A random shared upstream of its profile showing `tool` (no stateless request uses a
-    /// per-session one), and the tool's name there.
+    /// A random shared upstream of its profile showing `tool` (the per-session one is the
+    /// `per-session` operation's: one instance serves the principal's three stateless hosts, so
+    /// which of them its requests for input belong to could not be told), and the tool's name
+    /// there.
     fn pick(&mut self, tool: &str) -> Option<(&'static str, String)> {
         let shown = self
             .role
@@ -236,21 +239,13 @@ impl Stateless {
     async fn ask_client(&mut self, tool: &'static str) {
         let (_, name) = self.pick(tool).unwrap();
         let marker = self.marker();
-        let (method, arguments, reply, answered) = if tool == "sample" {
-            let content = json!({"type": "text", "text": marker});
-            let reply = json!({"role": "assistant", "content": content, "model": "m"});
-            let answered = format!("sampled: {marker}");
-            (
-                "sampling/createMessage",
-                json!({"prompt": marker}),
-                reply,
-                answered,
-            )
-        } else {
-            let reply = json!({"action": "accept", "content": {"name": marker}});
-            let answered = format!("elicited: accept {{\"name\":\"{marker}\"}}");
-            ("elicitation/create", json!({}), reply, answered)
-        };
+        let super::session::Asking {
+            method,
+            arguments,
+            reply,
+            answered,
+            ..
+        } = super::session::Asking::of(tool, &marker);
         let round = self.call(&name, arguments.clone(), json!({})).await;
         for m in before(&round) {
             problem!(self, Cross, "{m} came on the stream of {name} {marker}");
@@ -297,15 +292,18 @@ impl Stateless {
         }
     }
 
-    /// A per-session upstream serves sessions only: the request is refused, with what to do.
+    /// A per-session upstream: the instance of this host's principal and profile answers (the
+    /// call's own marker, from `p1`).
     async fn per_session(&mut self) {
         let name = self.role.tool(PER_SESSION, "echo").unwrap();
         let marker = self.marker();
         let answer = self.call(&name, json!({"marker": marker}), json!({})).await;
-        let error = &answer.last()["error"];
-        let message = error["message"].as_str().unwrap_or_default();
-        if error["code"] != -32600 || !message.contains("per-session") {
-            problem!(self, Failure, "{name} answered {}", answer.last());
+        for m in before(&answer) {
+            problem!(self, Cross, "{m} came on the stream of {name} {marker}");
+        }
+        let echoed = &answer.last()["result"]["structuredContent"];
+        if !self.carries(answer.last(), &marker, &name) || echoed["upstream"] != PER_SESSION {
+            problem!(self, Failure, "{name} {marker} answered {}", answer.last());
         }
     }
 }
