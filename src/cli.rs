@@ -16,7 +16,7 @@ mod login;
 mod render;
 
 use admin::Admin;
-use render::{status_table, tools_table, upstream_table};
+use render::{search_table, status_table, tools_table, upstream_table};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -161,12 +161,19 @@ enum Command {
         #[command(subcommand)]
         command: Box<audit::AuditCommand>,
     },
-    /// Print the merged tool catalog of the running daemon.
+    /// Print the merged tool catalog of the running daemon, or the tools that answer a search.
     Tools {
         #[arg(long, env = "MCPMUX_CONFIG")]
         config: Option<PathBuf>,
         #[arg(long, env = "MCPMUX_URL")]
         url: Option<String>,
+        /// Print only the tools that answer these words best, best first, with the words each
+        /// matched (a tool's exact name ranks it first).
+        #[arg(long, value_name = "WORDS")]
+        search: Option<String>,
+        /// With --search: how many tools to print.
+        #[arg(long, default_value_t = 10, requires = "search")]
+        limit: usize,
     },
     /// Make an mcpmux config of a host's MCP servers (stdio and remote) and print the one entry
     /// that replaces them in the host's config.
@@ -361,13 +368,26 @@ impl Cli {
                     ExitCode::FAILURE
                 })
             }
-            Command::Tools { config, url } => {
+            Command::Tools {
+                config,
+                url,
+                search,
+                limit,
+            } => {
                 let url = match url {
                     Some(url) => url,
                     None => admin::locate(config)?.url,
                 };
                 let tools = runtime.block_on(list_tools(url))?;
-                print!("{}", tools_table(&tools));
+                match search {
+                    Some(words) => {
+                        use crate::router::search::{ToolIndex, ToolText};
+                        let texts = tools.iter().map(|t| ToolText::of(&t.name, &t.definition));
+                        let hits = ToolIndex::build(texts).search(&words, limit);
+                        print!("{}", search_table(&tools, &hits));
+                    }
+                    None => print!("{}", tools_table(&tools)),
+                }
                 Ok(ExitCode::SUCCESS)
             }
             Command::Import {

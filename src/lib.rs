@@ -16,7 +16,7 @@
 //! - [`oauth`]: signing in to remote upstreams (discovery, registration, PKCE, tokens).
 //! - [`supervisor`]: starts upstreams and per-session instances, restarts failed ones with backoff.
 //! - [`router`]: the merged catalog upstreams publish to, as immutable snapshots — one view per
-//!   profile.
+//!   profile; tool search over a view (`router::search`, BM25 over each tool's fields).
 //! - [`pins`]: tool-definition pinning (first-seen digests in the state directory; rug-pull
 //!   detection).
 //! - [`downstream`]: host sessions, the host service (what each method does, per-request context),
@@ -59,3 +59,6 @@ mod supervisor;
 mod sync;
 mod telemetry;
 mod upstream;
+
+/// Tool search over a catalog view (`mcpmux tools --search`; its benchmark reads it).
+pub use router::search;

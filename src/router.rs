@@ -9,6 +9,7 @@
 //! - `catalog`: a [`Snapshot`] and how one is built from the upstreams' catalogs.
 
 mod catalog;
+pub mod search;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, Weak};

@@ -31,24 +31,49 @@ fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 #[derive(Debug, Clone, serde::Deserialize)]
 pub(super) struct ListedTool {
     pub name: String,
-    #[serde(default)]
-    pub description: Option<String>,
+    /// The rest of its definition (title, description, input schema), as listed.
+    #[serde(flatten)]
+    pub definition: serde_json::Value,
+}
+
+impl ListedTool {
+    fn description(&self) -> &str {
+        self.definition["description"].as_str().unwrap_or_default()
+    }
 }
 
 /// `mcpmux tools`: each tool's name and the first line of its description.
 pub(super) fn tools_table(tools: &[ListedTool]) -> String {
     let rows: Vec<Vec<String>> = tools
         .iter()
-        .map(|tool| {
-            let description = (tool.description.as_deref())
-                .unwrap_or_default()
-                .lines()
-                .next()
-                .unwrap_or_default();
-            vec![tool.name.clone(), description.chars().take(80).collect()]
-        })
+        .map(|tool| vec![tool.name.clone(), first_line(tool.description(), 80)])
         .collect();
     table(&["TOOL", "DESCRIPTION"], &rows)
+}
+
+/// `mcpmux tools --search`: the tools found, best first, with the terms each matched.
+pub(super) fn search_table(tools: &[ListedTool], hits: &[crate::router::search::Hit]) -> String {
+    let rows: Vec<Vec<String>> = (hits.iter())
+        .map(|hit| {
+            let description = tools.get(hit.tool).map_or("", ListedTool::description);
+            vec![
+                hit.name.clone(),
+                hit.matched.join(" "),
+                first_line(description, 60),
+            ]
+        })
+        .collect();
+    table(&["TOOL", "MATCHED", "DESCRIPTION"], &rows)
+}
+
+/// The first line of `text`, cut to `chars` characters.
+fn first_line(text: &str, chars: usize) -> String {
+    text.lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(chars)
+        .collect()
 }
 
 /// Names as a list, or `-` for none.

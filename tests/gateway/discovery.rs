@@ -73,6 +73,25 @@ async fn the_cli_finds_a_daemon_started_with_its_own_config_state_and_admin_addr
         &[],
     ));
     assert!(tools.contains("up__echo"), "{tools}");
+    // A search ranks the tools by the words asked: the description's, then an exact name.
+    let search = |words: &str| {
+        let args = ["tools", "--search", words, "--limit", "3"];
+        let found = stdout(&fresh_shell(runtime.path(), shell_dir.path(), &args, &[]));
+        let rows: Vec<String> = found.lines().skip(1).map(str::to_owned).collect();
+        assert!(rows.len() <= 3, "{found}");
+        rows
+    };
+    let by_words = search("return the params unchanged");
+    assert!(by_words[0].starts_with("up__echo "), "{by_words:?}");
+    assert!(
+        by_words[0].contains("unchanged"),
+        "the terms it matched: {by_words:?}"
+    );
+    let by_name = search("slow");
+    assert!(
+        by_name[0].starts_with("up__slow ") && by_name[0].contains("(exact name)"),
+        "{by_name:?}"
+    );
     let query = [
         "audit",
         "query",

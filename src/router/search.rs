@@ -1,0 +1,374 @@
+//! Tool search over one view of the catalog: which of its tools answer a person's or a model's
+//! words best. Ranking is BM25 over each tool's fields, weighted — its exposed name counts most,
+//! then its title, its parameters' names, its description, its parameters' descriptions — with
+//! names split where code splits them (`_ - .`, camelCase), lower-cased, a plural `s` dropped, and
+//! the commonest English words left out. A query that is a tool's exposed name (or that name
+//! without its upstream's prefix) ranks that tool first.
+//!
+//! An index is built once for a list of tools and read by any number of searches; nothing here
+//! is on the forwarding path.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+/// BM25's term-frequency saturation and length normalization (the usual values).
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+
+/// How much a term counts in each field of a tool.
+const NAME: f32 = 3.0;
+const TITLE: f32 = 2.0;
+const PARAM_NAME: f32 = 1.5;
+const DESCRIPTION: f32 = 1.0;
+const PARAM_DESCRIPTION: f32 = 0.5;
+
+/// Words too common to tell tools apart.
+const STOP_WORDS: [&str; 24] = [
+    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "into", "is", "it",
+    "its", "of", "on", "or", "that", "the", "this", "to", "with", "you",
+];
+
+/// What one tool offers to be searched by.
+#[derive(Debug, Clone, Default)]
+pub struct ToolText<'a> {
+    /// Its exposed name (prefixed, or renamed by a profile).
+    pub name: &'a str,
+    pub title: Option<&'a str>,
+    pub description: Option<&'a str>,
+    /// Its parameters: each name, and its description.
+    pub params: Vec<(&'a str, Option<&'a str>)>,
+}
+
+impl<'a> ToolText<'a> {
+    /// The searchable text of a tool definition (`title`, `description`, `inputSchema`'s
+    /// properties) listed under `name`.
+    pub fn of(name: &'a str, definition: &'a Value) -> Self {
+        let text = |v: &'a Value| v.as_str();
+        let properties = definition
+            .pointer("/inputSchema/properties")
+            .and_then(Value::as_object);
+        let params = (properties.into_iter().flatten())
+            .map(|(param, schema)| (param.as_str(), schema.get("description").and_then(text)))
+            .collect();
+        Self {
+            name,
+            title: definition.get("title").and_then(text),
+            description: definition.get("description").and_then(text),
+            params,
+        }
+    }
+}
+
+/// One tool a search found: its place in the list the index was built from, its exposed name,
+/// its score, and the query's terms it matched (an exact name match says so instead).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub tool: usize,
+    pub name: String,
+    pub score: f32,
+    pub matched: Vec<String>,
+}
+
+/// The index of one list of tools.
+#[derive(Debug, Default)]
+pub struct ToolIndex {
+    names: Vec<String>,
+    /// Each tool's exposed name lower-cased, and that name without its prefix (`a__b` → `b`).
+    exact: Vec<(String, Option<String>)>,
+    /// Term → (tool, weighted frequency), each tool once.
+    postings: HashMap<String, Vec<(u32, f32)>, foldhash::fast::RandomState>,
+    /// Each tool's weighted length, and the average.
+    lengths: Vec<f32>,
+    average: f32,
+}
+
+impl ToolIndex {
+    pub fn build<'a>(tools: impl IntoIterator<Item = ToolText<'a>>) -> Self {
+        let mut index = Self::default();
+        for (i, tool) in tools.into_iter().enumerate() {
+            let id = u32::try_from(i).unwrap_or(u32::MAX);
+            // A tool has a few dozen terms: a list beats a map here.
+            let mut weights: Vec<(String, f32)> = Vec::new();
+            let mut length = 0.0;
+            let mut add = |text: &str, weight: f32| {
+                for term in terms(text) {
+                    match weights.iter_mut().find(|(t, _)| *t == term) {
+                        Some((_, w)) => *w += weight,
+                        None => weights.push((term, weight)),
+                    }
+                    length += weight;
+                }
+            };
+            add(tool.name, NAME);
+            if let Some(title) = tool.title {
+                add(title, TITLE);
+            }
+            if let Some(description) = tool.description {
+                add(description, DESCRIPTION);
+            }
+            for (param, described) in &tool.params {
+                add(param, PARAM_NAME);
+                if let Some(described) = described {
+                    add(described, PARAM_DESCRIPTION);
+                }
+            }
+            for (term, weight) in weights {
+                index.postings.entry(term).or_default().push((id, weight));
+            }
+            let lower = tool.name.to_lowercase();
+            let bare = lower.split_once("__").map(|(_, bare)| bare.to_owned());
+            index.exact.push((lower, bare));
+            index.names.push(tool.name.to_owned());
+            index.lengths.push(length);
+        }
+        let total: f32 = index.lengths.iter().sum();
+        index.average = total / index.lengths.len().max(1) as f32;
+        index
+    }
+
+    /// How many tools it indexes.
+    pub fn tool_count(&self) -> usize {
+        self.names.len()
+    }
+
+    /// The `limit` tools that answer `query` best, best first; none for a query of no terms.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
+        let wanted = query.trim().to_lowercase();
+        let mut query_terms = terms(query);
+        query_terms.sort();
+        query_terms.dedup();
+        // At most 64 terms count (one bit each for what a tool matched).
+        query_terms.truncate(64);
+        let documents = self.names.len() as f32;
+        // Dense per-tool scores: no allocation per matching tool.
+        let mut scores = vec![0.0f32; self.names.len()];
+        let mut matched = vec![0u64; self.names.len()];
+        for (bit, term) in query_terms.iter().enumerate() {
+            let Some(postings) = self.postings.get(term) else {
+                continue;
+            };
+            let found = postings.len() as f32;
+            let idf = (1.0 + (documents - found + 0.5) / (found + 0.5)).ln();
+            for &(tool, weight) in postings {
+                let tool = tool as usize;
+                let length = self.lengths[tool] / self.average.max(f32::EPSILON);
+                let saturated = weight * (K1 + 1.0) / (weight + K1 * (1.0 - B + B * length));
+                scores[tool] += idf * saturated;
+                matched[tool] |= 1 << bit;
+            }
+        }
+        // An exact name is what was meant, whatever else matches more words.
+        let mut exact = Vec::new();
+        if !wanted.is_empty() {
+            for (tool, (name, bare)) in self.exact.iter().enumerate() {
+                if *name == wanted || bare.as_deref() == Some(wanted.as_str()) {
+                    scores[tool] = f32::INFINITY;
+                    exact.push(tool);
+                }
+            }
+        }
+        let mut found: Vec<usize> = (0..scores.len()).filter(|t| scores[*t] > 0.0).collect();
+        // Best first; equal scores by name, so a search is repeatable.
+        let order = |a: &usize, b: &usize| {
+            (scores[*b].total_cmp(&scores[*a])).then_with(|| self.names[*a].cmp(&self.names[*b]))
+        };
+        if found.len() > limit && limit > 0 {
+            found.select_nth_unstable_by(limit - 1, order);
+        }
+        found.truncate(limit);
+        found.sort_by(order);
+        (found.into_iter())
+            .map(|tool| Hit {
+                tool,
+                name: self.names[tool].clone(),
+                score: scores[tool],
+                matched: match exact.contains(&tool) {
+                    true => vec!["(exact name)".to_owned()],
+                    false => (query_terms.iter().enumerate())
+                        .filter(|(bit, _)| matched[tool] & (1 << bit) != 0)
+                        .map(|(_, term)| term.clone())
+                        .collect(),
+                },
+            })
+            .collect()
+    }
+}
+
+/// The terms of `text`: words split at anything not a letter or a digit and where camelCase
+/// turns (`readFile`, `HTTPServer`), lower-cased, a plural `s` dropped, stop words left out.
+pub fn terms(text: &str) -> Vec<String> {
+    let mut terms = Vec::new();
+    let mut keep = |word: &str| {
+        let term = normalize(&word.to_lowercase());
+        if !term.is_empty() && !STOP_WORDS.contains(&term.as_str()) {
+            terms.push(term);
+        }
+    };
+    for chunk in text.split(|c: char| !c.is_alphanumeric()) {
+        let mut start = 0;
+        let mut chars = chunk.char_indices().peekable();
+        let mut before: Option<char> = None;
+        while let Some((at, here)) = chars.next() {
+            if let Some(before) = before {
+                let next_lower = chars.peek().is_some_and(|(_, c)| c.is_lowercase());
+                // `readFile` → read|File; `HTTPServer` → HTTP|Server; `v2Api` → v2|Api.
+                let turns = (before.is_lowercase() && here.is_uppercase())
+                    || (before.is_uppercase() && here.is_uppercase() && next_lower)
+                    || (before.is_ascii_digit() && here.is_uppercase());
+                if turns {
+                    keep(&chunk[start..at]);
+                    start = at;
+                }
+            }
+            before = Some(here);
+        }
+        if start < chunk.len() {
+            keep(&chunk[start..]);
+        }
+    }
+    terms
+}
+
+/// A plural's singular, crudely: `files` → `file`, `directories` → `directory`; `status`,
+/// `class` and short words stay.
+fn normalize(word: &str) -> String {
+    if word.len() > 4 {
+        if let Some(stem) = word.strip_suffix("ies") {
+            return format!("{stem}y");
+        }
+    }
+    if word.len() > 3 && word.ends_with('s') && !word.ends_with("ss") && !word.ends_with("us") {
+        return word[..word.len() - 1].to_owned();
+    }
+    word.to_owned()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn terms_split_where_code_splits_names() {
+        assert_eq!(terms("read_file"), ["read", "file"]);
+        assert_eq!(
+            terms("fs__readMultipleFiles"),
+            ["fs", "read", "multiple", "file"]
+        );
+        assert_eq!(terms("list-directories"), ["list", "directory"]);
+        assert_eq!(
+            terms("HTTPServer.getStatus"),
+            ["http", "server", "get", "status"]
+        );
+        assert_eq!(terms("the path of a file"), ["path", "file"]);
+        assert_eq!(terms("v2Api"), ["v2", "api"]);
+        assert!(terms("  ,, ").is_empty());
+    }
+
+    fn definition(description: &str, params: &[(&str, &str)]) -> Value {
+        let properties: serde_json::Map<String, Value> = (params.iter())
+            .map(|(p, d)| ((*p).to_owned(), json!({"type": "string", "description": d})))
+            .collect();
+        json!({"description": description,
+               "inputSchema": {"type": "object", "properties": properties}})
+    }
+
+    fn index(tools: &[(&str, Value)]) -> ToolIndex {
+        ToolIndex::build(tools.iter().map(|(n, d)| ToolText::of(n, d)))
+    }
+
+    #[test]
+    fn the_tool_whose_words_the_query_uses_ranks_first() {
+        let tools = [
+            (
+                "fs__read_file",
+                definition(
+                    "Read the complete contents of a file",
+                    &[("path", "Path of the file")],
+                ),
+            ),
+            (
+                "fs__write_file",
+                definition(
+                    "Create a new file or overwrite one",
+                    &[("path", "Path of the file"), ("content", "What to write")],
+                ),
+            ),
+            (
+                "fs__list_directory",
+                definition(
+                    "List the entries of a directory",
+                    &[("path", "The directory")],
+                ),
+            ),
+            (
+                "time__get_current_time",
+                definition("Current time in a timezone", &[("timezone", "IANA name")]),
+            ),
+            (
+                "memory__search_nodes",
+                definition("Search the knowledge graph", &[("query", "Words to find")]),
+            ),
+        ];
+        let index = index(&tools);
+        let first = |q: &str| index.search(q, 5).first().map(|h| h.name.clone());
+        assert_eq!(first("read a file").as_deref(), Some("fs__read_file"));
+        assert_eq!(
+            first("what time is it in Tokyo timezone").as_deref(),
+            Some("time__get_current_time")
+        );
+        assert_eq!(
+            first("show the files in a folder directory").as_deref(),
+            Some("fs__list_directory")
+        );
+        assert_eq!(
+            first("overwrite file contents").as_deref(),
+            Some("fs__write_file")
+        );
+        let hit = &index.search("read file", 1)[0];
+        assert_eq!(hit.matched, ["file", "read"]);
+        assert_eq!(index.search("read file", 2).len(), 2, "the limit");
+        assert!(index.search("", 5).is_empty());
+        assert!(index.search("zebra", 5).is_empty(), "no term matches");
+    }
+
+    #[test]
+    fn an_exact_name_ranks_first() {
+        let tools = [
+            (
+                "a__search",
+                definition("Search search search everything", &[("search", "search")]),
+            ),
+            ("b__find", definition("Find things; search too", &[])),
+        ];
+        let index = index(&tools);
+        assert_eq!(index.search("b__find", 2)[0].name, "b__find");
+        assert_eq!(
+            index.search("FIND", 2)[0].name,
+            "b__find",
+            "without its prefix, any case"
+        );
+        assert_eq!(index.search("find", 2)[0].matched, ["(exact name)"]);
+        assert_eq!(index.search("search", 2)[0].name, "a__search");
+    }
+
+    #[test]
+    fn a_title_and_parameters_are_searched_too() {
+        let tools = [
+            (
+                "x__t1",
+                json!({"title": "Weather forecast", "inputSchema": {"type": "object"}}),
+            ),
+            (
+                "x__t2",
+                definition("Something else", &[("latitude", "Where")]),
+            ),
+        ];
+        let index = index(&tools);
+        assert_eq!(index.search("forecast", 2)[0].name, "x__t1");
+        assert_eq!(index.search("latitude", 2)[0].name, "x__t2");
+        assert_eq!(index.tool_count(), 2);
+    }
+}
