@@ -85,11 +85,12 @@ impl StatelessInstances {
         }
     }
 
-    /// The keys unused for `idle` or longer, forgotten.
-    pub fn take_idle(&self, idle: std::time::Duration) -> Vec<String> {
+    /// The keys unused for `idle` or longer, unless `busy` (a call still in flight there),
+    /// forgotten.
+    pub fn take_idle(&self, idle: std::time::Duration, busy: impl Fn(&str) -> bool) -> Vec<String> {
         let mut used = lock(&self.0);
         let idle_keys: Vec<String> = (used.iter())
-            .filter(|(_, last)| last.elapsed() >= idle)
+            .filter(|(key, last)| last.elapsed() >= idle && !busy(key))
             .map(|(key, _)| key.clone())
             .collect();
         for key in &idle_keys {
@@ -144,5 +145,29 @@ impl LogLevels {
 
     pub fn get(&self, upstream: &str) -> Option<usize> {
         lock(&self.0).get(upstream).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn an_idle_instance_key_is_taken_once_unless_a_call_is_in_flight_there() {
+        let used = StatelessInstances::default();
+        used.touch("a");
+        used.touch("b");
+        assert!(
+            used.take_idle(Duration::from_secs(3600), |_| false)
+                .is_empty()
+        );
+        let taken = used.take_idle(Duration::ZERO, |key| key == "b");
+        assert_eq!(taken, ["a"], "b is busy");
+        assert_eq!(used.take_idle(Duration::ZERO, |_| false), ["b"]);
+        assert!(
+            used.take_idle(Duration::ZERO, |_| false).is_empty(),
+            "taken once"
+        );
     }
 }

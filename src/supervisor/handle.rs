@@ -102,6 +102,12 @@ impl SupervisorHandle {
             .cloned()
     }
 
+    /// Whether an instance that serves `session` has requests in flight.
+    pub fn serving(&self, session: &str) -> bool {
+        (lock(&self.instances).iter())
+            .any(|((_, s), handle)| s == session && handle.in_flight() > 0)
+    }
+
     /// Stops every instance that serves `session` (the session ended).
     pub async fn stop_instances(&self, session: &str) {
         let any = lock(&self.instances).keys().any(|(_, s)| s == session);

@@ -1026,7 +1026,8 @@ async fn a_2026_hosts_log_level_brings_its_own_requests_log_messages() {
 /// A per-session upstream serves a stateless host from the instance of its principal and
 /// profile: one principal's requests reach one instance (what it was told stays), another
 /// principal's another, and a session of the first its own; an instance that no request has used
-/// for as long as a session may idle is stopped, and started again when needed.
+/// for as long as a session may idle is stopped (never under a call in flight), and started again
+/// when needed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_session_upstream_serves_each_principals_stateless_requests_from_its_own_instance() {
     use crate::common::{alive, descendants, poll_until};
@@ -1104,4 +1105,8 @@ async fn a_per_session_upstream_serves_each_principals_stateless_requests_from_i
         "a new instance was told nothing yet"
     );
     count(2).await;
+    // A call longer than the idle time is not stopped under it.
+    let slow = json!({"name": "solo__slow", "arguments": {"ms": 5000}});
+    let slept = alice.request(4, "tools/call", slow).await;
+    assert_eq!(text(&slept), "slept 5000ms");
 }

@@ -233,7 +233,7 @@ impl HostService {
             let flight = Rounds::flight(request, caller, binding);
             let reply = self.round(flight, upstream, route).await;
             if scoped {
-                // A long call keeps its instance from idling out under it.
+                // Idle time counts from a call's end (one in flight is never stopped under it).
                 let key = host.session.stateless_key();
                 self.delivery.stateless_instances.touch(&key);
             }

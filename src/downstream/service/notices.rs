@@ -25,7 +25,8 @@ impl HostService {
                     service.close_session(&id).await;
                 }
                 let idle = service.delivery.sessions.idle_timeout();
-                for key in service.delivery.stateless_instances.take_idle(idle) {
+                let busy = |key: &str| service.supervisor.serving(key);
+                for key in service.delivery.stateless_instances.take_idle(idle, busy) {
                     tracing::info!(instances = %key, "Stopping the idle instances that served stateless requests.");
                     service.supervisor.stop_instances(&key).await;
                     service.delivery.log_levels.forget_scope(&key);
