@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 
 use super::caller::SessionCaller;
 use super::session::{Session, SessionStore};
-use super::tables::{LogLevels, StatelessInstances, Subscriptions, TaskOwners};
+use super::tables::{LogLevels, StatelessInstances, Subscriptions, TaskOwners, instance_key};
 use crate::audit::{AuditHandle, Direction, Kind, Outcome, Record};
 use crate::config::Profile;
 use crate::jsonrpc::{Members, notification_line, raw_string};
@@ -171,7 +171,10 @@ impl HostEvents for Delivery {
             Some(session) => (self.sessions.get(session))
                 .and_then(|s| s.tables().log_level)
                 // An instance serving stateless hosts: what their requests asked of it.
-                .or_else(|| self.log_levels.get(&format!("{}@{session}", upstream.name))),
+                .or_else(|| {
+                    self.log_levels
+                        .get(&instance_key(&upstream.name, Some(session)))
+                }),
             None => self.log_levels.get(&upstream.name),
         };
         if let Some(level) = level {

@@ -17,9 +17,7 @@ impl Subscriptions {
     /// Counts one more subscription to `uri` on `upstream`; true when it is the first.
     pub fn add(&self, upstream: &UpstreamId, uri: &str) -> bool {
         let mut subs = lock(&self.0);
-        let count = subs
-            .entry((instance_key(upstream), uri.to_owned()))
-            .or_insert(0);
+        let count = subs.entry((key_of(upstream), uri.to_owned())).or_insert(0);
         *count += 1;
         *count == 1
     }
@@ -27,7 +25,7 @@ impl Subscriptions {
     /// Counts one subscription less; true when it was the last.
     pub fn remove(&self, upstream: &UpstreamId, uri: &str) -> bool {
         let mut subs = lock(&self.0);
-        let key = (instance_key(upstream), uri.to_owned());
+        let key = (key_of(upstream), uri.to_owned());
         match subs.get_mut(&key) {
             Some(count) if *count > 1 => {
                 *count -= 1;
@@ -43,7 +41,7 @@ impl Subscriptions {
 
     /// The URIs `upstream` is subscribed to now (to restore them after it restarts).
     pub fn of(&self, upstream: &UpstreamId) -> Vec<String> {
-        let instance = instance_key(upstream);
+        let instance = key_of(upstream);
         lock(&self.0)
             .keys()
             .filter(|(key, _)| *key == instance)
@@ -53,17 +51,27 @@ impl Subscriptions {
 
     /// Forgets the subscriptions of every instance serving `session` (it ended).
     pub fn forget_session(&self, session: &str) {
-        let suffix = format!("@{session}");
+        let suffix = scope_suffix(session);
         lock(&self.0).retain(|(instance, _), _| !instance.ends_with(&suffix));
     }
 }
 
-/// `name` for a shared instance, `name@session` for a session's own.
-fn instance_key(upstream: &UpstreamId) -> String {
-    match &upstream.scope {
-        Some(session) => format!("{}@{session}", upstream.name),
-        None => upstream.name.clone(),
+/// `name` for a shared instance, `name@session` for a session's own (or for the instance that
+/// serves stateless hosts under that key): how the tables here tell instances apart.
+pub fn instance_key(name: &str, scope: Option<&str>) -> String {
+    match scope {
+        Some(scope) => format!("{name}{}", scope_suffix(scope)),
+        None => name.to_owned(),
     }
+}
+
+/// What the keys of every instance serving `scope` end with.
+fn scope_suffix(scope: &str) -> String {
+    format!("@{scope}")
+}
+
+fn key_of(upstream: &UpstreamId) -> String {
+    instance_key(&upstream.name, upstream.scope.as_deref())
 }
 
 /// The instances of per-session upstreams that serve stateless (2026-07-28) hosts — one per
@@ -139,7 +147,7 @@ impl LogLevels {
 
     /// Forgets what the instances serving `scope` were told (they were stopped).
     pub fn forget_scope(&self, scope: &str) {
-        let suffix = format!("@{scope}");
+        let suffix = scope_suffix(scope);
         lock(&self.0).retain(|key, _| !key.ends_with(&suffix));
     }
 

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::forward::Start;
 use super::{Answer, HostRequest, HostService};
+use crate::downstream::tables::instance_key;
 use crate::jsonrpc::{RpcError, to_raw};
 use crate::mcp::{LOG_LEVELS, log_rank};
 use crate::upstream::UpstreamHandle;
@@ -59,10 +60,7 @@ impl HostService {
         let logs = (self.router.view(host.profile()).offering("/logging"))
             .any(|u| u.name() == upstream.name());
         // An instance serving stateless hosts is told apart from the shared one.
-        let told = match upstream.scope() {
-            Some(scope) => format!("{}@{scope}", upstream.name()),
-            None => upstream.name().to_owned(),
-        };
+        let told = instance_key(upstream.name(), upstream.scope());
         if logs && self.delivery.log_levels.lower(&told, rank) {
             self.tell_level(upstream, rank).await;
         }

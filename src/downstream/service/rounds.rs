@@ -184,12 +184,6 @@ impl Caller for InputCaller {
         Some(&self.host.capabilities)
     }
 
-    fn log_level(&self) -> Option<&'static str> {
-        crate::mcp::LOG_LEVELS
-            .get(self.host.request_log_level?)
-            .copied()
-    }
-
     fn request_log_level(&self) -> Option<usize> {
         self.host.request_log_level
     }

@@ -38,9 +38,12 @@ pub trait Caller: Send + Sync {
     fn capabilities(&self) -> Option<&serde_json::Value> {
         None
     }
-    /// The level the host wants log messages at, if it asked for any.
+    /// The level the host wants log messages at, if it asked for any (by default, its
+    /// request's own: [`Self::request_log_level`]).
     fn log_level(&self) -> Option<&'static str> {
-        None
+        crate::mcp::LOG_LEVELS
+            .get(self.request_log_level()?)
+            .copied()
     }
     /// The level (a rank of [`crate::mcp::LOG_LEVELS`]) at which the log messages that belong to
     /// this request go on its own stream: a 2026-07-28 host's, which asks per request. `None`:
