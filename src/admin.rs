@@ -2,9 +2,9 @@
 //! catalog counts, restarts, last error), `POST /upstreams/{name}/restart`, `GET /health` or
 //! `/healthz` (the daemon answers), `GET /ready` or `/readyz` (no upstream is still starting),
 //! `GET /metrics` (Prometheus text format, from the one catalog in `metrics`) and the audit log
-//! (`GET /audit/query`, `/audit/stats`, `/audit/verify`), and tool pins (`GET /pins`,
-//! `POST /pins/{upstream}/{tool}/approve`). `mcpmux status`, `restart`, `audit`, `pins` and
-//! `approve` use it.
+//! (`GET /audit/query`, `/audit/stats`, `/audit/verify`), tool pins (`GET /pins`,
+//! `POST /pins/{upstream}/{tool}/approve`) and tool search (`GET /tools/search`). `mcpmux status`,
+//! `restart`, `audit`, `pins`, `approve` and `tools --search` use it.
 //! It reads a small state of its own ([`AdminState`]): the router's snapshots, the supervisor,
 //! the audit handle, what the metrics read — nothing of the host side's internals. Every
 //! answer is a type of `crate::api`, the one the CLI reads it into.
@@ -29,10 +29,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
+use serde::Deserialize;
 
 use crate::api::{
-    Approved, ApprovedTool, AuditStatus, ConfigStatus, LoggedOut, LoginStarted, LoginState, Pins,
-    Refused, ReloadChanges, Reloaded, Restarted, SessionStatus, Sessions, Status, UpstreamStatus,
+    Approved, ApprovedTool, AuditStatus, ConfigStatus, FoundTool, LoggedOut, LoginStarted,
+    LoginState, Pins, Refused, ReloadChanges, Reloaded, Restarted, SessionStatus, Sessions, Status,
+    ToolSearch, UpstreamStatus,
 };
 use crate::audit::{AuditHandle, FilterArgs, now_us};
 use crate::config::Transport;
@@ -92,6 +94,7 @@ pub fn app(state: Arc<AdminState>) -> Router {
         .route("/upstreams/{name}/restart", post(restart))
         .route("/upstreams/{name}/login", post(login).get(login_state))
         .route("/upstreams/{name}/logout", post(logout))
+        .route("/tools/search", get(search_tools))
         .route("/pins", get(pins))
         .route("/pins/{upstream}/{tool}/approve", post(approve))
         .with_state(Arc::clone(&state))
@@ -190,6 +193,64 @@ async fn reload(State(admin): State<Arc<AdminState>>) -> Response {
     match admin.reloader.reload().await {
         Ok(reloaded) => Json(Reloaded { reloaded }).into_response(),
         Err(error) => refused(StatusCode::UNPROCESSABLE_ENTITY, error),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct SearchAsked {
+    query: String,
+    profile: Option<String>,
+    limit: Option<usize>,
+}
+
+/// The tools of a view that answer a search best: the index hosts of a search-mode profile
+/// search (built at the first search of another view, off the async workers).
+async fn search_tools(
+    State(admin): State<Arc<AdminState>>,
+    Query(asked): Query<SearchAsked>,
+) -> Response {
+    let views = admin.router.views();
+    let Some(view) = views.named(asked.profile.as_deref()).cloned() else {
+        let profile = asked.profile.unwrap_or_default();
+        let error = format!("no profile `{profile}` is configured (see [profiles] in the config)");
+        return refused(StatusCode::NOT_FOUND, error);
+    };
+    let limit = asked.limit.unwrap_or(10).clamp(1, 1000);
+    let found = tokio::task::spawn_blocking(move || {
+        let hits = view.tool_index().search(&asked.query, limit);
+        let tools = view.list(ListKind::Tools);
+        let found = (hits.into_iter())
+            .filter_map(|hit| {
+                let entry = tools.get(hit.tool)?;
+                let definition = crate::jsonrpc::Members::of(&entry.json);
+                let text = |key| {
+                    let raw = definition.as_ref()?.get(key)?;
+                    serde_json::from_str::<String>(raw.get()).ok()
+                };
+                Some(FoundTool {
+                    name: hit.name,
+                    upstream: entry.upstream.name().to_owned(),
+                    title: text("title"),
+                    description: text("description"),
+                    score: Some(hit.score).filter(|s| s.is_finite()),
+                    matched: hit.matched,
+                })
+            })
+            .collect();
+        ToolSearch {
+            profile: asked.profile,
+            generation: view.generation,
+            indexed: tools.len(),
+            tools: found,
+        }
+    })
+    .await;
+    match found {
+        Ok(found) => Json(found).into_response(),
+        Err(e) => refused(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the search failed: {e}"),
+        ),
     }
 }
 

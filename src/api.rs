@@ -168,6 +168,32 @@ pub struct Pins {
     pub pins: Vec<PinRow>,
 }
 
+/// `GET /tools/search?query=WORDS[&profile=NAME][&limit=N]`: the tools of a view (the whole
+/// catalog, or a profile's) that answer a search best, best first — the search a search-mode
+/// profile's hosts run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSearch {
+    pub profile: Option<String>,
+    /// The catalog generation searched.
+    pub generation: u64,
+    /// How many tools the view has.
+    pub indexed: usize,
+    pub tools: Vec<FoundTool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FoundTool {
+    /// Its exposed name in the view.
+    pub name: String,
+    pub upstream: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// Its BM25 score (`None`: its exact name was the query, which ranks it first).
+    pub score: Option<f32>,
+    /// The query's words it matched.
+    pub matched: Vec<String>,
+}
+
 /// `POST /pins/{upstream}/{tool}/approve`, done.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Approved {

@@ -168,12 +168,22 @@ enum Command {
         #[arg(long, env = "MCPMUX_URL")]
         url: Option<String>,
         /// Print only the tools that answer these words best, best first, with the words each
-        /// matched (a tool's exact name ranks it first).
+        /// matched (a tool's exact name ranks it first): the search a `tools = "search"`
+        /// profile's hosts run, through the admin API.
         #[arg(long, value_name = "WORDS")]
         search: Option<String>,
         /// With --search: how many tools to print.
         #[arg(long, default_value_t = 10, requires = "search")]
         limit: usize,
+        /// With --search: search this profile's view (default: the whole catalog).
+        #[arg(long, requires = "search")]
+        profile: Option<String>,
+        /// With --search: the admin API to ask.
+        #[arg(long, env = "MCPMUX_ADMIN", requires = "search")]
+        admin: Option<String>,
+        /// With --search: print the raw JSON.
+        #[arg(long, requires = "search")]
+        json: bool,
     },
     /// Make an mcpmux config of a host's MCP servers (stdio and remote) and print the one entry
     /// that replaces them in the host's config.
@@ -370,24 +380,30 @@ impl Cli {
             }
             Command::Tools {
                 config,
-                url,
-                search,
+                search: Some(words),
                 limit,
+                profile,
+                admin,
+                json,
+                ..
             } => {
+                let admin = Admin::required(admin.as_deref(), config, token_file)?;
+                let mut query = vec![("query", words), ("limit", limit.to_string())];
+                query.extend(profile.map(|p| ("profile", p)));
+                let found: api::ToolSearch = runtime.block_on(admin.request(
+                    reqwest::Method::GET,
+                    "/tools/search",
+                    &query,
+                ))?;
+                show(&found, json, search_table)
+            }
+            Command::Tools { config, url, .. } => {
                 let url = match url {
                     Some(url) => url,
                     None => admin::locate(config)?.url,
                 };
                 let tools = runtime.block_on(list_tools(url))?;
-                match search {
-                    Some(words) => {
-                        use crate::router::search::{ToolIndex, ToolText};
-                        let texts = tools.iter().map(|t| ToolText::of(&t.name, &t.definition));
-                        let hits = ToolIndex::build(texts).search(&words, limit);
-                        print!("{}", search_table(&tools, &hits));
-                    }
-                    None => print!("{}", tools_table(&tools)),
-                }
+                print!("{}", tools_table(&tools));
                 Ok(ExitCode::SUCCESS)
             }
             Command::Import {

@@ -10,6 +10,7 @@
 
 mod catalog;
 pub mod search;
+pub mod search_mode;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
@@ -53,6 +54,14 @@ impl Views {
             .iter()
             .find(|v| v.profile_name() == Some(profile.name.as_str()))
             .unwrap_or(all)
+    }
+
+    /// The view of the profile named `profile` (`None`: the whole catalog), if it is configured.
+    pub fn named(&self, profile: Option<&str>) -> Option<&Arc<Snapshot>> {
+        match profile {
+            None => self.views.first(),
+            Some(name) => (self.views[1..].iter()).find(|v| v.profile_name() == Some(name)),
+        }
     }
 
     /// View number `view`, if this generation has it.
@@ -301,6 +310,7 @@ impl Inner {
         sources.generation += 1;
         let generation = sources.generation;
         let upstreams = Arc::clone(&sources.upstreams.borrow());
+        let previous = self.current.load();
         let views = (sources.lenses.iter())
             .map(|lens| {
                 Arc::new(Snapshot::build(
@@ -309,9 +319,11 @@ impl Inner {
                     &upstreams,
                     &sources.catalogs,
                     &sources.changed,
+                    previous.at(lens.view).map(|s| &**s),
                 ))
             })
             .collect();
+        drop(previous);
         let next = Views { generation, views };
         tracing::debug!(
             generation,

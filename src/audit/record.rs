@@ -96,7 +96,8 @@ pub struct Record {
     /// Arguments per the redaction policy: absent, `{"digest": …}`, or the arguments themselves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Box<RawValue>>,
-    /// For events: what happened (a reason, an error).
+    /// For events: what happened (a reason, an error); for a request mcpmux answered itself,
+    /// what it answered (a tool search: the names it returned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     /// Hex SHA-256 of the previous record (the chain).

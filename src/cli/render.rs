@@ -52,18 +52,29 @@ pub(super) fn tools_table(tools: &[ListedTool]) -> String {
 }
 
 /// `mcpmux tools --search`: the tools found, best first, with the terms each matched.
-pub(super) fn search_table(tools: &[ListedTool], hits: &[crate::router::search::Hit]) -> String {
-    let rows: Vec<Vec<String>> = (hits.iter())
-        .map(|hit| {
-            let description = tools.get(hit.tool).map_or("", ListedTool::description);
+pub(super) fn search_table(found: &crate::api::ToolSearch) -> String {
+    let rows: Vec<Vec<String>> = (found.tools.iter())
+        .map(|tool| {
             vec![
-                hit.name.clone(),
-                hit.matched.join(" "),
-                first_line(description, 60),
+                tool.name.clone(),
+                tool.score.map_or("exact".to_owned(), |s| format!("{s:.2}")),
+                tool.matched.join(" "),
+                first_line(tool.description.as_deref().unwrap_or_default(), 60),
             ]
         })
         .collect();
-    table(&["TOOL", "MATCHED", "DESCRIPTION"], &rows)
+    let mut out = table(&["TOOL", "SCORE", "MATCHED", "DESCRIPTION"], &rows);
+    let view = found
+        .profile
+        .as_deref()
+        .map_or("the whole catalog".to_owned(), |p| format!("profile {p}"));
+    out.push_str(&format!(
+        "{} of {} tools in {view} (generation {})\n",
+        found.tools.len(),
+        found.indexed,
+        found.generation
+    ));
+    out
 }
 
 /// The first line of `text`, cut to `chars` characters.

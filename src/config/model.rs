@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::audit::{AuditConfig, Redaction};
@@ -455,7 +456,32 @@ pub struct Profile {
     pub anonymous: bool,
     /// Changed tools are withheld in this view until approved (`pin = "strict"`).
     pub strict_pins: bool,
+    /// `tools = "search"`: hosts see tools to search and call the view's tools instead of its
+    /// tools (`None`: `tools = "all"`, every tool listed).
+    pub search: Option<Arc<SearchMode>>,
 }
+
+/// A profile's search mode: its hosts list a tool that searches the view's tools, one that calls
+/// any of them, and the tools `always` names; every tool of the view stays callable.
+#[derive(Debug)]
+pub struct SearchMode {
+    /// Globs on exposed tool names: the tools listed directly beside the two.
+    pub always: globset::GlobSet,
+    pub search: MetaTool,
+    pub call: MetaTool,
+}
+
+/// One of the tools mcpmux itself lists in search mode, as the profile names and describes it
+/// (`None`: mcpmux's own description).
+#[derive(Debug, Clone)]
+pub struct MetaTool {
+    pub name: String,
+    pub description: Option<String>,
+}
+
+/// The names the search mode's tools have unless a profile names them.
+pub const SEARCH_TOOL_NAME: &str = "search_tools";
+pub const CALL_TOOL_NAME: &str = "call_tool";
 
 /// The prefix every view without a prefix uses.
 static NO_PREFIX: Prefix = Prefix::NONE;

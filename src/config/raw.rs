@@ -254,6 +254,14 @@ pub(super) struct RawProfile {
     pub resource_templates_page_size: Option<usize>,
     pub name_pattern: Option<String>,
     pub name_max_length: Option<usize>,
+    /// `"all"` (the default) or `"search"`.
+    pub tools: Option<String>,
+    #[serde(default)]
+    pub always: Vec<String>,
+    pub search_tool_name: Option<String>,
+    pub search_tool_description: Option<String>,
+    pub call_tool_name: Option<String>,
+    pub call_tool_description: Option<String>,
 }
 
 /// A duration written like "30s" or "5m".

@@ -35,6 +35,7 @@ mod modern;
 mod notices;
 mod outcome;
 mod rounds;
+mod search;
 mod subscriptions;
 mod tasks;
 
@@ -363,10 +364,18 @@ impl HostService {
                 kind,
                 name: target,
                 members,
-            } => {
-                self.call_named(host, (name, kind), target, members, route)
-                    .await
-            }
+            } => match search::MetaTool::named(host.profile(), kind, &target) {
+                None => {
+                    self.call_named(host, (name, kind), target, members, route)
+                        .await
+                }
+                Some(search::MetaTool::Search) => self.search_tools(host, target, &members, route),
+                Some(search::MetaTool::Call) => {
+                    let (target, members) = search::unwrap_call(&target, members)?;
+                    self.call_named(host, (name, kind), target, members, route)
+                        .await
+                }
+            },
             HostMethod::ReadResource { uri, members } => {
                 self.read_resource(host, uri, members, route).await
             }

@@ -4,9 +4,12 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::value::RawValue;
+
+use super::search::{ToolIndex, ToolText};
+use super::search_mode::{Listed, SearchView};
 
 use crate::config::{CatalogConfig, PinMode, Profile};
 use crate::jsonrpc::{Members, raw_string};
@@ -66,6 +69,44 @@ pub struct Snapshot {
     ready: Vec<(UpstreamHandle, Arc<ServerInfo>)>,
     /// Per upstream, the changed tools this view withholds until they are approved.
     withheld: HashMap<String, BTreeSet<String>>,
+    /// What hosts list of the tools in a search-mode profile's view.
+    search: Option<SearchView>,
+    /// The search index over the view's tools: built with the view in search mode, else at the
+    /// first search (a person's, through the admin API); carried over from the previous
+    /// generation while the tools stay the same.
+    index: OnceLock<Arc<ToolIndex>>,
+}
+
+/// The items a listing shows hosts, in order: the catalog's entries, or a search-mode view's.
+#[derive(Debug, Clone, Copy)]
+pub enum Shown<'a> {
+    Catalog(&'a [Entry]),
+    Search(&'a [Listed]),
+}
+
+impl<'a> Shown<'a> {
+    pub fn len(self) -> usize {
+        match self {
+            Self::Catalog(items) => items.len(),
+            Self::Search(items) => items.len(),
+        }
+    }
+
+    /// Item `i`'s exposed name and JSON.
+    pub fn item(self, i: usize) -> Option<(&'a str, &'a RawValue)> {
+        match self {
+            Self::Catalog(items) => items.get(i).map(|e| (&*e.exposed, &*e.json)),
+            Self::Search(items) => items.get(i).map(|e| (&*e.exposed, &*e.json)),
+        }
+    }
+
+    /// Where the first item named after `last` is (items are sorted by exposed name).
+    pub fn after(self, last: &str) -> usize {
+        match self {
+            Self::Catalog(items) => items.partition_point(|e| *e.exposed <= *last),
+            Self::Search(items) => items.partition_point(|e| *e.exposed <= *last),
+        }
+    }
 }
 
 impl Snapshot {
@@ -89,15 +130,20 @@ impl Snapshot {
             by_prefix,
             ready: Vec::new(),
             withheld: HashMap::new(),
+            search: None,
+            index: OnceLock::new(),
         }
     }
 
+    /// The view `lens` gives of `catalogs`; `previous` is the same view's last generation, whose
+    /// search index is kept when the tools did not change.
     pub fn build(
         generation: u64,
         lens: &Lens,
         upstreams: &[UpstreamHandle],
         catalogs: &BTreeMap<String, UpstreamCatalog>,
         changed: &BTreeMap<String, BTreeSet<String>>,
+        previous: Option<&Snapshot>,
     ) -> Self {
         let mut snapshot = Self::empty(generation, lens, upstreams);
         let profile = lens.profile.as_deref();
@@ -172,7 +218,45 @@ impl Snapshot {
                 },
             );
         }
+        let unchanged = previous.filter(|p| {
+            p.profile_name() == snapshot.profile_name()
+                && p.lists.get(&ListKind::Tools).map(|l| l.fingerprint)
+                    == snapshot.lists.get(&ListKind::Tools).map(|l| l.fingerprint)
+        });
+        if let Some(index) = unchanged.and_then(|p| p.index.get()) {
+            let _ = snapshot.index.set(Arc::clone(index));
+        }
+        if let Some(mode) = profile.and_then(|p| p.search.as_ref()) {
+            snapshot.search = Some(SearchView::build(mode, snapshot.list(ListKind::Tools)));
+            snapshot.tool_index();
+        }
         snapshot
+    }
+
+    /// The search index over this view's tools (built now if it was not yet).
+    pub fn tool_index(&self) -> &Arc<ToolIndex> {
+        self.index.get_or_init(|| {
+            let tools = self.list(ListKind::Tools);
+            let definitions: Vec<serde_json::Value> = (tools.iter())
+                .map(|e| serde_json::from_str(e.json.get()).unwrap_or_default())
+                .collect();
+            let texts = (tools.iter().zip(&definitions)).map(|(e, d)| ToolText::of(&e.exposed, d));
+            Arc::new(ToolIndex::build(texts))
+        })
+    }
+
+    /// The search-mode listing, when this is the view of a search-mode profile.
+    pub fn search_mode(&self) -> Option<&SearchView> {
+        self.search.as_ref()
+    }
+
+    /// The items of one listing as hosts see them: in a search-mode view, tools are the search
+    /// tools and the `always` ones.
+    pub fn shown(&self, kind: ListKind) -> Shown<'_> {
+        match (&self.search, kind) {
+            (Some(search), ListKind::Tools) => Shown::Search(search.listed()),
+            _ => Shown::Catalog(self.list(kind)),
+        }
     }
 
     /// How long hosts may cache a listing of this view (`ttlMs`).
@@ -196,9 +280,12 @@ impl Snapshot {
         counts
     }
 
-    /// Changes whenever anything in the listing changes.
+    /// Changes whenever anything hosts see in the listing changes.
     pub fn fingerprint(&self, kind: ListKind) -> u64 {
-        self.lists.get(&kind).map_or(0, |l| l.fingerprint)
+        match (&self.search, kind) {
+            (Some(search), ListKind::Tools) => search.fingerprint(),
+            _ => self.lists.get(&kind).map_or(0, |l| l.fingerprint),
+        }
     }
 
     /// The item exposed as `exposed`, if any.
@@ -495,14 +582,14 @@ mod tests {
             ("a".to_owned(), with_ttl(&["x"], Some(60_000))),
             ("b".to_owned(), with_ttl(&["y"], Some(5_000))),
         ]);
-        let s = Snapshot::build(1, &lens, &ups, &modern, &BTreeMap::new());
+        let s = Snapshot::build(1, &lens, &ups, &modern, &BTreeMap::new(), None);
         assert_eq!(s.ttl_ms(ListKind::Tools), 5_000);
         assert_eq!(s.ttl_ms(ListKind::Prompts), 0, "no upstream lists prompts");
         let mixed = BTreeMap::from([
             ("a".to_owned(), with_ttl(&["x"], Some(60_000))),
             ("c".to_owned(), with_ttl(&["z"], None)),
         ]);
-        let s = Snapshot::build(1, &lens, &ups, &mixed, &BTreeMap::new());
+        let s = Snapshot::build(1, &lens, &ups, &mixed, &BTreeMap::new(), None);
         assert_eq!(s.ttl_ms(ListKind::Tools), 0, "one that promised nothing");
     }
 
@@ -519,7 +606,7 @@ mod tests {
             profile: None,
             config: Arc::new(CatalogConfig::default()),
         };
-        let s = Snapshot::build(1, &lens, &ups, &catalogs, &BTreeMap::new());
+        let s = Snapshot::build(1, &lens, &ups, &catalogs, &BTreeMap::new(), None);
         let exposed: Vec<&str> = s
             .list(ListKind::Tools)
             .iter()

@@ -77,7 +77,9 @@ async fn the_cli_finds_a_daemon_started_with_its_own_config_state_and_admin_addr
     let search = |words: &str| {
         let args = ["tools", "--search", words, "--limit", "3"];
         let found = stdout(&fresh_shell(runtime.path(), shell_dir.path(), &args, &[]));
-        let rows: Vec<String> = found.lines().skip(1).map(str::to_owned).collect();
+        let mut rows: Vec<String> = found.lines().skip(1).map(str::to_owned).collect();
+        let summary = rows.pop().unwrap_or_default();
+        assert!(summary.contains("tools in the whole catalog"), "{found}");
         assert!(rows.len() <= 3, "{found}");
         rows
     };

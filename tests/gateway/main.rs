@@ -26,5 +26,6 @@ mod pins;
 mod profiles;
 mod resource_uris;
 mod routing;
+mod search_mode;
 mod systemd;
 mod tasks;

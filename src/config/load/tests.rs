@@ -377,3 +377,52 @@ fn hosts_need_one_valid_credential_each_and_tokens_of_their_own() {
         assert!(e.contains(key), "{text}: {e}");
     }
 }
+
+#[test]
+fn a_search_mode_profile_names_its_tools_and_refuses_what_it_cannot_use() {
+    let upstream = "[upstreams.a]\ncommand = \"x\"\n";
+    let load = |profile: &str| {
+        load_text(
+            "search.toml",
+            &format!("{upstream}[profiles.p]\n{profile}\n"),
+        )
+        .map_err(|e| e.to_string())
+    };
+    let config = load("tools = \"search\"\nalways = [\"a__*\"]\ncall_tool_name = \"run\"")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mode = config.profiles[0].search.clone().expect("search mode");
+    assert_eq!(mode.search.name, "search_tools");
+    assert_eq!(mode.call.name, "run");
+    assert!(mode.always.is_match("a__echo") && !mode.always.is_match("b__echo"));
+    let all = load("tools = \"all\"").unwrap_or_else(|e| panic!("{e}"));
+    assert!(all.profiles[0].search.is_none());
+    for (profile, culprit, fix) in [
+        ("tools = \"some\"", "profiles.p.tools", "tools = \"search\""),
+        (
+            "always = [\"a__*\"]",
+            "profiles.p.always",
+            "set tools = \"search\"",
+        ),
+        (
+            "tools = \"search\"\nalways = [\"a__[\"]",
+            "profiles.p.always",
+            "not a glob",
+        ),
+        (
+            "tools = \"search\"\ncall_tool_name = \"search_tools\"",
+            "profiles.p.call_tool_name",
+            "different names",
+        ),
+        (
+            "tools = \"search\"\nsearch_tool_name = \"has space\"",
+            "profiles.p.search_tool_name",
+            "name budget",
+        ),
+    ] {
+        let error = load(profile).expect_err(profile);
+        assert!(
+            error.contains(culprit) && error.contains(fix),
+            "{profile}: {error}"
+        );
+    }
+}

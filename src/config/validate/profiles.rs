@@ -1,13 +1,18 @@
 //! `[profiles.NAME]`: the upstreams it holds exist, its globs compile, its renames are names a
 //! host accepts and do not collide, an unprefixed profile holds exactly one upstream, and its page
-//! sizes and name budget pass the catalog's own checks.
+//! sizes and name budget pass the catalog's own checks; a search-mode profile's `always` globs
+//! compile and its search tools' names are distinct names the budget accepts.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
+
+use globset::{Glob, GlobSetBuilder};
 
 use super::super::error::ConfigError;
 use super::super::filter::{KIND_QUALIFIERS, NameFilter};
-use super::super::model::{PinMode, Profile, UpstreamConfig};
+use super::super::model::{CALL_TOOL_NAME, SEARCH_TOOL_NAME};
+use super::super::model::{CatalogConfig, MetaTool, PinMode, Profile, SearchMode, UpstreamConfig};
 use super::super::raw::{RawCatalog, RawProfile};
 use super::catalog;
 
@@ -129,7 +134,10 @@ fn profile(
         resource_templates_page_size: p
             .resource_templates_page_size
             .or(global.resource_templates_page_size),
-        name_pattern: p.name_pattern.or_else(|| global.name_pattern.clone()),
+        name_pattern: p
+            .name_pattern
+            .clone()
+            .or_else(|| global.name_pattern.clone()),
         name_max_length: p.name_max_length.or(global.name_max_length),
         ..global.clone()
     };
@@ -153,7 +161,9 @@ fn profile(
             ));
         }
     }
+    let search = search_mode(file, &name, &catalog, &p)?;
     Ok(Profile {
+        search,
         upstreams: p.upstreams,
         filter,
         renames: p.rename,
@@ -166,6 +176,110 @@ fn profile(
         strict_pins: p.pin == Some(PinMode::Strict),
         name,
     })
+}
+
+/// `tools`, `always` and the search tools' names and descriptions: `tools = "search"` gives a
+/// [`SearchMode`]; the others need it.
+fn search_mode(
+    file: &Path,
+    name: &str,
+    catalog: &CatalogConfig,
+    p: &RawProfile,
+) -> Result<Option<Arc<SearchMode>>, ConfigError> {
+    let key = |field: &str| format!("profiles.{name}.{field}");
+    let search = match p.tools.as_deref() {
+        None | Some("all") => false,
+        Some("search") => true,
+        Some(other) => {
+            return Err(ConfigError::invalid(
+                file,
+                key("tools"),
+                format!("is `{other}`, which is not a way to list tools"),
+                "write tools = \"all\" (every tool listed, the default) or tools = \"search\"",
+            ));
+        }
+    };
+    if !search {
+        let set = [
+            ("always", !p.always.is_empty()),
+            ("search_tool_name", p.search_tool_name.is_some()),
+            (
+                "search_tool_description",
+                p.search_tool_description.is_some(),
+            ),
+            ("call_tool_name", p.call_tool_name.is_some()),
+            ("call_tool_description", p.call_tool_description.is_some()),
+        ];
+        if let Some((field, _)) = set.iter().find(|(_, set)| *set) {
+            return Err(ConfigError::invalid(
+                file,
+                key(field),
+                "is set on a profile that lists all its tools",
+                "set tools = \"search\" on the profile as well, or leave it out",
+            ));
+        }
+        return Ok(None);
+    }
+    let mut always = GlobSetBuilder::new();
+    for pattern in &p.always {
+        let glob = Glob::new(pattern).map_err(|e| {
+            ConfigError::invalid(
+                file,
+                key("always"),
+                format!("`{pattern}` is not a glob: {}", e.kind()),
+                "write globs on exposed tool names, like \"time__*\"",
+            )
+        })?;
+        always.add(glob);
+    }
+    let always = always.build().map_err(|e| {
+        ConfigError::invalid(
+            file,
+            key("always"),
+            format!("does not compile: {e}"),
+            "write globs on exposed tool names, like \"time__*\"",
+        )
+    })?;
+    let meta = |field: &str, name: &Option<String>, default: &str, description: &Option<String>| {
+        let name = name.clone().unwrap_or_else(|| default.to_owned());
+        if !catalog.name_budget.accepts(&name) {
+            return Err(ConfigError::invalid(
+                file,
+                key(field),
+                format!("is `{name}`, which the profile's name budget does not accept"),
+                "name it with letters, digits, `_` and `-` within name_max_length",
+            ));
+        }
+        Ok(MetaTool {
+            name,
+            description: description.clone(),
+        })
+    };
+    let search = meta(
+        "search_tool_name",
+        &p.search_tool_name,
+        SEARCH_TOOL_NAME,
+        &p.search_tool_description,
+    )?;
+    let call = meta(
+        "call_tool_name",
+        &p.call_tool_name,
+        CALL_TOOL_NAME,
+        &p.call_tool_description,
+    )?;
+    if search.name == call.name {
+        return Err(ConfigError::invalid(
+            file,
+            key("call_tool_name"),
+            format!("is `{}`, the search tool's name too", call.name),
+            "give the two tools different names",
+        ));
+    }
+    Ok(Some(Arc::new(SearchMode {
+        always,
+        search,
+        call,
+    })))
 }
 
 fn is_path_segment(name: &str) -> bool {

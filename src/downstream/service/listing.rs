@@ -30,8 +30,7 @@ impl HostService {
                     .cursors
                     .decode_after(kind, profile, &cursor)
                     .map_err(invalid)?;
-                let entries = current.list(kind);
-                let offset = entries.partition_point(|e| *e.exposed <= *last);
+                let offset = current.shown(kind).after(&last);
                 (current, offset)
             }
             Some(cursor) => {
@@ -49,25 +48,26 @@ impl HostService {
                 (snapshot, offset as usize)
             }
         };
-        let entries = snapshot.list(kind);
+        let shown = snapshot.shown(kind);
         let size = snapshot.config().page_size(kind);
-        let end = offset.saturating_add(size).min(entries.len());
-        let page = entries.get(offset..end).unwrap_or(&[]);
+        let end = offset.saturating_add(size).min(shown.len());
+        let page = || (offset.min(end)..end).filter_map(|i| shown.item(i));
         let mut out =
-            String::with_capacity(32 + page.iter().map(|e| e.json.get().len() + 1).sum::<usize>());
+            String::with_capacity(32 + page().map(|(_, j)| j.get().len() + 1).sum::<usize>());
         out.push_str("{\"");
         out.push_str(kind.field());
         out.push_str("\":[");
-        for (i, entry) in page.iter().enumerate() {
+        for (i, (_, json)) in page().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            out.push_str(entry.json.get());
+            out.push_str(json.get());
         }
         out.push(']');
-        if let (true, Some(last)) = (end < entries.len(), page.last()) {
+        let last = (end > offset).then(|| shown.item(end - 1)).flatten();
+        if let (true, Some((last, _))) = (end < shown.len(), last) {
             let next = if stateless {
-                self.cursors.encode_after(kind, profile, &last.exposed)
+                self.cursors.encode_after(kind, profile, last)
             } else {
                 let position = Position {
                     generation: snapshot.generation,

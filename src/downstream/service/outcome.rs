@@ -29,6 +29,9 @@ pub(super) struct Route {
     pub forwarded: Option<Forwarded>,
     /// The answer is a round of a multi-round request (`input_required`), not its end.
     pub interim: bool,
+    /// What the answer was, for its audit record, when mcpmux answered it (a search: the
+    /// names it returned).
+    pub detail: Option<String>,
 }
 
 /// One request forwarded to an upstream: what the metrics count.

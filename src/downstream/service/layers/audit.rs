@@ -45,6 +45,7 @@ impl HostService {
         }
         record.upstream = route.upstream;
         record.target = route.target;
+        record.detail = route.detail;
         self.audit.record(record);
     }
 
