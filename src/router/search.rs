@@ -1,15 +1,20 @@
 //! Tool search over one view of the catalog: which of its tools answer a person's or a model's
 //! words best. Ranking is BM25 over each tool's fields, weighted — its exposed name counts most,
 //! then its title, its parameters' names, its description, its parameters' descriptions — with
-//! names split where code splits them (`_ - .`, camelCase), lower-cased, a plural `s` dropped, and
-//! the commonest English words left out. A query that is a tool's exposed name (or that name
-//! without its upstream's prefix) ranks that tool first.
+//! names split where code splits them (`_ - .`, camelCase), lower-cased, stemmed (Snowball
+//! English), and the commonest English words left out. A query's word also finds the tools that
+//! use a related word (`related`: *folder* finds *directory*), counting less. A query that is a
+//! tool's exposed name (or that name without its upstream's prefix) ranks that tool first.
 //!
 //! An index is built once for a list of tools and read by any number of searches; nothing here
 //! is on the forwarding path.
 
-use std::collections::HashMap;
+mod related;
 
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::Value;
 
 /// BM25's term-frequency saturation and length normalization (the usual values).
@@ -23,10 +28,85 @@ const PARAM_NAME: f32 = 1.5;
 const DESCRIPTION: f32 = 1.0;
 const PARAM_DESCRIPTION: f32 = 0.5;
 
-/// Words too common to tell tools apart.
-const STOP_WORDS: [&str; 24] = [
-    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "into", "is", "it",
-    "its", "of", "on", "or", "that", "the", "this", "to", "with", "you",
+/// How much a related word counts, against the query's own.
+const RELATED: f32 = 0.5;
+
+/// How much answering only part of a query costs: a score is multiplied by the part answered
+/// to this power.
+const COORDINATION: f32 = 1.0;
+
+/// Words too common to tell tools apart (a request's own filler among them, and what is left
+/// of `what's`, `don't`, `we'll` once split).
+const STOP_WORDS: [&str; 69] = [
+    "a",
+    "about",
+    "an",
+    "and",
+    "any",
+    "anything",
+    "are",
+    "as",
+    "at",
+    "be",
+    "been",
+    "by",
+    "can",
+    "could",
+    "d",
+    "did",
+    "do",
+    "does",
+    "everything",
+    "for",
+    "from",
+    "has",
+    "have",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "just",
+    "ll",
+    "m",
+    "me",
+    "my",
+    "of",
+    "on",
+    "or",
+    "our",
+    "please",
+    "re",
+    "s",
+    "should",
+    "so",
+    "some",
+    "something",
+    "t",
+    "than",
+    "that",
+    "the",
+    "their",
+    "them",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "to",
+    "ve",
+    "want",
+    "was",
+    "we",
+    "what",
+    "which",
+    "who",
+    "with",
+    "you",
 ];
 
 /// What one tool offers to be searched by.
@@ -76,8 +156,10 @@ pub struct ToolIndex {
     names: Vec<String>,
     /// Each tool's exposed name lower-cased, and that name without its prefix (`a__b` → `b`).
     exact: Vec<(String, Option<String>)>,
-    /// Term → (tool, weighted frequency), each tool once.
-    postings: HashMap<String, Vec<(u32, f32)>, foldhash::fast::RandomState>,
+    /// Term → its postings.
+    terms: HashMap<String, u32, foldhash::fast::RandomState>,
+    /// Per term, (tool, weighted frequency), each tool once.
+    postings: Vec<Vec<(u32, f32)>>,
     /// Each tool's weighted length, and the average.
     lengths: Vec<f32>,
     average: f32,
@@ -86,19 +168,29 @@ pub struct ToolIndex {
 impl ToolIndex {
     pub fn build<'a>(tools: impl IntoIterator<Item = ToolText<'a>>) -> Self {
         let mut index = Self::default();
+        // Each word is stemmed once per build: catalogs say the same words again and again.
+        let mut seen: HashMap<String, u32, foldhash::fast::RandomState> = HashMap::default();
         for (i, tool) in tools.into_iter().enumerate() {
             let id = u32::try_from(i).unwrap_or(u32::MAX);
             // A tool has a few dozen terms: a list beats a map here.
-            let mut weights: Vec<(String, f32)> = Vec::new();
+            let mut weights: Vec<(u32, f32)> = Vec::new();
             let mut length = 0.0;
             let mut add = |text: &str, weight: f32| {
-                for term in terms(text) {
+                each_word(text, |word| {
+                    let term = match seen.get(word) {
+                        Some(term) => *term,
+                        None => {
+                            let term = index.term(stem(word));
+                            seen.insert(word.to_owned(), term);
+                            term
+                        }
+                    };
                     match weights.iter_mut().find(|(t, _)| *t == term) {
                         Some((_, w)) => *w += weight,
                         None => weights.push((term, weight)),
                     }
                     length += weight;
-                }
+                });
             };
             add(tool.name, NAME);
             if let Some(title) = tool.title {
@@ -114,7 +206,7 @@ impl ToolIndex {
                 }
             }
             for (term, weight) in weights {
-                index.postings.entry(term).or_default().push((id, weight));
+                index.postings[term as usize].push((id, weight));
             }
             let lower = tool.name.to_lowercase();
             let bare = lower.split_once("__").map(|(_, bare)| bare.to_owned());
@@ -124,7 +216,18 @@ impl ToolIndex {
         }
         let total: f32 = index.lengths.iter().sum();
         index.average = total / index.lengths.len().max(1) as f32;
+        index.postings.shrink_to_fit();
         index
+    }
+
+    /// The number of the term `stem`, a new one if it has none yet.
+    fn term(&mut self, stem: String) -> u32 {
+        let next = u32::try_from(self.postings.len()).unwrap_or(u32::MAX);
+        let term = *self.terms.entry(stem).or_insert(next);
+        if term == next {
+            self.postings.push(Vec::new());
+        }
+        term
     }
 
     /// How many tools it indexes.
@@ -135,27 +238,40 @@ impl ToolIndex {
     /// The `limit` tools that answer `query` best, best first; none for a query of no terms.
     pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
         let wanted = query.trim().to_lowercase();
-        let mut query_terms = terms(query);
-        query_terms.sort();
-        query_terms.dedup();
-        // At most 64 terms count (one bit each for what a tool matched).
-        query_terms.truncate(64);
+        let terms = Wanted::of(query);
         let documents = self.names.len() as f32;
         // Dense per-tool scores: no allocation per matching tool.
         let mut scores = vec![0.0f32; self.names.len()];
         let mut matched = vec![0u64; self.names.len()];
-        for (bit, term) in query_terms.iter().enumerate() {
-            let Some(postings) = self.postings.get(term) else {
+        for (bit, term) in terms.iter().enumerate() {
+            let Some(&found) = self.terms.get(&term.term) else {
                 continue;
             };
+            let postings = &self.postings[found as usize];
             let found = postings.len() as f32;
             let idf = (1.0 + (documents - found + 0.5) / (found + 0.5)).ln();
             for &(tool, weight) in postings {
                 let tool = tool as usize;
                 let length = self.lengths[tool] / self.average.max(f32::EPSILON);
                 let saturated = weight * (K1 + 1.0) / (weight + K1 * (1.0 - B + B * length));
-                scores[tool] += idf * saturated;
+                scores[tool] += term.weight * idf * saturated;
                 matched[tool] |= 1 << bit;
+            }
+        }
+        // A tool that answers more of the query's words (or words related to them) ranks above
+        // one that answers a few of them strongly.
+        let sources = terms.iter().map(|t| t.source + 1).max().unwrap_or(0);
+        if sources > 1 {
+            // Per query word, the bits of its terms.
+            let mut masks = vec![0u64; sources];
+            for (bit, term) in terms.iter().enumerate() {
+                masks[term.source] |= 1 << bit;
+            }
+            for (score, matched) in scores.iter_mut().zip(&matched) {
+                if *score > 0.0 {
+                    let answered = masks.iter().filter(|m| *m & matched != 0).count();
+                    *score *= (answered as f32 / sources as f32).powf(COORDINATION);
+                }
             }
         }
         // An exact name is what was meant, whatever else matches more words.
@@ -185,9 +301,9 @@ impl ToolIndex {
                 score: scores[tool],
                 matched: match exact.contains(&tool) {
                     true => vec!["(exact name)".to_owned()],
-                    false => (query_terms.iter().enumerate())
+                    false => (terms.iter().enumerate())
                         .filter(|(bit, _)| matched[tool] & (1 << bit) != 0)
-                        .map(|(_, term)| term.clone())
+                        .map(|(_, term)| term.shown.clone())
                         .collect(),
                 },
             })
@@ -195,14 +311,78 @@ impl ToolIndex {
     }
 }
 
-/// The terms of `text`: words split at anything not a letter or a digit and where camelCase
-/// turns (`readFile`, `HTTPServer`), lower-cased, a plural `s` dropped, stop words left out.
+/// One term a search looks for: the query's own (weight 1) or one related to them.
+#[derive(Debug)]
+struct Wanted {
+    term: String,
+    weight: f32,
+    /// Which of the query's own terms it is, or is related to.
+    source: usize,
+    /// The word it stands for, as a person reads it.
+    shown: String,
+}
+
+impl Wanted {
+    /// The query's terms, then their related terms; each once, at its highest weight. At most
+    /// 64 count (one bit each for what a tool matched).
+    fn of(query: &str) -> Vec<Self> {
+        let mut wanted: Vec<Self> = Vec::new();
+        let mut add = |term: String, weight: f32, source: usize, shown: &str| match wanted
+            .iter_mut()
+            .find(|w| w.term == term)
+        {
+            Some(known) if known.weight < weight => {
+                known.weight = weight;
+                known.source = source;
+                shown.clone_into(&mut known.shown);
+            }
+            Some(_) => {}
+            None => wanted.push(Self {
+                term,
+                weight,
+                source,
+                shown: shown.to_owned(),
+            }),
+        };
+        let own: Vec<(String, String)> = (words(query).into_iter())
+            .map(|word| (stem(&word), word))
+            .collect();
+        for (source, (term, word)) in own.iter().enumerate() {
+            add(term.clone(), 1.0, source, word);
+        }
+        for (source, (term, _)) in own.iter().enumerate() {
+            for (related, word) in related::related(term) {
+                add(related.clone(), RELATED, source, word);
+            }
+        }
+        wanted.truncate(64);
+        wanted
+    }
+}
+
+/// The terms of `text`: its [`words`], stemmed.
 pub fn terms(text: &str) -> Vec<String> {
-    let mut terms = Vec::new();
+    words(text).iter().map(|w| stem(w)).collect()
+}
+
+/// The words of `text`: split at anything not a letter or a digit and where camelCase turns
+/// (`readFile`, `HTTPServer`), lower-cased, stop words and numbers left out.
+fn words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    each_word(text, |word| words.push(word.to_owned()));
+    words
+}
+
+/// Calls `found` with each of the [`words`] of `text`, in one buffer.
+fn each_word(text: &str, mut found: impl FnMut(&str)) {
+    let mut lower = String::new();
     let mut keep = |word: &str| {
-        let term = normalize(&word.to_lowercase());
-        if !term.is_empty() && !STOP_WORDS.contains(&term.as_str()) {
-            terms.push(term);
+        lower.clear();
+        lower.extend(word.chars().flat_map(char::to_lowercase));
+        // A number is an argument (`issue 42`, `port 8080`), not what a tool is about.
+        let number = lower.chars().all(|c| c.is_ascii_digit());
+        if !lower.is_empty() && !number && !STOP_WORDS.contains(&lower.as_str()) {
+            found(&lower);
         }
     };
     for chunk in text.split(|c: char| !c.is_alphanumeric()) {
@@ -227,21 +407,13 @@ pub fn terms(text: &str) -> Vec<String> {
             keep(&chunk[start..]);
         }
     }
-    terms
 }
 
-/// A plural's singular, crudely: `files` → `file`, `directories` → `directory`; `status`,
-/// `class` and short words stay.
-fn normalize(word: &str) -> String {
-    if word.len() > 4 {
-        if let Some(stem) = word.strip_suffix("ies") {
-            return format!("{stem}y");
-        }
-    }
-    if word.len() > 3 && word.ends_with('s') && !word.ends_with("ss") && !word.ends_with("us") {
-        return word[..word.len() - 1].to_owned();
-    }
-    word.to_owned()
+/// A lower-cased word's stem: `files` and `file`, `directories` and `directory`, `deleted` and
+/// `delete` are one term.
+fn stem(word: &str) -> String {
+    static ENGLISH: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
+    ENGLISH.stem(word).into_owned()
 }
 
 #[cfg(test)]
@@ -252,19 +424,56 @@ mod tests {
 
     #[test]
     fn terms_split_where_code_splits_names() {
-        assert_eq!(terms("read_file"), ["read", "file"]);
+        assert_eq!(words("read_file"), ["read", "file"]);
         assert_eq!(
-            terms("fs__readMultipleFiles"),
-            ["fs", "read", "multiple", "file"]
+            words("fs__readMultipleFiles"),
+            ["fs", "read", "multiple", "files"]
         );
-        assert_eq!(terms("list-directories"), ["list", "directory"]);
         assert_eq!(
-            terms("HTTPServer.getStatus"),
+            words("HTTPServer.getStatus"),
             ["http", "server", "get", "status"]
         );
-        assert_eq!(terms("the path of a file"), ["path", "file"]);
-        assert_eq!(terms("v2Api"), ["v2", "api"]);
-        assert!(terms("  ,, ").is_empty());
+        assert_eq!(words("the path of a file"), ["path", "file"]);
+        assert_eq!(words("v2Api"), ["v2", "api"]);
+        assert_eq!(
+            words("issue 42 on port 8080"),
+            ["issue", "port"],
+            "numbers are arguments"
+        );
+        assert!(words("  ,, ").is_empty());
+        // One term for a word's forms.
+        assert_eq!(terms("list-directories"), terms("list directory"));
+        assert_eq!(terms("deleted files"), terms("delete file"));
+    }
+
+    #[test]
+    fn a_related_word_finds_a_tool_and_counts_less_than_its_own() {
+        let tools = [
+            (
+                "fs__list_directory",
+                definition(
+                    "List the entries of a directory",
+                    &[("path", "The directory")],
+                ),
+            ),
+            (
+                "gh__list_issues",
+                definition("List the issues of a repository", &[("repo", "owner/name")]),
+            ),
+            (
+                "mail__list_folders",
+                definition("List the mail folders of an account", &[]),
+            ),
+        ];
+        let index = index(&tools);
+        let found = index.search("what's in my folder", 3);
+        assert_eq!(found[0].name, "mail__list_folders", "its own word first");
+        assert_eq!(found[1].name, "fs__list_directory", "then a related one");
+        assert!(
+            found[1].matched.contains(&"directory".to_owned()),
+            "{found:?}"
+        );
+        assert_eq!(index.search("open tickets", 1)[0].name, "gh__list_issues");
     }
 
     fn definition(description: &str, params: &[(&str, &str)]) -> Value {
@@ -328,7 +537,11 @@ mod tests {
             Some("fs__write_file")
         );
         let hit = &index.search("read file", 1)[0];
-        assert_eq!(hit.matched, ["file", "read"]);
+        assert_eq!(
+            hit.matched[..2],
+            ["read", "file"],
+            "the query's own words first"
+        );
         assert_eq!(index.search("read file", 2).len(), 2, "the limit");
         assert!(index.search("", 5).is_empty());
         assert!(index.search("zebra", 5).is_empty(), "no term matches");
