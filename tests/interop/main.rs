@@ -18,3 +18,4 @@ mod interop;
 mod modern_upstream;
 mod protocol_python;
 mod real_servers;
+mod search_hosts;
