@@ -227,7 +227,9 @@ impl Snapshot {
             let _ = snapshot.index.set(Arc::clone(index));
         }
         if let Some(mode) = profile.and_then(|p| p.search.as_ref()) {
-            snapshot.search = Some(SearchView::build(mode, snapshot.list(ListKind::Tools)));
+            let tools = snapshot.list(ListKind::Tools).iter();
+            let search = SearchView::build(mode, tools.map(|e| (&*e.exposed, &*e.json)));
+            snapshot.search = Some(search);
             snapshot.tool_index();
         }
         snapshot

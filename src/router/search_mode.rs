@@ -10,7 +10,6 @@ use std::sync::Arc;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use super::catalog::Entry;
 use crate::config::SearchMode;
 use crate::jsonrpc::to_raw;
 
@@ -35,8 +34,11 @@ pub struct SearchView {
 }
 
 impl SearchView {
-    /// The listing of a view whose tools are `tools` (sorted by exposed name).
-    pub fn build(mode: &Arc<SearchMode>, tools: &[Entry]) -> Self {
+    /// The listing of a view whose tools are `tools` (exposed name and definition).
+    pub fn build<'a>(
+        mode: &Arc<SearchMode>,
+        tools: impl IntoIterator<Item = (&'a str, &'a RawValue)>,
+    ) -> Self {
         let is_meta = |name: &str| name == mode.search.name || name == mode.call.name;
         let mut listed = vec![
             Listed {
@@ -48,15 +50,15 @@ impl SearchView {
                 json: call_tool(mode),
             },
         ];
-        for entry in tools {
-            if is_meta(&entry.exposed) {
-                tracing::warn!(upstream = %entry.upstream.name(), tool = %entry.exposed, "A tool has the name of a search-mode tool; that name calls the search-mode tool, so the tool is reachable only by another name.");
+        for (exposed, json) in tools {
+            if is_meta(exposed) {
+                tracing::warn!(tool = %exposed, "A tool has the name of a search-mode tool; that name calls the search-mode tool, so the tool is reachable only by another name.");
                 continue;
             }
-            if mode.always.is_match(&*entry.exposed) {
+            if mode.always.is_match(exposed) {
                 listed.push(Listed {
-                    exposed: entry.exposed.clone(),
-                    json: entry.json.clone(),
+                    exposed: exposed.into(),
+                    json: json.to_owned(),
                 });
             }
         }

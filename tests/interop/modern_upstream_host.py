@@ -20,12 +20,10 @@ any failure.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import traceback
 from typing import Any
 
-from sdk_host import describe, import_failed
+from sdk_host import import_failed, report
 
 try:
     import anyio
@@ -125,14 +123,7 @@ def main() -> int:
         summary["ok"] = True
         return summary
 
-    try:
-        summary = anyio.run(body)
-    except BaseException as exc:  # noqa: BLE001 - report every failure, including exception groups
-        traceback.print_exc()
-        print(f"modern_upstream_host: FAILED: {describe(exc)}", file=sys.stderr)
-        return 1
-    print(json.dumps(summary, sort_keys=True))
-    return 0
+    return report("modern_upstream_host", body)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,10 @@ from __future__ import annotations
 import json
 import sys
 import time
-import traceback
 import warnings
 from typing import Any
 
-from sdk_host import describe, import_failed, parse_args, sdk_version, stdio_server
+from sdk_host import import_failed, parse_args, report, sdk_version, stdio_server
 
 try:
     import anyio
@@ -292,17 +291,7 @@ def main() -> int:
         summary["ok"] = True
         return summary
 
-    try:
-        summary = anyio.run(body)
-    except CheckFailed as exc:
-        print(f"python_client: FAILED: {exc}", file=sys.stderr)
-        return 1
-    except BaseException as exc:  # noqa: BLE001 - report every failure, including exception groups
-        traceback.print_exc()
-        print(f"python_client: FAILED: {describe(exc)}", file=sys.stderr)
-        return 1
-    print(json.dumps(summary, sort_keys=True))
-    return 0
+    return report("python_client", body, (CheckFailed,))
 
 
 if __name__ == "__main__":

@@ -37,15 +37,13 @@ one JSON summary line on stdout and exits 0 when the session itself worked; it p
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-import traceback
 import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sdk_host import describe, import_failed, parse_args, sdk_version, stdio_server
+from sdk_host import describe, import_failed, parse_args, report, sdk_version, stdio_server
 
 try:
     import anyio
@@ -387,14 +385,7 @@ def main() -> int:
         summary["ok"] = True
         return summary
 
-    try:
-        summary = anyio.run(body)
-    except BaseException as exc:  # noqa: BLE001 - report every failure, including exception groups
-        traceback.print_exc()
-        print(f"python_protocol: FAILED: {describe(exc)}", file=sys.stderr)
-        return 1
-    print(json.dumps(summary, sort_keys=True))
-    return 0
+    return report("python_protocol", body)
 
 
 if __name__ == "__main__":

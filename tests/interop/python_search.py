@@ -19,12 +19,10 @@ On success it prints one JSON summary line on stdout and exits 0; a failure prin
 
 from __future__ import annotations
 
-import json
 import sys
-import traceback
 from typing import Any
 
-from sdk_host import describe, import_failed, parse_args, sdk_version
+from sdk_host import import_failed, parse_args, report, sdk_version
 
 try:
     import anyio
@@ -114,14 +112,7 @@ def main() -> int:
         summary["ok"] = True
         return summary
 
-    try:
-        summary = anyio.run(body)
-    except BaseException as exc:  # noqa: BLE001 - report every failure, including exception groups
-        traceback.print_exc()
-        print(f"python_search: FAILED: {describe(exc)}", file=sys.stderr)
-        return 1
-    print(json.dumps(summary, sort_keys=True))
-    return 0
+    return report("python_search", body)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,19 @@
 """What the interop scripts share as hosts built on the official MCP Python SDK.
 
-`python_client.py` and `python_protocol.py` import it from their own folder: the SDK import guard,
-the command line (`--http URL` or `--stdio COMMAND`, `--mode`, `--timeout`), the stdio server
-parameters of a shell-quoted command, the SDK's version, and the leaf exceptions of the (nested)
-exception groups anyio raises, for the failure line.
+The interop scripts import it from their own folder: the SDK import guard, the command line
+(`--http URL` or `--stdio COMMAND`, `--mode`, `--timeout`), the stdio server parameters of a
+shell-quoted command, the SDK's version, the leaf exceptions of the (nested) exception groups anyio
+raises, for the failure line, and the run that prints a summary or that line.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
-from typing import Any, NoReturn
+import traceback
+from typing import Any, Awaitable, Callable, NoReturn
 
 
 def import_failed(script: str, exc: ImportError) -> NoReturn:
@@ -69,3 +71,26 @@ def leaf_exceptions(exc: BaseException) -> list[BaseException]:
 def describe(exc: BaseException) -> str:
     """`Type: message` of every leaf exception, joined by `; `."""
     return "; ".join(f"{type(e).__name__}: {e}" for e in leaf_exceptions(exc))
+
+
+def report(
+    script: str,
+    body: Callable[[], Awaitable[dict[str, Any]]],
+    plain: tuple[type[BaseException], ...] = (),
+) -> int:
+    """Runs `body` and prints its summary as one JSON line (exit 0), or `<script>: FAILED: <reason>`
+    on stderr (exit 1) — with the traceback, unless the failure is one of `plain` (a failed check,
+    whose message says it all)."""
+    import anyio
+
+    try:
+        summary = anyio.run(body)
+    except plain as exc:
+        print(f"{script}: FAILED: {exc}", file=sys.stderr)
+        return 1
+    except BaseException as exc:  # noqa: BLE001 - report every failure, including exception groups
+        traceback.print_exc()
+        print(f"{script}: FAILED: {describe(exc)}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary, sort_keys=True))
+    return 0
