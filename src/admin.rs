@@ -11,12 +11,14 @@
 //! Every route but health and readiness passes [`guard`] first: the admin token
 //! ([`token`]), the listener's own `Origin`, a loopback `Host`, JSON POSTs.
 
+mod console;
 mod guard;
 pub mod metrics;
 #[cfg(test)]
 mod tests;
 pub mod token;
 
+pub use console::ConsoleSessions;
 pub use guard::AdminGuard;
 pub use metrics::catalog::Readings;
 pub use token::{AdminToken, TOKEN_FILE, TokenError};
@@ -61,6 +63,8 @@ pub struct AdminState {
     pub reloader: Arc<dyn Reload>,
     /// The token and the origin every admin request is checked against.
     pub guard: AdminGuard,
+    /// Who is signed in to the web console.
+    pub console: ConsoleSessions,
 }
 
 /// Reloading the daemon's config (`POST /reload`), and how it went.
@@ -99,14 +103,23 @@ pub fn app(state: Arc<AdminState>) -> Router {
         .route("/pins/{upstream}/{tool}/approve", post(approve))
         .with_state(Arc::clone(&state))
         .merge(audit_routes(Arc::clone(&state)))
-        .route_layer(axum::middleware::from_fn_with_state(state, guard::guard))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            guard::guard,
+        ))
         .merge(open)
+        .merge(console::routes(state))
 }
 
 /// How long an audit read waits for queued records to be committed first.
 const SYNC_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
 async fn status(State(admin): State<Arc<AdminState>>) -> Json<Status> {
+    Json(status_of(&admin))
+}
+
+/// The daemon's status as `GET /status` answers it (the console shows the same).
+fn status_of(admin: &AdminState) -> Status {
     let snapshot = admin.router.snapshot();
     let counts = snapshot.counts();
     let mut upstreams: Vec<UpstreamStatus> = snapshot
@@ -159,7 +172,7 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Status> {
         .collect();
     upstreams.sort_by(|a, b| a.name.cmp(&b.name));
     let audit = &admin.audit;
-    Json(Status {
+    Status {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         catalog_generation: snapshot.generation,
         sessions: (admin.metrics.sessions)(),
@@ -173,7 +186,7 @@ async fn status(State(admin): State<Arc<AdminState>>) -> Json<Status> {
             dropped: audit.dropped(),
             records: audit.store().map(crate::audit::Store::len),
         },
-    })
+    }
 }
 
 /// Every open host session.
@@ -266,21 +279,27 @@ async fn approve(
     State(admin): State<Arc<AdminState>>,
     Path((upstream, tool)): Path<(String, String)>,
 ) -> Response {
-    if admin.router.approve(&upstream, &tool) {
-        tracing::info!(upstream, tool, "A changed tool definition was approved.");
-        let mut record = crate::audit::Record::event("tool.approved", Some(&upstream), None, None);
-        record.target = Some(tool.clone());
-        admin.audit.record(record);
-        Json(Approved {
+    match approve_pin(&admin, &upstream, &tool) {
+        Ok(()) => Json(Approved {
             approved: ApprovedTool { upstream, tool },
         })
-        .into_response()
-    } else {
-        let error = format!(
-            "`{tool}` of upstream `{upstream}` has no changed definition to approve (see `mcpmux pins`)"
-        );
-        refused(StatusCode::NOT_FOUND, error)
+        .into_response(),
+        Err(error) => refused(StatusCode::NOT_FOUND, error),
     }
+}
+
+/// Approves `upstream`'s changed `tool` (audited), or says why there is nothing to approve.
+fn approve_pin(admin: &AdminState, upstream: &str, tool: &str) -> Result<(), String> {
+    if !admin.router.approve(upstream, tool) {
+        return Err(format!(
+            "`{tool}` of upstream `{upstream}` has no changed definition to approve (see `mcpmux pins`)"
+        ));
+    }
+    tracing::info!(upstream, tool, "A changed tool definition was approved.");
+    let mut record = crate::audit::Record::event("tool.approved", Some(upstream), None, None);
+    record.target = Some(tool.to_owned());
+    admin.audit.record(record);
+    Ok(())
 }
 
 async fn ready(State(admin): State<Arc<AdminState>>) -> Response {
@@ -339,14 +358,26 @@ fn refusal((status, why): (StatusCode, String)) -> Response {
 /// `POST /upstreams/{name}/login`: starts signing in. Answers the authorization URL to open
 /// (or `done` when no person is needed); once the tokens are stored the upstream restarts.
 async fn login(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
-    let handle = match oauth_upstream(&admin, &name) {
-        Ok(handle) => handle,
-        Err(refused) => return refusal(refused),
-    };
+    match start_login(&admin, name).await {
+        Ok(started) => Json(started).into_response(),
+        Err(refused) => refusal(refused),
+    }
+}
+
+/// Starts a sign-in to upstream `name` (the console's sign-in button too): where the person
+/// signs in, or why not.
+async fn start_login(
+    admin: &Arc<AdminState>,
+    name: String,
+) -> Result<LoginStarted, (StatusCode, String)> {
+    let handle = oauth_upstream(admin, &name)?;
     let login = match handle.sign_in() {
         Some(Ok(login)) => login,
-        Some(Err(why)) => return refusal((StatusCode::BAD_GATEWAY, why.to_string())),
-        None => return StatusCode::BAD_REQUEST.into_response(),
+        Some(Err(why)) => return Err((StatusCode::BAD_GATEWAY, why.to_string())),
+        None => {
+            let why = format!("upstream `{name}` needs no sign-in");
+            return Err((StatusCode::BAD_REQUEST, why));
+        }
     };
     let started = login.start().await;
     let started = match started {
@@ -355,14 +386,14 @@ async fn login(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -
             let why = format!("cannot sign in to upstream `{name}`: {e}");
             tracing::warn!(upstream = %name, error = %e, "Sign-in failed.");
             let error = why.clone();
-            set_login(&admin, &name, LoginState::Failed { error });
-            return refused(StatusCode::BAD_GATEWAY, why);
+            set_login(admin, &name, LoginState::Failed { error });
+            return Err((StatusCode::BAD_GATEWAY, why));
         }
     };
     let url = started.authorization_url.clone();
     let authorization_url = url.clone().unwrap_or_default();
-    set_login(&admin, &name, LoginState::Pending { authorization_url });
-    let waiting = Arc::clone(&admin);
+    set_login(admin, &name, LoginState::Pending { authorization_url });
+    let waiting = Arc::clone(admin);
     let upstream = name.clone();
     tokio::spawn(async move {
         let outcome = started
@@ -383,12 +414,11 @@ async fn login(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -
             }
         }
     });
-    Json(LoginStarted {
+    Ok(LoginStarted {
         upstream: name,
         done: url.is_none(),
         authorization_url: url,
     })
-    .into_response()
 }
 
 fn set_login(admin: &AdminState, name: &str, state: LoginState) {
@@ -408,24 +438,30 @@ async fn login_state(
 /// `POST /upstreams/{name}/logout`: forgets the upstream's tokens and restarts it (it then
 /// needs a sign-in again).
 async fn logout(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
-    let handle = match oauth_upstream(&admin, &name) {
-        Ok(handle) => handle,
-        Err(refused) => return refusal(refused),
-    };
+    match forget_login(&admin, &name).await {
+        Ok(()) => Json(LoggedOut { logged_out: name }).into_response(),
+        Err(refused) => refusal(refused),
+    }
+}
+
+/// Forgets upstream `name`'s tokens and restarts it.
+async fn forget_login(admin: &AdminState, name: &str) -> Result<(), (StatusCode, String)> {
+    let handle = oauth_upstream(admin, name)?;
     let Some(oauth) = handle.oauth() else {
-        return StatusCode::BAD_REQUEST.into_response();
+        let why = format!("upstream `{name}` does not sign in with OAuth");
+        return Err((StatusCode::BAD_REQUEST, why));
     };
     match std::fs::remove_file(&oauth.token_file) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => {
             let why = format!("cannot remove {}: {e}", oauth.token_file.display());
-            return refused(StatusCode::INTERNAL_SERVER_ERROR, why);
+            return Err((StatusCode::INTERNAL_SERVER_ERROR, why));
         }
     }
-    crate::sync::lock(&admin.logins).remove(&name);
-    let _ = admin.supervisor.restart(&name).await;
-    Json(LoggedOut { logged_out: name }).into_response()
+    crate::sync::lock(&admin.logins).remove(name);
+    let _ = admin.supervisor.restart(name).await;
+    Ok(())
 }
 
 /// The audit routes: `GET /audit/query`, `/audit/stats`, `/audit/verify` (same filters as the CLI).

@@ -64,6 +64,11 @@ impl Views {
         }
     }
 
+    /// Every view: the whole catalog's, then each profile's.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Snapshot>> {
+        self.views.iter()
+    }
+
     /// View number `view`, if this generation has it.
     pub fn at(&self, view: u16) -> Option<&Arc<Snapshot>> {
         self.views.get(usize::from(view))

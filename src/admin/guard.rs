@@ -27,7 +27,7 @@ pub struct AdminGuard {
 }
 
 /// A refusal: its status and why (answered as `{"error": why}`).
-type Refusal = (StatusCode, String);
+pub(super) type Refusal = (StatusCode, String);
 
 fn refuse(status: StatusCode, why: String) -> Refusal {
     (status, why)
@@ -45,7 +45,9 @@ pub(super) async fn guard(
     next.run(request).await
 }
 
-fn admit(access: &AdminGuard, method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
+/// The checks of every admin request, the console's too: a browser `Origin` that is the admin
+/// listener's own, and (on loopback) a `Host` that names loopback.
+pub(super) fn same_site(access: &AdminGuard, headers: &HeaderMap) -> Result<(), Refusal> {
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or_default();
         if !is_own_origin(origin, access.port) {
@@ -76,6 +78,11 @@ fn admit(access: &AdminGuard, method: &Method, headers: &HeaderMap) -> Result<()
             ));
         }
     }
+    Ok(())
+}
+
+fn admit(access: &AdminGuard, method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
+    same_site(access, headers)?;
     let presented = (headers.get(header::AUTHORIZATION))
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {

@@ -93,6 +93,7 @@ async fn admin() -> (Router, SupervisorHandle) {
             port: 7333,
             loopback: true,
         },
+        console: super::ConsoleSessions::default(),
     }));
     (admin, supervisor)
 }

@@ -31,6 +31,9 @@ pub struct Filter {
     /// `ok`, `error`, `tool_error` or `info`.
     pub outcome: Option<String>,
     pub min_latency_us: Option<u64>,
+    /// The trace the request belonged to (its W3C trace id, hex).
+    #[serde(default)]
+    pub trace_id: Option<String>,
     /// Continue after this position (a page's `next_cursor`).
     pub cursor: Option<String>,
     /// Records per page (default 100, at most [`MAX_PAGE`]).
@@ -82,6 +85,7 @@ impl Filter {
             && self
                 .min_latency_us
                 .is_none_or(|min| r.latency_us.is_some_and(|l| l >= min))
+            && eq(&self.trace_id, &r.trace_id)
     }
 }
 
@@ -302,6 +306,9 @@ pub struct FilterArgs {
     /// Only requests that took at least this long.
     #[arg(long)]
     pub min_latency_ms: Option<u64>,
+    /// The trace a request belonged to (its trace id, 32 hex digits).
+    #[arg(long)]
+    pub trace_id: Option<String>,
     /// Continue after this position (the CLI has its own `--cursor`).
     #[arg(skip)]
     pub cursor: Option<String>,
@@ -337,6 +344,7 @@ impl FilterArgs {
             profile: self.profile.clone(),
             outcome: self.outcome.clone(),
             min_latency_us: self.min_latency_ms.map(|ms| ms.saturating_mul(1000)),
+            trace_id: self.trace_id.clone(),
             cursor: self.cursor.clone(),
             limit: self.limit,
             newest_first: self.newest_first.unwrap_or(false),
@@ -361,6 +369,7 @@ impl FilterArgs {
         put("principal", &self.principal);
         put("profile", &self.profile);
         put("outcome", &self.outcome);
+        put("trace_id", &self.trace_id);
         put("cursor", &self.cursor);
         put(
             "min_latency_ms",

@@ -1,0 +1,869 @@
+//! The console's pages and the actions their forms post. A page is read from what the admin API
+//! reads; an action does what its admin API route does, then leads back to its page with a notice.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use maud::{DOCTYPE, Markup, html};
+use serde::Deserialize;
+
+use super::super::{AdminState, start_login, status_of};
+use super::events::Row;
+use super::session::{ConsoleSession, set_cookie};
+use crate::audit::{FilterArgs, Page, Record, now_us};
+use crate::mcp::ListKind;
+
+/// The signed-in session a page is shown to (its CSRF token goes into every form).
+#[derive(Debug, Clone)]
+pub struct Signed {
+    pub id: String,
+    pub session: ConsoleSession,
+}
+
+/// The console's pages, in the order the navigation lists them.
+const PAGES: [(&str, &str); 6] = [
+    ("/console/", "Overview"),
+    ("/console/catalog", "Catalog"),
+    ("/console/hosts", "Hosts"),
+    ("/console/audit", "Audit"),
+    ("/console/pins", "Pins"),
+    ("/console/config", "Config"),
+];
+
+/// A page: the navigation (marking `here`), the sign-out form, the notice if any, `body`.
+fn page(
+    here: &str,
+    title: &str,
+    signed: Option<&Signed>,
+    notice: Option<&str>,
+    body: Markup,
+) -> Html<String> {
+    let markup = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · mcpmux" }
+                link rel="stylesheet" href="/console/assets/console.css";
+                script src="/console/assets/console.js" defer {}
+            }
+            body {
+                a.skip href="#main" { "Skip to content" }
+                header {
+                    p.brand { "mcpmux" }
+                    @if let Some(signed) = signed {
+                        nav aria-label="Console" {
+                            ul {
+                                @for (href, name) in PAGES {
+                                    li {
+                                        @if href == here {
+                                            a href=(href) aria-current="page" { (name) }
+                                        } @else {
+                                            a href=(href) { (name) }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        form.inline method="post" action="/console/logout" {
+                            (csrf(signed))
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main id="main" {
+                    h1 { (title) }
+                    @if let Some(notice) = notice {
+                        p.notice role="status" { (notice) }
+                    }
+                    (body)
+                }
+            }
+        }
+    };
+    Html(markup.into_string())
+}
+
+fn csrf(signed: &Signed) -> Markup {
+    html! { input type="hidden" name="csrf" value=(signed.session.csrf); }
+}
+
+/// A button that posts to `action` (with the session's CSRF token).
+fn action(signed: &Signed, action: &str, label: &str) -> Markup {
+    html! {
+        form.inline method="post" action=(action) {
+            (csrf(signed))
+            button type="submit" { (label) }
+        }
+    }
+}
+
+/// Back to `to` after an action, saying what happened.
+fn done(to: &str, notice: &str) -> Response {
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("notice", notice)
+        .finish();
+    Redirect::to(&format!("{to}?{query}")).into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct Notice {
+    notice: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signing in and out.
+
+#[derive(Debug, Deserialize)]
+pub(super) struct TokenForm {
+    token: String,
+}
+
+pub(super) async fn login_page(
+    State(admin): State<Arc<AdminState>>,
+    Query(notice): Query<Notice>,
+) -> Response {
+    sign_in_form(&admin, notice.notice.as_deref(), StatusCode::OK)
+}
+
+fn sign_in_form(admin: &AdminState, error: Option<&str>, status: StatusCode) -> Response {
+    let file = admin.guard.token.file.display().to_string();
+    let body = html! {
+        @if let Some(error) = error {
+            p.error role="alert" { (error) }
+        }
+        form.stacked method="post" action="/console/login" {
+            label for="token" { "Admin token" }
+            input #token type="password" name="token" autocomplete="current-password" required autofocus;
+            p.hint { "It is in " code { (file) } " (" code { "mcpmux status" } " reads it too)." }
+            button type="submit" { "Sign in" }
+        }
+    };
+    (status, page("", "Sign in", None, None, body)).into_response()
+}
+
+/// The admin token, checked in constant time: a session and its cookie, or the form again.
+pub(super) async fn login(
+    State(admin): State<Arc<AdminState>>,
+    Form(form): Form<TokenForm>,
+) -> Response {
+    if !admin.guard.token.matches(form.token.trim()) {
+        tracing::warn!("Refused a console sign-in with a wrong admin token.");
+        let error = "That is not the admin token.";
+        return sign_in_form(&admin, Some(error), StatusCode::UNAUTHORIZED);
+    }
+    let (id, _) = admin.console.open();
+    tracing::info!("A console session was opened.");
+    let mut response = Redirect::to("/console/").into_response();
+    if let Ok(cookie) = set_cookie(Some(&id)).parse() {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+pub(super) async fn logout(
+    State(admin): State<Arc<AdminState>>,
+    Extension(signed): Extension<Signed>,
+) -> Response {
+    admin.console.close(&signed.id);
+    let mut response = Redirect::to("/console/login").into_response();
+    if let Ok(cookie) = set_cookie(None).parse() {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overview: every upstream, live.
+
+pub(super) async fn overview(
+    State(admin): State<Arc<AdminState>>,
+    Extension(signed): Extension<Signed>,
+    Query(notice): Query<Notice>,
+) -> Html<String> {
+    let status = status_of(&admin);
+    let body = html! {
+        p { "mcpmux " (status.version) " · catalog generation " (status.catalog_generation) " · "
+            (status.sessions) " of " (status.max_sessions) " host sessions open" }
+        table #upstreams data-live="/console/events" {
+            caption { "Upstreams (updated live)" }
+            thead { tr {
+                th scope="col" { "Upstream" } th scope="col" { "State" } th scope="col" { "Era" }
+                th scope="col" { "Transport" } th scope="col" { "Tools" } th scope="col" { "In flight" }
+                th scope="col" { "p50" } th scope="col" { "p99" } th scope="col" { "Restarts" }
+                th scope="col" { "Last error" } th scope="col" { "Actions" }
+            } }
+            tbody {
+                @for upstream in &status.upstreams {
+                    @let row = Row::of(upstream);
+                    tr data-upstream=(row.name) data-state=(row.state) {
+                        th scope="row" { (row.name) }
+                        td data-field="state" { (row.state) }
+                        td data-field="era" { (row.era) }
+                        td data-field="transport" { (row.transport) }
+                        td data-field="tools" { (row.tools) }
+                        td data-field="in_flight" { (row.in_flight) }
+                        td data-field="p50" { (row.p50) }
+                        td data-field="p99" { (row.p99) }
+                        td data-field="restarts" { (row.restarts) }
+                        td data-field="last_error" { (row.last_error) }
+                        td {
+                            (action(&signed, &format!("/console/upstreams/{}/restart", row.name), &format!("Restart {}", row.name)))
+                            @if row.state == "needs-login" || row.state == "unauthorized" {
+                                (action(&signed, &format!("/console/upstreams/{}/login", row.name), &format!("Sign in to {}", row.name)))
+                            }
+                            @if upstream.transport != "stdio" && row.state == "ready" {
+                                (action(&signed, &format!("/console/upstreams/{}/logout", row.name), &format!("Sign out of {}", row.name)))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    page(
+        "/console/",
+        "Overview",
+        Some(&signed),
+        notice.notice.as_deref(),
+        body,
+    )
+}
+
+pub(super) async fn restart(
+    State(admin): State<Arc<AdminState>>,
+    Path(name): Path<String>,
+) -> Response {
+    match admin.supervisor.restart(&name).await {
+        Ok(()) => done("/console/", &format!("Restarting {name}.")),
+        Err(e) => done("/console/", &format!("Could not restart {name}: {e}")),
+    }
+}
+
+/// Starts a sign-in and sends the person to the authorization server.
+pub(super) async fn sign_in(
+    State(admin): State<Arc<AdminState>>,
+    Path(name): Path<String>,
+) -> Response {
+    match start_login(&admin, name.clone()).await {
+        Ok(started) => match started.authorization_url {
+            Some(url) => Redirect::to(&url).into_response(),
+            None => done("/console/", &format!("{name} is signed in.")),
+        },
+        Err((_, why)) => done("/console/", &why),
+    }
+}
+
+pub(super) async fn sign_out(
+    State(admin): State<Arc<AdminState>>,
+    Path(name): Path<String>,
+) -> Response {
+    match super::super::forget_login(&admin, &name).await {
+        Ok(()) => done(
+            "/console/",
+            &format!("Signed out of {name}; it needs a sign-in again."),
+        ),
+        Err((_, why)) => done("/console/", &why),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Catalog: what each profile's hosts see, searchable.
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct CatalogAsked {
+    profile: Option<String>,
+    query: Option<String>,
+}
+
+pub(super) async fn catalog(
+    State(admin): State<Arc<AdminState>>,
+    Extension(signed): Extension<Signed>,
+    Query(asked): Query<CatalogAsked>,
+) -> Response {
+    let views = admin.router.views();
+    let profile = asked.profile.filter(|p| !p.is_empty());
+    let Some(view) = views.named(profile.as_deref()).cloned() else {
+        let notice = format!("No profile {} is configured.", profile.unwrap_or_default());
+        return done("/console/catalog", &notice);
+    };
+    let profiles: Vec<String> = (admin.router.views().all())
+        .filter_map(|v| v.profile_name().map(str::to_owned))
+        .collect();
+    let query = asked.query.filter(|q| !q.trim().is_empty());
+    let tools = view.list(ListKind::Tools);
+    let shown: Vec<(usize, Option<String>)> = match &query {
+        Some(query) => {
+            let view = Arc::clone(&view);
+            let query = query.clone();
+            let hits = tokio::task::spawn_blocking(move || view.tool_index().search(&query, 50))
+                .await
+                .unwrap_or_default();
+            hits.into_iter()
+                .map(|h| (h.tool, Some(h.matched.join(", "))))
+                .collect()
+        }
+        None => (0..tools.len()).map(|i| (i, None)).collect(),
+    };
+    let body = html! {
+        form.row method="get" action="/console/catalog" role="search" {
+            label for="profile" { "View" }
+            select #profile name="profile" {
+                option value="" selected[profile.is_none()] { "The whole catalog" }
+                @for name in &profiles {
+                    option value=(name) selected[profile.as_deref() == Some(name.as_str())] { "Profile " (name) }
+                }
+            }
+            label for="query" { "Search tools" }
+            input #query type="search" name="query" value=(query.clone().unwrap_or_default());
+            button type="submit" { "Show" }
+        }
+        p { (tools.len()) " tools in this view; "
+            (view.list(ListKind::Prompts).len()) " prompts, "
+            (view.list(ListKind::Resources).len()) " resources, "
+            (view.list(ListKind::ResourceTemplates).len()) " resource templates." }
+        @for (i, matched) in &shown {
+            @if let Some(entry) = tools.get(*i) {
+                @let definition: serde_json::Value = serde_json::from_str(entry.json.get()).unwrap_or_default();
+                details.tool {
+                    summary {
+                        code { (entry.exposed) } " — "
+                        (definition["description"].as_str().unwrap_or_default().lines().next().unwrap_or_default())
+                        @if let Some(matched) = matched { " " span.matched { "(matches " (matched) ")" } }
+                    }
+                    p { "Upstream " code { (entry.upstream.name()) } ", its name " code { (entry.original) } }
+                    pre { (serde_json::to_string_pretty(&definition).unwrap_or_default()) }
+                }
+            }
+        }
+    };
+    page("/console/catalog", "Catalog", Some(&signed), None, body).into_response()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hosts and sessions.
+
+pub(super) async fn hosts(
+    State(admin): State<Arc<AdminState>>,
+    Extension(signed): Extension<Signed>,
+) -> Html<String> {
+    let status = status_of(&admin);
+    let mut sessions = (admin.sessions)();
+    sessions.sort_by_key(|s| s.age_seconds);
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "–".to_owned());
+    let body = html! {
+        h2 { "Hosts" }
+        @if status.hosts.is_empty() {
+            p { "No [hosts] are configured: hosts are anonymous." }
+        } @else {
+            table {
+                thead { tr {
+                    th scope="col" { "Host" } th scope="col" { "Profile" } th scope="col" { "Sessions" }
+                    th scope="col" { "In flight" } th scope="col" { "Requests" } th scope="col" { "Refused" }
+                    th scope="col" { "Limits" }
+                } }
+                tbody {
+                    @for host in &status.hosts {
+                        tr {
+                            th scope="row" { (host.name) }
+                            td { (or_dash(host.profile.clone())) }
+                            td { (host.sessions) }
+                            td { (host.in_flight) }
+                            td { (host.requests) }
+                            td { (host.refused) }
+                            td { "in flight " (or_dash(host.max_in_flight.map(|v| v.to_string())))
+                                 ", calls/s " (or_dash(host.max_calls_per_second.map(|v| v.to_string())))
+                                 ", sessions " (or_dash(host.max_sessions.map(|v| v.to_string()))) }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Open sessions" }
+        table {
+            thead { tr {
+                th scope="col" { "Session" } th scope="col" { "Host" } th scope="col" { "Profile" }
+                th scope="col" { "Client" } th scope="col" { "Era" } th scope="col" { "Age" }
+                th scope="col" { "In flight" }
+            } }
+            tbody {
+                @for s in &sessions {
+                    tr {
+                        th scope="row" { code { (s.id) } }
+                        td { (or_dash(s.principal.clone())) }
+                        td { (or_dash(s.profile.clone())) }
+                        td { (or_dash(s.client.clone())) " " (s.client_version.clone().unwrap_or_default()) }
+                        td { (s.protocol_version) }
+                        td { (s.age_seconds) " s" }
+                        td { (s.in_flight) }
+                    }
+                }
+            }
+        }
+    };
+    page(
+        "/console/hosts",
+        "Hosts and sessions",
+        Some(&signed),
+        None,
+        body,
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Audit: the query of `mcpmux audit query` as a form.
+
+/// Reads the store off the runtime, after what was recorded before is committed.
+async fn read_store<T: Send + 'static>(
+    admin: &AdminState,
+    read: impl FnOnce(crate::audit::Store) -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    let audit = admin.audit.clone();
+    let store = audit
+        .store()
+        .cloned()
+        .ok_or_else(|| "The audit log is turned off (audit.enabled = false).".to_owned())?;
+    tokio::task::spawn_blocking(move || {
+        audit.sync(super::super::SYNC_DEADLINE);
+        read(store)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+/// Query-string fields left empty by the form are no filter.
+fn filled(mut args: FilterArgs) -> FilterArgs {
+    let clear = |v: &mut Option<String>| {
+        if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            *v = None;
+        }
+    };
+    for field in [
+        &mut args.since,
+        &mut args.from,
+        &mut args.to,
+        &mut args.upstream,
+        &mut args.tool,
+        &mut args.method,
+        &mut args.session,
+        &mut args.principal,
+        &mut args.profile,
+        &mut args.outcome,
+        &mut args.trace_id,
+        &mut args.cursor,
+    ] {
+        clear(field);
+    }
+    args
+}
+
+pub(super) async fn audit(
+    State(admin): State<Arc<AdminState>>,
+    Extension(signed): Extension<Signed>,
+    Query(args): Query<FilterArgs>,
+) -> Html<String> {
+    let mut args = filled(args);
+    args.limit = Some(args.limit.unwrap_or(50).clamp(1, 500));
+    args.newest_first = Some(true);
+    let asked = args.clone();
+    let page_of = read_store(&admin, move |store| {
+        let filter = asked.to_filter(now_us()).map_err(|e| e.to_string())?;
+        store.query(&filter).map_err(|e| e.to_string())
+    })
+    .await;
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    let query_without_cursor = {
+        let mut a = args.clone();
+        a.cursor = None;
+        a.newest_first = None;
+        form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(a.to_query())
+            .finish()
+    };
+    let body = html! {
+        form.grid method="get" action="/console/audit" {
+            label { "Since" input type="text" name="since" placeholder="1h, 2d" value=(text(&args.since)); }
+            label { "From" input type="text" name="from" placeholder="2026-12-01T10:00:00Z" value=(text(&args.from)); }
+            label { "To" input type="text" name="to" value=(text(&args.to)); }
+            label { "Host" input type="text" name="principal" value=(text(&args.principal)); }
+            label { "Upstream" input type="text" name="upstream" value=(text(&args.upstream)); }
+            label { "Tool or URI" input type="text" name="tool" value=(text(&args.tool)); }
+            label { "Method" input type="text" name="method" value=(text(&args.method)); }
+            label { "Outcome"
+                select name="outcome" {
+                    @for (value, name) in [("", "any"), ("ok", "ok"), ("error", "error"), ("tool_error", "tool error"), ("info", "event")] {
+                        option value=(value) selected[args.outcome.as_deref().unwrap_or_default() == value] { (name) }
+                    }
+                }
+            }
+            label { "Trace id" input type="text" name="trace_id" value=(text(&args.trace_id)); }
+            div.actions {
+                button type="submit" { "Query" }
+                a href={ "/console/audit/export?format=csv&" (query_without_cursor) } { "Export CSV" }
+                a href={ "/console/audit/export?format=json&" (query_without_cursor) } { "Export JSON" }
+                a href="/console/audit/verify" { "Verify the chain" }
+            }
+        }
+        @match &page_of {
+            Err(error) => p.error role="alert" { (error) },
+            Ok(Page { records, next_cursor }) => {
+                p { (records.len()) " records, newest first." }
+                (records_table(records))
+                @if let Some(next) = next_cursor {
+                    a href={ "/console/audit?" (query_without_cursor) "&cursor=" (next) } { "Older records" }
+                }
+            }
+        }
+    };
+    page("/console/audit", "Audit log", Some(&signed), None, body)
+}
+
+fn time_of(ts_us: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(ts_us);
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+fn records_table(records: &[Record]) -> Markup {
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    html! {
+        table {
+            thead { tr {
+                th scope="col" { "#" } th scope="col" { "Time" } th scope="col" { "Host" }
+                th scope="col" { "Method" } th scope="col" { "Upstream" } th scope="col" { "Target" }
+                th scope="col" { "Outcome" } th scope="col" { "Latency" }
+            } }
+            tbody {
+                @for r in records {
+                    tr {
+                        th scope="row" { a href={ "/console/audit/record/" (r.ts_us) "-" (r.seq) } { "Record " (r.seq) } }
+                        td { (time_of(r.ts_us)) }
+                        td { (text(&r.principal)) }
+                        td { (r.method) }
+                        td { (text(&r.upstream)) }
+                        td { (text(&r.target)) }
+                        td { (r.outcome.as_str()) @if let Some(code) = r.error_code { " (" (code) ")" } }
+                        td { @if let Some(l) = r.latency_us { (format!("{:.2} ms", l as f64 / 1000.0)) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub(super) async fn audit_record(
+    State(admin): State<Arc<AdminState>>,
+    Extension(signed): Extension<Signed>,
+    Path(at): Path<String>,
+) -> Response {
+    let Some((ts, seq)) = at
+        .split_once('-')
+        .and_then(|(t, s)| Some((t.parse::<u64>().ok()?, s.parse::<u64>().ok()?)))
+    else {
+        return (StatusCode::NOT_FOUND, "no such record").into_response();
+    };
+    let found = read_store(&admin, move |store| {
+        let filter = crate::audit::Filter {
+            from_us: Some(ts),
+            to_us: Some(ts.saturating_add(1)),
+            limit: Some(1000),
+            ..crate::audit::Filter::default()
+        };
+        let page = store.query(&filter).map_err(|e| e.to_string())?;
+        Ok(page.records.into_iter().find(|r| r.seq == seq))
+    })
+    .await;
+    let body = match found {
+        Ok(Some(record)) => html! {
+            p { "Recorded " (time_of(record.ts_us)) "." }
+            pre { (serde_json::to_string_pretty(&record).unwrap_or_default()) }
+            a href="/console/audit" { "Back to the audit log" }
+        },
+        Ok(None) => html! { p.error role="alert" { "No record " (seq) " at that time." } },
+        Err(error) => html! { p.error role="alert" { (error) } },
+    };
+    page(
+        "/console/audit",
+        &format!("Audit record {seq}"),
+        Some(&signed),
+        None,
+        body,
+    )
+    .into_response()
+}
+
+pub(super) async fn audit_verify(
+    State(admin): State<Arc<AdminState>>,
+    Extension(signed): Extension<Signed>,
+) -> Html<String> {
+    let verified = read_store(&admin, |store| store.verify().map_err(|e| e.to_string())).await;
+    let body = match verified {
+        Ok(report) => html! {
+            p role="status" { "The chain verifies." }
+            pre { (serde_json::to_string_pretty(&report).unwrap_or_default()) }
+        },
+        Err(error) => html! { p.error role="alert" { "The chain does not verify: " (error) } },
+    };
+    page("/console/audit", "Audit chain", Some(&signed), None, body)
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Export {
+    format: Option<String>,
+    #[serde(flatten)]
+    args: FilterArgs,
+}
+
+/// Every matching record (up to 100 000), as CSV or JSON lines.
+pub(super) async fn audit_export(
+    State(admin): State<Arc<AdminState>>,
+    Query(export): Query<Export>,
+) -> Response {
+    let csv = export.format.as_deref() == Some("csv");
+    let mut args = filled(export.args);
+    args.newest_first = None;
+    let read = read_store(&admin, move |store| {
+        let mut out = String::new();
+        if csv {
+            out.push_str("seq,time,principal,profile,method,upstream,target,outcome,error_code,latency_us,trace_id\n");
+        }
+        let mut filter = args.to_filter(now_us()).map_err(|e| e.to_string())?;
+        filter.limit = Some(crate::audit::MAX_PAGE);
+        for _ in 0..100 {
+            let page = store.query(&filter).map_err(|e| e.to_string())?;
+            for r in &page.records {
+                if csv {
+                    out.push_str(&csv_line(r));
+                } else {
+                    out.push_str(&serde_json::to_string(r).unwrap_or_default());
+                    out.push('\n');
+                }
+            }
+            match page.next_cursor {
+                Some(next) => filter.cursor = Some(next),
+                None => break,
+            }
+        }
+        Ok(out)
+    })
+    .await;
+    match read {
+        Ok(out) => {
+            let (kind, file) = match csv {
+                true => ("text/csv; charset=utf-8", "mcpmux-audit.csv"),
+                false => ("application/x-ndjson", "mcpmux-audit.jsonl"),
+            };
+            let disposition = format!("attachment; filename=\"{file}\"");
+            (
+                [
+                    (header::CONTENT_TYPE, kind.to_owned()),
+                    (header::CONTENT_DISPOSITION, disposition),
+                ],
+                out,
+            )
+                .into_response()
+        }
+        Err(error) => (StatusCode::BAD_REQUEST, error).into_response(),
+    }
+}
+
+fn csv_line(r: &Record) -> String {
+    let field = |v: &str| {
+        if v.contains([',', '"', '\n']) {
+            format!("\"{}\"", v.replace('"', "\"\""))
+        } else {
+            v.to_owned()
+        }
+    };
+    let text = |v: &Option<String>| field(v.as_deref().unwrap_or_default());
+    format!(
+        "{},{},{},{},{},{},{},{},{},{},{}\n",
+        r.seq,
+        time_of(r.ts_us),
+        text(&r.principal),
+        text(&r.profile),
+        field(&r.method),
+        text(&r.upstream),
+        text(&r.target),
+        r.outcome.as_str(),
+        r.error_code.map(|c| c.to_string()).unwrap_or_default(),
+        r.latency_us.map(|l| l.to_string()).unwrap_or_default(),
+        text(&r.trace_id),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pins.
+
+pub(super) async fn pins(
+    State(admin): State<Arc<AdminState>>,
+    Extension(signed): Extension<Signed>,
+    Query(notice): Query<Notice>,
+) -> Html<String> {
+    let rows = admin.router.pins();
+    let body = html! {
+        @match &rows {
+            None => p { "Pinning is off." },
+            Some(rows) => {
+                @let changed: Vec<_> = rows.iter().filter(|r| r.changed_to.is_some()).collect();
+                h2 { "Changed since pinned" }
+                @if changed.is_empty() {
+                    p { "No tool definition changed since it was pinned." }
+                } @else {
+                    table {
+                        thead { tr {
+                            th scope="col" { "Upstream" } th scope="col" { "Tool" } th scope="col" { "Pinned" }
+                            th scope="col" { "Now" } th scope="col" { "Changed" } th scope="col" { "Action" }
+                        } }
+                        tbody {
+                            @for row in &changed {
+                                tr {
+                                    td { (row.upstream) }
+                                    th scope="row" { (row.tool) }
+                                    td { code { (short(&row.digest)) } }
+                                    td { code { (short(row.changed_to.as_deref().unwrap_or_default())) } }
+                                    td { (row.changed_us.map(time_of).unwrap_or_default()) }
+                                    td { (action(&signed, &format!("/console/pins/{}/{}/approve", row.upstream, row.tool), &format!("Approve {}", row.tool))) }
+                                }
+                            }
+                        }
+                    }
+                }
+                h2 { "Every pin" }
+                table {
+                    thead { tr { th scope="col" { "Upstream" } th scope="col" { "Tool" } th scope="col" { "Digest" } th scope="col" { "Pinned" } } }
+                    tbody {
+                        @for row in rows {
+                            tr {
+                                td { (row.upstream) }
+                                th scope="row" { (row.tool) }
+                                td { code { (short(&row.digest)) } }
+                                td { (time_of(row.pinned_us)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    page(
+        "/console/pins",
+        "Pins",
+        Some(&signed),
+        notice.notice.as_deref(),
+        body,
+    )
+}
+
+fn short(digest: &str) -> &str {
+    digest.get(..16).unwrap_or(digest)
+}
+
+pub(super) async fn approve(
+    State(admin): State<Arc<AdminState>>,
+    Path((upstream, tool)): Path<(String, String)>,
+) -> Response {
+    match super::super::approve_pin(&admin, &upstream, &tool) {
+        Ok(()) => done(
+            "/console/pins",
+            &format!("Approved the new definition of {upstream}/{tool}."),
+        ),
+        Err(why) => done("/console/pins", &why),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Config.
+
+pub(super) async fn config(
+    State(admin): State<Arc<AdminState>>,
+    Extension(signed): Extension<Signed>,
+    Query(notice): Query<Notice>,
+) -> Html<String> {
+    let status = admin.reloader.status();
+    let text = std::fs::read_to_string(&status.file);
+    let body = html! {
+        p { "File " code { (status.file) } ": " (status.reloads) " reloads applied, " (status.rejected) " refused." }
+        (action(&signed, "/console/reload", "Reload the config"))
+        h2 { "Last reload" }
+        @match &status.last_reload {
+            None => p { "None since the daemon started." },
+            Some(last) => {
+                @if let Some(error) = &last.error {
+                    div.error role="alert" {
+                        p { "Refused at " (last.at) " (" (last.trigger.clone().unwrap_or_default()) "); the running config is unchanged:" }
+                        pre { (error) }
+                    }
+                } @else {
+                    p { "Applied at " (last.at) " (" (last.trigger.clone().unwrap_or_default()) ")." }
+                }
+                @if let Some(changes) = &last.changes {
+                    ul {
+                        li { "Added: " (list(&changes.added)) }
+                        li { "Removed: " (list(&changes.removed)) }
+                        li { "Changed: " (list(&changes.changed)) }
+                        li { "Needs a restart: " (list(&changes.restart_needed)) }
+                    }
+                }
+            }
+        }
+        h2 { "The file" }
+        @match &text {
+            Ok(text) => pre.file { @for (i, line) in text.lines().enumerate() { span.line { span.number aria-hidden="true" { (i + 1) } (line) } "\n" } },
+            Err(e) => p.error role="alert" { "Cannot read it: " (e) },
+        }
+    };
+    page(
+        "/console/config",
+        "Config",
+        Some(&signed),
+        notice.notice.as_deref(),
+        body,
+    )
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+pub(super) async fn reload(State(admin): State<Arc<AdminState>>) -> Response {
+    match admin.reloader.reload().await {
+        Ok(_) => done("/console/config", "Reloaded."),
+        Err(_) => done("/console/config", "The reload was refused; see why below."),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assets: ours, compiled in.
+
+pub(super) async fn stylesheet() -> Response {
+    asset(
+        "text/css; charset=utf-8",
+        include_str!("assets/console.css"),
+    )
+}
+
+pub(super) async fn script() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("assets/console.js"),
+    )
+}
+
+fn asset(kind: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CACHE_CONTROL, "max-age=300"),
+        ],
+        body,
+    )
+        .into_response()
+}
