@@ -97,6 +97,8 @@ async fn checked(State(admin): State<Arc<AdminState>>, request: Request, next: N
     response
 }
 
+/// The headers of every console answer. `Referrer-Policy: same-origin`, not `no-referrer`: under
+/// the latter a browser sends its own forms' POSTs with `Origin: null`.
 fn secure(headers: &mut HeaderMap) {
     let set = |headers: &mut HeaderMap, name, value: &'static str| {
         headers.insert(name, HeaderValue::from_static(value));
@@ -104,7 +106,7 @@ fn secure(headers: &mut HeaderMap) {
     set(headers, header::CONTENT_SECURITY_POLICY, CSP);
     set(headers, header::X_FRAME_OPTIONS, "DENY");
     set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
-    set(headers, header::REFERRER_POLICY, "no-referrer");
+    set(headers, header::REFERRER_POLICY, "same-origin");
     if !headers.contains_key(header::CACHE_CONTROL) {
         set(headers, header::CACHE_CONTROL, "no-store");
     }

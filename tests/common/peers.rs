@@ -81,7 +81,12 @@ fn venv(name: &str, requirements: &str, what: &str) -> Result<PathBuf, String> {
 
 /// The executable `node_modules/.bin/<bin>` of the peers' npm prefix, provisioning it first.
 pub fn npm_bin(bin: &str) -> PathBuf {
-    npm_prefix().join("node_modules/.bin").join(bin)
+    npm_modules().join(".bin").join(bin)
+}
+
+/// The peers' `node_modules`, provisioning it first (for scripts that load packages from it).
+pub fn npm_modules() -> PathBuf {
+    npm_prefix().join("node_modules")
 }
 
 fn npm_prefix() -> PathBuf {

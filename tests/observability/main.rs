@@ -1,5 +1,6 @@
 //! What the daemon tells about itself: the audit log end to end (`audit`), OpenTelemetry through a
-//! real OTLP receiver (`telemetry`), and the admin API's Prometheus `/metrics` (`metrics`).
+//! real OTLP receiver (`telemetry`), the admin API's Prometheus `/metrics` (`metrics`), and the
+//! web console in a real browser (`console`).
 //!
 //! One test binary per area (README "Test layout"): each module here was a binary of its own
 //! and keeps its test names, so `cargo test --test observability NAME` finds them.
@@ -12,5 +13,6 @@
 pub mod common;
 
 mod audit;
+mod console;
 mod metrics;
 mod telemetry;
