@@ -18,7 +18,7 @@ pub mod metrics;
 mod tests;
 pub mod token;
 
-pub use console::ConsoleSessions;
+pub use console::ConsoleState;
 pub use guard::AdminGuard;
 pub use metrics::catalog::Readings;
 pub use token::{AdminToken, TOKEN_FILE, TokenError};
@@ -64,7 +64,7 @@ pub struct AdminState {
     /// The token and the origin every admin request is checked against.
     pub guard: AdminGuard,
     /// Who is signed in to the web console.
-    pub console: ConsoleSessions,
+    pub console: ConsoleState,
 }
 
 /// Reloading the daemon's config (`POST /reload`), and how it went.

@@ -295,7 +295,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
                         port: admin_addr.port(),
                         loopback: admin_addr.ip().is_loopback(),
                     },
-                    console: crate::admin::ConsoleSessions::default(),
+                    console: crate::admin::ConsoleState::default(),
                 };
                 let app = crate::admin::app(Arc::new(state));
                 let bounds = crate::listener::Bounds::of(&config.server);

@@ -52,6 +52,13 @@ struct Pin {
     changed_to: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     changed_us: Option<u64>,
+    /// The definition pinned (what the digest is of), for a person to compare with a change;
+    /// absent in pins written before mcpmux kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    definition: Option<Value>,
+    /// The definition last seen, when it differs from the pin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    changed_definition: Option<Value>,
 }
 
 /// One row of `mcpmux pins`.
@@ -114,7 +121,8 @@ impl PinStore {
         let pins = state.upstreams.entry(upstream.to_owned()).or_default();
         let mut dirty = false;
         for (tool, json) in tools {
-            let digest = definition_digest(json);
+            let definition = definition_parts(json);
+            let digest = digest_of(&definition);
             match pins.get_mut(tool) {
                 None => {
                     pins.insert(
@@ -124,6 +132,8 @@ impl PinStore {
                             pinned_us: now,
                             changed_to: None,
                             changed_us: None,
+                            definition: Some(definition),
+                            changed_definition: None,
                         },
                     );
                     dirty = true;
@@ -131,6 +141,11 @@ impl PinStore {
                 Some(pin) if pin.digest == digest => {
                     if pin.changed_to.take().is_some() {
                         pin.changed_us = None;
+                        pin.changed_definition = None;
+                        dirty = true;
+                    }
+                    if pin.definition.is_none() {
+                        pin.definition = Some(definition);
                         dirty = true;
                     }
                 }
@@ -140,6 +155,7 @@ impl PinStore {
                         reports.push((tool.to_owned(), pin.digest.clone(), digest.clone()));
                         pin.changed_to = Some(digest);
                         pin.changed_us = Some(now);
+                        pin.changed_definition = Some(definition);
                         dirty = true;
                     }
                 }
@@ -171,8 +187,18 @@ impl PinStore {
         pin.digest = digest;
         pin.pinned_us = now_us();
         pin.changed_us = None;
+        pin.definition = pin.changed_definition.take();
         self.save(&state);
         true
+    }
+
+    /// A changed tool's definition as pinned and as it is now (each `None` when not known: a pin
+    /// written before mcpmux kept definitions); `None` when the tool has no change.
+    pub fn change(&self, upstream: &str, tool: &str) -> Option<(Option<Value>, Option<Value>)> {
+        let state = lock(&self.state);
+        let pin = state.upstreams.get(upstream)?.get(tool)?;
+        pin.changed_to.as_ref()?;
+        Some((pin.definition.clone(), pin.changed_definition.clone()))
     }
 
     /// Every pin, by upstream and tool.
@@ -212,19 +238,32 @@ impl PinStore {
 
 /// The SHA-256 (hex) of a tool definition's pinned parts, as canonical JSON (keys sorted), so
 /// reordered keys or a changed `_meta` do not count as a change.
-pub fn definition_digest(json: &str) -> String {
+#[cfg(test)]
+fn definition_digest(json: &str) -> String {
+    digest_of(&definition_parts(json))
+}
+
+/// What of a tool's definition is pinned: its title, description, schemas and annotations, each
+/// with its objects' keys sorted.
+fn definition_parts(json: &str) -> Value {
     let value: Value = serde_json::from_str(json).unwrap_or(Value::Null);
-    let parts: BTreeMap<&str, Value> = [
-        "title",
+    // In sorted order: the digest is of this map as serialized, as it always was.
+    let parts: serde_json::Map<String, Value> = [
+        "annotations",
         "description",
         "inputSchema",
         "outputSchema",
-        "annotations",
+        "title",
     ]
     .into_iter()
-    .filter_map(|k| value.get(k).map(|v| (k, canonical(v))))
+    .filter_map(|k| value.get(k).map(|v| (k.to_owned(), canonical(v))))
     .collect();
-    let text = serde_json::to_string(&parts).unwrap_or_default();
+    Value::Object(parts)
+}
+
+/// The digest of [`definition_parts`].
+fn digest_of(parts: &Value) -> String {
+    let text = serde_json::to_string(parts).unwrap_or_default();
     sha2::Sha256::digest(text.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -253,6 +292,28 @@ fn canonical(value: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_digest_is_what_it_always_was() {
+        let json = r#"{"name":"t","title":"T","description":"d","inputSchema":{"type":"object","properties":{"b":{},"a":{}}},"annotations":{"readOnlyHint":true},"_meta":{"x":1}}"#;
+        let value: Value = serde_json::from_str(json).unwrap_or(Value::Null);
+        // How digests were made before definitions were kept with them.
+        let parts: BTreeMap<&str, Value> = [
+            "title",
+            "description",
+            "inputSchema",
+            "outputSchema",
+            "annotations",
+        ]
+        .into_iter()
+        .filter_map(|k| value.get(k).map(|v| (k, canonical(v))))
+        .collect();
+        let text = serde_json::to_string(&parts).unwrap_or_default();
+        let before: String = (sha2::Sha256::digest(text.as_bytes()).iter())
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(definition_digest(json), before);
+    }
 
     #[test]
     fn a_changed_definition_is_reported_once_and_withheld_until_approved() {

@@ -241,6 +241,16 @@ impl RouterHandle {
         true
     }
 
+    /// A changed tool's definition as pinned and as it is now (see [`PinStore::change`]).
+    pub fn pin_change(
+        &self,
+        upstream: &str,
+        tool: &str,
+    ) -> Option<(Option<serde_json::Value>, Option<serde_json::Value>)> {
+        let pins = lock(&self.inner.sources).pins.clone()?;
+        pins.change(upstream, tool)
+    }
+
     /// Every tool pin (`None`: pinning is off).
     pub fn pins(&self) -> Option<Vec<PinRow>> {
         let pins = lock(&self.inner.sources).pins.clone()?;

@@ -14,12 +14,19 @@
 //! - `session`: console sessions, the cookie, CSRF tokens.
 //! - `pages`: the pages and their actions.
 //! - `events`: the live stream an open overview listens to.
+//! - `history`: each upstream's request rate and latency over the last hour, and their charts.
 
 mod events;
+mod history;
 mod pages;
 mod session;
 
-pub use session::ConsoleSessions;
+/// What the console keeps: who is signed in, and the upstreams' last hour.
+#[derive(Debug, Default)]
+pub struct ConsoleState {
+    pub(super) sessions: session::ConsoleSessions,
+    pub(super) history: history::History,
+}
 
 use std::sync::Arc;
 
@@ -42,6 +49,9 @@ const MAX_FORM: usize = 64 * 1024;
 
 /// The console's routes: sign-in and its assets open, every other page behind a session.
 pub(super) fn routes(state: Arc<AdminState>) -> Router {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(history::sample_forever(Arc::downgrade(&state)));
+    }
     let signed_in = Router::new()
         .route("/console/", get(pages::overview))
         .route("/console/events", get(events::stream))
@@ -115,7 +125,7 @@ fn secure(headers: &mut HeaderMap) {
 /// Pages want a console session (else the sign-in page); a POST also the session's CSRF token
 /// in its `csrf` field. The session rides along to the page as an extension.
 async fn signed_in(State(admin): State<Arc<AdminState>>, request: Request, next: Next) -> Response {
-    let Some((id, session)) = admin.console.of(request.headers()) else {
+    let Some((id, session)) = admin.console.sessions.of(request.headers()) else {
         return match *request.method() {
             Method::GET => Redirect::to("/console/login").into_response(),
             _ => (

@@ -93,7 +93,7 @@ async fn admin() -> (Router, SupervisorHandle) {
             port: 7333,
             loopback: true,
         },
-        console: super::ConsoleSessions::default(),
+        console: super::ConsoleState::default(),
     }));
     (admin, supervisor)
 }

@@ -137,6 +137,10 @@ try {
   // Pins: the changed tool, approved; then listed in the catalog again.
   await page.goto(`${adminUrl}/console/pins`);
   summary.changed_pins = await page.locator('h2:has-text("Changed") + table tbody tr').count();
+  summary.diff = {
+    removed: (await page.locator('table.diff td.del').allTextContents()).filter((t) => t.trim()),
+    added: (await page.locator('table.diff td.ins').allTextContents()).filter((t) => t.trim()),
+  };
   await inspect(page, 'pins');
   await Promise.all([page.waitForURL(/notice=/), page.click('button:has-text("Approve helper")')]);
   summary.approve_notice = await page.locator('.notice').textContent();

@@ -151,6 +151,12 @@ async fn the_console_works_in_a_real_browser_and_refuses_forgeries() {
 
     // Pins, then the catalog.
     assert_eq!(summary["changed_pins"], 1, "{summary}");
+    let lines = |side: &str| summary["diff"][side].to_string();
+    assert!(
+        lines("added").contains(RUG_PULL) && lines("removed").contains("Added at run time"),
+        "the change side by side: {}",
+        summary["diff"]
+    );
     assert!(
         summary["approve_notice"]
             .as_str()

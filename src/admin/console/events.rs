@@ -70,7 +70,7 @@ pub(super) async fn stream(
             if sent.is_some() {
                 tokio::time::sleep(TICK).await;
             }
-            if !admin.console.is_open(&id) {
+            if !admin.console.sessions.is_open(&id) {
                 return None;
             }
             let now = rows(&admin);

@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use super::super::{AdminState, start_login, status_of};
 use super::events::Row;
+use super::history::charts;
 use super::session::{ConsoleSession, set_cookie};
 use crate::audit::{FilterArgs, Page, Record, now_us};
 use crate::mcp::ListKind;
@@ -156,7 +157,7 @@ pub(super) async fn login(
         let error = "That is not the admin token.";
         return sign_in_form(&admin, Some(error), StatusCode::UNAUTHORIZED);
     }
-    let (id, _) = admin.console.open();
+    let (id, _) = admin.console.sessions.open();
     tracing::info!("A console session was opened.");
     let mut response = Redirect::to("/console/").into_response();
     if let Ok(cookie) = set_cookie(Some(&id)).parse() {
@@ -169,7 +170,7 @@ pub(super) async fn logout(
     State(admin): State<Arc<AdminState>>,
     Extension(signed): Extension<Signed>,
 ) -> Response {
-    admin.console.close(&signed.id);
+    admin.console.sessions.close(&signed.id);
     let mut response = Redirect::to("/console/login").into_response();
     if let Ok(cookie) = set_cookie(None).parse() {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
@@ -195,7 +196,7 @@ pub(super) async fn overview(
                 th scope="col" { "Upstream" } th scope="col" { "State" } th scope="col" { "Era" }
                 th scope="col" { "Transport" } th scope="col" { "Tools" } th scope="col" { "In flight" }
                 th scope="col" { "p50" } th scope="col" { "p99" } th scope="col" { "Restarts" }
-                th scope="col" { "Last error" } th scope="col" { "Actions" }
+                th scope="col" { "Last error" } th scope="col" { "Last hour" } th scope="col" { "Actions" }
             } }
             tbody {
                 @for upstream in &status.upstreams {
@@ -211,6 +212,7 @@ pub(super) async fn overview(
                         td data-field="p99" { (row.p99) }
                         td data-field="restarts" { (row.restarts) }
                         td data-field="last_error" { (row.last_error) }
+                        td.charts { (charts(&admin.console.history.points(&row.name))) }
                         td {
                             (action(&signed, &format!("/console/upstreams/{}/restart", row.name), &format!("Restart {}", row.name)))
                             @if row.state == "needs-login" || row.state == "unauthorized" {
@@ -731,6 +733,9 @@ pub(super) async fn pins(
                             }
                         }
                     }
+                    @for row in &changed {
+                        (change_of(&admin, &row.upstream, &row.tool))
+                    }
                 }
                 h2 { "Every pin" }
                 table {
@@ -756,6 +761,50 @@ pub(super) async fn pins(
         notice.notice.as_deref(),
         body,
     )
+}
+
+/// A changed tool's definition as pinned beside what it is now: the changed lines of each (its
+/// JSON, keys sorted), with three lines of context.
+fn change_of(admin: &AdminState, upstream: &str, tool: &str) -> Markup {
+    let Some((Some(pinned), Some(now))) = admin.router.pin_change(upstream, tool) else {
+        return html! {
+            p { "The definition of " code { (upstream) "/" (tool) } " was pinned before mcpmux kept \
+                 definitions: only its digests can be compared." }
+        };
+    };
+    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let (pinned, now) = (pretty(&pinned), pretty(&now));
+    let diff = similar::TextDiff::from_lines(&pinned, &now);
+    let (old, new) = (diff.old_slices(), diff.new_slices());
+    html! {
+        h3 { "What changed in " code { (upstream) "/" (tool) } }
+        table.diff {
+            caption { "The pinned definition beside the one " (upstream) " lists now (− removed, + added)" }
+            thead { tr { th scope="col" { "Pinned" } th scope="col" { "Now" } } }
+            tbody {
+                @for group in diff.grouped_ops(3) {
+                    @for op in &group {
+                        @let (left, right) = (op.old_range(), op.new_range());
+                        @let tag = op.tag();
+                        @for i in 0..left.len().max(right.len()) {
+                            @let before = left.clone().nth(i).and_then(|l| old.get(l));
+                            @let after = right.clone().nth(i).and_then(|r| new.get(r));
+                            @let same = tag == similar::DiffTag::Equal;
+                            tr {
+                                td class=(if same { "same" } else { "del" }) {
+                                    @if let Some(line) = before { (if same { "  " } else { "− " }) (line.trim_end()) }
+                                }
+                                td class=(if same { "same" } else { "ins" }) {
+                                    @if let Some(line) = after { (if same { "  " } else { "+ " }) (line.trim_end()) }
+                                }
+                            }
+                        }
+                    }
+                    tr.gap { td colspan="2" { "…" } }
+                }
+            }
+        }
+    }
 }
 
 fn short(digest: &str) -> &str {
