@@ -473,27 +473,37 @@ pub fn audit_routes(state: Arc<AdminState>) -> Router {
         .with_state(state)
 }
 
-/// Runs a read of the store off the runtime (sled calls block), after everything recorded
-/// before this request is committed, so it is visible to the read.
+/// A read of the store ([`read_store`]) as the admin API answers it: its value as JSON, or the
+/// refusal.
 async fn with_store<T: serde::Serialize + Send + 'static>(
     admin: &AdminState,
     read: impl FnOnce(crate::audit::Store) -> Result<T, String> + Send + 'static,
 ) -> Response {
+    match read_store(admin, read).await {
+        Ok(value) => Json(value).into_response(),
+        Err(refusal) => self::refusal(refusal),
+    }
+}
+
+/// Reads the store off the runtime (sled calls block), after everything recorded before is
+/// committed; a refusal says why not (the log is off, the read failed).
+async fn read_store<T: Send + 'static>(
+    admin: &AdminState,
+    read: impl FnOnce(crate::audit::Store) -> Result<T, String> + Send + 'static,
+) -> Result<T, (StatusCode, String)> {
     let audit = admin.audit.clone();
     let Some(store) = audit.store().cloned() else {
-        return refused(
-            StatusCode::NOT_FOUND,
-            "the audit log is turned off (audit.enabled = false)".into(),
-        );
+        let why = "the audit log is turned off (audit.enabled = false)".to_owned();
+        return Err((StatusCode::NOT_FOUND, why));
     };
     let read = move || {
         audit.sync(SYNC_DEADLINE);
         read(store)
     };
     match tokio::task::spawn_blocking(read).await {
-        Ok(Ok(value)) => Json(value).into_response(),
-        Ok(Err(e)) => refused(StatusCode::BAD_REQUEST, e),
-        Err(e) => refused(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err((StatusCode::BAD_REQUEST, e)),
+        Err(e) => Err((StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
     }
 }
 

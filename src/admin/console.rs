@@ -12,10 +12,11 @@
 //! open page costs the daemon one status comparison every [`events::TICK`].
 //!
 //! - `session`: console sessions, the cookie, CSRF tokens.
-//! - `pages`: the pages and their actions.
+//! - `pages`: the pages and their actions (`audit`: the audit page's).
 //! - `events`: the live stream an open overview listens to.
 //! - `history`: each upstream's request rate and latency over the last hour, and their charts.
 
+mod audit;
 mod events;
 mod history;
 mod pages;
@@ -57,10 +58,10 @@ pub(super) fn routes(state: Arc<AdminState>) -> Router {
         .route("/console/events", get(events::stream))
         .route("/console/catalog", get(pages::catalog))
         .route("/console/hosts", get(pages::hosts))
-        .route("/console/audit", get(pages::audit))
-        .route("/console/audit/verify", get(pages::audit_verify))
-        .route("/console/audit/export", get(pages::audit_export))
-        .route("/console/audit/record/{seq}", get(pages::audit_record))
+        .route("/console/audit", get(audit::audit))
+        .route("/console/audit/verify", get(audit::audit_verify))
+        .route("/console/audit/export", get(audit::audit_export))
+        .route("/console/audit/record/{seq}", get(audit::audit_record))
         .route("/console/pins", get(pages::pins))
         .route("/console/config", get(pages::config))
         .route("/console/logout", post(pages::logout))

@@ -14,7 +14,6 @@ use super::super::{AdminState, start_login, status_of};
 use super::events::Row;
 use super::history::charts;
 use super::session::{ConsoleSession, set_cookie};
-use crate::audit::{FilterArgs, Page, Record, now_us};
 use crate::mcp::ListKind;
 
 /// The signed-in session a page is shown to (its CSRF token goes into every form).
@@ -35,7 +34,7 @@ const PAGES: [(&str, &str); 6] = [
 ];
 
 /// A page: the navigation (marking `here`), the sign-out form, the notice if any, `body`.
-fn page(
+pub(super) fn page(
     here: &str,
     title: &str,
     signed: Option<&Signed>,
@@ -159,11 +158,7 @@ pub(super) async fn login(
     }
     let (id, _) = admin.console.sessions.open();
     tracing::info!("A console session was opened.");
-    let mut response = Redirect::to("/console/").into_response();
-    if let Ok(cookie) = set_cookie(Some(&id)).parse() {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
-    }
-    response
+    redirect_setting_cookie("/console/", Some(&id))
 }
 
 pub(super) async fn logout(
@@ -171,8 +166,13 @@ pub(super) async fn logout(
     Extension(signed): Extension<Signed>,
 ) -> Response {
     admin.console.sessions.close(&signed.id);
-    let mut response = Redirect::to("/console/login").into_response();
-    if let Ok(cookie) = set_cookie(None).parse() {
+    redirect_setting_cookie("/console/login", None)
+}
+
+/// A redirect to `to` that keeps session `id`'s cookie (or, with `None`, removes it).
+fn redirect_setting_cookie(to: &str, id: Option<&str>) -> Response {
+    let mut response = Redirect::to(to).into_response();
+    if let Ok(cookie) = set_cookie(id).parse() {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     response
@@ -417,287 +417,6 @@ pub(super) async fn hosts(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Audit: the query of `mcpmux audit query` as a form.
-
-/// Reads the store off the runtime, after what was recorded before is committed.
-async fn read_store<T: Send + 'static>(
-    admin: &AdminState,
-    read: impl FnOnce(crate::audit::Store) -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    let audit = admin.audit.clone();
-    let store = audit
-        .store()
-        .cloned()
-        .ok_or_else(|| "The audit log is turned off (audit.enabled = false).".to_owned())?;
-    tokio::task::spawn_blocking(move || {
-        audit.sync(super::super::SYNC_DEADLINE);
-        read(store)
-    })
-    .await
-    .map_err(|e| e.to_string())?
-}
-
-/// Query-string fields left empty by the form are no filter.
-fn filled(mut args: FilterArgs) -> FilterArgs {
-    let clear = |v: &mut Option<String>| {
-        if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
-            *v = None;
-        }
-    };
-    for field in [
-        &mut args.since,
-        &mut args.from,
-        &mut args.to,
-        &mut args.upstream,
-        &mut args.tool,
-        &mut args.method,
-        &mut args.session,
-        &mut args.principal,
-        &mut args.profile,
-        &mut args.outcome,
-        &mut args.trace_id,
-        &mut args.cursor,
-    ] {
-        clear(field);
-    }
-    args
-}
-
-pub(super) async fn audit(
-    State(admin): State<Arc<AdminState>>,
-    Extension(signed): Extension<Signed>,
-    Query(args): Query<FilterArgs>,
-) -> Html<String> {
-    let mut args = filled(args);
-    args.limit = Some(args.limit.unwrap_or(50).clamp(1, 500));
-    args.newest_first = Some(true);
-    let asked = args.clone();
-    let page_of = read_store(&admin, move |store| {
-        let filter = asked.to_filter(now_us()).map_err(|e| e.to_string())?;
-        store.query(&filter).map_err(|e| e.to_string())
-    })
-    .await;
-    let text = |v: &Option<String>| v.clone().unwrap_or_default();
-    let query_without_cursor = {
-        let mut a = args.clone();
-        a.cursor = None;
-        a.newest_first = None;
-        form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(a.to_query())
-            .finish()
-    };
-    let body = html! {
-        form.grid method="get" action="/console/audit" {
-            label { "Since" input type="text" name="since" placeholder="1h, 2d" value=(text(&args.since)); }
-            label { "From" input type="text" name="from" placeholder="2026-12-01T10:00:00Z" value=(text(&args.from)); }
-            label { "To" input type="text" name="to" value=(text(&args.to)); }
-            label { "Host" input type="text" name="principal" value=(text(&args.principal)); }
-            label { "Upstream" input type="text" name="upstream" value=(text(&args.upstream)); }
-            label { "Tool or URI" input type="text" name="tool" value=(text(&args.tool)); }
-            label { "Method" input type="text" name="method" value=(text(&args.method)); }
-            label { "Outcome"
-                select name="outcome" {
-                    @for (value, name) in [("", "any"), ("ok", "ok"), ("error", "error"), ("tool_error", "tool error"), ("info", "event")] {
-                        option value=(value) selected[args.outcome.as_deref().unwrap_or_default() == value] { (name) }
-                    }
-                }
-            }
-            label { "Trace id" input type="text" name="trace_id" value=(text(&args.trace_id)); }
-            div.actions {
-                button type="submit" { "Query" }
-                a href={ "/console/audit/export?format=csv&" (query_without_cursor) } { "Export CSV" }
-                a href={ "/console/audit/export?format=json&" (query_without_cursor) } { "Export JSON" }
-                a href="/console/audit/verify" { "Verify the chain" }
-            }
-        }
-        @match &page_of {
-            Err(error) => p.error role="alert" { (error) },
-            Ok(Page { records, next_cursor }) => {
-                p { (records.len()) " records, newest first." }
-                (records_table(records))
-                @if let Some(next) = next_cursor {
-                    a href={ "/console/audit?" (query_without_cursor) "&cursor=" (next) } { "Older records" }
-                }
-            }
-        }
-    };
-    page("/console/audit", "Audit log", Some(&signed), None, body)
-}
-
-fn time_of(ts_us: u64) -> String {
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(ts_us);
-    humantime::format_rfc3339_millis(at).to_string()
-}
-
-fn records_table(records: &[Record]) -> Markup {
-    let text = |v: &Option<String>| v.clone().unwrap_or_default();
-    html! {
-        table {
-            thead { tr {
-                th scope="col" { "#" } th scope="col" { "Time" } th scope="col" { "Host" }
-                th scope="col" { "Method" } th scope="col" { "Upstream" } th scope="col" { "Target" }
-                th scope="col" { "Outcome" } th scope="col" { "Latency" }
-            } }
-            tbody {
-                @for r in records {
-                    tr {
-                        th scope="row" { a href={ "/console/audit/record/" (r.ts_us) "-" (r.seq) } { "Record " (r.seq) } }
-                        td { (time_of(r.ts_us)) }
-                        td { (text(&r.principal)) }
-                        td { (r.method) }
-                        td { (text(&r.upstream)) }
-                        td { (text(&r.target)) }
-                        td { (r.outcome.as_str()) @if let Some(code) = r.error_code { " (" (code) ")" } }
-                        td { @if let Some(l) = r.latency_us { (format!("{:.2} ms", l as f64 / 1000.0)) } }
-                    }
-                }
-            }
-        }
-    }
-}
-
-pub(super) async fn audit_record(
-    State(admin): State<Arc<AdminState>>,
-    Extension(signed): Extension<Signed>,
-    Path(at): Path<String>,
-) -> Response {
-    let Some((ts, seq)) = at
-        .split_once('-')
-        .and_then(|(t, s)| Some((t.parse::<u64>().ok()?, s.parse::<u64>().ok()?)))
-    else {
-        return (StatusCode::NOT_FOUND, "no such record").into_response();
-    };
-    let found = read_store(&admin, move |store| {
-        let filter = crate::audit::Filter {
-            from_us: Some(ts),
-            to_us: Some(ts.saturating_add(1)),
-            limit: Some(1000),
-            ..crate::audit::Filter::default()
-        };
-        let page = store.query(&filter).map_err(|e| e.to_string())?;
-        Ok(page.records.into_iter().find(|r| r.seq == seq))
-    })
-    .await;
-    let body = match found {
-        Ok(Some(record)) => html! {
-            p { "Recorded " (time_of(record.ts_us)) "." }
-            pre { (serde_json::to_string_pretty(&record).unwrap_or_default()) }
-            a href="/console/audit" { "Back to the audit log" }
-        },
-        Ok(None) => html! { p.error role="alert" { "No record " (seq) " at that time." } },
-        Err(error) => html! { p.error role="alert" { (error) } },
-    };
-    page(
-        "/console/audit",
-        &format!("Audit record {seq}"),
-        Some(&signed),
-        None,
-        body,
-    )
-    .into_response()
-}
-
-pub(super) async fn audit_verify(
-    State(admin): State<Arc<AdminState>>,
-    Extension(signed): Extension<Signed>,
-) -> Html<String> {
-    let verified = read_store(&admin, |store| store.verify().map_err(|e| e.to_string())).await;
-    let body = match verified {
-        Ok(report) => html! {
-            p role="status" { "The chain verifies." }
-            pre { (serde_json::to_string_pretty(&report).unwrap_or_default()) }
-        },
-        Err(error) => html! { p.error role="alert" { "The chain does not verify: " (error) } },
-    };
-    page("/console/audit", "Audit chain", Some(&signed), None, body)
-}
-
-#[derive(Debug, Deserialize)]
-pub(super) struct Export {
-    format: Option<String>,
-    #[serde(flatten)]
-    args: FilterArgs,
-}
-
-/// Every matching record (up to 100 000), as CSV or JSON lines.
-pub(super) async fn audit_export(
-    State(admin): State<Arc<AdminState>>,
-    Query(export): Query<Export>,
-) -> Response {
-    let csv = export.format.as_deref() == Some("csv");
-    let mut args = filled(export.args);
-    args.newest_first = None;
-    let read = read_store(&admin, move |store| {
-        let mut out = String::new();
-        if csv {
-            out.push_str("seq,time,principal,profile,method,upstream,target,outcome,error_code,latency_us,trace_id\n");
-        }
-        let mut filter = args.to_filter(now_us()).map_err(|e| e.to_string())?;
-        filter.limit = Some(crate::audit::MAX_PAGE);
-        for _ in 0..100 {
-            let page = store.query(&filter).map_err(|e| e.to_string())?;
-            for r in &page.records {
-                if csv {
-                    out.push_str(&csv_line(r));
-                } else {
-                    out.push_str(&serde_json::to_string(r).unwrap_or_default());
-                    out.push('\n');
-                }
-            }
-            match page.next_cursor {
-                Some(next) => filter.cursor = Some(next),
-                None => break,
-            }
-        }
-        Ok(out)
-    })
-    .await;
-    match read {
-        Ok(out) => {
-            let (kind, file) = match csv {
-                true => ("text/csv; charset=utf-8", "mcpmux-audit.csv"),
-                false => ("application/x-ndjson", "mcpmux-audit.jsonl"),
-            };
-            let disposition = format!("attachment; filename=\"{file}\"");
-            (
-                [
-                    (header::CONTENT_TYPE, kind.to_owned()),
-                    (header::CONTENT_DISPOSITION, disposition),
-                ],
-                out,
-            )
-                .into_response()
-        }
-        Err(error) => (StatusCode::BAD_REQUEST, error).into_response(),
-    }
-}
-
-fn csv_line(r: &Record) -> String {
-    let field = |v: &str| {
-        if v.contains([',', '"', '\n']) {
-            format!("\"{}\"", v.replace('"', "\"\""))
-        } else {
-            v.to_owned()
-        }
-    };
-    let text = |v: &Option<String>| field(v.as_deref().unwrap_or_default());
-    format!(
-        "{},{},{},{},{},{},{},{},{},{},{}\n",
-        r.seq,
-        time_of(r.ts_us),
-        text(&r.principal),
-        text(&r.profile),
-        field(&r.method),
-        text(&r.upstream),
-        text(&r.target),
-        r.outcome.as_str(),
-        r.error_code.map(|c| c.to_string()).unwrap_or_default(),
-        r.latency_us.map(|l| l.to_string()).unwrap_or_default(),
-        text(&r.trace_id),
-    )
-}
-
-// ---------------------------------------------------------------------------------------------
 // Pins.
 
 pub(super) async fn pins(
@@ -805,6 +524,12 @@ fn change_of(admin: &AdminState, upstream: &str, tool: &str) -> Markup {
             }
         }
     }
+}
+
+/// A time in the audit log's and pins' microseconds, as people read it.
+pub(super) fn time_of(ts_us: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(ts_us);
+    humantime::format_rfc3339_millis(at).to_string()
 }
 
 fn short(digest: &str) -> &str {
