@@ -37,12 +37,17 @@
 //!     [--rate R (0: closed loop)] [--upstreams U (1)] [--mode direct|mcpmux|both]
 //!     [--audit on|off|both] [--repeat N (1)] [--otlp] [--json]
 //!     [--mcpmux PATH] [--upstream-cmd "CMD ARGS..."] [--upstream-url URL] [--arguments JSON]
-//!     [--era handshake|2026-07-28]
+//!     [--era handshake|2026-07-28] [--mode idle [--idle-seconds S (30)] [--consoles N (1)]]
 //! ```
 //!
 //! `--era 2026-07-28` makes the host side of the `mcpmux` runs stateless: no `initialize`, each
 //! request with its `_meta` envelope and the `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name`
 //! headers (what a 2026-07-28 call costs against a handshake session's).
+//!
+//! `--mode idle` makes no calls: it measures the daemon's CPU at rest (audit on, U upstreams) for
+//! `--idle-seconds`, then signs `--consoles` console sessions in, opens for each the streams an
+//! open console page holds (`/console/events`, `/console/audit/tail`) and measures again: what an
+//! open console costs the daemon at idle (`idle_cpu_us_per_s` without and with them).
 //!
 //! `cargo bench` builds release binaries (this package's two are the defaults). `--json` prints
 //! one JSON object on stdout instead of the table. The load generator shares the machine's cores
@@ -89,8 +94,16 @@ struct Args {
     /// Copies of the test upstream in the daemon (up1..upU; calls go to up1).
     #[arg(long, default_value_t = 1)]
     upstreams: usize,
-    #[arg(long, default_value = "both", value_parser = ["direct", "mcpmux", "both"])]
+    /// `idle`: no calls; the daemon's CPU at rest, without and then with open consoles.
+    #[arg(long, default_value = "both", value_parser = ["direct", "mcpmux", "both", "idle"])]
     mode: String,
+    /// `--mode idle`: seconds each of the two idle windows lasts.
+    #[arg(long, default_value_t = 30)]
+    idle_seconds: u64,
+    /// `--mode idle`: console sessions open in the second window, each holding what an open
+    /// page holds (the overview's live stream and the audit page's live tail).
+    #[arg(long, default_value_t = 1)]
+    consoles: usize,
     /// The daemon's audit log: off, on (default settings), or both (two mcpmux runs).
     #[arg(long, default_value = "both", value_parser = ["on", "off", "both"])]
     audit: String,
@@ -691,6 +704,89 @@ async fn audit_status(admin: &str, state_dir: &Path) -> Res<Value> {
     Ok(body["audit"].clone())
 }
 
+/// `--mode idle`: the daemon's CPU (µs per second) over an idle window, then over one with
+/// `--consoles` console sessions holding their pages' live streams open.
+async fn run_idle(args: &Args, cmd: &[String]) -> Res<Value> {
+    use reqwest::header::{COOKIE, ORIGIN, SET_COOKIE};
+    let n = args.upstreams.max(1);
+    eprintln!(
+        "loadgen: idle: starting {} with {n} upstream(s), audit on",
+        args.mcpmux.display()
+    );
+    let remote = args.upstream_url.as_deref();
+    let (daemon, url, admin) = Daemon::start(&args.mcpmux, cmd, remote, n, true, None).await?;
+    let pid = daemon.child.id();
+    let with_tail = |e: String| format!("mcpmux: {e}{}", daemon.stderr_tail());
+    let admin = admin.ok_or_else(|| with_tail("no admin URL announced".into()))?;
+    let http = Http::connect(url, 1, false).await.map_err(with_tail)?;
+    http.wait_for_tool("up1__echo").await.map_err(with_tail)?;
+    drop(http);
+    let window = Duration::from_secs(args.idle_seconds.max(1));
+    let cpu_per_s = || async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let t0 = cpu_us(pid).ok_or("cannot read the daemon's CPU time")?;
+        tokio::time::sleep(window).await;
+        let t1 = cpu_us(pid).ok_or("cannot read the daemon's CPU time")?;
+        Ok::<f64, String>(((t1 - t0) / window.as_secs_f64()).round())
+    };
+    eprintln!("loadgen: idle: {window:?} without a console");
+    let closed = cpu_per_s().await?;
+
+    let token = std::fs::read_to_string(daemon.dir.path().join("state/admin.token"));
+    let token = token.map_err(ctx("the admin token"))?;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(ctx("client"))?;
+    let received = Arc::new(AtomicU64::new(0));
+    let mut streams = Vec::new();
+    for _ in 0..args.consoles {
+        let signed_in = (client.post(format!("{admin}/console/login")))
+            .header(ORIGIN, &admin)
+            .form(&[("token", token.trim())])
+            .send()
+            .await
+            .map_err(ctx("console sign-in"))?;
+        let cookie = (signed_in.headers().get(SET_COOKIE))
+            .and_then(|c| c.to_str().ok()?.split(';').next().map(str::to_owned))
+            .ok_or_else(|| format!("console sign-in: HTTP {}, no cookie", signed_in.status()))?;
+        for path in ["/console/events", "/console/audit/tail"] {
+            let opened = (client.get(format!("{admin}{path}")))
+                .header(COOKIE, &cookie)
+                .send()
+                .await
+                .map_err(ctx(path))?;
+            if !opened.status().is_success() {
+                return Err(format!("GET {path}: HTTP {}", opened.status()));
+            }
+            let received = Arc::clone(&received);
+            let mut body = opened.bytes_stream();
+            streams.push(tokio::spawn(async move {
+                while let Some(Ok(chunk)) = body.next().await {
+                    received.fetch_add(chunk.len() as u64, Relaxed);
+                }
+            }));
+        }
+    }
+    eprintln!(
+        "loadgen: idle: {window:?} with {} console(s) open",
+        args.consoles
+    );
+    let before = received.load(Relaxed);
+    let open = cpu_per_s().await?;
+    let sent = received.load(Relaxed) - before;
+    streams.iter().for_each(tokio::task::JoinHandle::abort);
+    Ok(json!({
+        "mode": "idle", "upstreams": n, "idle_seconds": window.as_secs(),
+        "consoles": args.consoles,
+        "idle_cpu_us_per_s": {"without_console": closed, "with_consoles": open},
+        "console_cpu_us_per_s": open - closed,
+        "console_bytes_in_window": sent,
+        "gateway_rss_mib": rss_mib(pid).map(|m| (m * 10.0).round() / 10.0),
+    }))
+}
+
 async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
     let (exe, n) = (args.mcpmux.display(), args.upstreams.max(1));
     let on_off = if audit { "on" } else { "off" };
@@ -836,6 +932,17 @@ async fn run(args: Args) -> Res<()> {
         // The daemon gets an absolute path.
         let abs = std::fs::canonicalize(program).map_err(ctx(program.display()))?;
         cmd[0] = abs.display().to_string();
+    }
+    if args.mode == "idle" {
+        let report = run_idle(&args, &cmd).await?;
+        match args.json {
+            true => println!("{report}"),
+            false => println!(
+                "{}",
+                serde_json::to_string_pretty(&report).unwrap_or_default()
+            ),
+        }
+        return Ok(());
     }
     let mut reports = Vec::new();
     if args.mode != "mcpmux" {

@@ -144,6 +144,7 @@ fn status_of(admin: &AdminState) -> Status {
                 state: s.phase.to_string(),
                 transport: transport.to_owned(),
                 url: url.map(str::to_owned),
+                oauth: h.oauth().is_some(),
                 last_http_error: h.diagnostics().last_http_error(),
                 http_session: h.diagnostics().http_session(),
                 last_error: s.last_error,

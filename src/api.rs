@@ -45,6 +45,9 @@ pub struct UpstreamStatus {
     pub transport: String,
     /// A remote upstream's URL (`None`: a command).
     pub url: Option<String>,
+    /// Whether it signs in with OAuth (`mcpmux login`, the console's sign-in button).
+    #[serde(default)]
+    pub oauth: bool,
     pub last_http_error: Option<String>,
     pub http_session: Option<String>,
     pub last_error: Option<String>,
@@ -301,6 +304,7 @@ mod tests {
             state: "ready".into(),
             transport: "stdio".into(),
             url: None,
+            oauth: false,
             last_http_error: None,
             http_session: None,
             last_error: Some("exited".into()),
@@ -381,7 +385,7 @@ mod tests {
             }],
             "upstreams": [{
                 "name": "up", "prefix": "up", "state": "ready", "transport": "stdio",
-                "url": null, "last_http_error": null, "http_session": null,
+                "url": null, "oauth": false, "last_http_error": null, "http_session": null,
                 "last_error": "exited", "restarts": 2, "pid": 42,
                 "protocol_version": "2025-06-18", "server": {"name": "test", "version": "1"},
                 "tools": 3, "prompts": 1, "resources": 0, "resource_templates": 0,

@@ -9,11 +9,13 @@
 //! page wants a console session (its cookie is HttpOnly and SameSite=Strict), and every POST wants
 //! the session's CSRF token and a same-origin `Origin`. The console reads what the admin API reads
 //! (the same status, searches and audit queries); it never touches the forwarding path, and an
-//! open page costs the daemon one status comparison every [`events::TICK`].
+//! open page costs the daemon one status comparison (the audit page: one counter's read) every
+//! [`events::TICK`].
 //!
 //! - `session`: console sessions, the cookie, CSRF tokens.
 //! - `pages`: the pages and their actions (`audit`: the audit page's).
-//! - `events`: the live stream an open overview listens to.
+//! - `events`: the live stream an open overview listens to (the audit page's live tail is in
+//!   `audit`).
 //! - `history`: each upstream's request rate and latency over the last hour, and their charts.
 
 mod audit;
@@ -59,6 +61,7 @@ pub(super) fn routes(state: Arc<AdminState>) -> Router {
         .route("/console/catalog", get(pages::catalog))
         .route("/console/hosts", get(pages::hosts))
         .route("/console/audit", get(audit::audit))
+        .route("/console/audit/tail", get(audit::audit_tail))
         .route("/console/audit/verify", get(audit::audit_verify))
         .route("/console/audit/export", get(audit::audit_export))
         .route("/console/audit/record/{seq}", get(audit::audit_record))
@@ -67,7 +70,10 @@ pub(super) fn routes(state: Arc<AdminState>) -> Router {
         .route("/console/logout", post(pages::logout))
         .route("/console/reload", post(pages::reload))
         .route("/console/upstreams/{name}/restart", post(pages::restart))
-        .route("/console/upstreams/{name}/login", post(pages::sign_in))
+        .route(
+            "/console/upstreams/{name}/login",
+            get(pages::sign_in_state).post(pages::sign_in),
+        )
         .route("/console/upstreams/{name}/logout", post(pages::sign_out))
         .route(
             "/console/pins/{upstream}/{tool}/approve",

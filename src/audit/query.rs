@@ -91,7 +91,13 @@ impl Filter {
 
 /// The cursor that continues after `record`.
 pub fn cursor_after(record: &Record) -> String {
-    URL_SAFE_NO_PAD.encode(block_key(record.ts_us, record.seq))
+    cursor_at(record.ts_us, record.seq)
+}
+
+/// The cursor that continues after the record `seq` at `ts_us` (oldest first: with what was
+/// recorded after it; `seq` 0 precedes every record of its microsecond).
+pub fn cursor_at(ts_us: u64, seq: u64) -> String {
+    URL_SAFE_NO_PAD.encode(block_key(ts_us, seq))
 }
 
 fn decode_cursor(cursor: &str) -> Option<(u64, u64)> {

@@ -4,13 +4,15 @@
 //   node console.mjs ADMIN_URL TOKEN_FILE CONFIG_FILE SCREENSHOT_DIR
 //
 // with PEERS_NODE_MODULES naming the peers' node_modules. The daemon holds test upstreams `a`,
-// `b` and `c` (pin = "strict", whose tool `helper` changed since it was pinned), and `a__echo`
-// was called a few times. The script signs in (after being refused without the token), watches `a`
-// restart live after its process is killed, restarts `b` from its button by keyboard alone,
-// queries the audit log and opens a record, verifies the chain and exports CSV, approves the
-// changed pin and finds the tool in the catalog again, sees a refused reload's error, tries
-// forged cross-site requests, screenshots every page and runs axe on it. It prints one JSON
-// summary line; the Rust test judges it.
+// `b` and `c` (pin = "strict", whose tool `helper` changed since it was pinned) and `web`, a
+// remote one that signs in with OAuth and has not yet; `a__echo` was called a few times. Every
+// action is taken from the keyboard alone (Tab to it, then Enter). The script signs in (after
+// being refused without the token), watches `a` restart live after its process is killed,
+// restarts `b` from its button, signs in to `web` through its authorization server and sees it
+// ready live, signs out of it, queries the audit log and opens a record, watches the live tail add
+// a record, verifies the chain and exports CSV, approves the changed pin and finds the tool in the
+// catalog again, sees a refused reload's error, tries forged cross-site requests, screenshots
+// every page and runs axe on it. It prints one JSON summary line; the Rust test judges it.
 
 import { createRequire } from 'node:module';
 import { appendFileSync, readFileSync } from 'node:fs';
@@ -22,7 +24,7 @@ const { chromium } = require('playwright-core');
 const axeSource = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const token = readFileSync(tokenFile, 'utf8').trim();
 
-const summary = { pages: {}, steps: [] };
+const summary = { pages: {}, steps: [], keyboard: {} };
 const step = (name) => summary.steps.push(name);
 
 /// Serious and critical axe violations of the page now, and a screenshot of it.
@@ -39,17 +41,38 @@ async function inspect(page, name) {
   };
 }
 
-/// Presses Tab until the focused element's text is `label` (at most 60 times): the action is
-/// reachable from the keyboard.
-async function tabTo(page, label) {
-  for (let i = 0; i < 60; i++) {
+/// Presses Tab until the focused element is `target` (at most 80 times): its text when `target`
+/// is a string, else `{ css }`. Returns how many presses it took.
+async function tabTo(page, target) {
+  const wanted = typeof target === 'string' ? { text: target } : target;
+  for (let i = 0; i < 80; i++) {
     await page.keyboard.press('Tab');
-    const focused = await page.evaluate(() => document.activeElement?.textContent?.trim());
-    if (focused === label) {
+    const hit = await page.evaluate((t) => {
+      const focused = document.activeElement;
+      if (!focused || focused === document.body) return false;
+      return t.css ? focused.matches(t.css) : focused.textContent?.trim() === t.text;
+    }, wanted);
+    if (hit) {
+      summary.keyboard[wanted.text ?? wanted.css] = i + 1;
       return i + 1;
     }
   }
-  throw new Error(`"${label}" is not reachable with Tab`);
+  throw new Error(`${JSON.stringify(wanted)} is not reachable with Tab`);
+}
+
+/// Reaches `target` with Tab, presses Enter, and waits for the page at `url`.
+async function press(page, target, url) {
+  await tabTo(page, target);
+  await Promise.all([page.waitForURL(url), page.keyboard.press('Enter')]);
+}
+
+/// Reaches the field `css` with Tab, types `text` into it and presses Enter (submitting its
+/// form); waits for the page at `url`.
+async function submit(page, css, text, url) {
+  await tabTo(page, { css });
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type(text);
+  await Promise.all([page.waitForURL(url), page.keyboard.press('Enter')]);
 }
 
 const rowState = (page, name) =>
@@ -68,21 +91,21 @@ try {
   await page.goto(`${adminUrl}/console/`);
   summary.unsigned_url = new URL(page.url()).pathname;
   await inspect(page, 'signin');
-  await page.fill('#token', 'not-the-token');
+  await tabTo(page, { css: '#token' });
+  await page.keyboard.type('not-the-token');
   const [refused] = await Promise.all([
     page.waitForResponse((r) => r.url().endsWith('/console/login') && r.request().method() === 'POST'),
-    page.click('button[type=submit]'),
+    page.keyboard.press('Enter'),
   ]);
   summary.wrong_token = { status: refused.status(), alert: await page.locator('[role=alert]').textContent() };
-  await page.fill('#token', token);
-  await page.click('button[type=submit]');
-  await page.waitForURL(`${adminUrl}/console/`);
+  await submit(page, '#token', token, `${adminUrl}/console/`);
   summary.cookie = (await context.cookies()).map((c) => ({ name: c.name, httpOnly: c.httpOnly, sameSite: c.sameSite }));
   step('signed in');
 
   // The overview: every upstream and its state.
-  await page.waitForFunction(() => document.querySelectorAll('tr[data-upstream]').length >= 3);
-  summary.states = { a: await rowState(page, 'a'), b: await rowState(page, 'b'), c: await rowState(page, 'c') };
+  await page.waitForFunction(() => document.querySelectorAll('tr[data-upstream]').length >= 4);
+  summary.states = {};
+  for (const name of ['a', 'b', 'c', 'web']) summary.states[name] = await rowState(page, name);
   await inspect(page, 'overview');
 
   // Kill `a`'s process: its row leaves `ready` and comes back, live, without a reload.
@@ -108,8 +131,7 @@ try {
 
   // Restart `b` from its button, by keyboard alone.
   await page.goto(`${adminUrl}/console/`);
-  summary.tabs_to_restart = await tabTo(page, 'Restart b');
-  await Promise.all([page.waitForURL(/notice=/), page.keyboard.press('Enter')]);
+  await press(page, 'Restart b', /notice=/);
   summary.restart_notice = await page.locator('.notice').textContent();
   await page.waitForFunction(
     () => document.querySelector('tr[data-upstream="b"] td[data-field="state"]')?.textContent === 'ready',
@@ -118,20 +140,68 @@ try {
   );
   step('b restarted from its button');
 
+  // Signing in to `web`: its authorization server (our test upstream's, which approves at once)
+  // is reached by a link, sends the browser back to mcpmux, and the row turns ready live.
+  const waitState = (name, wanted) => page.waitForFunction(
+    ([n, w]) => document.querySelector(`tr[data-upstream="${n}"] td[data-field="state"]`)?.textContent === w,
+    [name, wanted],
+    { timeout: 60000 },
+  );
+  await page.goto(`${adminUrl}/console/`);
+  await press(page, 'Sign in to web', /\/console\/upstreams\/web\/login$/);
+  summary.sign_in_page = await page.locator('main [role=status]').textContent();
+  await inspect(page, 'sign-in-upstream');
+  await press(page, { css: '#authorize' }, /\/callback\?/);
+  summary.callback = await page.locator('body').textContent();
+  await page.goto(`${adminUrl}/console/`);
+  await waitState('web', 'ready');
+  summary.web_after_sign_in = await rowState(page, 'web');
+  await page.goto(`${adminUrl}/console/`);
+  await press(page, 'Sign out of web', /notice=/);
+  summary.sign_out_notice = await page.locator('.notice').textContent();
+  await waitState('web', 'needs-login');
+  summary.web_after_sign_out = await rowState(page, 'web');
+  step('signed in to web and out');
+
   // The audit log: a query, a record, the chain, an export.
   await page.goto(`${adminUrl}/console/audit`);
-  await page.fill('input[name=tool]', 'a__echo');
-  await Promise.all([page.waitForURL(/tool=a__echo/), page.click('button:has-text("Query")')]);
+  await submit(page, 'input[name=tool]', 'a__echo', /tool=a__echo/);
   summary.audit_rows = await page.locator('tbody tr').count();
+  const exportHref = await page.locator('a:has-text("Export CSV")').getAttribute('href');
   await inspect(page, 'audit');
-  await page.locator('tbody tr th a').first().click();
-  await page.waitForURL(/\/console\/audit\/record\//);
+  await press(page, { css: 'tbody tr th a' }, /\/console\/audit\/record\//);
   summary.record = await page.locator('pre').textContent();
   await inspect(page, 'audit-record');
-  await page.goto(`${adminUrl}/console/audit/verify`);
+  await page.goto(`${adminUrl}/console/audit`);
+  await press(page, 'Verify the chain', /\/console\/audit\/verify$/);
   summary.verify = await page.locator('main p').first().textContent();
-  const csv = await page.request.get(`${adminUrl}/console/audit/export?format=csv&tool=a__echo`);
+  const csv = await page.request.get(`${adminUrl}${exportHref}`);
   summary.csv = { status: csv.status(), type: csv.headers()['content-type'], head: (await csv.text()).split('\n').slice(0, 2) };
+
+  // The live tail: an open audit page gains the records of a restart asked through the admin API.
+  await page.goto(`${adminUrl}/console/audit?upstream=a`);
+  const before = await page.locator('#records tbody tr').count();
+  const asked = await fetch(`${adminUrl}/upstreams/a/restart`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: '{}',
+  });
+  summary.tail = { restart: asked.status };
+  // The methods of the rows the tail added (the status line counts them).
+  await page.evaluate(() => {
+    window.__tailAdded = () => {
+      const count = parseInt(document.getElementById('tail-status')?.textContent ?? '', 10) || 0;
+      return Array.from(document.querySelectorAll('#records tbody tr')).slice(0, count)
+        .map((row) => row.querySelector('td:nth-of-type(3)')?.textContent);
+    };
+  });
+  await page.waitForFunction(() => window.__tailAdded().includes('upstream.restarted'), null, { timeout: 30000 });
+  summary.tail.before = before;
+  summary.tail.after = await page.locator('#records tbody tr').count();
+  summary.tail.status = await page.locator('#tail-status').textContent();
+  summary.tail.added = await page.evaluate(() => window.__tailAdded());
+  await press(page, { css: '#records tbody tr th a' }, /\/console\/audit\/record\//);
+  summary.tail.record = await page.locator('pre').textContent();
   step('audit');
 
   // Pins: the changed tool, approved; then listed in the catalog again.
@@ -142,9 +212,10 @@ try {
     added: (await page.locator('table.diff td.ins').allTextContents()).filter((t) => t.trim()),
   };
   await inspect(page, 'pins');
-  await Promise.all([page.waitForURL(/notice=/), page.click('button:has-text("Approve helper")')]);
+  await press(page, 'Approve helper', /notice=/);
   summary.approve_notice = await page.locator('.notice').textContent();
-  await page.goto(`${adminUrl}/console/catalog?query=helper`);
+  await page.goto(`${adminUrl}/console/catalog`);
+  await submit(page, 'input[name=query]', 'helper', /query=helper/);
   summary.catalog_found = await page.locator('details.tool summary code').allTextContents();
   await inspect(page, 'catalog');
   step('pin approved');
@@ -155,7 +226,7 @@ try {
   // A reload the daemon refuses shows why, with the file and line.
   appendFileSync(configFile, '\n[upstreams.broken]\ncommand = 5\n');
   await page.goto(`${adminUrl}/console/config`);
-  await Promise.all([page.waitForURL(/notice=/), page.click('button:has-text("Reload the config")')]);
+  await press(page, 'Reload the config', /notice=/);
   summary.reload_notice = await page.locator('.notice').textContent();
   summary.reload_error = await page.locator('.error').textContent();
   await inspect(page, 'config');
@@ -193,7 +264,7 @@ try {
 
   // Signing out ends the session.
   await page.goto(`${adminUrl}/console/`);
-  await Promise.all([page.waitForURL(/\/console\/login/), page.click('button:has-text("Sign out")')]);
+  await press(page, 'Sign out', /\/console\/login/);
   await page.goto(`${adminUrl}/console/pins`);
   summary.after_sign_out = new URL(page.url()).pathname;
   summary.csp_errors = csp;

@@ -1,16 +1,20 @@
 //! The console's audit page: the filters of `mcpmux audit query` as a form, a record in full,
 //! the chain's verification, and the matching records as CSV or JSON lines.
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Extension;
-use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::extract::{Path, Query, RawQuery, State};
+use axum::http::{StatusCode, Uri, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use maud::{Markup, html};
-use serde::Deserialize;
+use serde::Serialize;
 
 use super::super::AdminState;
+use super::events::TICK;
 use super::pages::{Signed, page, time_of};
 use crate::audit::{FilterArgs, Page, Record, now_us};
 
@@ -73,6 +77,19 @@ pub(super) async fn audit(
             .extend_pairs(a.to_query())
             .finish()
     };
+    // The first page of a query open to the future follows the log live.
+    let tail = match (&page_of, &args.cursor, &args.to) {
+        (Ok(page), None, None) => {
+            let after = (page.records.first()).map_or_else(
+                || crate::audit::cursor_at(now_us(), 0),
+                crate::audit::cursor_after,
+            );
+            Some(format!(
+                "/console/audit/tail?{query_without_cursor}&after={after}"
+            ))
+        }
+        _ => None,
+    };
     let body = html! {
         form.grid method="get" action="/console/audit" {
             label { "Since" input type="text" name="since" placeholder="1h, 2d" value=(text(&args.since)); }
@@ -101,7 +118,10 @@ pub(super) async fn audit(
             Err(error) => p.error role="alert" { (error) },
             Ok(Page { records, next_cursor }) => {
                 p { (records.len()) " records, newest first." }
-                (records_table(records))
+                @if tail.is_some() {
+                    p #tail-status role="status" aria-live="polite" { "New records appear at the top as they are written." }
+                }
+                (records_table(records, tail.as_deref()))
                 @if let Some(next) = next_cursor {
                     a href={ "/console/audit?" (query_without_cursor) "&cursor=" (next) } { "Older records" }
                 }
@@ -111,10 +131,38 @@ pub(super) async fn audit(
     page("/console/audit", "Audit log", Some(&signed), None, body)
 }
 
-fn records_table(records: &[Record]) -> Markup {
+/// A record's cells after its number, as the records table and the live tail show them.
+fn cells(r: &Record) -> [String; 7] {
     let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    let outcome = match r.error_code {
+        Some(code) => format!("{} ({code})", r.outcome.as_str()),
+        None => r.outcome.as_str().to_owned(),
+    };
+    let latency = r
+        .latency_us
+        .map(|l| format!("{:.2} ms", l as f64 / 1000.0))
+        .unwrap_or_default();
+    [
+        time_of(r.ts_us),
+        text(&r.principal),
+        r.method.clone(),
+        text(&r.upstream),
+        text(&r.target),
+        outcome,
+        latency,
+    ]
+}
+
+/// Where a record's page is.
+fn record_href(r: &Record) -> String {
+    format!("/console/audit/record/{}-{}", r.ts_us, r.seq)
+}
+
+/// The records, newest first; `tail` (the live tail's address) makes the page add what is
+/// recorded from now on at the top.
+fn records_table(records: &[Record], tail: Option<&str>) -> Markup {
     html! {
-        table {
+        table #records data-tail=[tail] {
             thead { tr {
                 th scope="col" { "#" } th scope="col" { "Time" } th scope="col" { "Host" }
                 th scope="col" { "Method" } th scope="col" { "Upstream" } th scope="col" { "Target" }
@@ -123,19 +171,122 @@ fn records_table(records: &[Record]) -> Markup {
             tbody {
                 @for r in records {
                     tr {
-                        th scope="row" { a href={ "/console/audit/record/" (r.ts_us) "-" (r.seq) } { "Record " (r.seq) } }
-                        td { (time_of(r.ts_us)) }
-                        td { (text(&r.principal)) }
-                        td { (r.method) }
-                        td { (text(&r.upstream)) }
-                        td { (text(&r.target)) }
-                        td { (r.outcome.as_str()) @if let Some(code) = r.error_code { " (" (code) ")" } }
-                        td { @if let Some(l) = r.latency_us { (format!("{:.2} ms", l as f64 / 1000.0)) } }
+                        th scope="row" { a href=(record_href(r)) { "Record " (r.seq) } }
+                        @for cell in cells(r) { td { (cell) } }
                     }
                 }
             }
         }
     }
+}
+
+/// How many records one tail event carries at most (a busier log is followed a second behind).
+const TAIL_BATCH: usize = 200;
+
+/// One record as the live tail sends it.
+#[derive(Debug, Serialize)]
+struct TailRow {
+    href: String,
+    seq: u64,
+    cells: [String; 7],
+}
+
+/// The query's `key`, and the filter in the rest of it. They are read apart: serde's `flatten`
+/// cannot read a number (`limit`) from a query string.
+fn filter_and(raw: Option<&str>, key: &str) -> Result<(Option<String>, FilterArgs), String> {
+    let mut value = None;
+    let pairs = form_urlencoded::parse(raw.unwrap_or_default().as_bytes()).filter(|(k, v)| {
+        let ours = k == key;
+        if ours {
+            value = Some(v.clone().into_owned());
+        }
+        !ours
+    });
+    let rest = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish();
+    let uri: Uri = format!("/?{rest}").parse().map_err(|e| format!("{e}"))?;
+    let Query(args) = Query::<FilterArgs>::try_from_uri(&uri).map_err(|e| e.body_text())?;
+    Ok((value, args))
+}
+
+/// The live tail an open audit page listens to: `GET /console/audit/tail`, a server-sent event
+/// `records` with the records matching the page's filters written since the last one. Once per
+/// [`TICK`] it compares the count of queued records; only when that moved does it query the store
+/// (twice: a record queued just before is indexed within the writer's sync interval). It begins
+/// with a query, for what was written between the page and its stream. The stream ends with the
+/// session.
+pub(super) async fn audit_tail(
+    State(admin): State<Arc<AdminState>>,
+    Extension(signed): Extension<Signed>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let Some(store) = admin.audit.store().cloned() else {
+        let why = "the audit log is turned off (audit.enabled = false)";
+        return (StatusCode::NOT_FOUND, why).into_response();
+    };
+    // `after`: the cursor after the newest record the page shows (none: from now on).
+    let (after, args) = match filter_and(query.as_deref(), "after") {
+        Ok(asked) => asked,
+        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
+    };
+    let mut args = filled(args);
+    args.cursor = None;
+    args.newest_first = None;
+    args.limit = Some(TAIL_BATCH);
+    let mut filter = match args.to_filter(now_us()) {
+        Ok(filter) => filter,
+        Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+    };
+    match after {
+        Some(after) => filter.cursor = Some(after),
+        None => filter.from_us = Some(filter.from_us.unwrap_or(0).max(now_us())),
+    }
+    let seen = admin.audit.queued();
+    let state = (admin, signed.id, store, filter, seen, 2u8);
+    let stream = futures_util::stream::unfold(state, |mut state| async move {
+        let (admin, id, store, filter, seen, pending) = &mut state;
+        loop {
+            tokio::time::sleep(TICK).await;
+            if !admin.console.sessions.is_open(id) {
+                return None;
+            }
+            let queued = admin.audit.queued();
+            if queued != *seen {
+                *seen = queued;
+                *pending = 2;
+            }
+            if *pending == 0 {
+                continue;
+            }
+            *pending -= 1;
+            let (asked, store) = (filter.clone(), store.clone());
+            let Ok(Ok(page)) = tokio::task::spawn_blocking(move || store.query(&asked)).await
+            else {
+                continue;
+            };
+            let Some(last) = page.records.last() else {
+                continue;
+            };
+            filter.cursor = Some(crate::audit::cursor_after(last));
+            if page.next_cursor.is_some() {
+                *pending = (*pending).max(1);
+            }
+            let rows: Vec<TailRow> = (page.records.iter())
+                .map(|r| TailRow {
+                    href: record_href(r),
+                    seq: r.seq,
+                    cells: cells(r),
+                })
+                .collect();
+            let data = serde_json::to_string(&rows).unwrap_or_default();
+            let event = Event::default().event("records").data(data);
+            return Some((Ok::<_, Infallible>(event), state));
+        }
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
 }
 
 pub(super) async fn audit_record(
@@ -194,20 +345,17 @@ pub(super) async fn audit_verify(
     page("/console/audit", "Audit chain", Some(&signed), None, body)
 }
 
-#[derive(Debug, Deserialize)]
-pub(super) struct Export {
-    format: Option<String>,
-    #[serde(flatten)]
-    args: FilterArgs,
-}
-
 /// Every matching record (up to 100 000), as CSV or JSON lines.
 pub(super) async fn audit_export(
     State(admin): State<Arc<AdminState>>,
-    Query(export): Query<Export>,
+    RawQuery(query): RawQuery,
 ) -> Response {
-    let csv = export.format.as_deref() == Some("csv");
-    let mut args = filled(export.args);
+    let (format, args) = match filter_and(query.as_deref(), "format") {
+        Ok(asked) => asked,
+        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
+    };
+    let csv = format.as_deref() == Some("csv");
+    let mut args = filled(args);
     args.newest_first = None;
     let read = read_store(&admin, move |store| {
         let mut out = String::new();

@@ -14,6 +14,7 @@ use super::super::{AdminState, start_login, status_of};
 use super::events::Row;
 use super::history::charts;
 use super::session::{ConsoleSession, set_cookie};
+use crate::api::LoginState;
 use crate::mcp::ListKind;
 
 /// The signed-in session a page is shown to (its CSRF token goes into every form).
@@ -215,10 +216,10 @@ pub(super) async fn overview(
                         td.charts { (charts(&admin.console.history.points(&row.name))) }
                         td {
                             (action(&signed, &format!("/console/upstreams/{}/restart", row.name), &format!("Restart {}", row.name)))
-                            @if row.state == "needs-login" || row.state == "unauthorized" {
+                            @if upstream.oauth && row.state != "ready" {
                                 (action(&signed, &format!("/console/upstreams/{}/login", row.name), &format!("Sign in to {}", row.name)))
                             }
-                            @if upstream.transport != "stdio" && row.state == "ready" {
+                            @if upstream.oauth && row.state == "ready" {
                                 (action(&signed, &format!("/console/upstreams/{}/logout", row.name), &format!("Sign out of {}", row.name)))
                             }
                         }
@@ -246,18 +247,57 @@ pub(super) async fn restart(
     }
 }
 
-/// Starts a sign-in and sends the person to the authorization server.
+/// Starts a sign-in, then shows where it is. The authorization server is reached by a link, not
+/// by redirecting the form's POST: the CSP's `form-action 'self'` rightly forbids a form to end up
+/// on another origin.
 pub(super) async fn sign_in(
     State(admin): State<Arc<AdminState>>,
     Path(name): Path<String>,
 ) -> Response {
     match start_login(&admin, name.clone()).await {
-        Ok(started) => match started.authorization_url {
-            Some(url) => Redirect::to(&url).into_response(),
-            None => done("/console/", &format!("{name} is signed in.")),
-        },
+        Ok(started) if started.authorization_url.is_none() => {
+            done("/console/", &format!("{name} is signed in."))
+        }
+        Ok(_) => Redirect::to(&format!("/console/upstreams/{name}/login")).into_response(),
         Err((_, why)) => done("/console/", &why),
     }
+}
+
+/// Where an upstream's sign-in is: a link to the authorization server while it waits for the
+/// person, then done or why it failed.
+pub(super) async fn sign_in_state(
+    State(admin): State<Arc<AdminState>>,
+    Extension(signed): Extension<Signed>,
+    Path(name): Path<String>,
+) -> Html<String> {
+    let state = crate::sync::lock(&admin.logins).get(&name).cloned();
+    let body = match state.unwrap_or(LoginState::None) {
+        LoginState::Pending { authorization_url } => html! {
+            p role="status" { "mcpmux is waiting for you to sign in to " (name) " at its authorization server." }
+            p { a #authorize href=(authorization_url) rel="noreferrer" { "Continue to the sign-in for " (name) } }
+            p { "Once you have signed in there, " (name) " restarts with its new tokens; "
+                a href="/console/" { "the overview" } " shows it ready." }
+        },
+        LoginState::Done => html! {
+            p role="status" { "Signed in to " (name) "; it restarts with its new tokens." }
+            p { a href="/console/" { "Back to the overview" } }
+        },
+        LoginState::Failed { error } => html! {
+            p.error role="alert" { "The sign-in to " (name) " failed: " (error) }
+            p { a href="/console/" { "Back to the overview" } }
+        },
+        LoginState::None => html! {
+            p { "No sign-in to " (name) " was started here." }
+            p { a href="/console/" { "Back to the overview" } }
+        },
+    };
+    page(
+        "/console/",
+        &format!("Sign in to {name}"),
+        Some(&signed),
+        None,
+        body,
+    )
 }
 
 pub(super) async fn sign_out(
