@@ -545,6 +545,17 @@ fn cpu_us(pid: u32) -> Option<f64> {
     Some((utime + stime) as f64 * 1e6 / tck.filter(|&t: &f64| t > 0.0).unwrap_or(100.0))
 }
 
+/// The CPU time of a process's live threads, in µs, to the nanosecond (`/proc/<pid>/task/*/
+/// schedstat`): what an idle window needs, where `cpu_us`'s 10 ms ticks are too coarse.
+fn cpu_us_fine(pid: u32) -> Option<f64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let ns: u64 = (tasks.filter_map(Result::ok))
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Some(ns as f64 / 1e3)
+}
+
 fn rss_mib(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
@@ -724,9 +735,9 @@ async fn run_idle(args: &Args, cmd: &[String]) -> Res<Value> {
     let window = Duration::from_secs(args.idle_seconds.max(1));
     let cpu_per_s = || async {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let t0 = cpu_us(pid).ok_or("cannot read the daemon's CPU time")?;
+        let t0 = cpu_us_fine(pid).ok_or("cannot read the daemon's CPU time")?;
         tokio::time::sleep(window).await;
-        let t1 = cpu_us(pid).ok_or("cannot read the daemon's CPU time")?;
+        let t1 = cpu_us_fine(pid).ok_or("cannot read the daemon's CPU time")?;
         Ok::<f64, String>(((t1 - t0) / window.as_secs_f64()).round())
     };
     eprintln!("loadgen: idle: {window:?} without a console");

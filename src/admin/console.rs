@@ -9,8 +9,7 @@
 //! page wants a console session (its cookie is HttpOnly and SameSite=Strict), and every POST wants
 //! the session's CSRF token and a same-origin `Origin`. The console reads what the admin API reads
 //! (the same status, searches and audit queries); it never touches the forwarding path, and an
-//! open page costs the daemon one status comparison (the audit page: one counter's read) every
-//! [`events::TICK`].
+//! open page at rest costs the daemon a few counter reads every few seconds ([`events::Pace`]).
 //!
 //! - `session`: console sessions, the cookie, CSRF tokens.
 //! - `pages`: the pages and their actions (`audit`: the audit page's).

@@ -240,6 +240,17 @@ impl CallMetrics {
         }
     }
 
+    /// How many requests went to this upstream, and how many failed: what [`Self::total`] counts,
+    /// without summing its histograms.
+    pub fn request_counts(&self) -> (u64, u64) {
+        let (mut requests, mut errors) = (0, 0);
+        self.each(|v| {
+            requests += v.series.requests();
+            errors += v.series.errors();
+        });
+        (requests, errors)
+    }
+
     /// Every request to this upstream in one histogram (for status's p50/p99).
     pub fn total(&self) -> Series {
         let total = Series::default();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::catalog::ServerInfo;
 
 /// Where an upstream is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Phase {
     Starting,
     Ready,

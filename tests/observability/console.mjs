@@ -111,20 +111,22 @@ try {
   // Kill `a`'s process: its row leaves `ready` and comes back, live, without a reload.
   const status = await (await fetch(`${adminUrl}/status`, { headers: { authorization: `Bearer ${token}` } })).json();
   const pid = status.upstreams.find((u) => u.name === 'a').pid;
-  await page.evaluate(() => { window.__seen = []; });
-  const watcher = page.evaluate(() => new Promise((resolve) => {
+  // The watcher is in place before the kill: a phase change reaches the page at once.
+  await page.evaluate(() => {
     const cell = document.querySelector('tr[data-upstream="a"] td[data-field="state"]');
-    const seen = window.__seen;
+    const seen = [];
     const note = () => { if (seen[seen.length - 1] !== cell.textContent) seen.push(cell.textContent); };
     note();
-    new MutationObserver(() => {
-      note();
-      if (seen.length > 1 && cell.textContent === 'ready') resolve(seen);
-    }).observe(cell, { childList: true, characterData: true, subtree: true });
-  }));
+    window.__back = new Promise((resolve) => {
+      new MutationObserver(() => {
+        note();
+        if (seen.length > 1 && cell.textContent === 'ready') resolve(seen);
+      }).observe(cell, { childList: true, characterData: true, subtree: true });
+    });
+  });
   process.kill(pid, 'SIGKILL');
   summary.killed_states = await Promise.race([
-    watcher,
+    page.evaluate(() => window.__back),
     new Promise((_, reject) => setTimeout(() => reject(new Error('a did not come back live within 60 s')), 60000)),
   ]);
   step('a restarted live');

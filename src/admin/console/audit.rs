@@ -14,7 +14,7 @@ use maud::{Markup, html};
 use serde::Serialize;
 
 use super::super::AdminState;
-use super::events::TICK;
+use super::events::Pace;
 use super::pages::{Signed, page, time_of};
 use crate::audit::{FilterArgs, Page, Record, now_us};
 
@@ -211,11 +211,11 @@ fn filter_and(raw: Option<&str>, key: &str) -> Result<(Option<String>, FilterArg
 }
 
 /// The live tail an open audit page listens to: `GET /console/audit/tail`, a server-sent event
-/// `records` with the records matching the page's filters written since the last one. Once per
-/// [`TICK`] it compares the count of queued records; only when that moved does it query the store
-/// (twice: a record queued just before is indexed within the writer's sync interval). It begins
-/// with a query, for what was written between the page and its stream. The stream ends with the
-/// session.
+/// `records` with the records matching the page's filters written since the last one. At its
+/// [`Pace`] (each [`super::events::TICK`] while records come, less often while none do) it compares
+/// the count of queued records; only when that moved does it query the store (twice: a record
+/// queued just before is indexed within the writer's sync interval). It begins with a query, for
+/// what was written between the page and its stream. The stream ends with the session.
 pub(super) async fn audit_tail(
     State(admin): State<Arc<AdminState>>,
     Extension(signed): Extension<Signed>,
@@ -243,15 +243,16 @@ pub(super) async fn audit_tail(
         None => filter.from_us = Some(filter.from_us.unwrap_or(0).max(now_us())),
     }
     let seen = admin.audit.queued();
-    let state = (admin, signed.id, store, filter, seen, 2u8);
+    let state = (admin, signed.id, store, filter, seen, 2u8, Pace::default());
     let stream = futures_util::stream::unfold(state, |mut state| async move {
-        let (admin, id, store, filter, seen, pending) = &mut state;
+        let (admin, id, store, filter, seen, pending, pace) = &mut state;
         loop {
-            tokio::time::sleep(TICK).await;
+            tokio::time::sleep(pace.wait()).await;
             if !admin.console.sessions.is_open(id) {
                 return None;
             }
             let queued = admin.audit.queued();
+            pace.looked(queued != *seen);
             if queued != *seen {
                 *seen = queued;
                 *pending = 2;
