@@ -11,8 +11,8 @@
 //! indexes each record at once. It also applies retention. File and sled calls block, so the
 //! writer is a thread of its own rather than a task on the runtime.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -41,7 +41,13 @@ enum Msg {
 }
 
 struct Shared {
-    tx: SyncSender<Msg>,
+    /// An unbounded channel bounded by `queued`: its memory follows the records actually waiting
+    /// (a bounded one keeps a slot per record it could hold — 1.5 MiB at the default 65 536 —
+    /// resident once the ring has gone round).
+    tx: Sender<Msg>,
+    /// Records sent and not yet taken by the writer; at most `capacity`.
+    queued: Arc<AtomicUsize>,
+    capacity: usize,
     /// Where the chain goes on: the last record handed to the writer.
     chain: Mutex<Head>,
     redactor: Redactor,
@@ -74,8 +80,10 @@ impl AuditHandle {
     /// Opens the store and starts the writer thread.
     pub fn start(store: Store, config: &AuditConfig) -> Result<Self, StoreError> {
         let head = store.head()?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(config.queue);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
         let writer = Writer {
+            queued: Arc::clone(&queued),
             store: store.clone(),
             durability: config.durability,
             max_age: config.max_age,
@@ -90,6 +98,8 @@ impl AuditHandle {
             })?;
         let shared = Shared {
             tx,
+            queued,
+            capacity: config.queue,
             chain: Mutex::new(head),
             redactor: Redactor::new(&config.secret_keys),
             dropped: AtomicU64::new(0),
@@ -113,29 +123,29 @@ impl AuditHandle {
         if let Some((raw, mode)) = record.raw_args.take() {
             record.args = shared.redactor.apply(Some(&raw), mode);
         }
+        if shared.queued.fetch_add(1, Ordering::Relaxed) >= shared.capacity {
+            shared.queued.fetch_sub(1, Ordering::Relaxed);
+            let dropped = shared.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if dropped.is_power_of_two() {
+                tracing::warn!(
+                    dropped,
+                    "Audit queue full: records were dropped (the writer cannot keep up)."
+                );
+            }
+            return;
+        }
         let body = Body::of(record);
         let mut head = shared.chain.lock().unwrap_or_else(PoisonError::into_inner);
         let sealed = Sealed::chain(body, head.next_seq, &head.last_hash, head.last_ts);
         let next = Head::after(&sealed);
-        match shared.tx.try_send(Msg::Record(Box::new(sealed))) {
-            Ok(()) => {
-                *head = next;
-                drop(head);
-                shared.written.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(TrySendError::Full(_)) => {
-                drop(head);
-                let dropped = shared.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-                if dropped.is_power_of_two() {
-                    tracing::warn!(
-                        dropped,
-                        "Audit queue full: records were dropped (the writer cannot keep up)."
-                    );
-                }
-            }
-            Err(TrySendError::Disconnected(_)) => {
-                shared.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+        if shared.tx.send(Msg::Record(Box::new(sealed))).is_ok() {
+            *head = next;
+            drop(head);
+            shared.written.fetch_add(1, Ordering::Relaxed);
+        } else {
+            drop(head);
+            shared.queued.fetch_sub(1, Ordering::Relaxed);
+            shared.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -199,6 +209,8 @@ pub(super) fn background_priority() {
 }
 
 struct Writer {
+    /// [`Shared::queued`]: the writer takes off what it received.
+    queued: Arc<AtomicUsize>,
     store: Store,
     durability: Durability,
     max_age: Option<Duration>,
@@ -229,16 +241,23 @@ impl Writer {
                 std::thread::sleep(BATCH_WINDOW);
             }
             let mut next = first;
+            let mut taken = 0;
             while let Some(msg) = next.take() {
                 match msg {
-                    Msg::Record(r) => batch.push(*r),
+                    Msg::Record(r) => {
+                        batch.push(*r);
+                        taken += 1;
+                    }
                     Msg::Sync(tx) => waiting.push(tx),
                 }
                 if batch.len() >= MAX_BATCH {
+                    self.queued
+                        .fetch_sub(std::mem::take(&mut taken), Ordering::Relaxed);
                     self.write(&mut batch, &mut written);
                 }
                 next = rx.try_recv().ok();
             }
+            self.queued.fetch_sub(taken, Ordering::Relaxed);
             self.write(&mut batch, &mut written);
             if written.is_empty() {
                 sync_due = None;
@@ -305,5 +324,63 @@ impl Writer {
             Ok(n) => tracing::info!(removed = n, "Audit retention removed old records."),
             Err(e) => tracing::error!(error = %e, "Audit retention failed."),
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::audit::{Filter, Kind, Outcome};
+    use crate::config::{AuditConfig, SecretKeys};
+
+    fn handle(dir: &tempfile::TempDir, queue: usize) -> AuditHandle {
+        let keys = SecretKeys::defaults().unwrap();
+        let mut config = AuditConfig::new(dir.path().join("audit"), keys);
+        config.queue = queue;
+        let store = Store::open(&config.dir).unwrap();
+        AuditHandle::start(store, &config).unwrap()
+    }
+
+    fn call() -> Record {
+        Record::new(Kind::Request, "tools/call", Outcome::Ok)
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_records_and_seals_none_of_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let full = handle(&dir, 0);
+        for _ in 0..5 {
+            full.record(call());
+        }
+        assert_eq!((full.dropped(), full.queued()), (5, 0));
+        assert!(full.sync(Duration::from_secs(10)));
+        let page = full.store().unwrap().query(&Filter::default()).unwrap();
+        assert!(page.records.is_empty(), "{:?}", page.records);
+    }
+
+    #[test]
+    fn every_queued_record_is_written_and_the_queue_is_empty_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = handle(&dir, 1_000);
+        for _ in 0..500 {
+            audit.record(call());
+        }
+        assert!(audit.sync(Duration::from_secs(10)));
+        assert_eq!((audit.dropped(), audit.queued()), (0, 500));
+        let filter = Filter {
+            limit: Some(1_000),
+            ..Filter::default()
+        };
+        let page = audit.store().unwrap().query(&filter).unwrap();
+        let seqs: Vec<u64> = page.records.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, (seqs[0]..seqs[0] + 500).collect::<Vec<_>>());
+        let waiting = audit
+            .shared
+            .as_ref()
+            .unwrap()
+            .queued
+            .load(Ordering::Relaxed);
+        assert_eq!(waiting, 0, "what the writer took is off the count");
     }
 }
