@@ -73,6 +73,8 @@ pub trait Reload: Send + Sync {
     fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<ReloadChanges, String>>;
     /// The config file and its last reload.
     fn status(&self) -> ConfigStatus;
+    /// The keys whose values are secrets (`audit.secret_keys`), for the config the console shows.
+    fn secret_keys(&self) -> crate::config::SecretKeys;
 }
 
 impl std::fmt::Debug for AdminState {

@@ -33,6 +33,9 @@ impl Reload for Fixed {
             last_reload: None,
         }
     }
+    fn secret_keys(&self) -> crate::config::SecretKeys {
+        crate::config::SecretKeys::defaults().unwrap()
+    }
 }
 
 fn session(id: &str, age_seconds: u64) -> SessionStatus {

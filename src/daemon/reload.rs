@@ -359,6 +359,10 @@ impl crate::admin::Reload for Reloader {
     fn status(&self) -> ConfigStatus {
         Self::status(self)
     }
+
+    fn secret_keys(&self) -> config::SecretKeys {
+        self.current().audit.secret_keys.clone()
+    }
 }
 
 /// Reloads on SIGHUP, and when the config file changes ([`config::watch_file`]).

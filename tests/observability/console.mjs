@@ -231,6 +231,7 @@ try {
   await press(page, 'Reload the config', /notice=/);
   summary.reload_notice = await page.locator('.notice').textContent();
   summary.reload_error = await page.locator('.error').textContent();
+  summary.config_file = await page.locator('pre.file').textContent();
   await inspect(page, 'config');
   step('refused reload shown');
 

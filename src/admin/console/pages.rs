@@ -13,6 +13,7 @@ use serde::Deserialize;
 use super::super::{AdminState, start_login, status_of};
 use super::events::Row;
 use super::history::charts;
+use super::masked::masked;
 use super::session::{ConsoleSession, set_cookie};
 use crate::api::LoginState;
 use crate::mcp::ListKind;
@@ -598,7 +599,8 @@ pub(super) async fn config(
     Query(notice): Query<Notice>,
 ) -> Html<String> {
     let status = admin.reloader.status();
-    let text = std::fs::read_to_string(&status.file);
+    let keys = admin.reloader.secret_keys();
+    let text = std::fs::read_to_string(&status.file).map(|text| masked(&text, &keys));
     let body = html! {
         p { "File " code { (status.file) } ": " (status.reloads) " reloads applied, " (status.rejected) " refused." }
         (action(&signed, "/console/reload", "Reload the config"))
@@ -625,6 +627,7 @@ pub(super) async fn config(
             }
         }
         h2 { "The file" }
+        p { "As it is on disk now, with the values of " code { "env" } " tables and of keys that name a secret masked." }
         @match &text {
             Ok(text) => pre.file { @for (i, line) in text.lines().enumerate() { span.line { span.number aria-hidden="true" { (i + 1) } (line) } "\n" } },
             Err(e) => p.error role="alert" { "Cannot read it: " (e) },

@@ -1,0 +1,173 @@
+//! The config file as the console shows it: every secret-looking value masked. Credentials are
+//! never written inline in an mcpmux config (they are `…_env` or `…_file` references), but an
+//! upstream's `env` often is where people put an API key (`mcpmux import` copies hosts' `env`
+//! tables as they are), and a value under a key that names a secret (`audit.secret_keys`: token,
+//! password, api_key…) may be one. Those values are shown as [`MASK`]; the rest of the file,
+//! its comments and its line numbers are kept, so a refused reload's `file:line` still points
+//! at the right line. It reads the text line by line, not as TOML: a file the daemon refused
+//! may not parse, and it must be masked all the same.
+
+use crate::config::SecretKeys;
+
+/// What a masked value shows instead.
+pub const MASK: &str = "••••••";
+
+/// `text` with the values of `env` tables and of secret-looking keys masked.
+pub fn masked(text: &str, keys: &SecretKeys) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut env_section = false;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[') {
+            env_section = last_segment(trimmed.trim_matches(|c| "[] \r\n".contains(c))) == "env";
+            out.push_str(line);
+            continue;
+        }
+        out.push_str(&mask_line(line, env_section, keys));
+    }
+    out
+}
+
+/// The last part of a dotted key, without quotes.
+fn last_segment(key: &str) -> &str {
+    let key = key.trim();
+    let last = key.rsplit('.').next().unwrap_or(key);
+    last.trim().trim_matches(|c| c == '"' || c == '\'')
+}
+
+/// Whether the value under `key` is to be masked: every value of an `env` table, and a key that
+/// names a secret unless it names where the secret is (`…_env`, `…_file`, `…_sha256`).
+fn secret(key: &str, in_env: bool, keys: &SecretKeys) -> bool {
+    let reference = ["_env", "_file", "_sha256"]
+        .iter()
+        .any(|end| key.to_ascii_lowercase().ends_with(end));
+    in_env || (!reference && keys.matcher().is_match(key))
+}
+
+/// One line, its `key = "value"` pairs (bare or in an inline table) masked where [`secret`] says.
+fn mask_line(line: &str, env_section: bool, keys: &SecretKeys) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    // Inside `env = { … }` on this line.
+    let mut inline_env = false;
+    while let Some(eq) = rest.find(['=', '#', '"', '\'', '}']) {
+        let (before, from) = rest.split_at(eq);
+        out.push_str(before);
+        let c = from.chars().next().unwrap_or_default();
+        match c {
+            '#' => {
+                out.push_str(from);
+                return out;
+            }
+            '}' => {
+                inline_env = false;
+                out.push('}');
+                rest = &from[1..];
+            }
+            // A string that is not a value (an array's item, a quoted key): copied as it is.
+            '"' | '\'' => {
+                let end = string_end(from).unwrap_or(from.len());
+                out.push_str(&from[..end]);
+                rest = &from[end..];
+            }
+            _ => {
+                let key = last_segment(before.rsplit([',', '{']).next().unwrap_or(before));
+                let value = &from[1..];
+                let gap = value.len() - value.trim_start().len();
+                out.push('=');
+                out.push_str(&value[..gap]);
+                let value = &value[gap..];
+                if value.starts_with('{') && key == "env" {
+                    inline_env = true;
+                    out.push('{');
+                    rest = &value[1..];
+                } else if (value.starts_with('"') || value.starts_with('\''))
+                    && !value.starts_with("\"\"\"")
+                    && !value.starts_with("'''")
+                    && secret(key, env_section || inline_env, keys)
+                {
+                    // An unclosed string (a file that does not parse) ends with its line.
+                    let unclosed = value.trim_end_matches(['\n', '\r']).len();
+                    let end = string_end(value).unwrap_or(unclosed);
+                    let quote = &value[..1];
+                    out.push_str(quote);
+                    out.push_str(MASK);
+                    out.push_str(quote);
+                    rest = &value[end..];
+                } else {
+                    rest = value;
+                }
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the string that `text` starts with ends (after its closing quote); `"` strings have
+/// backslash escapes, `'` strings none.
+fn string_end(text: &str) -> Option<usize> {
+    let quote = text.chars().next()?;
+    let mut escaped = false;
+    for (i, c) in text.char_indices().skip(1) {
+        match c {
+            '\\' if quote == '"' && !escaped => escaped = true,
+            c if c == quote && !escaped => return Some(i + 1),
+            _ => escaped = false,
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn mask(text: &str) -> String {
+        masked(text, &SecretKeys::defaults().unwrap())
+    }
+
+    #[test]
+    fn env_values_and_secret_keys_are_masked_and_the_lines_kept() {
+        let text = "[upstreams.github]\n\
+            command = \"npx\"\n\
+            args = [\"-y\", \"server-github\"]   # token = \"in a comment\"\n\
+            env = { GITHUB_PERSONAL_ACCESS_TOKEN = \"ghp_abc\", DEBUG = \"1\" }\n\
+            bearer_token_env = \"GITHUB_TOKEN\"\n\
+            \n\
+            [upstreams.db.env]\n\
+            DATABASE_URL = 'postgres://me:pw@host/db'\n\
+            \n\
+            [hosts.cursor]\n\
+            api_key = \"k\\\"ey\" # inline\n\
+            profile = \"dev\"\n";
+        let shown = mask(text);
+        assert_eq!(shown.lines().count(), text.lines().count());
+        for secret in ["ghp_abc", "postgres://", "k\\\"ey"] {
+            assert!(!shown.contains(secret), "{secret} shown:\n{shown}");
+        }
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(
+            lines[3],
+            "env = { GITHUB_PERSONAL_ACCESS_TOKEN = \"••••••\", DEBUG = \"••••••\" }"
+        );
+        assert_eq!(lines[7], "DATABASE_URL = '••••••'");
+        assert_eq!(lines[10], "api_key = \"••••••\" # inline");
+        // Kept: what is not a secret, a reference to one, and comments.
+        assert_eq!(lines[1], "command = \"npx\"");
+        assert!(lines[2].ends_with("# token = \"in a comment\""));
+        assert_eq!(lines[4], "bearer_token_env = \"GITHUB_TOKEN\"");
+        assert_eq!(lines[11], "profile = \"dev\"");
+    }
+
+    #[test]
+    fn a_file_that_does_not_parse_is_masked_all_the_same() {
+        let shown = mask("[upstreams.x]\ncommand = 5\nenv = { KEY = \"sk-1\"\npassword = \"pw\n");
+        assert!(
+            !shown.contains("sk-1") && !shown.contains("\"pw"),
+            "{shown}"
+        );
+        assert!(shown.contains("command = 5"));
+    }
+}
