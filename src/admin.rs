@@ -287,16 +287,27 @@ async fn approve(
             approved: ApprovedTool { upstream, tool },
         })
         .into_response(),
-        Err(error) => refused(StatusCode::NOT_FOUND, error),
+        Err(error) => refused(StatusCode::NOT_FOUND, error.to_string()),
     }
 }
 
+/// A tool with no changed definition to approve.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "`{tool}` of upstream `{upstream}` has no changed definition to approve (see `mcpmux pins`)"
+)]
+struct NothingToApprove {
+    upstream: String,
+    tool: String,
+}
+
 /// Approves `upstream`'s changed `tool` (audited), or says why there is nothing to approve.
-fn approve_pin(admin: &AdminState, upstream: &str, tool: &str) -> Result<(), String> {
+fn approve_pin(admin: &AdminState, upstream: &str, tool: &str) -> Result<(), NothingToApprove> {
     if !admin.router.approve(upstream, tool) {
-        return Err(format!(
-            "`{tool}` of upstream `{upstream}` has no changed definition to approve (see `mcpmux pins`)"
-        ));
+        return Err(NothingToApprove {
+            upstream: upstream.to_owned(),
+            tool: tool.to_owned(),
+        });
     }
     tracing::info!(upstream, tool, "A changed tool definition was approved.");
     let mut record = crate::audit::Record::event("tool.approved", Some(upstream), None, None);

@@ -72,7 +72,7 @@ fn cursor_keys(config: &Config) -> Result<crate::mcp::cursor::KeyRing, DaemonErr
     if made {
         tracing::info!(file = %path.display(), "Made the key listing cursors are signed with.");
     }
-    crate::mcp::cursor::KeyRing::parse(&text).map_err(failed)
+    crate::mcp::cursor::KeyRing::parse(&text).map_err(|e| failed(e.to_string()))
 }
 
 /// The config's profiles, and its `[hosts]` as principals seeing them.

@@ -32,6 +32,15 @@ const KEYSET_NAME_MAX: usize = 4096;
 #[derive(Clone)]
 pub struct KeyRing(Vec<(u8, [u8; 32])>);
 
+/// Why a key ring's text is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyRingError {
+    #[error("line {line}: {why} (write `<id 0-255> <64 hex digits>`)")]
+    Line { line: usize, why: &'static str },
+    #[error("it holds no key")]
+    Empty,
+}
+
 impl std::fmt::Debug for KeyRing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let ids: Vec<u8> = self.0.iter().map(|(id, _)| *id).collect();
@@ -47,15 +56,14 @@ impl KeyRing {
     }
 
     /// The ring written as `text`; the error names the line that is wrong.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, KeyRingError> {
         let mut keys = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or_default().trim();
             if line.is_empty() {
                 continue;
             }
-            let wrong =
-                |why: &str| format!("line {}: {why} (write `<id 0-255> <64 hex digits>`)", n + 1);
+            let wrong = |why: &'static str| KeyRingError::Line { line: n + 1, why };
             let (id, hex) = line
                 .split_once(char::is_whitespace)
                 .ok_or_else(|| wrong("no key"))?;
@@ -77,7 +85,7 @@ impl KeyRing {
             keys.push((id, key));
         }
         if keys.is_empty() {
-            return Err("it holds no key".into());
+            return Err(KeyRingError::Empty);
         }
         Ok(Self(keys))
     }

@@ -16,18 +16,42 @@ pub type ParamHeader = (Vec<String>, String);
 /// from Tool Parameters"), or why they make the tool invalid: an empty name, one that is not an
 /// HTTP token, two alike but for case, one on a parameter that is not a string, integer or
 /// boolean, or one not reachable from the root through `properties` alone.
-pub fn annotations(schema: &Value) -> Result<Vec<ParamHeader>, String> {
+pub fn annotations(schema: &Value) -> Result<Vec<ParamHeader>, InvalidAnnotation> {
     let mut found = Vec::new();
     walk(schema, Some(Vec::new()), &mut found)?;
     let mut seen = BTreeSet::new();
     for (_, name) in &found {
         if !seen.insert(name.to_ascii_lowercase()) {
-            return Err(format!(
-                "x-mcp-header `{name}` is used twice (names are case-insensitive)"
-            ));
+            return Err(InvalidAnnotation::Twice(name.clone()));
         }
     }
     Ok(found)
+}
+
+/// Why a tool's `x-mcp-header` annotations make it invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidAnnotation {
+    #[error("an x-mcp-header is not reachable through properties alone")]
+    Unreachable,
+    #[error("x-mcp-header {0:?} is not an HTTP header name")]
+    NotAName(String),
+    #[error("x-mcp-header `{0}` is on a parameter that is not a string, integer or boolean")]
+    NotScalar(String),
+    #[error("x-mcp-header `{0}` is used twice (names are case-insensitive)")]
+    Twice(String),
+}
+
+/// Why a call's `Mcp-Param-*` headers disagree with its arguments (each names the header).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Mismatch {
+    #[error("Mcp-Param-{0} was sent, and the arguments have no value for it")]
+    Unexpected(String),
+    #[error("Mcp-Param-{0} is missing, and the arguments have a value for it")]
+    Missing(String),
+    #[error("Mcp-Param-{name} header value does not match the body value of `{path}`")]
+    Differs { name: String, path: String },
+    #[error("Mcp-Param-{0} was sent more than once")]
+    Repeated(String),
 }
 
 /// Visits `node`; `path` is its chain of `properties` keys while it is statically reachable.
@@ -35,25 +59,23 @@ fn walk(
     node: &Value,
     path: Option<Vec<String>>,
     found: &mut Vec<ParamHeader>,
-) -> Result<(), String> {
+) -> Result<(), InvalidAnnotation> {
     match node {
         Value::Object(object) => {
             if let Some(name) = object.get("x-mcp-header") {
                 let Some(path) = &path else {
-                    return Err("an x-mcp-header is not reachable through properties alone".into());
+                    return Err(InvalidAnnotation::Unreachable);
                 };
                 let name = name.as_str().unwrap_or_default();
                 let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
                 if name.is_empty() || !name.chars().all(token) {
-                    return Err(format!("x-mcp-header {name:?} is not an HTTP header name"));
+                    return Err(InvalidAnnotation::NotAName(name.to_owned()));
                 }
                 if !matches!(
                     object.get("type").and_then(Value::as_str),
                     Some("string" | "integer" | "boolean")
                 ) {
-                    return Err(format!(
-                        "x-mcp-header `{name}` is on a parameter that is not a string, integer or boolean"
-                    ));
+                    return Err(InvalidAnnotation::NotScalar(name.to_owned()));
                 }
                 found.push((path.clone(), name.to_owned()));
             }
@@ -111,7 +133,7 @@ pub fn check<'h>(
     annotations: &[ParamHeader],
     arguments: &Value,
     header: impl Fn(&str) -> Vec<&'h str>,
-) -> Result<(), String> {
+) -> Result<(), Mismatch> {
     for (path, name) in annotations {
         let value = path.iter().try_fold(arguments, |v, key| v.get(key));
         let sent = header(&format!("mcp-param-{name}"));
@@ -123,16 +145,8 @@ pub fn check<'h>(
         };
         match (expected, sent.as_slice()) {
             (None, []) => {}
-            (None, _) => {
-                return Err(format!(
-                    "Mcp-Param-{name} was sent, and the arguments have no value for it"
-                ));
-            }
-            (Some(_), []) => {
-                return Err(format!(
-                    "Mcp-Param-{name} is missing, and the arguments have a value for it"
-                ));
-            }
+            (None, _) => return Err(Mismatch::Unexpected(name.clone())),
+            (Some(_), []) => return Err(Mismatch::Missing(name.clone())),
             (Some(expected), [one]) => {
                 let decoded = super::envelope::decode_header_value(one);
                 let numeric = |text: &str| text.parse::<f64>().ok();
@@ -144,13 +158,13 @@ pub fn check<'h>(
                     (None, _) => false,
                 };
                 if !matches {
-                    return Err(format!(
-                        "Mcp-Param-{name} header value does not match the body value of `{}`",
-                        path.join(".")
-                    ));
+                    return Err(Mismatch::Differs {
+                        name: name.clone(),
+                        path: path.join("."),
+                    });
                 }
             }
-            (Some(_), _) => return Err(format!("Mcp-Param-{name} was sent more than once")),
+            (Some(_), _) => return Err(Mismatch::Repeated(name.clone())),
         }
     }
     Ok(())

@@ -43,7 +43,10 @@ enum UpstreamMsg {
     /// The connection reported something.
     Connection(Event),
     /// A listing was re-read after a list_changed notification.
-    Refreshed(ListKind, Result<handshake::Listing, String>),
+    Refreshed(
+        ListKind,
+        Result<handshake::Listing, handshake::HandshakeError>,
+    ),
     /// Time to check health (ping) and idleness.
     Tick,
     /// The health ping's outcome.
@@ -257,7 +260,7 @@ impl UpstreamActor {
         myself: &ActorRef<UpstreamMsg>,
         state: &mut UpstreamState,
         kind: ListKind,
-        outcome: Result<handshake::Listing, String>,
+        outcome: Result<handshake::Listing, handshake::HandshakeError>,
     ) {
         state.refreshing.remove(&kind);
         match outcome {
@@ -433,7 +436,7 @@ fn start(myself: &ActorRef<UpstreamMsg>, state: &UpstreamState, protocol: Protoc
             let info = match handshake::open(&conn, protocol, remote, timeout).await {
                 Ok(Opened::Ready(info)) => Arc::new(info),
                 Ok(Opened::EndedOnProbe) => return Err(StartError::EndedOnProbe),
-                Err(why) => return Err(StartError::Handshake(why)),
+                Err(why) => return Err(StartError::Handshake(Arc::new(why))),
             };
             let Some(max_items) = max_items else {
                 return Ok(UpstreamCatalog {
@@ -445,7 +448,7 @@ fn start(myself: &ActorRef<UpstreamMsg>, state: &UpstreamState, protocol: Protoc
             let request_timeout = config.policy.request_timeout;
             handshake::read_catalog(&conn, info, request_timeout, max_items, &config.name)
                 .await
-                .map_err(StartError::Handshake)
+                .map_err(|why| StartError::Handshake(Arc::new(why)))
         };
         let outcome = tokio::time::timeout(timeout, startup)
             .await

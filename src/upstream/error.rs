@@ -2,6 +2,7 @@
 //! callers see), a start's failure ([`StartError`]), why a connection ended ([`Closed`]) and why
 //! mcpmux stopped an upstream on purpose ([`StopReason`]). Nothing here is compared as text.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -45,9 +46,12 @@ pub enum StartError {
     /// The transport could not be opened (the program is missing, the directory does not exist…).
     #[error("{0}")]
     Open(String),
+    /// The upstream's program could not be started.
+    #[error("{0}")]
+    Spawn(#[source] Arc<super::transport::SpawnError>),
     /// The connection opened but `initialize` or a first listing failed.
     #[error("{0}")]
-    Handshake(String),
+    Handshake(#[source] Arc<super::handshake::HandshakeError>),
     #[error("it did not finish starting within {}s", .0.as_secs())]
     Timeout(Duration),
     /// The process ended on the `server/discover` probe (a handshake-era server): it is started

@@ -27,6 +27,48 @@ const MAX_PAGES: usize = 10_000;
 /// handshake-era one (some never answer a request before `initialize`).
 const PROBE_WAIT: Duration = Duration::from_secs(10);
 
+/// Why a connection could not be opened in an era, or its catalog read: what the upstream did,
+/// as its last error says it.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    #[error("it did not answer server/discover: {0}")]
+    NoDiscover(#[source] UpstreamError),
+    #[error("it speaks MCP {}, and mcpmux speaks {} to upstreams", .0.join(", "), served())]
+    ServesOther(Vec<String>),
+    #[error(
+        "it speaks MCP {}, and mcpmux speaks {} to upstreams; it refused the initialize handshake (protocol = \"legacy\"): set protocol = \"auto\" for it",
+        .0.join(", "),
+        served()
+    )]
+    RefusedLegacy(Vec<String>),
+    #[error(
+        "it does not speak 2026-07-28 (it did not answer server/discover as such a server does); set protocol = \"auto\" or \"legacy\" for it"
+    )]
+    NotModern,
+    #[error("it answered {what} with an error: {error}")]
+    Answered { what: &'static str, error: String },
+    #[error("{0}")]
+    Request(#[from] UpstreamError),
+    #[error("its {what} result is not valid: {source}")]
+    Invalid {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("it answered protocol version `{}`, which mcpmux does not speak (known: {})", .0, Version::list())]
+    UnknownVersion(String),
+    #[error("its {method} result has no `{field}` array")]
+    NoList {
+        method: &'static str,
+        field: &'static str,
+    },
+}
+
+/// The versions mcpmux speaks to upstreams, for people.
+fn served() -> String {
+    Version::SERVED.map(Version::as_str).join(", ")
+}
+
 /// How a connection opened.
 #[derive(Debug)]
 pub(super) enum Opened {
@@ -45,15 +87,12 @@ pub(super) async fn open(
     protocol: Protocol,
     remote: bool,
     timeout: Duration,
-) -> Result<Opened, String> {
+) -> Result<Opened, HandshakeError> {
     if protocol == Protocol::Legacy {
         return (initialize(conn, timeout).await)
             .map(Opened::Ready)
             .map_err(|refusal| match refusal {
-                Refusal::Modern(versions) => format!(
-                    "{}; it refused the initialize handshake (protocol = \"legacy\"): set protocol = \"auto\" for it",
-                    serves_other(&versions)
-                ),
+                Refusal::Modern(versions) => HandshakeError::RefusedLegacy(versions),
                 Refusal::Other(why) => why,
             });
     }
@@ -69,21 +108,19 @@ pub(super) async fn open(
         Err(UpstreamError::Timeout { .. }) if !remote && protocol == Protocol::Auto => {
             Verdict::Legacy
         }
-        Err(e) => return Err(format!("it did not answer server/discover: {e}")),
+        Err(e) => return Err(HandshakeError::NoDiscover(e)),
     };
     match (verdict, protocol) {
         (Verdict::Modern(info), _) => Ok(Opened::Ready(modern_opened(conn, info))),
-        (Verdict::Serves(versions), _) => Err(serves_other(&versions)),
-        (Verdict::Legacy, Protocol::Modern) => Err(
-            "it does not speak 2026-07-28 (it did not answer server/discover as such a server does); set protocol = \"auto\" or \"legacy\" for it".into(),
-        ),
+        (Verdict::Serves(versions), _) => Err(HandshakeError::ServesOther(versions)),
+        (Verdict::Legacy, Protocol::Modern) => Err(HandshakeError::NotModern),
         (Verdict::Legacy, _) => match initialize(conn, timeout).await {
             Ok(info) => Ok(Opened::Ready(info)),
             // A modern-only server that was slow to answer the probe refuses the handshake
             // naming 2026-07-28: it is asked again.
             Err(Refusal::Modern(versions)) => match discover(conn, timeout).await {
                 Ok(Verdict::Modern(info)) => Ok(Opened::Ready(modern_opened(conn, info))),
-                _ => Err(serves_other(&versions)),
+                _ => Err(HandshakeError::ServesOther(versions)),
             },
             Err(Refusal::Other(why)) => Err(why),
         },
@@ -94,14 +131,6 @@ pub(super) async fn open(
 fn modern_opened(conn: &Arc<Connection>, info: ServerInfo) -> ServerInfo {
     conn.set_modern();
     info
-}
-
-fn serves_other(versions: &[String]) -> String {
-    format!(
-        "it speaks MCP {}, and mcpmux speaks {} to upstreams",
-        versions.join(", "),
-        Version::SERVED.map(Version::as_str).join(", ")
-    )
 }
 
 /// The probe: `server/discover` with mcpmux's envelope, and what its answer says of the era.
@@ -133,11 +162,11 @@ fn own_error(error: &RawValue) -> bool {
 /// Why `initialize` failed: a modern server's refusal (naming what it serves), or anything else.
 enum Refusal {
     Modern(Vec<String>),
-    Other(String),
+    Other(HandshakeError),
 }
 
-impl From<String> for Refusal {
-    fn from(why: String) -> Self {
+impl From<HandshakeError> for Refusal {
+    fn from(why: HandshakeError) -> Self {
         Self::Other(why)
     }
 }
@@ -176,15 +205,13 @@ async fn initialize(conn: &Arc<Connection>, timeout: Duration) -> Result<ServerI
         }
     }
     let result = expect_result(answer, "initialize")?;
-    let init: InitializeResult = serde_json::from_str(result.get())
-        .map_err(|e| format!("its initialize result is not valid: {e}"))?;
-    let protocol_version = Version::known(&init.protocol_version).ok_or_else(|| {
-        format!(
-            "it answered protocol version `{}`, which mcpmux does not speak (known: {})",
-            init.protocol_version,
-            Version::list()
-        )
-    })?;
+    let init: InitializeResult =
+        serde_json::from_str(result.get()).map_err(|source| HandshakeError::Invalid {
+            what: "initialize",
+            source,
+        })?;
+    let protocol_version = Version::known(&init.protocol_version)
+        .ok_or_else(|| HandshakeError::UnknownVersion(init.protocol_version.clone()))?;
     conn.notify("notifications/initialized", None);
     Ok(ServerInfo {
         protocol_version,
@@ -201,7 +228,7 @@ pub(super) async fn read_catalog(
     timeout: Duration,
     max_items: usize,
     upstream: &str,
-) -> Result<UpstreamCatalog, String> {
+) -> Result<UpstreamCatalog, HandshakeError> {
     let mut lists = BTreeMap::new();
     let mut ttl_ms = BTreeMap::new();
     for kind in ListKind::ALL {
@@ -236,7 +263,7 @@ pub(super) async fn read_list(
     timeout: Duration,
     max_items: usize,
     upstream: &str,
-) -> Result<Listing, String> {
+) -> Result<Listing, HandshakeError> {
     let (listing, param_headers) = read_pages(conn, kind, timeout, max_items, upstream).await?;
     if kind == ListKind::Tools && conn.is_modern() {
         conn.set_param_headers(param_headers);
@@ -262,7 +289,7 @@ async fn read_pages(
     timeout: Duration,
     max_items: usize,
     upstream: &str,
-) -> Result<(Listing, ParamHeaders), String> {
+) -> Result<(Listing, ParamHeaders), HandshakeError> {
     let mut items = Vec::new();
     let mut ttl_ms: Option<u64> = None;
     let mut seen = HashSet::new();
@@ -279,17 +306,19 @@ async fn read_pages(
                 .await,
             kind.method(),
         )?;
-        let page: Page = serde_json::from_str(result.get())
-            .map_err(|e| format!("its {} result is not valid: {e}", kind.method()))?;
+        let page: Page =
+            serde_json::from_str(result.get()).map_err(|source| HandshakeError::Invalid {
+                what: kind.method(),
+                source,
+            })?;
         if let Some(ttl) = page.rest.get("ttlMs").and_then(Value::as_u64) {
             ttl_ms = Some(ttl_ms.map_or(ttl, |t| t.min(ttl)));
         }
         let Some(Value::Array(array)) = page.rest.get(kind.field()) else {
-            return Err(format!(
-                "its {} result has no `{}` array",
-                kind.method(),
-                kind.field()
-            ));
+            return Err(HandshakeError::NoList {
+                method: kind.method(),
+                field: kind.field(),
+            });
         };
         for item in array {
             let Some(key) = item.get(kind.key()).and_then(Value::as_str) else {
@@ -326,7 +355,12 @@ async fn read_pages(
                 );
                 return Ok((Listing { items, ttl_ms }, param_headers));
             }
-            let json = RawValue::from_string(item.to_string()).map_err(|e| e.to_string())?;
+            let json = RawValue::from_string(item.to_string()).map_err(|source| {
+                HandshakeError::Invalid {
+                    what: kind.method(),
+                    source,
+                }
+            })?;
             items.push(UpstreamItem {
                 key: key.to_owned(),
                 json,
@@ -359,13 +393,14 @@ async fn read_pages(
 
 fn expect_result(
     outcome: Result<Reply, UpstreamError>,
-    what: &str,
-) -> Result<Box<RawValue>, String> {
+    what: &'static str,
+) -> Result<Box<RawValue>, HandshakeError> {
     match outcome {
         Ok(Reply::Result(result)) => Ok(result),
-        Ok(Reply::Error(error)) => {
-            Err(format!("it answered {what} with an error: {}", error.get()))
-        }
-        Err(e) => Err(e.to_string()),
+        Ok(Reply::Error(error)) => Err(HandshakeError::Answered {
+            what,
+            error: error.get().to_owned(),
+        }),
+        Err(e) => Err(HandshakeError::Request(e)),
     }
 }

@@ -586,7 +586,7 @@ pub(super) async fn approve(
             "/console/pins",
             &format!("Approved the new definition of {upstream}/{tool}."),
         ),
-        Err(why) => done("/console/pins", &why),
+        Err(why) => done("/console/pins", &why.to_string()),
     }
 }
 

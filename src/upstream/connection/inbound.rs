@@ -110,7 +110,7 @@ impl Connection {
     fn caller_of_server_request(
         &self,
         on_stream_of: Option<u64>,
-    ) -> Result<Arc<dyn Caller>, String> {
+    ) -> Result<Arc<dyn Caller>, NoCaller> {
         let scope = &self.ctx.id.scope;
         let own = on_stream_of.and_then(|id| self.tables().caller_of(id));
         if let Some(caller) = own {
@@ -127,10 +127,7 @@ impl Connection {
             (first, !rest.is_empty(), differ)
         };
         if sessions_differ && scope.is_none() {
-            return Err(format!(
-                "requests from several host sessions are in flight on upstream `{}`, so it cannot tell which host to ask; set isolation = \"per-session\" for this upstream",
-                self.upstream()
-            ));
+            return Err(NoCaller::Ambiguous(self.upstream().to_owned()));
         }
         let session = first
             .as_ref()
@@ -141,9 +138,8 @@ impl Connection {
             (Some(caller), false) => Ok(caller),
             // One session, several requests: which one caused it is unknown, so it goes on the
             // session's own stream rather than on an arbitrary request's.
-            _ => session.and_then(|s| self.ctx.events.as_ref().and_then(|e| e.session_caller(&s))).ok_or_else(|| {
-                format!("no host request is in flight on upstream `{}`, so it cannot tell which host to ask", self.upstream())
-            }),
+            _ => (session.and_then(|s| self.ctx.events.as_ref()?.session_caller(&s)))
+                .ok_or_else(|| NoCaller::Idle(self.upstream().to_owned())),
         }
     }
 
@@ -247,4 +243,15 @@ impl Connection {
                 .cancel_forwarded(&forwarded.host_id, members.get("reason"));
         }
     }
+}
+
+/// Why a server request has no host to go to (each names the upstream).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NoCaller {
+    #[error(
+        "requests from several host sessions are in flight on upstream `{0}`, so it cannot tell which host to ask; set isolation = \"per-session\" for this upstream"
+    )]
+    Ambiguous(String),
+    #[error("no host request is in flight on upstream `{0}`, so it cannot tell which host to ask")]
+    Idle(String),
 }

@@ -34,7 +34,7 @@ pub(super) fn open(
     max_message_bytes: usize,
     diagnostics: Arc<Diagnostics>,
 ) -> Result<Link, StartError> {
-    let mut child = spawn(config).map_err(StartError::Open)?;
+    let mut child = spawn(config).map_err(|e| StartError::Spawn(Arc::new(e)))?;
     let pid = child.id();
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -65,7 +65,7 @@ pub(super) fn open(
 
 /// Starts the child: cleared environment plus the inherited and configured variables, its own
 /// process group (so the group can be killed whole), pipes on stdin/stdout/stderr.
-fn spawn(config: &StdioConfig) -> Result<Child, String> {
+fn spawn(config: &StdioConfig) -> Result<Child, SpawnError> {
     let mut cmd = Command::new(&config.command);
     cmd.args(&config.args)
         .env_clear()
@@ -85,26 +85,34 @@ fn spawn(config: &StdioConfig) -> Result<Child, String> {
         cmd.current_dir(cwd);
     }
     die_with_mcpmux(&mut cmd);
-    cmd.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound if config.cwd.as_ref().is_some_and(|d| !d.is_dir()) => {
-            format!(
-                "working directory {} does not exist",
-                config
-                    .cwd
-                    .as_ref()
-                    .map(|d| d.display().to_string())
-                    .unwrap_or_default()
-            )
+    cmd.spawn().map_err(|source| {
+        let program = config.command.clone();
+        match (source.kind(), &config.cwd) {
+            (std::io::ErrorKind::NotFound, Some(cwd)) if !cwd.is_dir() => {
+                SpawnError::NoDirectory(cwd.clone())
+            }
+            (std::io::ErrorKind::NotFound, _) => SpawnError::NotFound(program),
+            (std::io::ErrorKind::PermissionDenied, _) => SpawnError::NotExecutable(program),
+            _ => SpawnError::Other { program, source },
         }
-        std::io::ErrorKind::NotFound => format!(
-            "program `{}` not found (is it installed and on PATH?)",
-            config.command
-        ),
-        std::io::ErrorKind::PermissionDenied => {
-            format!("program `{}` is not executable", config.command)
-        }
-        _ => format!("cannot start `{}`: {e}", config.command),
     })
+}
+
+/// Why an upstream's program could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("working directory {} does not exist", .0.display())]
+    NoDirectory(std::path::PathBuf),
+    #[error("program `{0}` not found (is it installed and on PATH?)")]
+    NotFound(String),
+    #[error("program `{0}` is not executable")]
+    NotExecutable(String),
+    #[error("cannot start `{program}`: {source}")]
+    Other {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Makes the child get SIGKILL when mcpmux dies, however it dies (`kill -9` included): an
