@@ -220,7 +220,13 @@ impl Cli {
         match self.execute() {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("mcpmux: {e:#}");
+                // A config error quotes the line it is about, which may hold a secret.
+                let error = format!("{e:#}");
+                let error = match crate::config::SecretKeys::defaults() {
+                    Ok(keys) => crate::config::masked(&error, &keys),
+                    Err(_) => error,
+                };
+                eprintln!("mcpmux: {error}");
                 ExitCode::FAILURE
             }
         }

@@ -16,6 +16,7 @@ mod diff;
 mod error;
 mod filter;
 mod load;
+mod masked;
 mod mcp_servers;
 mod model;
 mod policy;
@@ -29,6 +30,7 @@ pub use diff::{Changed, ConfigDiff, Fixed};
 pub use error::ConfigError;
 pub use filter::NameFilter;
 pub use load::{default_path, load, parse};
+pub use masked::masked;
 pub use mcp_servers::{ImportedServer, imported_servers};
 pub use model::{ADMIN_EXPOSED, ADMIN_EXPOSED_FIX, AdminAccess};
 pub use model::{

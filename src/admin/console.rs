@@ -16,12 +16,10 @@
 //! - `events`: the live stream an open overview listens to (the audit page's live tail is in
 //!   `audit`).
 //! - `history`: each upstream's request rate and latency over the last hour, and their charts.
-//! - `masked`: the config file with its secrets masked, as the config page shows it.
 
 mod audit;
 mod events;
 mod history;
-mod masked;
 mod pages;
 mod session;
 

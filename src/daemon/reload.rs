@@ -339,7 +339,10 @@ impl Reloader {
     }
 
     /// Records a config that cannot be used: logged, audited; the running config stays.
+    /// Logs and audits a refused reload; the error as told everywhere, with any secret a line of
+    /// the file it quotes held masked.
     fn refuse(&self, trigger: Trigger, error: String) -> String {
+        let error = config::masked(&error, &self.current().audit.secret_keys);
         tracing::error!(trigger = trigger.as_str(), error = %error, "The changed config is not valid; mcpmux keeps running the previous one.");
         self.parts.audit.record(Record::event(
             "config.rejected",

@@ -278,6 +278,30 @@ async fn reload_under_load_fails_no_call_and_touches_only_what_changed() {
         "{printed}"
     );
 
+    // 3b. A refused file whose quoted line holds a secret: masked in status and in the log.
+    let leaky = format!(
+        "{third}\n[upstreams.leaky]\ncommand = \"x\"\nenv = {{ API_TOKEN = \"sk-reload-secret\"\n"
+    );
+    save(&path, &leaky);
+    assert!(
+        poll_until(Duration::from_secs(30), || async {
+            reloads(&daemon).await.1 == 2
+        })
+        .await,
+        "the leaky file was not refused: {}",
+        daemon.status().await["config"]
+    );
+    let status = daemon.status().await;
+    let error = status["config"]["last_reload"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("API_TOKEN = \"••••••\"") && !error.contains("sk-reload-secret"),
+        "{error}"
+    );
+    assert!(
+        !daemon.stderr().contains("sk-reload-secret"),
+        "a log line holds the secret"
+    );
+
     // 4. The valid file again: the error clears, and nothing restarts for a file that changes
     //    nothing that runs. `mcpmux reload` and SIGHUP reload too.
     save(&path, &third);

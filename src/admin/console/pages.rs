@@ -13,7 +13,6 @@ use serde::Deserialize;
 use super::super::{AdminState, start_login, status_of};
 use super::events::Row;
 use super::history::charts;
-use super::masked::masked;
 use super::session::{ConsoleSession, set_cookie};
 use crate::api::LoginState;
 use crate::mcp::ListKind;
@@ -600,7 +599,8 @@ pub(super) async fn config(
 ) -> Html<String> {
     let status = admin.reloader.status();
     let keys = admin.reloader.secret_keys();
-    let text = std::fs::read_to_string(&status.file).map(|text| masked(&text, &keys));
+    let text =
+        std::fs::read_to_string(&status.file).map(|text| crate::config::masked(&text, &keys));
     let body = html! {
         p { "File " code { (status.file) } ": " (status.reloads) " reloads applied, " (status.rejected) " refused." }
         (action(&signed, "/console/reload", "Reload the config"))

@@ -1,25 +1,38 @@
-//! The config file as the console shows it: every secret-looking value masked. Credentials are
-//! never written inline in an mcpmux config (they are `…_env` or `…_file` references), but an
-//! upstream's `env` often is where people put an API key (`mcpmux import` copies hosts' `env`
-//! tables as they are), and a value under a key that names a secret (`audit.secret_keys`: token,
-//! password, api_key…) may be one. Those values are shown as [`MASK`]; the rest of the file,
-//! its comments and its line numbers are kept, so a refused reload's `file:line` still points
-//! at the right line. It reads the text line by line, not as TOML: a file the daemon refused
-//! may not parse, and it must be masked all the same.
+//! A config file's text, or an error quoting a line of it, as it may be shown or logged: every
+//! secret-looking value masked. Credentials are never written inline in an mcpmux config (they
+//! are `…_env` or `…_file` references), but an upstream's `env` often is where people put an API
+//! key (`mcpmux import` copies hosts' `env` tables as they are), a remote upstream's `headers`
+//! may carry one (`X-Api-Key`), and a value under a key that names a secret
+//! (`audit.secret_keys`: token, password, api_key…) may be one. Those values become [`MASK`];
+//! the rest of the text, its comments and its line numbers are kept, so a refused reload's
+//! `file:line` still points at the right line. It reads the text line by line, not as TOML: a
+//! file the daemon refused may not parse, and it must be masked all the same.
 
-use crate::config::SecretKeys;
+use super::SecretKeys;
 
 /// What a masked value shows instead.
 pub const MASK: &str = "••••••";
 
-/// `text` with the values of `env` tables and of secret-looking keys masked.
+/// Tables whose every value is masked.
+const MASKED_TABLES: [&str; 2] = ["env", "headers"];
+
+/// `text` with the values of `env` and `headers` tables and of secret-looking keys masked.
 pub fn masked(text: &str, keys: &SecretKeys) -> String {
     let mut out = String::with_capacity(text.len());
     let mut env_section = false;
     for line in text.split_inclusive('\n') {
+        // A TOML error quotes the line it is about behind a gutter: `19 | env = { … }`.
+        let (gutter, line) = match line.split_once(" | ") {
+            Some((number, rest)) if number.trim().bytes().all(|b| b.is_ascii_digit()) => {
+                line.split_at(line.len() - rest.len())
+            }
+            _ => ("", line),
+        };
+        out.push_str(gutter);
         let trimmed = line.trim_start();
         if trimmed.starts_with('[') {
-            env_section = last_segment(trimmed.trim_matches(|c| "[] \r\n".contains(c))) == "env";
+            let table = last_segment(trimmed.trim_matches(|c| "[] \r\n".contains(c)));
+            env_section = MASKED_TABLES.contains(&table);
             out.push_str(line);
             continue;
         }
@@ -35,7 +48,7 @@ fn last_segment(key: &str) -> &str {
     last.trim().trim_matches(|c| c == '"' || c == '\'')
 }
 
-/// Whether the value under `key` is to be masked: every value of an `env` table, and a key that
+/// Whether the value under `key` is to be masked: every value of an `env` or `headers` table, and a key that
 /// names a secret unless it names where the secret is (`…_env`, `…_file`, `…_sha256`).
 fn secret(key: &str, in_env: bool, keys: &SecretKeys) -> bool {
     let reference = ["_env", "_file", "_sha256"]
@@ -71,20 +84,24 @@ fn mask_line(line: &str, env_section: bool, keys: &SecretKeys) -> String {
                 rest = &from[end..];
             }
             _ => {
-                let key = last_segment(before.rsplit([',', '{']).next().unwrap_or(before));
+                let path = before.rsplit([',', '{']).next().unwrap_or(before);
+                let key = last_segment(path);
+                // A dotted key into such a table: `env.DATABASE_URL = "…"`.
+                let dotted = (path.split('.').rev().skip(1))
+                    .any(|part| MASKED_TABLES.contains(&part.trim().trim_matches('"')));
                 let value = &from[1..];
                 let gap = value.len() - value.trim_start().len();
                 out.push('=');
                 out.push_str(&value[..gap]);
                 let value = &value[gap..];
-                if value.starts_with('{') && key == "env" {
+                if value.starts_with('{') && MASKED_TABLES.contains(&key) {
                     inline_env = true;
                     out.push('{');
                     rest = &value[1..];
                 } else if (value.starts_with('"') || value.starts_with('\''))
                     && !value.starts_with("\"\"\"")
                     && !value.starts_with("'''")
-                    && secret(key, env_section || inline_env, keys)
+                    && secret(key, env_section || inline_env || dotted, keys)
                 {
                     // An unclosed string (a file that does not parse) ends with its line.
                     let unclosed = value.trim_end_matches(['\n', '\r']).len();
@@ -135,16 +152,20 @@ mod tests {
             args = [\"-y\", \"server-github\"]   # token = \"in a comment\"\n\
             env = { GITHUB_PERSONAL_ACCESS_TOKEN = \"ghp_abc\", DEBUG = \"1\" }\n\
             bearer_token_env = \"GITHUB_TOKEN\"\n\
+            env.DATABASE_URL = \"postgres://inline\"\n\
             \n\
             [upstreams.db.env]\n\
             DATABASE_URL = 'postgres://me:pw@host/db'\n\
+            \n\
+            [upstreams.remote]\n\
+            headers = { X-Api-Key = \"xk-1\" }\n\
             \n\
             [hosts.cursor]\n\
             api_key = \"k\\\"ey\" # inline\n\
             profile = \"dev\"\n";
         let shown = mask(text);
         assert_eq!(shown.lines().count(), text.lines().count());
-        for secret in ["ghp_abc", "postgres://", "k\\\"ey"] {
+        for secret in ["ghp_abc", "postgres://", "k\\\"ey", "xk-1"] {
             assert!(!shown.contains(secret), "{secret} shown:\n{shown}");
         }
         let lines: Vec<&str> = shown.lines().collect();
@@ -152,13 +173,23 @@ mod tests {
             lines[3],
             "env = { GITHUB_PERSONAL_ACCESS_TOKEN = \"••••••\", DEBUG = \"••••••\" }"
         );
-        assert_eq!(lines[7], "DATABASE_URL = '••••••'");
-        assert_eq!(lines[10], "api_key = \"••••••\" # inline");
+        assert_eq!(lines[5], "env.DATABASE_URL = \"••••••\"");
+        assert_eq!(lines[8], "DATABASE_URL = '••••••'");
+        assert_eq!(lines[11], "headers = { X-Api-Key = \"••••••\" }");
+        assert_eq!(lines[14], "api_key = \"••••••\" # inline");
         // Kept: what is not a secret, a reference to one, and comments.
         assert_eq!(lines[1], "command = \"npx\"");
         assert!(lines[2].ends_with("# token = \"in a comment\""));
         assert_eq!(lines[4], "bearer_token_env = \"GITHUB_TOKEN\"");
-        assert_eq!(lines[11], "profile = \"dev\"");
+        assert_eq!(lines[15], "profile = \"dev\"");
+    }
+
+    #[test]
+    fn a_toml_error_quoting_a_secret_is_masked() {
+        let error = "mcpmux.toml: TOML parse error at line 3, column 5\n  |\n3 | env = { KEY = \"sk-2\" \n  |     ^\n";
+        let shown = mask(error);
+        assert!(!shown.contains("sk-2"), "{shown}");
+        assert!(shown.contains("3 | env = { KEY = \"••••••\" "), "{shown}");
     }
 
     #[test]
