@@ -38,7 +38,7 @@ use crate::api::{
     LoginState, Pins, Refused, ReloadChanges, Reloaded, Restarted, SessionStatus, Sessions, Status,
     ToolSearch, UpstreamStatus,
 };
-use crate::audit::{AuditHandle, FilterArgs, now_us};
+use crate::audit::{AuditHandle, FilterArgs, ReadError, now_us};
 use crate::config::Transport;
 use crate::mcp::ListKind;
 use crate::router::RouterHandle;
@@ -70,7 +70,9 @@ pub struct AdminState {
 /// Reloading the daemon's config (`POST /reload`), and how it went.
 pub trait Reload: Send + Sync {
     /// Reads the config file again and applies it: what changed, or why nothing did.
-    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<ReloadChanges, String>>;
+    fn reload(
+        &self,
+    ) -> futures_util::future::BoxFuture<'_, Result<ReloadChanges, crate::config::ReloadError>>;
     /// The config file and its last reload.
     fn status(&self) -> ConfigStatus;
     /// The keys whose values are secrets (`audit.secret_keys`), for the config the console shows.
@@ -208,7 +210,7 @@ fn refused(status: StatusCode, error: String) -> Response {
 async fn reload(State(admin): State<Arc<AdminState>>) -> Response {
     match admin.reloader.reload().await {
         Ok(reloaded) => Json(Reloaded { reloaded }).into_response(),
-        Err(error) => refused(StatusCode::UNPROCESSABLE_ENTITY, error),
+        Err(error) => refused(StatusCode::UNPROCESSABLE_ENTITY, error.to_string()),
     }
 }
 
@@ -491,7 +493,7 @@ pub fn audit_routes(state: Arc<AdminState>) -> Router {
 /// refusal.
 async fn with_store<T: serde::Serialize + Send + 'static>(
     admin: &AdminState,
-    read: impl FnOnce(crate::audit::Store) -> Result<T, String> + Send + 'static,
+    read: impl FnOnce(crate::audit::Store) -> Result<T, ReadError> + Send + 'static,
 ) -> Response {
     match read_store(admin, read).await {
         Ok(value) => Json(value).into_response(),
@@ -500,10 +502,10 @@ async fn with_store<T: serde::Serialize + Send + 'static>(
 }
 
 /// Reads the store off the runtime (sled calls block), after everything recorded before is
-/// committed; a refusal says why not (the log is off, the read failed).
+/// committed; a refusal says why not (the log is off, the filter is wrong, the read failed).
 async fn read_store<T: Send + 'static>(
     admin: &AdminState,
-    read: impl FnOnce(crate::audit::Store) -> Result<T, String> + Send + 'static,
+    read: impl FnOnce(crate::audit::Store) -> Result<T, ReadError> + Send + 'static,
 ) -> Result<T, (StatusCode, String)> {
     let audit = admin.audit.clone();
     let Some(store) = audit.store().cloned() else {
@@ -516,7 +518,8 @@ async fn read_store<T: Send + 'static>(
     };
     match tokio::task::spawn_blocking(read).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err((StatusCode::BAD_REQUEST, e)),
+        Ok(Err(e)) if e.is_asked_wrong() => Err((StatusCode::BAD_REQUEST, e.to_string())),
+        Ok(Err(e)) => Err((StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
         Err(e) => Err((StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
     }
 }
@@ -526,8 +529,7 @@ async fn audit_query(
     Query(args): Query<FilterArgs>,
 ) -> Response {
     with_store(&admin, move |store| {
-        let filter = args.to_filter(now_us()).map_err(|e| e.to_string())?;
-        store.query(&filter).map_err(|e| e.to_string())
+        Ok(store.query(&args.to_filter(now_us())?)?)
     })
     .await
 }
@@ -537,12 +539,11 @@ async fn audit_stats(
     Query(args): Query<FilterArgs>,
 ) -> Response {
     with_store(&admin, move |store| {
-        let filter = args.to_filter(now_us()).map_err(|e| e.to_string())?;
-        store.stats(&filter).map_err(|e| e.to_string())
+        Ok(store.stats(&args.to_filter(now_us())?)?)
     })
     .await
 }
 
 async fn audit_verify(State(admin): State<Arc<AdminState>>) -> Response {
-    with_store(&admin, |store| store.verify().map_err(|e| e.to_string())).await
+    with_store(&admin, |store| Ok(store.verify()?)).await
 }

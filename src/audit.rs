@@ -19,8 +19,8 @@ mod writer;
 use std::path::Path;
 
 pub use query::{
-    Filter, FilterArgs, FilterError, MAX_PAGE, Page, QueryError, StatRow, cursor_after, cursor_at,
-    parse_time,
+    Filter, FilterArgs, FilterError, MAX_PAGE, Page, QueryError, ReadError, StatRow, cursor_after,
+    cursor_at, parse_time,
 };
 pub use record::{Direction, Kind, Outcome, Record, Redactor, hex, now_us};
 pub use store::{Break, Store, StoreError, Verification};

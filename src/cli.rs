@@ -477,13 +477,24 @@ fn print_bytes(bytes: &[u8]) -> std::io::Result<()> {
 #[derive(Debug, Clone, Copy)]
 struct AdminListen(Option<std::net::SocketAddr>);
 
-fn parse_admin(text: &str) -> Result<AdminListen, String> {
+/// `serve --admin` given something that is neither an address nor `off`.
+#[derive(Debug, thiserror::Error)]
+#[error("`{text}` is not an address ({source}); write IP:PORT, e.g. 127.0.0.1:7333, or off")]
+struct NotAnAdminAddress {
+    text: String,
+    source: std::net::AddrParseError,
+}
+
+fn parse_admin(text: &str) -> Result<AdminListen, NotAnAdminAddress> {
     if text == "off" {
         return Ok(AdminListen(None));
     }
-    text.parse().map(|a| AdminListen(Some(a))).map_err(|e| {
-        format!("`{text}` is not an address ({e}); write IP:PORT, e.g. 127.0.0.1:7333, or off")
-    })
+    text.parse()
+        .map(|a| AdminListen(Some(a)))
+        .map_err(|source| NotAnAdminAddress {
+            text: text.to_owned(),
+            source,
+        })
 }
 
 fn load(path: Option<PathBuf>) -> anyhow::Result<Config> {

@@ -27,7 +27,7 @@ mod watch;
 
 pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir};
 pub use diff::{Changed, ConfigDiff, Fixed};
-pub use error::ConfigError;
+pub use error::{ConfigError, ReloadError};
 pub use filter::NameFilter;
 pub use load::{default_path, load, parse};
 pub use masked::masked;

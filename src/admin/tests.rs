@@ -22,8 +22,15 @@ const TOKEN: &str = "the-admin-token";
 struct Fixed;
 
 impl Reload for Fixed {
-    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<ReloadChanges, String>> {
-        Box::pin(async { Err("the file is not valid".to_owned()) })
+    fn reload(
+        &self,
+    ) -> futures_util::future::BoxFuture<'_, Result<ReloadChanges, crate::config::ReloadError>>
+    {
+        Box::pin(async {
+            Err(crate::config::ReloadError::Invalid(
+                "the file is not valid".to_owned(),
+            ))
+        })
     }
     fn status(&self) -> ConfigStatus {
         ConfigStatus {

@@ -116,6 +116,24 @@ pub enum QueryError {
     Store(#[from] StoreError),
 }
 
+/// Why a read of the log failed: the filter people wrote (their fix), or the store (ours).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Filter(#[from] FilterError),
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ReadError {
+    /// Whether the asker can fix it (a filter or cursor of theirs), rather than the store failed.
+    pub fn is_asked_wrong(&self) -> bool {
+        matches!(self, Self::Filter(_) | Self::Query(QueryError::Cursor))
+    }
+}
+
 impl Store {
     /// One page of records matching `filter`, oldest first.
     pub fn query(&self, filter: &Filter) -> Result<Page, QueryError> {

@@ -42,3 +42,19 @@ impl ConfigError {
         }
     }
 }
+
+/// Why a reload changed nothing.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ReloadError {
+    /// The file is not a valid config: why, with any secret a line it quotes held masked.
+    #[error("{0}")]
+    Invalid(String),
+    #[error(
+        "{}: mcpmux listens on {listen}, beyond this machine, and the new config has no [hosts] credential or [server.authorization]. Fix: keep a credential, or listen on 127.0.0.1 (a restart)",
+        .file.display()
+    )]
+    Exposed {
+        file: std::path::PathBuf,
+        listen: std::net::SocketAddr,
+    },
+}

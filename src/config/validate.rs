@@ -372,7 +372,7 @@ fn upstream(
                     ConfigError::invalid(
                         file,
                         key("roots"),
-                        format!("`{bad}` is neither a URI nor a path"),
+                        bad.to_string(),
                         "write roots as URIs (\"file:///home/me/project\") or paths (relative to the config file)",
                     )
                 })?,
@@ -413,8 +413,13 @@ fn upstream(
     })
 }
 
+/// A root that is neither a URI nor a path, as written.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is neither a URI nor a path")]
+struct NotARoot(String);
+
 /// A root as written: a URI as it is; a path (relative to the config file) as its `file://` URI.
-fn root_uri(base_dir: &Path, root: String) -> Result<String, String> {
+fn root_uri(base_dir: &Path, root: String) -> Result<String, NotARoot> {
     if root.contains("://")
         || (root.contains(':') && !root.starts_with('.') && !root.starts_with('/'))
     {
@@ -426,12 +431,12 @@ fn root_uri(base_dir: &Path, root: String) -> Result<String, String> {
         path
     } else {
         std::env::current_dir()
-            .map_err(|_| root.clone())?
+            .map_err(|_| NotARoot(root.clone()))?
             .join(path)
     };
     url::Url::from_file_path(&path)
         .map(String::from)
-        .map_err(|()| root)
+        .map_err(|()| NotARoot(root))
 }
 
 /// The upstream's namespace: the one `given`, else derived from its `name`.

@@ -19,7 +19,7 @@ use arc_swap::ArcSwap;
 
 use crate::api::{ConfigStatus, LastReload, ReloadChanges};
 use crate::audit::{AuditHandle, Record};
-use crate::config::{self, Config, ConfigDiff};
+use crate::config::{self, Config, ConfigDiff, ReloadError};
 use crate::downstream::{EdgeControl, HostService, Principal};
 use crate::router::RouterHandle;
 use crate::supervisor::SupervisorHandle;
@@ -117,7 +117,7 @@ struct Outcome {
     at: Option<SystemTime>,
     trigger: Option<Trigger>,
     /// Why the file on disk is not running (`None`: the last reload applied).
-    error: Option<String>,
+    error: Option<ReloadError>,
     summary: Option<ReloadChanges>,
 }
 
@@ -173,14 +173,14 @@ impl Reloader {
                 at: humantime::format_rfc3339_seconds(at).to_string(),
                 trigger: outcome.trigger.map(|t| t.as_str().to_owned()),
                 applied: outcome.error.is_none(),
-                error: outcome.error,
+                error: outcome.error.map(|e| e.to_string()),
                 changes: outcome.summary,
             }),
         }
     }
 
     /// Reads the config file again and applies it; the error says why nothing changed.
-    pub async fn reload(&self, trigger: Trigger) -> Result<ReloadChanges, String> {
+    pub async fn reload(&self, trigger: Trigger) -> Result<ReloadChanges, ReloadError> {
         let asked = self.finished.load(Ordering::Acquire);
         let mut running = self.running.lock().await;
         let path = self.current.load().source.clone();
@@ -228,7 +228,7 @@ impl Reloader {
         path: &Path,
         text: std::io::Result<String>,
         trigger: Trigger,
-    ) -> Result<ReloadChanges, String> {
+    ) -> Result<ReloadChanges, ReloadError> {
         let parsed = match &text {
             Ok(text) => config::parse(path, text),
             Err(e) => Err(config::ConfigError::Read {
@@ -241,7 +241,8 @@ impl Reloader {
             Ok(next) => next,
             Err(e) => {
                 running.text = text;
-                return Err(self.refuse(trigger, e.to_string()));
+                let why = config::masked(&e.to_string(), &self.current().audit.secret_keys);
+                return Err(self.refuse(trigger, ReloadError::Invalid(why)));
             }
         };
         self.overrides.apply(&mut next);
@@ -252,14 +253,11 @@ impl Reloader {
         let restart_needed = diff.restart_needed();
         if next.host_exposed(self.parts.local) {
             running.text = text;
-            return Err(self.refuse(
-                trigger,
-                format!(
-                    "{}: mcpmux listens on {}, beyond this machine, and the new config has no [hosts] credential or [server.authorization]. Fix: keep a credential, or listen on 127.0.0.1 (a restart)",
-                    path.display(),
-                    self.parts.local
-                ),
-            ));
+            let exposed = ReloadError::Exposed {
+                file: path.to_owned(),
+                listen: self.parts.local,
+            };
+            return Err(self.refuse(trigger, exposed));
         }
 
         let link = self.parts.router.link();
@@ -339,23 +337,20 @@ impl Reloader {
     }
 
     /// Records a config that cannot be used: logged, audited; the running config stays.
-    /// Logs and audits a refused reload; the error as told everywhere, with any secret a line of
-    /// the file it quotes held masked.
-    fn refuse(&self, trigger: Trigger, error: String) -> String {
-        let error = config::masked(&error, &self.current().audit.secret_keys);
+    fn refuse(&self, trigger: Trigger, error: ReloadError) -> ReloadError {
         tracing::error!(trigger = trigger.as_str(), error = %error, "The changed config is not valid; mcpmux keeps running the previous one.");
         self.parts.audit.record(Record::event(
             "config.rejected",
             None,
             None,
-            Some(error.clone()),
+            Some(error.to_string()),
         ));
         error
     }
 }
 
 impl crate::admin::Reload for Reloader {
-    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<ReloadChanges, String>> {
+    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<ReloadChanges, ReloadError>> {
         Box::pin(Self::reload(self, Trigger::Admin))
     }
 

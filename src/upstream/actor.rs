@@ -45,12 +45,24 @@ enum UpstreamMsg {
     /// A listing was re-read after a list_changed notification.
     Refreshed(
         ListKind,
-        Result<handshake::Listing, handshake::HandshakeError>,
+        Result<handshake::Listing, super::error::HandshakeError>,
     ),
     /// Time to check health (ping) and idleness.
     Tick,
     /// The health ping's outcome.
-    Pinged(Result<(), String>),
+    Pinged(Result<(), PingFailed>),
+}
+
+/// Why a health ping failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PingFailed {
+    #[error("it stopped answering: no answer to {method} within {}s", .timeout.as_secs_f32())]
+    Silent {
+        method: &'static str,
+        timeout: Duration,
+    },
+    #[error("{0}")]
+    Failed(#[source] UpstreamError),
 }
 
 struct UpstreamState {
@@ -154,7 +166,7 @@ impl Actor for UpstreamActor {
                 state.pinging = false;
                 Ok(())
             }
-            UpstreamMsg::Pinged(Err(why)) => Err(self.fail(state, why).await),
+            UpstreamMsg::Pinged(Err(why)) => Err(self.fail(state, why.to_string()).await),
             UpstreamMsg::Connection(Event::Closed(Closed::Unauthorized(refused))) => {
                 self.unauthorized(&myself, state, refused).await;
                 Ok(())
@@ -260,7 +272,7 @@ impl UpstreamActor {
         myself: &ActorRef<UpstreamMsg>,
         state: &mut UpstreamState,
         kind: ListKind,
-        outcome: Result<handshake::Listing, handshake::HandshakeError>,
+        outcome: Result<handshake::Listing, super::error::HandshakeError>,
     ) {
         state.refreshing.remove(&kind);
         match outcome {
@@ -319,11 +331,8 @@ impl UpstreamActor {
             tokio::spawn(async move {
                 let answer = conn.request(method, None, timeout, None).await;
                 let outcome = answer.map(|_| ()).map_err(|e| match e {
-                    UpstreamError::Timeout { .. } => format!(
-                        "it stopped answering: no answer to {method} within {}s",
-                        timeout.as_secs_f32()
-                    ),
-                    other => other.to_string(),
+                    UpstreamError::Timeout { .. } => PingFailed::Silent { method, timeout },
+                    other => PingFailed::Failed(other),
                 });
                 let _ = myself.send_message(UpstreamMsg::Pinged(outcome));
             });

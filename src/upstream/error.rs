@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde_json::value::RawValue;
 
+use crate::mcp::version::Version;
+
 use super::status::Phase;
 
 /// An upstream's answer to one request: its `result` or its `error` object, verbatim.
@@ -48,10 +50,10 @@ pub enum StartError {
     Open(String),
     /// The upstream's program could not be started.
     #[error("{0}")]
-    Spawn(#[source] Arc<super::transport::SpawnError>),
+    Spawn(#[source] Arc<SpawnError>),
     /// The connection opened but `initialize` or a first listing failed.
     #[error("{0}")]
-    Handshake(#[source] Arc<super::handshake::HandshakeError>),
+    Handshake(#[source] Arc<HandshakeError>),
     #[error("it did not finish starting within {}s", .0.as_secs())]
     Timeout(Duration),
     /// The process ended on the `server/discover` probe (a handshake-era server): it is started
@@ -148,4 +150,63 @@ impl StopReason {
         .into_iter()
         .find(|r| Some(r.as_str()) == reason)
     }
+}
+
+/// Why a connection could not be opened in an era, or its catalog read: what the upstream did,
+/// as its last error says it.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    #[error("it did not answer server/discover: {0}")]
+    NoDiscover(#[source] UpstreamError),
+    #[error("it speaks MCP {}, and mcpmux speaks {} to upstreams", .0.join(", "), served())]
+    ServesOther(Vec<String>),
+    #[error(
+        "it speaks MCP {}, and mcpmux speaks {} to upstreams; it refused the initialize handshake (protocol = \"legacy\"): set protocol = \"auto\" for it",
+        .0.join(", "),
+        served()
+    )]
+    RefusedLegacy(Vec<String>),
+    #[error(
+        "it does not speak 2026-07-28 (it did not answer server/discover as such a server does); set protocol = \"auto\" or \"legacy\" for it"
+    )]
+    NotModern,
+    #[error("it answered {what} with an error: {error}")]
+    Answered { what: &'static str, error: String },
+    #[error("{0}")]
+    Request(#[from] UpstreamError),
+    #[error("its {what} result is not valid: {source}")]
+    Invalid {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("it answered protocol version `{}`, which mcpmux does not speak (known: {})", .0, Version::list())]
+    UnknownVersion(String),
+    #[error("its {method} result has no `{field}` array")]
+    NoList {
+        method: &'static str,
+        field: &'static str,
+    },
+}
+
+/// The versions mcpmux speaks to upstreams, for people.
+fn served() -> String {
+    Version::SERVED.map(Version::as_str).join(", ")
+}
+
+/// Why an upstream's program could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("working directory {} does not exist", .0.display())]
+    NoDirectory(std::path::PathBuf),
+    #[error("program `{0}` not found (is it installed and on PATH?)")]
+    NotFound(String),
+    #[error("program `{0}` is not executable")]
+    NotExecutable(String),
+    #[error("cannot start `{program}`: {source}")]
+    Other {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
 }

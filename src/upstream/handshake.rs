@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 
 use super::catalog::{ServerInfo, UpstreamCatalog, UpstreamItem};
 use super::connection::Connection;
-use super::error::{Reply, UpstreamError};
+use super::error::{HandshakeError, Reply, UpstreamError};
 use super::modern::{self, Declared, Verdict};
 use crate::config::Protocol;
 use crate::jsonrpc::codes;
@@ -26,48 +26,6 @@ const MAX_PAGES: usize = 10_000;
 /// Longest the probe waits for an answer to `server/discover` before taking the server for a
 /// handshake-era one (some never answer a request before `initialize`).
 const PROBE_WAIT: Duration = Duration::from_secs(10);
-
-/// Why a connection could not be opened in an era, or its catalog read: what the upstream did,
-/// as its last error says it.
-#[derive(Debug, thiserror::Error)]
-pub enum HandshakeError {
-    #[error("it did not answer server/discover: {0}")]
-    NoDiscover(#[source] UpstreamError),
-    #[error("it speaks MCP {}, and mcpmux speaks {} to upstreams", .0.join(", "), served())]
-    ServesOther(Vec<String>),
-    #[error(
-        "it speaks MCP {}, and mcpmux speaks {} to upstreams; it refused the initialize handshake (protocol = \"legacy\"): set protocol = \"auto\" for it",
-        .0.join(", "),
-        served()
-    )]
-    RefusedLegacy(Vec<String>),
-    #[error(
-        "it does not speak 2026-07-28 (it did not answer server/discover as such a server does); set protocol = \"auto\" or \"legacy\" for it"
-    )]
-    NotModern,
-    #[error("it answered {what} with an error: {error}")]
-    Answered { what: &'static str, error: String },
-    #[error("{0}")]
-    Request(#[from] UpstreamError),
-    #[error("its {what} result is not valid: {source}")]
-    Invalid {
-        what: &'static str,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error("it answered protocol version `{}`, which mcpmux does not speak (known: {})", .0, Version::list())]
-    UnknownVersion(String),
-    #[error("its {method} result has no `{field}` array")]
-    NoList {
-        method: &'static str,
-        field: &'static str,
-    },
-}
-
-/// The versions mcpmux speaks to upstreams, for people.
-fn served() -> String {
-    Version::SERVED.map(Version::as_str).join(", ")
-}
 
 /// How a connection opened.
 #[derive(Debug)]

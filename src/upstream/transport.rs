@@ -13,8 +13,6 @@
 mod remote;
 mod stdio;
 
-pub use stdio::SpawnError;
-
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Mutex;

@@ -13,20 +13,10 @@ use axum::response::{Html, IntoResponse, Response};
 use maud::{Markup, html};
 use serde::Serialize;
 
-use super::super::AdminState;
+use super::super::{AdminState, read_store};
 use super::events::Pace;
 use super::pages::{Signed, page, time_of};
 use crate::audit::{FilterArgs, Page, Record, now_us};
-
-/// [`super::super::read_store`], its refusal as text for the page.
-async fn read_store<T: Send + 'static>(
-    admin: &AdminState,
-    read: impl FnOnce(crate::audit::Store) -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    super::super::read_store(admin, read)
-        .await
-        .map_err(|(_, why)| why)
-}
 
 /// Query-string fields left empty by the form are no filter.
 fn filled(mut args: FilterArgs) -> FilterArgs {
@@ -64,8 +54,7 @@ pub(super) async fn audit(
     args.newest_first = Some(true);
     let asked = args.clone();
     let page_of = read_store(&admin, move |store| {
-        let filter = asked.to_filter(now_us()).map_err(|e| e.to_string())?;
-        store.query(&filter).map_err(|e| e.to_string())
+        Ok(store.query(&asked.to_filter(now_us())?)?)
     })
     .await;
     let text = |v: &Option<String>| v.clone().unwrap_or_default();
@@ -115,7 +104,7 @@ pub(super) async fn audit(
             }
         }
         @match &page_of {
-            Err(error) => p.error role="alert" { (error) },
+            Err((_, error)) => p.error role="alert" { (error) },
             Ok(Page { records, next_cursor }) => {
                 p { (records.len()) " records, newest first." }
                 @if tail.is_some() {
@@ -193,7 +182,7 @@ struct TailRow {
 
 /// The query's `key`, and the filter in the rest of it. They are read apart: serde's `flatten`
 /// cannot read a number (`limit`) from a query string.
-fn filter_and(raw: Option<&str>, key: &str) -> Result<(Option<String>, FilterArgs), String> {
+fn filter_and(raw: Option<&str>, key: &str) -> Result<(Option<String>, FilterArgs), BadQuery> {
     let mut value = None;
     let pairs = form_urlencoded::parse(raw.unwrap_or_default().as_bytes()).filter(|(k, v)| {
         let ours = k == key;
@@ -205,9 +194,18 @@ fn filter_and(raw: Option<&str>, key: &str) -> Result<(Option<String>, FilterArg
     let rest = form_urlencoded::Serializer::new(String::new())
         .extend_pairs(pairs)
         .finish();
-    let uri: Uri = format!("/?{rest}").parse().map_err(|e| format!("{e}"))?;
-    let Query(args) = Query::<FilterArgs>::try_from_uri(&uri).map_err(|e| e.body_text())?;
+    let uri: Uri = format!("/?{rest}").parse()?;
+    let Query(args) = Query::<FilterArgs>::try_from_uri(&uri)?;
     Ok((value, args))
+}
+
+/// A query string the console cannot read.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BadQuery {
+    #[error(transparent)]
+    Uri(#[from] axum::http::uri::InvalidUri),
+    #[error("{}", .0.body_text())]
+    Filter(#[from] axum::extract::rejection::QueryRejection),
 }
 
 /// The live tail an open audit page listens to: `GET /console/audit/tail`, a server-sent event
@@ -228,7 +226,7 @@ pub(super) async fn audit_tail(
     // `after`: the cursor after the newest record the page shows (none: from now on).
     let (after, args) = match filter_and(query.as_deref(), "after") {
         Ok(asked) => asked,
-        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
+        Err(why) => return (StatusCode::BAD_REQUEST, why.to_string()).into_response(),
     };
     let mut args = filled(args);
     args.cursor = None;
@@ -308,7 +306,7 @@ pub(super) async fn audit_record(
             limit: Some(1000),
             ..crate::audit::Filter::default()
         };
-        let page = store.query(&filter).map_err(|e| e.to_string())?;
+        let page = store.query(&filter)?;
         Ok(page.records.into_iter().find(|r| r.seq == seq))
     })
     .await;
@@ -319,7 +317,7 @@ pub(super) async fn audit_record(
             a href="/console/audit" { "Back to the audit log" }
         },
         Ok(None) => html! { p.error role="alert" { "No record " (seq) " at that time." } },
-        Err(error) => html! { p.error role="alert" { (error) } },
+        Err((_, error)) => html! { p.error role="alert" { (error) } },
     };
     page(
         "/console/audit",
@@ -335,13 +333,13 @@ pub(super) async fn audit_verify(
     State(admin): State<Arc<AdminState>>,
     Extension(signed): Extension<Signed>,
 ) -> Html<String> {
-    let verified = read_store(&admin, |store| store.verify().map_err(|e| e.to_string())).await;
+    let verified = read_store(&admin, |store| Ok(store.verify()?)).await;
     let body = match verified {
         Ok(report) => html! {
             p role="status" { "The chain verifies." }
             pre { (serde_json::to_string_pretty(&report).unwrap_or_default()) }
         },
-        Err(error) => html! { p.error role="alert" { "The chain does not verify: " (error) } },
+        Err((_, error)) => html! { p.error role="alert" { "The chain does not verify: " (error) } },
     };
     page("/console/audit", "Audit chain", Some(&signed), None, body)
 }
@@ -353,7 +351,7 @@ pub(super) async fn audit_export(
 ) -> Response {
     let (format, args) = match filter_and(query.as_deref(), "format") {
         Ok(asked) => asked,
-        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
+        Err(why) => return (StatusCode::BAD_REQUEST, why.to_string()).into_response(),
     };
     let csv = format.as_deref() == Some("csv");
     let mut args = filled(args);
@@ -363,10 +361,10 @@ pub(super) async fn audit_export(
         if csv {
             out.push_str("seq,time,principal,profile,method,upstream,target,outcome,error_code,latency_us,trace_id\n");
         }
-        let mut filter = args.to_filter(now_us()).map_err(|e| e.to_string())?;
+        let mut filter = args.to_filter(now_us())?;
         filter.limit = Some(crate::audit::MAX_PAGE);
         for _ in 0..100 {
-            let page = store.query(&filter).map_err(|e| e.to_string())?;
+            let page = store.query(&filter)?;
             for r in &page.records {
                 if csv {
                     out.push_str(&csv_line(r));
@@ -399,7 +397,7 @@ pub(super) async fn audit_export(
             )
                 .into_response()
         }
-        Err(error) => (StatusCode::BAD_REQUEST, error).into_response(),
+        Err(refusal) => refusal.into_response(),
     }
 }
 

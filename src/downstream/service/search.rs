@@ -48,7 +48,7 @@ impl HostService {
         route.target = Some(target);
         let (query, limit) = match asked(arguments) {
             Ok(asked) => asked,
-            Err(message) => return Ok(Answer::Result(tool_error(&message))),
+            Err(bad) => return Ok(Answer::Result(tool_error(&bad.to_string()))),
         };
         let snapshot = self.router.view(host.profile());
         let Some(view) = snapshot.search_mode() else {
@@ -134,25 +134,41 @@ struct Results<'a> {
     tools: Vec<Found<'a>>,
 }
 
+/// What is wrong with a search's arguments; each says how to ask, for the model to read.
+#[derive(Debug, thiserror::Error)]
+enum BadSearch {
+    #[error("No arguments: {}.", usage())]
+    NoArguments,
+    #[error("{}: {}.", .0, usage())]
+    Invalid(#[source] serde_json::Error),
+    #[error("`limit` is {}: {}.", .0, usage())]
+    Limit(f64),
+    #[error("`query` is empty: {}.", usage())]
+    EmptyQuery,
+}
+
+/// How to call the search tool.
+fn usage() -> String {
+    format!(
+        "give `query` (what you want to do, in a few words) and optionally `limit` (1 to {MAX_LIMIT})"
+    )
+}
+
 /// The search tool's `query` and `limit`, or what is wrong with them.
-fn asked(arguments: Option<&RawValue>) -> Result<(String, usize), String> {
+fn asked(arguments: Option<&RawValue>) -> Result<(String, usize), BadSearch> {
     #[derive(Deserialize)]
     struct Asked {
         query: String,
         limit: Option<f64>,
     }
-    let usage = format!(
-        "give `query` (what you want to do, in a few words) and optionally `limit` (1 to {MAX_LIMIT})"
-    );
-    let asked: Asked = arguments
-        .ok_or_else(|| format!("No arguments: {usage}."))
-        .and_then(|a| serde_json::from_str(a.get()).map_err(|e| format!("{e}: {usage}.")))?;
+    let arguments = arguments.ok_or(BadSearch::NoArguments)?;
+    let asked: Asked = serde_json::from_str(arguments.get()).map_err(BadSearch::Invalid)?;
     let limit = asked.limit.unwrap_or(DEFAULT_LIMIT as f64);
     if limit.fract() != 0.0 || !(1.0..=MAX_LIMIT as f64).contains(&limit) {
-        return Err(format!("`limit` is {limit}: {usage}."));
+        return Err(BadSearch::Limit(limit));
     }
     if asked.query.trim().is_empty() {
-        return Err(format!("`query` is empty: {usage}."));
+        return Err(BadSearch::EmptyQuery);
     }
     Ok((asked.query, limit as usize))
 }
@@ -205,7 +221,7 @@ mod tests {
             r#"{"query":"  "}"#,
             r#"{"limit":3}"#,
         ] {
-            let error = asked(Some(&raw(bad.to_owned()))).unwrap_err();
+            let error = asked(Some(&raw(bad.to_owned()))).unwrap_err().to_string();
             assert!(error.contains("give `query`"), "{bad}: {error}");
         }
         assert!(asked(None).is_err());

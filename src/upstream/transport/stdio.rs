@@ -19,7 +19,7 @@ use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use super::{Diagnostics, Inbound, Incoming, Link, Outgoing, Teardown};
 use crate::config::StdioConfig;
 use crate::jsonrpc::line_codec;
-use crate::upstream::error::{Closed, StartError};
+use crate::upstream::error::{Closed, SpawnError, StartError};
 
 /// Lines waiting for the writer task; a full queue makes callers wait (backpressure).
 const WRITE_QUEUE: usize = 1024;
@@ -96,23 +96,6 @@ fn spawn(config: &StdioConfig) -> Result<Child, SpawnError> {
             _ => SpawnError::Other { program, source },
         }
     })
-}
-
-/// Why an upstream's program could not be started.
-#[derive(Debug, thiserror::Error)]
-pub enum SpawnError {
-    #[error("working directory {} does not exist", .0.display())]
-    NoDirectory(std::path::PathBuf),
-    #[error("program `{0}` not found (is it installed and on PATH?)")]
-    NotFound(String),
-    #[error("program `{0}` is not executable")]
-    NotExecutable(String),
-    #[error("cannot start `{program}`: {source}")]
-    Other {
-        program: String,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// Makes the child get SIGKILL when mcpmux dies, however it dies (`kill -9` included): an
