@@ -221,7 +221,8 @@ impl Body {
 pub struct Sealed {
     pub seq: u64,
     pub ts_us: u64,
-    pub hash: String,
+    /// Its hash's hex digits (kept inline: a record's seal allocates nothing more than its line).
+    hash: [u8; 64],
     /// The stored form: the record's JSON and a newline.
     pub line: Vec<u8>,
     pub upstream: Option<String>,
@@ -247,8 +248,9 @@ impl Sealed {
         h.update(prev_hash.as_bytes());
         h.update(&line);
         h.update(b"\"}");
-        let hash = hex(&h.finalize());
-        line.extend_from_slice(hash.as_bytes());
+        let mut hash = [0u8; 64];
+        hex_into(&mut hash, &h.finalize());
+        line.extend_from_slice(&hash);
         line.extend_from_slice(b"\"}\n");
         Self {
             seq,
@@ -262,11 +264,32 @@ impl Sealed {
     }
 }
 
+impl Sealed {
+    /// Its hash, in hex.
+    pub fn hash(&self) -> &str {
+        std::str::from_utf8(&self.hash).unwrap_or_default()
+    }
+
+    /// [`Self::hash`] by value, to move the chain on once the record has gone.
+    pub fn hash_digits(&self) -> [u8; 64] {
+        self.hash
+    }
+}
+
 fn chain_hash(prev_hash: &str, canonical: &[u8]) -> String {
     let mut h = Sha256::new();
     h.update(prev_hash.as_bytes());
     h.update(canonical);
     hex(&h.finalize())
+}
+
+/// The lowercase hex digits of `bytes` (32 of them) in `out`.
+fn hex_into(out: &mut [u8; 64], bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 0xf)];
+    }
 }
 
 /// Lowercase hex digits of `bytes`.
@@ -420,9 +443,9 @@ mod tests {
         assert_eq!(sealed.upstream.as_deref(), Some("fs"));
         let line = sealed.line.strip_suffix(b"\n").unwrap_or_default();
         let stored: Record = serde_json::from_slice(line).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(stored.hash, sealed.hash);
+        assert_eq!(stored.hash, sealed.hash());
         assert_eq!(stored.prev_hash, prev);
-        assert_eq!(stored.compute_hash(), sealed.hash);
+        assert_eq!(stored.compute_hash(), sealed.hash());
         // The canonical encoding, spelled out: the record with its chain fields and `hash` empty.
         r.seq = 7;
         r.ts_us = 2_000;
@@ -430,7 +453,7 @@ mod tests {
         let mut h = Sha256::new();
         h.update(prev.as_bytes());
         h.update(serde_json::to_vec(&r).unwrap_or_default());
-        assert_eq!(hex(&h.finalize()), sealed.hash);
+        assert_eq!(hex(&h.finalize()), sealed.hash());
         assert_eq!(hex(&[0x00, 0x9f, 0xff]), "009fff");
     }
 }

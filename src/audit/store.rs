@@ -122,7 +122,7 @@ impl Head {
     pub fn after(sealed: &Sealed) -> Self {
         Self {
             next_seq: sealed.seq + 1,
-            last_hash: sealed.hash.clone(),
+            last_hash: sealed.hash().to_owned(),
             last_ts: sealed.ts_us,
         }
     }

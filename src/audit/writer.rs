@@ -35,7 +35,9 @@ const SYNC_EVERY: Duration = Duration::from_millis(50);
 const RETENTION_EVERY: Duration = Duration::from_secs(60);
 
 enum Msg {
-    Record(Box<Sealed>),
+    /// By value: the channel's blocks hold 31 messages each, one allocation where boxing would
+    /// make one per record (freed by the writer, on another thread's arena).
+    Record(Sealed),
     /// Commit and flush everything received so far, then answer.
     Sync(SyncSender<()>),
 }
@@ -137,9 +139,15 @@ impl AuditHandle {
         let body = Body::of(record);
         let mut head = shared.chain.lock().unwrap_or_else(PoisonError::into_inner);
         let sealed = Sealed::chain(body, head.next_seq, &head.last_hash, head.last_ts);
-        let next = Head::after(&sealed);
-        if shared.tx.send(Msg::Record(Box::new(sealed))).is_ok() {
-            *head = next;
+        // The chain moves on in place (no allocation) once the record is queued.
+        let (seq, ts_us) = (sealed.seq, sealed.ts_us);
+        let hash = sealed.hash_digits();
+        if shared.tx.send(Msg::Record(sealed)).is_ok() {
+            head.next_seq = seq + 1;
+            head.last_ts = ts_us;
+            head.last_hash.clear();
+            head.last_hash
+                .push_str(std::str::from_utf8(&hash).unwrap_or_default());
             drop(head);
             shared.written.fetch_add(1, Ordering::Relaxed);
         } else {
@@ -245,7 +253,7 @@ impl Writer {
             while let Some(msg) = next.take() {
                 match msg {
                     Msg::Record(r) => {
-                        batch.push(*r);
+                        batch.push(r);
                         taken += 1;
                     }
                     Msg::Sync(tx) => waiting.push(tx),
