@@ -12,7 +12,8 @@
 //! open page at rest costs the daemon a few counter reads every few seconds ([`events::Pace`]).
 //!
 //! - `session`: console sessions, the cookie, CSRF tokens.
-//! - `pages`: the pages and their actions (`audit`: the audit page's).
+//! - `pages`: the pages and their actions (`overview`: the overview's and the upstreams'; `audit`:
+//!   the audit page's).
 //! - `events`: the live stream an open overview listens to (the audit page's live tail is in
 //!   `audit`).
 //! - `history`: each upstream's request rate and latency over the last hour, and their charts.
@@ -20,6 +21,7 @@
 mod audit;
 mod events;
 mod history;
+mod overview;
 mod pages;
 mod session;
 
@@ -55,7 +57,7 @@ pub(super) fn routes(state: Arc<AdminState>) -> Router {
         runtime.spawn(history::sample_forever(Arc::downgrade(&state)));
     }
     let signed_in = Router::new()
-        .route("/console/", get(pages::overview))
+        .route("/console/", get(overview::overview))
         .route("/console/events", get(events::stream))
         .route("/console/catalog", get(pages::catalog))
         .route("/console/hosts", get(pages::hosts))
@@ -68,12 +70,12 @@ pub(super) fn routes(state: Arc<AdminState>) -> Router {
         .route("/console/config", get(pages::config))
         .route("/console/logout", post(pages::logout))
         .route("/console/reload", post(pages::reload))
-        .route("/console/upstreams/{name}/restart", post(pages::restart))
+        .route("/console/upstreams/{name}/restart", post(overview::restart))
         .route(
             "/console/upstreams/{name}/login",
-            get(pages::sign_in_state).post(pages::sign_in),
+            get(overview::sign_in_state).post(overview::sign_in),
         )
-        .route("/console/upstreams/{name}/logout", post(pages::sign_out))
+        .route("/console/upstreams/{name}/logout", post(overview::sign_out))
         .route(
             "/console/pins/{upstream}/{tool}/approve",
             post(pages::approve),

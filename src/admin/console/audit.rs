@@ -3,18 +3,17 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Extension;
 use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{StatusCode, Uri, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::Event;
 use axum::response::{Html, IntoResponse, Response};
 use maud::{Markup, html};
 use serde::Serialize;
 
 use super::super::{AdminState, read_store};
-use super::events::Pace;
+use super::events::{Pace, live};
 use super::pages::{Signed, page, time_of};
 use crate::audit::{FilterArgs, Page, Record, now_us};
 
@@ -283,9 +282,7 @@ pub(super) async fn audit_tail(
             return Some((Ok::<_, Infallible>(event), state));
         }
     });
-    Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response()
+    live(stream)
 }
 
 pub(super) async fn audit_record(

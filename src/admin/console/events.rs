@@ -191,7 +191,15 @@ pub(super) async fn stream(
             }
         }
     });
-    Sse::new(stream)
+    live(stream)
+}
+
+/// A live stream's answer: its events, and a keep-alive comment every 15 s so that nothing
+/// between the page and the daemon takes the quiet stream for a dead one.
+pub fn live(
+    events: impl futures_util::Stream<Item = Result<Event, Infallible>> + Send + 'static,
+) -> Response {
+    Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
 }
