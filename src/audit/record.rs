@@ -270,9 +270,27 @@ impl Sealed {
         std::str::from_utf8(&self.hash).unwrap_or_default()
     }
 
-    /// [`Self::hash`] by value, to move the chain on once the record has gone.
-    pub fn hash_digits(&self) -> [u8; 64] {
-        self.hash
+    /// Its place in the chain, by value: what the chain's head moves to once the record has gone.
+    pub fn link(&self) -> Link {
+        Link {
+            seq: self.seq,
+            ts_us: self.ts_us,
+            hash: self.hash,
+        }
+    }
+}
+
+/// A sealed record's sequence number, time and hash.
+#[derive(Debug, Clone, Copy)]
+pub struct Link {
+    pub seq: u64,
+    pub ts_us: u64,
+    hash: [u8; 64],
+}
+
+impl Link {
+    pub fn hash(&self) -> &str {
+        std::str::from_utf8(&self.hash).unwrap_or_default()
     }
 }
 

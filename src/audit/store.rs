@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::record::{Body, Record, Sealed};
+use super::record::{Body, Link, Record, Sealed};
 use super::segment::{Location, Segments};
 use keys::{BYTES, HEAD, index_entries, sealed_fields};
 pub(super) use keys::{IndexField, block_key, index_prefix};
@@ -120,11 +120,17 @@ fn head_after(record: &Record) -> Head {
 impl Head {
     /// The head once `sealed` is the last record.
     pub fn after(sealed: &Sealed) -> Self {
-        Self {
-            next_seq: sealed.seq + 1,
-            last_hash: sealed.hash().to_owned(),
-            last_ts: sealed.ts_us,
-        }
+        let mut head = Self::default();
+        head.follow(&sealed.link());
+        head
+    }
+
+    /// Moves on to the record `link` names, in place (the hash's room is reused).
+    pub fn follow(&mut self, link: &Link) {
+        self.next_seq = link.seq + 1;
+        self.last_ts = link.ts_us;
+        self.last_hash.clear();
+        self.last_hash.push_str(link.hash());
     }
 }
 

@@ -140,14 +140,9 @@ impl AuditHandle {
         let mut head = shared.chain.lock().unwrap_or_else(PoisonError::into_inner);
         let sealed = Sealed::chain(body, head.next_seq, &head.last_hash, head.last_ts);
         // The chain moves on in place (no allocation) once the record is queued.
-        let (seq, ts_us) = (sealed.seq, sealed.ts_us);
-        let hash = sealed.hash_digits();
+        let link = sealed.link();
         if shared.tx.send(Msg::Record(sealed)).is_ok() {
-            head.next_seq = seq + 1;
-            head.last_ts = ts_us;
-            head.last_hash.clear();
-            head.last_hash
-                .push_str(std::str::from_utf8(&hash).unwrap_or_default());
+            head.follow(&link);
             drop(head);
             shared.written.fetch_add(1, Ordering::Relaxed);
         } else {
