@@ -9,6 +9,7 @@ mod error;
 mod framing;
 mod members;
 mod message;
+mod needle;
 
 pub use depth::{MAX_DEPTH, nests_deeper_than};
 pub use error::{RpcError, codes};
@@ -18,3 +19,4 @@ pub use message::{
     Incoming, Message, Received, error_line, error_line_without_id, notification_line,
     raw_error_line, request_line, request_line_raw, response_line,
 };
+pub use needle::Needle;

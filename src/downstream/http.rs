@@ -166,8 +166,21 @@ impl Edge {
     }
 }
 
+/// Headers a response's map has room for. hyper parses the next request on the connection into
+/// the map the previous response's headers left behind: one sized for the few headers of an
+/// answer would be regrown (an allocation and a rehash) for every request of seven headers or
+/// more — a 2026-07-28 request has seven at least, an SDK's ten or so.
+const HEADER_ROOM: usize = 24;
+
 fn json_response(body: String) -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    let mut response = Response::new(Body::from(body));
+    let headers = response.headers_mut();
+    *headers = HeaderMap::with_capacity(HEADER_ROOM);
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// POST `/mcp` (or `/mcp/NAME`): one host message, or a batch.

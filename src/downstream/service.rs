@@ -52,8 +52,8 @@ use super::session::{HostInfo, Session};
 use crate::audit::AuditHandle;
 use crate::config::{Redaction, ServerConfig};
 use crate::jsonrpc::{
-    MAX_DEPTH, RpcError, codes, error_line, nests_deeper_than, raw_error_line, response_line,
-    to_raw,
+    MAX_DEPTH, Needle, RpcError, codes, error_line, nests_deeper_than, raw_error_line,
+    response_line, to_raw,
 };
 use crate::mcp::ListKind;
 use crate::mcp::cursor::CursorCodec;
@@ -139,8 +139,9 @@ impl HostRequest {
         params: Option<&RawValue>,
         headers_trace: Option<TraceParent>,
     ) -> Self {
+        static TRACEPARENT: Needle = Needle::new(r#""traceparent""#);
         let trace = params
-            .filter(|p| p.get().contains(r#""traceparent""#))
+            .filter(|p| TRACEPARENT.is_in(p.get()))
             .and_then(layers::traceparent_of)
             .or(headers_trace);
         let access = session.access();

@@ -191,7 +191,12 @@ impl Session {
         let nowhere = NOWHERE.get_or_init(|| mpsc::channel(1).0).clone();
         // Unique in the process, which is all a request's own id must be (it is not a credential).
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        let id = format!("request-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        let mut number = itoa::Buffer::new();
+        let id = [
+            "request-",
+            number.format(NEXT.fetch_add(1, Ordering::Relaxed)),
+        ]
+        .concat();
         // Never closed (it is in no store), so all of them share one token.
         static UNCLOSED: std::sync::OnceLock<CancellationToken> = std::sync::OnceLock::new();
         let closed = UNCLOSED.get_or_init(CancellationToken::new).clone();

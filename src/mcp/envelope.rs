@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::version::Version;
-use crate::jsonrpc::{Key, Members, RpcError, codes};
+use crate::jsonrpc::{Key, Members, Needle, RpcError, codes};
 
 /// What the keys of the envelope's members start with (mcpmux's own hop, never forwarded).
 pub const ENVELOPE_PREFIX: &str = "io.modelcontextprotocol/";
@@ -65,7 +65,8 @@ pub struct Envelope {
 /// The protocol version a request's `params._meta` names, if it names one as a string. Cheap
 /// enough to decide a request's era on: it reads the two objects' members, no deeper.
 pub fn declared_version(params: Option<&RawValue>) -> Option<String> {
-    let params = params.filter(|p| p.get().contains(PROTOCOL_VERSION))?;
+    static DECLARES: Needle = Needle::new(PROTOCOL_VERSION);
+    let params = params.filter(|p| DECLARES.is_in(p.get()))?;
     let meta = Members::of(params)?.get("_meta")?;
     Members::of(meta)?.string(PROTOCOL_VERSION)
 }
@@ -313,6 +314,12 @@ pub fn within_limit<'a>(
 
 /// The text of a raw JSON string: borrowed unless it holds escapes; `None` for another value.
 pub fn text_of(raw: &RawValue) -> Option<Cow<'_, str>> {
+    // Most strings hold no escape: their text is what lies between the quotes (a raw value is
+    // valid JSON, so a string that holds no backslash holds no quote either).
+    let plain = (raw.get().strip_prefix('"')).and_then(|s| s.strip_suffix('"'));
+    if let Some(text) = plain.filter(|t| !t.contains('\\')) {
+        return Some(Cow::Borrowed(text));
+    }
     #[derive(Deserialize)]
     struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
     serde_json::from_str::<Text<'_>>(raw.get())

@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::catalog::ServerInfo;
-use crate::jsonrpc::{Members, codes, raw_string, to_raw};
+use crate::jsonrpc::{Members, Needle, codes, raw_string, to_raw};
 use crate::mcp::envelope::{self, CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION};
 use crate::mcp::version::Version;
 
@@ -177,7 +177,8 @@ pub struct InputRequired {
 /// The `input_required` result `result` is, if it is one (most results are not, and are
 /// recognised without a parse).
 pub fn input_required(result: &RawValue) -> Option<InputRequired> {
-    if !result.get().contains("\"input_required\"") {
+    static MARK: Needle = Needle::new("\"input_required\"");
+    if !MARK.is_in(result.get()) {
         return None;
     }
     #[derive(Deserialize)]

@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 use super::admission::{Admitted, VERSION_HEADER, refuse};
 use super::{AppState, accepts::Accepts, answer};
 use crate::downstream::session::{ClientInfo, HostInfo, Session};
-use crate::jsonrpc::{Message, RpcError, codes};
+use crate::jsonrpc::{Message, Needle, RpcError, codes};
 use crate::mcp::envelope::{self, Declared, METHOD_HEADER, NAME_HEADER};
 use crate::mcp::version::Version;
 use crate::telemetry::otel::TraceParent;
@@ -175,23 +175,33 @@ fn check_headers(
     declared: &Declared<'_>,
     method: &str,
 ) -> Result<(), RpcError> {
-    let one = |name: &HeaderName| -> Result<Option<&str>, RpcError> {
-        let mut values = headers.get_all(name).iter();
-        let first = values.next();
-        if values.next().is_some() {
+    // The three headers' values, found in one pass over the request's few headers (a lookup
+    // by name hashes the name, three times over).
+    let mut sent: [(&HeaderName, Option<&HeaderValue>, usize); 3] =
+        [(&VERSION, None, 0), (&METHOD, None, 0), (&NAME, None, 0)];
+    for (name, value) in headers {
+        if let Some(slot) = sent.iter_mut().find(|(mirror, ..)| *mirror == name) {
+            slot.1.get_or_insert(value);
+            slot.2 += 1;
+        }
+    }
+    let one = |i: usize| -> Result<Option<&str>, RpcError> {
+        let (name, value, count) = sent[i];
+        if count > 1 {
             return Err(mismatch(format!(
                 "the {name} header is sent more than once"
             )));
         }
-        first
+        value
             .map(|v| {
                 v.to_str()
                     .map_err(|_| mismatch(format!("the {name} header is not visible ASCII")))
             })
             .transpose()
     };
-    let matches = |name: &HeaderName, body: &str| -> Result<(), RpcError> {
-        match one(name)? {
+    let matches = |i: usize, body: &str| -> Result<(), RpcError> {
+        let name = sent[i].0;
+        match one(i)? {
             None => Err(mismatch(format!(
                 "the {name} header is missing (it must repeat `{body}`)"
             ))),
@@ -201,12 +211,12 @@ fn check_headers(
             ))),
         }
     };
-    matches(&VERSION, &declared.version)?;
-    matches(&METHOD, method)?;
+    matches(0, &declared.version)?;
+    matches(1, method)?;
     let Some((key, body)) = &declared.name else {
         return Ok(());
     };
-    match one(&NAME)? {
+    match one(2)? {
         None => Err(mismatch(format!(
             "the {NAME_HEADER} header is missing (it must repeat params.{key})"
         ))),
@@ -222,8 +232,8 @@ fn check_headers(
 fn status_of(line: &str) -> StatusCode {
     // mcpmux writes its own errors code first: `…,"error":{"code":-32021,…` (what an error
     // line holds after its id; a result's text cannot hold it unescaped).
-    const MISSING: &str = r#","error":{"code":-32021,"#;
-    if line.contains(MISSING) {
+    static MISSING: Needle = Needle::new(r#","error":{"code":-32021,"#);
+    if MISSING.is_in(line) {
         return StatusCode::BAD_REQUEST;
     }
     StatusCode::OK

@@ -6,6 +6,7 @@
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::jsonrpc::Needle;
 use crate::mcp::names;
 use crate::mcp::names::Prefix;
 use crate::mcp::version::Version;
@@ -13,9 +14,12 @@ use crate::mcp::version::Version;
 /// The result with resource URIs exposed and content fitted to `version`.
 pub(super) fn fit(prefix: &Prefix, result: Box<RawValue>, version: Version) -> Box<RawValue> {
     let text = result.get();
-    let has_resources = text.contains(r#""resource"#);
-    let has_newer = !version.has_resource_links()
-        && (text.contains(r#""audio""#) || text.contains(r#""resource_link""#));
+    static RESOURCE: Needle = Needle::new(r#""resource"#);
+    static AUDIO: Needle = Needle::new(r#""audio""#);
+    static RESOURCE_LINK: Needle = Needle::new(r#""resource_link""#);
+    let has_resources = RESOURCE.is_in(text);
+    let has_newer =
+        !version.has_resource_links() && (AUDIO.is_in(text) || RESOURCE_LINK.is_in(text));
     if !has_resources && !has_newer {
         return result;
     }

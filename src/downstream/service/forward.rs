@@ -217,8 +217,7 @@ impl HostService {
             let scoped = target.scope().is_some();
             // Its call may take rounds: it runs on while the host answers what it asks.
             let binding = binding(host, method, route, upstream);
-            let session = &host.session.id;
-            let caller = Rounds::caller(session, Arc::clone(&host.ctx.host), host.sink.clone());
+            let caller = Rounds::caller(Arc::clone(&host.session), host.sink.clone());
             let call = CallContext {
                 caller: Arc::clone(&caller) as Arc<dyn crate::upstream::Caller>,
                 progress,

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 
 use super::Answer;
 use crate::config::Redaction;
-use crate::jsonrpc::RpcError;
+use crate::jsonrpc::{Needle, RpcError};
 use crate::upstream::{Reply, UpstreamHandle};
 
 /// What routing learned about a request, as its handler goes.
@@ -79,6 +79,7 @@ impl Outcome {
         struct Coded {
             code: i64,
         }
+        static IS_ERROR: Needle = Needle::new(r#""isError""#);
         #[derive(Deserialize)]
         struct ToolResult {
             #[serde(rename = "isError", default)]
@@ -89,7 +90,7 @@ impl Outcome {
                 // Only a result that mentions `isError` is parsed to read it.
                 let tool_error = tool_errors
                     && method == "tools/call"
-                    && result.get().contains(r#""isError""#)
+                    && IS_ERROR.is_in(result.get())
                     && serde_json::from_str::<ToolResult>(result.get()).is_ok_and(|r| r.is_error);
                 (None, tool_error)
             }

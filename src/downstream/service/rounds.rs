@@ -15,18 +15,22 @@
 //! (`requiredCapabilities`), and the upstream's call is cancelled.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
+use futures_util::task::AtomicWaker;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::downstream::sealed::Sealer;
-use crate::downstream::session::HostInfo;
+use crate::downstream::session::Session;
 use crate::jsonrpc::{RpcError, codes, raw_string, to_raw};
 use crate::sync::lock;
 use crate::upstream::{
@@ -60,14 +64,16 @@ enum Event {
 /// The host side of a stateless request forwarded to a handshake-era upstream: its server
 /// requests become requests for input, its progress goes to the current round's stream.
 pub(super) struct InputCaller {
-    session_id: String,
-    host: Arc<HostInfo>,
+    session: Arc<Session>,
     /// The response stream of the round being served, while it is open.
     sink: Mutex<Option<mpsc::Sender<String>>>,
     /// What the upstream said since the round last looked (no allocation until it says
     /// something: most calls never do).
     events: Mutex<Vec<Event>>,
-    said: Notify,
+    /// Whether `events` holds something (read without the lock on each poll of the round).
+    said: AtomicBool,
+    /// The round waiting for what the upstream says.
+    round: AtomicWaker,
     next_key: AtomicU64,
 }
 
@@ -85,20 +91,20 @@ impl InputCaller {
                 return false;
             }
             events.push(event);
+            self.said.store(true, Ordering::Release);
         }
-        self.said.notify_one();
+        self.round.wake();
         true
     }
 
-    /// What the upstream said, once it said something.
-    async fn heard(&self) -> Vec<Event> {
-        loop {
-            let events = std::mem::take(&mut *lock(&self.events));
-            if !events.is_empty() {
-                return events;
-            }
-            self.said.notified().await;
+    /// What the upstream said, if it said something since the last look; else the round is
+    /// woken when it does.
+    fn heard(&self, cx: &mut Context<'_>) -> Option<Vec<Event>> {
+        self.round.register(cx.waker());
+        if !self.said.swap(false, Ordering::Acquire) {
+            return None;
         }
+        Some(std::mem::take(&mut *lock(&self.events)))
     }
 }
 
@@ -114,7 +120,7 @@ fn needed(method: &str, asked_with: Option<&RawValue>) -> Option<(&'static str, 
 
 impl Caller for InputCaller {
     fn session_id(&self) -> &str {
-        &self.session_id
+        &self.session.id
     }
 
     /// Always yes: whether the host declared what a request needs is decided in
@@ -152,7 +158,7 @@ impl Caller for InputCaller {
             ));
         };
         let url_mode = required["elicitation"].get("url").is_some();
-        let declared = &self.host.capabilities[capability];
+        let declared = &self.session.host.capabilities[capability];
         if declared.is_null() || (url_mode && declared.get("url").is_none()) {
             self.say(Event::Missing(required));
             return Err(refused(format!(
@@ -181,11 +187,11 @@ impl Caller for InputCaller {
     }
 
     fn capabilities(&self) -> Option<&Value> {
-        Some(&self.host.capabilities)
+        Some(&self.session.host.capabilities)
     }
 
     fn request_log_level(&self) -> Option<usize> {
-        self.host.request_log_level
+        self.session.host.request_log_level
     }
 
     /// A 2026-07-28 upstream's `input_required` goes to the host as it is (its state sealed).
@@ -212,16 +218,13 @@ impl Call {
     }
 }
 
-impl std::future::Future for Call {
+impl Future for Call {
     type Output = Result<Result<Reply, UpstreamError>, RpcError>;
 
-    fn poll(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             Self::Here(call) => call.as_mut().poll(cx).map(Ok),
-            Self::Away(task) => std::pin::Pin::new(task).poll(cx).map(|ended| {
+            Self::Away(task) => Pin::new(task).poll(cx).map(|ended| {
                 ended.map_err(|e| {
                     RpcError::new(
                         codes::INTERNAL_ERROR,
@@ -292,6 +295,12 @@ fn missing_capability(required: &Value) -> RpcError {
     .with_data(json!({ "requiredCapabilities": required }))
 }
 
+/// What a round waits for next: the upstream's answer, or what it said before answering.
+enum Next {
+    Answer(<Call as Future>::Output),
+    Said(Vec<Event>),
+}
+
 /// How a round ended.
 pub(super) enum Round {
     /// The upstream answered.
@@ -335,16 +344,15 @@ impl Rounds {
 
     /// The caller a stateless request's upstream call reports to.
     pub(super) fn caller(
-        session_id: &str,
-        host: Arc<HostInfo>,
+        session: Arc<Session>,
         sink: Option<mpsc::Sender<String>>,
     ) -> Arc<InputCaller> {
         Arc::new(InputCaller {
-            session_id: session_id.to_owned(),
-            host,
+            session,
             sink: Mutex::new(sink),
             events: Mutex::new(Vec::new()),
-            said: Notify::new(),
+            said: AtomicBool::new(false),
+            round: AtomicWaker::new(),
             next_key: AtomicU64::new(1),
         })
     }
@@ -371,9 +379,22 @@ impl Rounds {
             if !flight.asked.is_empty() {
                 return self.park(flight).map(|r| (r, started));
             }
-            tokio::select! {
-                biased;
-                answer = &mut flight.call => {
+            // The upstream's answer first; what it said meanwhile only while it has not answered.
+            // (A poll of the call and an atomic flag: no waiter list to join and leave per call.)
+            let next = std::future::poll_fn(|cx| match Pin::new(&mut flight.call).poll(cx) {
+                Poll::Ready(answer) => Poll::Ready(Next::Answer(answer)),
+                Poll::Pending => match flight.caller.heard(cx) {
+                    Some(events) => Poll::Ready(Next::Said(events)),
+                    None => Poll::Pending,
+                },
+            });
+            match next.await {
+                Next::Said(events) => {
+                    for event in events {
+                        flight.take(event)?;
+                    }
+                }
+                Next::Answer(answer) => {
                     let round = match answer? {
                         Ok(Reply::Error(error)) if is_url_required(&error) => {
                             self.open_urls(&flight, &error)?
@@ -385,11 +406,6 @@ impl Rounds {
                         answer => Round::Done(answer),
                     };
                     return Ok((round, started));
-                }
-                events = flight.caller.heard() => {
-                    for event in events {
-                        flight.take(event)?;
-                    }
                 }
             }
         }
@@ -413,7 +429,7 @@ impl Rounds {
             .and_then(|e| e.data)
             .map(|d| d.elicitations)
             .unwrap_or_default();
-        let declared = &flight.caller.host.capabilities["elicitation"];
+        let declared = &flight.caller.session.host.capabilities["elicitation"];
         if declared.get("url").is_none() {
             let required = json!({ "elicitation": { "url": {} } });
             return Err(missing_capability(&required));

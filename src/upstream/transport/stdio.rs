@@ -183,7 +183,7 @@ async fn write_loop(mut rx: mpsc::Receiver<Outgoing>, stdin: impl AsyncWrite + U
 /// Writes one message as one line. Raw newlines in JSON text can only be insignificant whitespace
 /// (inside strings they are escaped), so they become spaces and the framing holds.
 async fn write_line(out: &mut (impl AsyncWrite + Unpin), line: &str) -> std::io::Result<()> {
-    if line.contains(['\n', '\r']) {
+    if memchr::memchr2(b'\n', b'\r', line.as_bytes()).is_some() {
         out.write_all(line.replace(['\n', '\r'], " ").as_bytes())
             .await?;
     } else {
