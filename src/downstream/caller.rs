@@ -94,7 +94,7 @@ impl Caller for SessionCaller {
     }
 
     fn capabilities(&self) -> Option<&serde_json::Value> {
-        Some(&self.host.capabilities)
+        Some(self.host.capabilities.value())
     }
 
     fn log_level(&self) -> Option<&'static str> {
@@ -138,7 +138,7 @@ impl SessionCaller {
             ));
         }
         let url_mode = crate::mcp::is_url_elicitation(params);
-        let declared = &self.host.capabilities["elicitation"];
+        let declared = &self.host.capabilities.value()["elicitation"];
         if url_mode && (!version.has_url_elicitation() || declared.get("url").is_none()) {
             return Some(
                 "the host did not declare URL-mode elicitation (capabilities.elicitation.url)"

@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::mcp::envelope::ClientCapabilities;
 use crate::mcp::version::Version;
 use crate::sync::lock;
 use crate::upstream::{Canceller, ServerRequestReply};
@@ -30,7 +30,7 @@ pub struct HostInfo {
     /// The protocol version agreed with this host.
     pub version: Version,
     /// What the host declared in `initialize` (sampling, roots, elicitation…).
-    pub capabilities: Value,
+    pub capabilities: ClientCapabilities,
     pub client_info: ClientInfo,
     /// A 2026-07-28 request's own log level (its envelope's `logLevel`, a rank of
     /// [`crate::mcp::LOG_LEVELS`]): the log messages that belong to the request go on its
@@ -94,6 +94,7 @@ impl HostInfo {
     /// Whether the host declared a client capability.
     pub fn supports(&self, capability: &str) -> bool {
         self.capabilities
+            .value()
             .get(capability)
             .is_some_and(|c| !c.is_null())
     }

@@ -5,6 +5,7 @@
 //! the `=?base64?…?=` form in which header values carry what plain ASCII cannot.
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use base64::Engine;
 use serde::Deserialize;
@@ -43,7 +44,7 @@ const MAX_DECLARED_BYTES: usize = 16 * 1024;
 pub struct Declared<'a> {
     /// The version the request names, as written.
     pub version: Cow<'a, str>,
-    pub capabilities: Value,
+    pub capabilities: ClientCapabilities,
     /// The rank ([`super::LOG_LEVELS`]) of the log level the request asks for, if it asks.
     pub log_level: Option<usize>,
     /// Whether its `_meta` holds nothing but the envelope (so nothing of it is forwarded).
@@ -57,7 +58,7 @@ pub struct Declared<'a> {
 #[derive(Debug)]
 pub struct Envelope {
     pub version: Version,
-    pub capabilities: Value,
+    pub capabilities: ClientCapabilities,
     pub log_level: Option<usize>,
     pub envelope_only: bool,
 }
@@ -221,7 +222,7 @@ impl<'a> Declared<'a> {
         let version = text_of(version).ok_or_else(|| {
             RpcError::invalid_params(format!("Invalid params: `{PROTOCOL_VERSION}` is a string"))
         })?;
-        let capabilities = declared(
+        let capabilities = ClientCapabilities::declared(
             "`io.modelcontextprotocol/clientCapabilities`",
             Some(capabilities),
         )?;
@@ -287,15 +288,41 @@ pub fn unsupported(requested: &str) -> RpcError {
     .with_data(json!({ "supported": supported, "requested": requested }))
 }
 
-/// What a host declared about itself as `name` (`null` when absent: its capabilities or
-/// identity, in `initialize` or a request's envelope), within [`MAX_DECLARED_BYTES`]: it is kept
-/// for as long as its session or request lives.
-pub fn declared(name: &str, raw: Option<&RawValue>) -> Result<Value, RpcError> {
-    let Some(raw) = within_limit(name, raw)? else {
-        return Ok(Value::Null);
-    };
-    serde_json::from_str(raw.get())
-        .map_err(|e| RpcError::invalid_params(format!("invalid {name}: {e}")))
+/// What a host declared it can do (`initialize`'s `capabilities`, a request's
+/// `clientCapabilities`), kept as it was sent and parsed when first asked: most requests never
+/// ask (an upstream's server request does, and a 2026-07-28 upstream's envelope).
+#[derive(Debug, Default)]
+pub struct ClientCapabilities {
+    raw: Option<Box<RawValue>>,
+    parsed: OnceLock<Value>,
+}
+
+impl ClientCapabilities {
+    /// What a host declared as `name` (nothing, when absent), within [`MAX_DECLARED_BYTES`]: it
+    /// is kept for as long as its session or request lives.
+    pub fn declared(name: &str, raw: Option<&RawValue>) -> Result<Self, RpcError> {
+        let raw = within_limit(name, raw)?;
+        Ok(Self {
+            raw: raw.map(ToOwned::to_owned),
+            parsed: OnceLock::new(),
+        })
+    }
+
+    /// As a value (`null` when nothing was declared).
+    pub fn value(&self) -> &Value {
+        self.parsed.get_or_init(|| {
+            let raw = self.raw.as_deref();
+            raw.and_then(|raw| serde_json::from_str(raw.get()).ok())
+                .unwrap_or(Value::Null)
+        })
+    }
+
+    /// Whether an object was declared (a raw value is valid JSON: its first byte tells).
+    pub fn is_object(&self) -> bool {
+        self.raw
+            .as_deref()
+            .is_some_and(|raw| raw.get().starts_with('{'))
+    }
 }
 
 /// What a host declared about itself as `name`, if it is within [`MAX_DECLARED_BYTES`].
@@ -365,7 +392,7 @@ mod tests {
         assert_eq!(declared.name, Some(("name", "x".into())));
         let envelope = declared.accept().unwrap();
         assert_eq!(envelope.version, Version::MODERN);
-        assert!(envelope.capabilities.get("sampling").is_some());
+        assert!(envelope.capabilities.value().get("sampling").is_some());
         assert_eq!(envelope.log_level, crate::mcp::log_rank("info"));
         assert!(envelope.envelope_only, "nothing but the envelope");
         let with_token = params(
@@ -418,6 +445,30 @@ mod tests {
             .accept()
             .unwrap_err();
         assert_eq!(error.code, codes::UNSUPPORTED_PROTOCOL_VERSION);
+    }
+
+    #[test]
+    fn capabilities_are_an_object_kept_as_sent_and_read_when_asked() {
+        for not_object in [r#""x""#, "[{}]", "3", "null"] {
+            let sent = params(&format!(
+                r#"{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{not_object}}}"#
+            ));
+            let error = Declared::read("tools/call", Some(&sent)).unwrap_err();
+            assert!(
+                error.message.contains("is an object"),
+                "{not_object}: {error}"
+            );
+        }
+        let declared = raw(r#"{"roots":{"listChanged":true},"sampling":{}}"#.into());
+        let caps = ClientCapabilities::declared("caps", Some(&declared)).unwrap();
+        assert!(caps.is_object());
+        assert_eq!(caps.value()["roots"]["listChanged"], true);
+        assert!(caps.value().get("elicitation").is_none());
+        let absent = ClientCapabilities::declared("caps", None).unwrap();
+        assert!(!absent.is_object() && absent.value().is_null());
+        let huge = raw(format!(r#"{{"x":"{}"}}"#, "a".repeat(MAX_DECLARED_BYTES)));
+        let error = ClientCapabilities::declared("caps", Some(&huge)).unwrap_err();
+        assert!(error.message.contains("16 KiB"), "{error}");
     }
 
     #[test]

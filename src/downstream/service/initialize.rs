@@ -12,6 +12,7 @@ use super::HostService;
 use crate::downstream::session::{ClientInfo, HostInfo, Session};
 use crate::jsonrpc::{RpcError, codes, response_line, to_raw};
 use crate::mcp::ListKind;
+use crate::mcp::envelope::ClientCapabilities;
 use crate::mcp::names::SEPARATOR;
 use crate::mcp::version::Version;
 use crate::router::Snapshot;
@@ -49,7 +50,8 @@ impl HostService {
             None => return Err(RpcError::invalid_params("initialize needs params")),
         };
         // Sized before anything is built of them: what a host declares is kept for its session.
-        let capabilities = declared("capabilities", params.capabilities)?;
+        let capabilities =
+            ClientCapabilities::declared("initialize params.capabilities", params.capabilities)?;
         let client_info = ClientInfo::of(crate::mcp::envelope::within_limit(
             "initialize params.clientInfo",
             params.client_info,
@@ -96,11 +98,6 @@ impl HostService {
         let result = initialize_result(&snapshot, version);
         Ok((session, response_line(id, &to_raw(&result))))
     }
-}
-
-/// What the host declared under `field` of its `initialize` (`null` when absent).
-fn declared(field: &str, raw: Option<&RawValue>) -> Result<Value, RpcError> {
-    crate::mcp::envelope::declared(&format!("initialize params.{field}"), raw)
 }
 
 /// The initialize result: capabilities are the union of what the ready upstreams offer, limited

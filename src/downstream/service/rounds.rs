@@ -158,7 +158,7 @@ impl Caller for InputCaller {
             ));
         };
         let url_mode = required["elicitation"].get("url").is_some();
-        let declared = &self.session.host.capabilities[capability];
+        let declared = &self.session.host.capabilities.value()[capability];
         if declared.is_null() || (url_mode && declared.get("url").is_none()) {
             self.say(Event::Missing(required));
             return Err(refused(format!(
@@ -187,7 +187,7 @@ impl Caller for InputCaller {
     }
 
     fn capabilities(&self) -> Option<&Value> {
-        Some(&self.session.host.capabilities)
+        Some(self.session.host.capabilities.value())
     }
 
     fn request_log_level(&self) -> Option<usize> {
@@ -429,7 +429,7 @@ impl Rounds {
             .and_then(|e| e.data)
             .map(|d| d.elicitations)
             .unwrap_or_default();
-        let declared = &flight.caller.session.host.capabilities["elicitation"];
+        let declared = &flight.caller.session.host.capabilities.value()["elicitation"];
         if declared.get("url").is_none() {
             let required = json!({ "elicitation": { "url": {} } });
             return Err(missing_capability(&required));

@@ -12,7 +12,9 @@ use crate::jsonrpc::{RpcError, codes};
 /// Held while a request is upstream.
 pub(in super::super) struct Permit<'a> {
     _slot: SessionPermit<'a>,
-    _in_flight: InFlightGuard,
+    /// A session's request, in its cancellable set; a stateless request is none (it is
+    /// cancelled by dropping it).
+    _in_flight: Option<InFlightGuard>,
 }
 
 /// One of the session's `limit` slots, or the refusal to retry shortly.
@@ -25,9 +27,9 @@ pub(in super::super) fn claim(host: &HostRequest, limit: usize) -> Result<Permit
     })?;
     Ok(Permit {
         _slot: slot,
-        _in_flight: InFlightGuard {
+        _in_flight: (!host.session.is_stateless()).then(|| InFlightGuard {
             session: Arc::clone(&host.session),
             host_id: host.id.get().to_owned(),
-        },
+        }),
     })
 }
