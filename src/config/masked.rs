@@ -3,7 +3,9 @@
 //! are `…_env` or `…_file` references), but an upstream's `env` often is where people put an API
 //! key (`mcpmux import` copies hosts' `env` tables as they are), a remote upstream's `headers`
 //! may carry one (`X-Api-Key`), and a value under a key that names a secret
-//! (`audit.secret_keys`: token, password, api_key…) may be one. Those values become [`MASK`];
+//! (`audit.secret_keys`: token, password, api_key…) may be one, and so may an upstream's `args`
+//! (`["--api-key", "sk-…"]`, `"--token=…"`, `"API_KEY=…"`) or a URL's password
+//! (`postgres://me:pw@host`). Those values become [`MASK`];
 //! the rest of the text, its comments and its line numbers are kept, so a refused reload's
 //! `file:line` still points at the right line. It reads the text line by line, not as TOML: a
 //! file the daemon refused may not parse, and it must be masked all the same.
@@ -20,6 +22,7 @@ const MASKED_TABLES: [&str; 2] = ["env", "headers"];
 pub fn masked(text: &str, keys: &SecretKeys) -> String {
     let mut out = String::with_capacity(text.len());
     let mut env_section = false;
+    let mut args = Args::default();
     for line in text.split_inclusive('\n') {
         // A TOML error quotes the line it is about behind a gutter: `19 | env = { … }`.
         let (gutter, line) = match line.split_once(" | ") {
@@ -36,7 +39,7 @@ pub fn masked(text: &str, keys: &SecretKeys) -> String {
             out.push_str(line);
             continue;
         }
-        out.push_str(&mask_line(line, env_section, keys));
+        out.push_str(&mask_line(line, (env_section, &mut args), keys));
     }
     out
 }
@@ -57,13 +60,66 @@ fn secret(key: &str, in_env: bool, keys: &SecretKeys) -> bool {
     in_env || (!reference && keys.matcher().is_match(key))
 }
 
-/// One line, its `key = "value"` pairs (bare or in an inline table) masked where [`secret`] says.
-fn mask_line(line: &str, env_section: bool, keys: &SecretKeys) -> String {
+/// Where the scan is in an `args = [ … ]` array (which may span lines).
+#[derive(Default)]
+struct Args {
+    open: bool,
+    /// The item before named a secret (`--token`): this one is its value.
+    value_next: bool,
+}
+
+/// Whether a command-line flag or variable name (`--api-key`, `API_KEY`) names a secret, and
+/// not where one is (`--token-file`).
+fn names_secret(name: &str, keys: &SecretKeys) -> bool {
+    let name = name.trim_start_matches('-').replace('-', "_");
+    !name.is_empty() && secret(&name, false, keys)
+}
+
+/// One string item of `args` (quotes included), its secret masked: the value after a flag that
+/// names a secret, the part after `=` of `--token=…` or `API_KEY=…`, a URL's password.
+fn mask_arg(item: &str, args: &mut Args, keys: &SecretKeys) -> String {
+    let quote = &item[..1];
+    let inner = item
+        .strip_prefix(quote)
+        .map(|i| i.strip_suffix(quote).unwrap_or(i))
+        .unwrap_or(item);
+    if std::mem::take(&mut args.value_next) {
+        return [quote, MASK, quote].concat();
+    }
+    if let Some((name, _)) = inner.split_once('=') {
+        if names_secret(name, keys) {
+            return [quote, name, "=", MASK, quote].concat();
+        }
+    } else if inner.starts_with('-') && names_secret(inner, keys) {
+        args.value_next = true;
+    }
+    mask_url_password(item)
+}
+
+/// A string holding a URL with a password (`scheme://user:password@host`): the password masked.
+fn mask_url_password(text: &str) -> String {
+    let masked = (|| {
+        let start = text.find("://")? + 3;
+        let authority = &text[start..];
+        let authority = &authority[..authority
+            .find(['/', '"', '\'', ' '])
+            .unwrap_or(authority.len())];
+        let at = authority.rfind('@')?;
+        let colon = authority[..at].find(':')?;
+        let (from, to) = (start + colon + 1, start + at);
+        Some([&text[..from], MASK, &text[to..]].concat())
+    })();
+    masked.unwrap_or_else(|| text.to_owned())
+}
+
+/// One line, its `key = "value"` pairs (bare or in an inline table) masked where [`secret`] says,
+/// and the items of an `args` array where [`mask_arg`] does.
+fn mask_line(line: &str, (env_section, args): (bool, &mut Args), keys: &SecretKeys) -> String {
     let mut out = String::with_capacity(line.len());
     let mut rest = line;
     // Inside `env = { … }` on this line.
     let mut inline_env = false;
-    while let Some(eq) = rest.find(['=', '#', '"', '\'', '}']) {
+    while let Some(eq) = rest.find(['=', '#', '"', '\'', '}', ']']) {
         let (before, from) = rest.split_at(eq);
         out.push_str(before);
         let c = from.chars().next().unwrap_or_default();
@@ -77,10 +133,19 @@ fn mask_line(line: &str, env_section: bool, keys: &SecretKeys) -> String {
                 out.push('}');
                 rest = &from[1..];
             }
-            // A string that is not a value (an array's item, a quoted key): copied as it is.
+            ']' => {
+                args.open = false;
+                out.push(']');
+                rest = &from[1..];
+            }
+            // A string that is not a value (an array's item, a quoted key): copied as it is,
+            // but for a secret in it.
             '"' | '\'' => {
                 let end = string_end(from).unwrap_or(from.len());
-                out.push_str(&from[..end]);
+                match args.open {
+                    true => out.push_str(&mask_arg(&from[..end], args, keys)),
+                    false => out.push_str(&mask_url_password(&from[..end])),
+                }
                 rest = &from[end..];
             }
             _ => {
@@ -97,6 +162,13 @@ fn mask_line(line: &str, env_section: bool, keys: &SecretKeys) -> String {
                 if value.starts_with('{') && MASKED_TABLES.contains(&key) {
                     inline_env = true;
                     out.push('{');
+                    rest = &value[1..];
+                } else if value.starts_with('[') && key == "args" {
+                    *args = Args {
+                        open: true,
+                        value_next: false,
+                    };
+                    out.push('[');
                     rest = &value[1..];
                 } else if (value.starts_with('"') || value.starts_with('\''))
                     && !value.starts_with("\"\"\"")
@@ -182,6 +254,40 @@ mod tests {
         assert!(lines[2].ends_with("# token = \"in a comment\""));
         assert_eq!(lines[4], "bearer_token_env = \"GITHUB_TOKEN\"");
         assert_eq!(lines[15], "profile = \"dev\"");
+    }
+
+    #[test]
+    fn secrets_in_args_and_url_passwords_are_masked() {
+        let text = "[upstreams.a]\n\
+            args = [\"-y\", \"server-x\", \"--api-key\", \"sk-live-1\", \"--token=tk-2\",\n\
+            \"GITHUB_TOKEN=gh-3\", \"--token-file\", \"/run/tok\", \"--verbose\"]\n\
+            [upstreams.b]\n\
+            args = ['--db', 'postgres://me:pw-4@db/x']\n\
+            url = \"https://user:pw-5@example.com/mcp\"\n\
+            allowed = [\"--password\"]\n\
+            other = \"plain\"\n";
+        let shown = mask(text);
+        assert_eq!(shown.lines().count(), text.lines().count());
+        for secret in ["sk-live-1", "tk-2", "gh-3", "pw-4", "pw-5"] {
+            assert!(!shown.contains(secret), "{secret} shown:\n{shown}");
+        }
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(
+            lines[1],
+            "args = [\"-y\", \"server-x\", \"--api-key\", \"••••••\", \"--token=••••••\","
+        );
+        // The array goes on on the next line; a reference to a secret file is kept.
+        assert_eq!(
+            lines[2],
+            "\"GITHUB_TOKEN=••••••\", \"--token-file\", \"/run/tok\", \"--verbose\"]"
+        );
+        assert_eq!(lines[4], "args = ['--db', 'postgres://me:••••••@db/x']");
+        assert_eq!(lines[5], "url = \"https://user:••••••@example.com/mcp\"");
+        assert_eq!(
+            lines[6], "allowed = [\"--password\"]",
+            "only args take values"
+        );
+        assert_eq!(lines[7], "other = \"plain\"");
     }
 
     #[test]
