@@ -374,21 +374,22 @@ fn refusal((status, why): (StatusCode, String)) -> Response {
 /// `POST /upstreams/{name}/login`: starts signing in. Answers the authorization URL to open
 /// (or `done` when no person is needed); once the tokens are stored the upstream restarts.
 async fn login(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
-    match start_login(&admin, name).await {
+    match start_login(&admin, name, None).await {
         Ok(started) => Json(started).into_response(),
         Err(refused) => refusal(refused),
     }
 }
 
-/// Starts a sign-in to upstream `name` (the console's sign-in button too): where the person
-/// signs in, or why not.
+/// Starts a sign-in to upstream `name` (the console's sign-in button too, which passes the page
+/// the person returns to): where the person signs in, or why not.
 async fn start_login(
     admin: &Arc<AdminState>,
     name: String,
+    return_to: Option<url::Url>,
 ) -> Result<LoginStarted, (StatusCode, String)> {
     let handle = oauth_upstream(admin, &name)?;
     let login = match handle.sign_in() {
-        Some(Ok(login)) => login,
+        Some(Ok(login)) => crate::oauth::Login { return_to, ..login },
         Some(Err(why)) => return Err((StatusCode::BAD_GATEWAY, why.to_string())),
         None => {
             let why = format!("upstream `{name}` needs no sign-in");

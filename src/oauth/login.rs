@@ -42,6 +42,9 @@ pub struct Login {
     pub http: reqwest::Client,
     /// The `WWW-Authenticate` value the upstream last refused mcpmux with, if any.
     pub challenge: Option<String>,
+    /// Where the person goes on once the sign-in has reached mcpmux (the console's page for it,
+    /// when the console started it): the callback page links there.
+    pub return_to: Option<Url>,
 }
 
 /// A sign-in under way.
@@ -265,6 +268,7 @@ impl Login {
             tx,
             used: AtomicBool::new(false),
             upstream: self.upstream.clone(),
+            return_to: self.return_to.clone(),
         });
         let app = axum::Router::new()
             .route("/callback", axum::routing::get(callback))
@@ -363,6 +367,7 @@ struct Callback {
     /// Set by the first redirect with the right `state`: any later one is a replay.
     used: AtomicBool,
     upstream: String,
+    return_to: Option<Url>,
 }
 
 async fn callback(
@@ -383,7 +388,14 @@ async fn callback(
         return (StatusCode::BAD_REQUEST, Html(page)).into_response();
     }
     let _ = expected.tx.send(query).await;
-    Html("<p>mcpmux received the sign-in. You can close this tab.</p>").into_response()
+    let page = match &expected.return_to {
+        Some(url) => maud::html! {
+            p { "mcpmux received the sign-in to " (expected.upstream) "." }
+            p { a href=(url.as_str()) { "Back to the mcpmux console" } }
+        },
+        None => maud::html! { p { "mcpmux received the sign-in. You can close this tab." } },
+    };
+    Html(page.into_string()).into_response()
 }
 
 #[cfg(test)]

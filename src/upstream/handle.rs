@@ -394,6 +394,7 @@ impl UpstreamHandle {
                 oauth: oauth.clone(),
                 http,
                 challenge: self.diagnostics().challenge(),
+                return_to: None,
             }),
         )
     }

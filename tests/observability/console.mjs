@@ -155,6 +155,15 @@ try {
   await inspect(page, 'sign-in-upstream');
   await press(page, { css: '#authorize' }, /\/callback\?/);
   summary.callback = await page.locator('body').textContent();
+  // The callback page (mcpmux's own loopback listener) links back to the console's page for
+  // this sign-in, which says it is done once the tokens are stored.
+  await press(page, 'Back to the mcpmux console', `${adminUrl}/console/upstreams/web/login`);
+  for (let i = 0; i < 60; i += 1) {
+    summary.sign_in_done = await page.locator('main [role=status]').textContent();
+    if (summary.sign_in_done.includes('Signed in to web')) break;
+    await page.waitForTimeout(500);
+    await page.reload();
+  }
   await page.goto(`${adminUrl}/console/`);
   await waitState('web', 'ready');
   summary.web_after_sign_in = await rowState(page, 'web');

@@ -160,6 +160,11 @@ async fn the_console_works_in_a_real_browser_and_refuses_forgeries() {
         (summary["callback"].as_str().unwrap()).contains("mcpmux received the sign-in"),
         "{summary}"
     );
+    // Back from the callback page to the console's page for the sign-in, which says it is done.
+    assert!(
+        (summary["sign_in_done"].as_str().unwrap()).contains("Signed in to web"),
+        "{summary}"
+    );
     assert_eq!(summary["web_after_sign_in"], "ready", "{summary}");
     assert!(
         (summary["sign_out_notice"].as_str().unwrap()).starts_with("Signed out of web"),
@@ -255,6 +260,7 @@ async fn the_console_works_in_a_real_browser_and_refuses_forgeries() {
         "Restart b",
         "Sign in to web",
         "#authorize",
+        "Back to the mcpmux console",
         "Sign out of web",
         "input[name=tool]",
         "Verify the chain",

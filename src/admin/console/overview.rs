@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::html;
 
@@ -86,8 +87,17 @@ pub(super) async fn restart(
 pub(super) async fn sign_in(
     State(admin): State<Arc<AdminState>>,
     Path(name): Path<String>,
+    headers: HeaderMap,
 ) -> Response {
-    match start_login(&admin, name.clone()).await {
+    // The sign-in page's own address as the person's browser reached the console (its `Host`,
+    // which the admin guard has checked), for the callback page to link back to.
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let path = format!("/console/upstreams/{name}/login");
+    let return_to = host
+        .and_then(|host| url::Url::parse(&format!("http://{host}{path}")).ok())
+        // A `Host` that is not just an authority would make another address of it.
+        .filter(|url| url.path() == path && url.query().is_none() && url.fragment().is_none());
+    match start_login(&admin, name.clone(), return_to).await {
         Ok(started) if started.authorization_url.is_none() => {
             done("/console/", &format!("{name} is signed in."))
         }
