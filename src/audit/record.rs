@@ -174,6 +174,9 @@ impl Record {
 /// The start and end of a record's JSON while it has no place in the chain yet (`seq`, `ts_us`,
 /// `prev_hash` and `hash` zero or empty): what lies between is its body.
 const UNCHAINED_START: &[u8] = br#"{"seq":0,"ts_us":0,"#;
+/// What a request's record takes, encoded, with room to spare (tool, upstream, session, trace id
+/// and an argument digest come to 350–450 bytes).
+const RECORD_BYTES: usize = 640;
 const UNCHAINED_END: &[u8] = br#","prev_hash":"","hash":""}"#;
 
 /// A record encoded but for its place in the chain, by the thread that made it: sealing it then
@@ -196,8 +199,10 @@ impl Body {
         record.ts_us = 0;
         record.prev_hash.clear();
         record.hash.clear();
+        // Room for a request's record at once (`to_vec` starts at 128 bytes and regrows twice).
+        let mut json = Vec::with_capacity(RECORD_BYTES);
         // Strings, numbers and JSON text: serializing cannot fail.
-        let json = serde_json::to_vec(&record).unwrap_or_default();
+        let _ = serde_json::to_writer(&mut json, &record);
         debug_assert!(json.starts_with(UNCHAINED_START) && json.ends_with(UNCHAINED_END));
         Self {
             ts_us,
@@ -386,7 +391,15 @@ impl Redactor {
 
 /// `{"digest":"sha256:<hex>"}` for `bytes`.
 fn digest_object(bytes: &[u8]) -> String {
-    format!(r#"{{"digest":"sha256:{}"}}"#, hex(&Sha256::digest(bytes)))
+    const START: &str = r#"{"digest":"sha256:"#;
+    let mut digits = [0u8; 64];
+    hex_into(&mut digits, &Sha256::digest(bytes));
+    let mut out = String::with_capacity(START.len() + 64 + 2);
+    out.push_str(START);
+    // Hex digits are ASCII.
+    out.push_str(std::str::from_utf8(&digits).unwrap_or_default());
+    out.push_str(r#""}"#);
+    out
 }
 
 #[cfg(test)]
@@ -395,6 +408,15 @@ mod tests {
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_owned()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn an_argument_digest_is_written_exactly() {
+        // SHA-256 of "abc" (FIPS 180-2's first example).
+        assert_eq!(
+            digest_object(b"abc"),
+            r#"{"digest":"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}"#
+        );
     }
 
     #[test]
