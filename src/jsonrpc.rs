@@ -1,5 +1,6 @@
 //! JSON-RPC 2.0 as mcpmux forwards it: envelopes parsed without copying their payloads,
-//! lines built around raw JSON, the members of a raw object, newline framing for stdio, and the error codes we emit.
+//! lines built around raw JSON, the members of a raw object, newline framing for stdio, the error codes we emit,
+//! and the texts looked for in every message ([`Needle`]).
 //!
 //! Payloads (`params`, `result`, `error`) stay [`RawValue`]s: mcpmux rewrites only the fields it owns
 //! and passes every other byte through (DESIGN rule 2).
