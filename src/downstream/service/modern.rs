@@ -11,13 +11,12 @@
 
 use std::sync::LazyLock;
 
-use memchr::memmem::Finder;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::method::HostMethod;
 use super::{Answer, HostRequest, HostService, initialize};
-use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, response_line, to_raw};
+use crate::jsonrpc::{Members, Needle, RpcError, codes, raw, raw_string, response_line, to_raw};
 use crate::mcp::envelope::SERVER_INFO;
 use crate::mcp::version::Version;
 use crate::upstream::{Phase, Reply, UpstreamHandle};
@@ -102,12 +101,14 @@ impl Fit {
 /// What follows the `{` of a result none of whose members mcpmux adds are there already (none
 /// of their keys appears anywhere in it); `None` otherwise, or when it is not an object.
 fn spliceable(text: &str) -> Option<&str> {
-    // Each of these keys, quoted, as a member would be written; searched for with finders made
-    // once (`str::contains` prepares its search anew each time).
-    static KEYS: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
-        ["\"_meta\"", "\"resultType\"", "\"ttlMs\"", "\"cacheScope\""].map(Finder::new)
-    });
-    if KEYS.iter().any(|key| key.find(text.as_bytes()).is_some()) {
+    // Each of these keys, quoted, as a member would be written.
+    static KEYS: [Needle; 4] = [
+        Needle::new("\"_meta\""),
+        Needle::new("\"resultType\""),
+        Needle::new("\"ttlMs\""),
+        Needle::new("\"cacheScope\""),
+    ];
+    if KEYS.iter().any(|key| key.is_in(text)) {
         return None;
     }
     text.trim_start().strip_prefix('{')
