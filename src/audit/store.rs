@@ -16,14 +16,14 @@ mod retention;
 mod verify;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::record::{Body, Link, Record, Sealed};
+use super::record::{Batch, Block, Body, Link, Record};
 use super::segment::{Location, Segments};
-use keys::{BYTES, HEAD, index_entries, sealed_fields};
+use keys::{BYTES, HEAD, index_entries};
 pub(super) use keys::{IndexField, block_key, index_prefix};
 pub use verify::{Break, Verification};
 
@@ -89,8 +89,6 @@ pub struct Store {
     index: sled::Tree,
     meta: sled::Tree,
     segments: Arc<Segments>,
-    /// The writer's encoding buffer, kept between batches.
-    encoded: Arc<Mutex<Vec<u8>>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -105,9 +103,6 @@ impl std::fmt::Debug for Store {
 /// holds only small entries, so this is plenty.
 const CACHE_BYTES: u64 = 2 * 1024 * 1024;
 
-/// Bytes of the encoding buffer kept between blocks.
-const KEPT_BUFFER: usize = 256 * 1024;
-
 /// The head once `record` is the last record (as read back from a segment).
 fn head_after(record: &Record) -> Head {
     Head {
@@ -118,10 +113,10 @@ fn head_after(record: &Record) -> Head {
 }
 
 impl Head {
-    /// The head once `sealed` is the last record.
-    pub fn after(sealed: &Sealed) -> Self {
+    /// The head once `link` is the last record.
+    pub fn after(link: &Link) -> Self {
         let mut head = Self::default();
-        head.follow(&sealed.link());
+        head.follow(link);
         head
     }
 
@@ -177,7 +172,6 @@ impl Store {
             index: db.open_tree("index")?,
             meta: db.open_tree("meta")?,
             segments: Arc::new(Segments::open(dir)?),
-            encoded: Arc::default(),
             db,
         };
         let recovered = store.recover()?;
@@ -217,20 +211,16 @@ impl Store {
 
     /// Chains `records` after `head` and writes them as one block; `head` moves past them.
     pub fn append(&self, records: Vec<Record>, head: &mut Head) -> Result<(), StoreError> {
-        let sealed: Vec<Sealed> = records
-            .into_iter()
-            .map(|r| {
-                let s = Sealed::chain(Body::of(r), head.next_seq, &head.last_hash, head.last_ts);
-                *head = Head::after(&s);
-                s
-            })
-            .collect();
-        self.append_sealed(&sealed)
+        let mut batch = Batch::default();
+        for record in records {
+            batch.seal(&Body::of(record), head);
+        }
+        self.append_block(&batch.block(0..batch.len()))
     }
 
-    /// Writes `block`, records sealed in chain order after the last one stored, as one block,
-    /// syncs it and indexes it: when this returns the records are durable and found by queries.
-    pub fn append_sealed(&self, block: &[Sealed]) -> Result<(), StoreError> {
+    /// Writes `block`, records sealed in chain order after the last one stored, syncs it and
+    /// indexes it: when this returns the records are durable and found by queries.
+    pub fn append_block(&self, block: &Block<'_>) -> Result<(), StoreError> {
         let written = self.write(block)?;
         self.sync_and_index(written)
     }
@@ -238,28 +228,17 @@ impl Store {
     /// Writes `block` (records sealed in chain order after the last one written) to its segment:
     /// the records survive the process from here on, and the next [`Store::sync_and_index`] puts
     /// them on disk and in the indexes.
-    pub(super) fn write(&self, block: &[Sealed]) -> Result<Option<Written>, StoreError> {
+    pub(super) fn write(&self, block: &Block<'_>) -> Result<Option<Written>, StoreError> {
         let (Some(first), Some(last)) = (block.first(), block.last()) else {
             return Ok(None);
         };
-        let mut bytes = self.encoded.lock().unwrap_or_else(PoisonError::into_inner);
-        bytes.clear();
-        for s in block {
-            bytes.extend_from_slice(&s.line);
-        }
-        let at = self.segments.write(first.seq, &bytes);
-        // A burst's buffer is not kept: at most a quiet load's worth.
-        bytes.clear();
-        bytes.shrink_to(KEPT_BUFFER);
-        drop(bytes);
-        let at = at?;
+        let at = self.segments.write(first.seq, block.bytes())?;
         let key = block_key(first.ts_us, first.seq);
-        let fields = block.iter().map(sealed_fields);
         Ok(Some(Written {
-            index: index_entries(fields, &key),
+            index: index_entries(block.fields(), &key),
             key,
             at,
-            head: Head::after(last),
+            head: Head::after(&last),
         }))
     }
 

@@ -1,14 +1,15 @@
-//! The audit writer. [`AuditHandle::record`] redacts and encodes a record on the calling thread
-//! and gives it its place in the hash chain (a short critical section: a sequence number, one
-//! SHA-256 over the line), then passes it over a bounded channel; it never blocks a call: when the
-//! channel is full the record is dropped and counted (reported in status and logs), and the chain
-//! goes on without it.
+//! The audit writer. [`AuditHandle::record`] redacts and encodes a record on the calling thread,
+//! then, in a short critical section, gives it its place in the hash chain (a sequence number,
+//! one SHA-256 over the line) and appends its line to the pending batch; it never blocks a call:
+//! when the queue is full the record is dropped and counted (reported in status and logs), and
+//! the chain goes on without it. The first record of a batch wakes the writer.
 //!
-//! The writer thread owns the store. It collects records for [`BATCH_WINDOW`] and writes them to
-//! the current segment as one block (from then on a crash of the process cannot lose them), and at
-//! most [`SYNC_EVERY`] later syncs the segment and indexes the blocks in sled (from then on a
-//! power loss cannot lose them, and queries see them). `durability = "record"` writes, syncs and
-//! indexes each record at once. It also applies retention. File and sled calls block, so the
+//! The writer thread owns the store. It lets records collect for [`BATCH_WINDOW`], takes the
+//! batch (trading it for its own empty one) and writes it to the current segment as one block
+//! (from then on a crash of the process cannot lose them), and at most [`SYNC_EVERY`] later syncs
+//! the segment and indexes the blocks in sled (from then on a power loss cannot lose them, and
+//! queries see them). `durability = "record"` writes, syncs and indexes each record at once. It
+//! also applies retention. File and sled calls block, so the
 //! writer is a thread of its own rather than a task on the runtime.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -17,14 +18,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::record::{Body, Record, Redactor, Sealed, now_us};
+use super::record::{Batch, Body, Record, Redactor, now_us};
 use super::store::{Head, Store, StoreError, Written};
 use crate::config::{AuditConfig, Durability};
 
-/// Records a batch holds at most.
+/// Records a block holds at most.
 const MAX_BATCH: usize = 4096;
-/// Room for records kept between batches.
-const KEPT_BATCH: usize = 1024;
 /// How long the writer waits for more records before writing what it has to its segment (from
 /// then on a crash of the process cannot lose them).
 const BATCH_WINDOW: Duration = Duration::from_millis(5);
@@ -35,23 +34,29 @@ const SYNC_EVERY: Duration = Duration::from_millis(50);
 const RETENTION_EVERY: Duration = Duration::from_secs(60);
 
 enum Msg {
-    /// By value: the channel's blocks hold 31 messages each, one allocation where boxing would
-    /// make one per record (freed by the writer, on another thread's arena).
-    Record(Sealed),
+    /// Records wait in the pending batch, which was empty: the first of a window.
+    Wake,
     /// Commit and flush everything received so far, then answer.
     Sync(SyncSender<()>),
 }
 
+/// Where the chain goes on, and the records sealed after it that the writer has not taken yet.
+#[derive(Debug, Default)]
+struct Pending {
+    /// The last record sealed (the next one chains after it).
+    head: Head,
+    batch: Batch,
+}
+
 struct Shared {
-    /// An unbounded channel bounded by `queued`: its memory follows the records actually waiting
-    /// (a bounded one keeps a slot per record it could hold — 1.5 MiB at the default 65 536 —
-    /// resident once the ring has gone round).
+    /// Wakes the writer (once per batch window) and asks it to sync.
     tx: Sender<Msg>,
-    /// Records sent and not yet taken by the writer; at most `capacity`.
+    /// Records sealed and not yet taken by the writer; at most `capacity`.
     queued: Arc<AtomicUsize>,
     capacity: usize,
-    /// Where the chain goes on: the last record handed to the writer.
-    chain: Mutex<Head>,
+    /// Sealed records wait here, their lines in one buffer, until the writer swaps the batch
+    /// for its empty one.
+    pending: Arc<Mutex<Pending>>,
     redactor: Redactor,
     dropped: AtomicU64,
     written: AtomicU64,
@@ -84,8 +89,13 @@ impl AuditHandle {
         let head = store.head()?;
         let (tx, rx) = std::sync::mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
+        let pending = Arc::new(Mutex::new(Pending {
+            head,
+            batch: Batch::default(),
+        }));
         let writer = Writer {
             queued: Arc::clone(&queued),
+            pending: Arc::clone(&pending),
             store: store.clone(),
             durability: config.durability,
             max_age: config.max_age,
@@ -102,7 +112,7 @@ impl AuditHandle {
             tx,
             queued,
             capacity: config.queue,
-            chain: Mutex::new(head),
+            pending,
             redactor: Redactor::new(&config.secret_keys),
             dropped: AtomicU64::new(0),
             written: AtomicU64::new(0),
@@ -137,19 +147,21 @@ impl AuditHandle {
             return;
         }
         let body = Body::of(record);
-        let mut head = shared.chain.lock().unwrap_or_else(PoisonError::into_inner);
-        let sealed = Sealed::chain(body, head.next_seq, &head.last_hash, head.last_ts);
-        // The chain moves on in place (no allocation) once the record is queued.
-        let link = sealed.link();
-        if shared.tx.send(Msg::Record(sealed)).is_ok() {
-            head.follow(&link);
-            drop(head);
-            shared.written.fetch_add(1, Ordering::Relaxed);
-        } else {
-            drop(head);
+        let mut pending = shared
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // The first record of a window wakes the writer; a writer that is gone takes none.
+        if pending.batch.is_empty() && shared.tx.send(Msg::Wake).is_err() {
+            drop(pending);
             shared.queued.fetch_sub(1, Ordering::Relaxed);
             shared.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
         }
+        let Pending { head, batch } = &mut *pending;
+        batch.seal(&body, head);
+        drop(pending);
+        shared.written.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records dropped because the queue was full.
@@ -214,6 +226,8 @@ pub(super) fn background_priority() {
 struct Writer {
     /// [`Shared::queued`]: the writer takes off what it received.
     queued: Arc<AtomicUsize>,
+    /// [`Shared::pending`]: the batch it takes.
+    pending: Arc<Mutex<Pending>>,
     store: Store,
     durability: Durability,
     max_age: Option<Duration>,
@@ -227,7 +241,8 @@ impl Writer {
     fn run(mut self, rx: Receiver<Msg>) {
         background_priority();
         let mut last_retention = Instant::now();
-        let mut batch: Vec<Sealed> = Vec::new();
+        // The batch the writer stores while the next one fills; the two trade places.
+        let mut batch = Batch::default();
         let mut waiting: Vec<SyncSender<()>> = Vec::new();
         let mut written: Vec<Written> = Vec::new();
         let mut sync_due: Option<Instant> = None;
@@ -240,28 +255,24 @@ impl Writer {
                 Err(RecvTimeoutError::Timeout) => (None, true),
                 Err(RecvTimeoutError::Disconnected) => (None, false),
             };
-            if matches!(first, Some(Msg::Record(_))) {
+            if matches!(first, Some(Msg::Wake)) {
                 std::thread::sleep(BATCH_WINDOW);
             }
             let mut next = first;
-            let mut taken = 0;
             while let Some(msg) = next.take() {
-                match msg {
-                    Msg::Record(r) => {
-                        batch.push(r);
-                        taken += 1;
-                    }
-                    Msg::Sync(tx) => waiting.push(tx),
-                }
-                if batch.len() >= MAX_BATCH {
-                    self.queued
-                        .fetch_sub(std::mem::take(&mut taken), Ordering::Relaxed);
-                    self.write(&mut batch, &mut written);
+                if let Msg::Sync(tx) = msg {
+                    waiting.push(tx);
                 }
                 next = rx.try_recv().ok();
             }
-            self.queued.fetch_sub(taken, Ordering::Relaxed);
-            self.write(&mut batch, &mut written);
+            // Everything sealed before a sync request was sent is in the batch taken now.
+            {
+                let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                std::mem::swap(&mut pending.batch, &mut batch);
+            }
+            self.queued.fetch_sub(batch.len(), Ordering::Relaxed);
+            self.write(&batch, &mut written);
+            batch.clear();
             if written.is_empty() {
                 sync_due = None;
             } else if sync_due.is_none() {
@@ -294,18 +305,17 @@ impl Writer {
         }
     }
 
-    /// Writes the batch to its segment (`durability = "record"`: and syncs and indexes each
-    /// record at once).
-    fn write(&mut self, batch: &mut Vec<Sealed>, written: &mut Vec<Written>) {
-        let outcome = match self.durability {
-            Durability::Batch => self.store.write(batch).map(|block| written.extend(block)),
-            Durability::Record => batch
-                .chunks(1)
-                .try_for_each(|r| self.store.append_sealed(r)),
-        };
-        // The batch's memory is kept for the next one, up to a busy load's batch.
-        batch.clear();
-        batch.shrink_to(KEPT_BATCH);
+    /// Writes the batch to its segment in blocks of at most [`MAX_BATCH`] records
+    /// (`durability = "record"`: each record a block, synced and indexed at once).
+    fn write(&mut self, batch: &Batch, written: &mut Vec<Written>) {
+        let outcome = batch
+            .blocks(MAX_BATCH)
+            .try_for_each(|block| match self.durability {
+                Durability::Batch => self.store.write(&block).map(|w| written.extend(w)),
+                Durability::Record => block
+                    .singles()
+                    .try_for_each(|record| self.store.append_block(&record)),
+            });
         if let Err(e) = outcome {
             tracing::error!(error = %e, "Could not write audit records.");
         }

@@ -13,7 +13,7 @@
 
 use std::collections::HashSet;
 
-use crate::audit::record::{Record, Sealed};
+use crate::audit::record::Record;
 
 /// `meta` keys.
 pub(super) const HEAD: &[u8] = b"head";
@@ -74,14 +74,6 @@ pub(super) fn index_entries<'a>(
 }
 
 pub(super) fn record_fields(r: &Record) -> [Option<&str>; 3] {
-    [
-        r.upstream.as_deref(),
-        r.target.as_deref(),
-        r.session.as_deref(),
-    ]
-}
-
-pub(super) fn sealed_fields(r: &Sealed) -> [Option<&str>; 3] {
     [
         r.upstream.as_deref(),
         r.target.as_deref(),
