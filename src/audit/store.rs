@@ -101,7 +101,7 @@ impl std::fmt::Debug for Store {
 
 /// sled's page cache (its default, 1 GiB, would let the daemon grow far beyond its budget). sled
 /// holds only small entries, so this is plenty.
-const CACHE_BYTES: u64 = 2 * 1024 * 1024;
+const CACHE_BYTES: u64 = 512 * 1024;
 
 /// The head once `record` is the last record (as read back from a segment).
 fn head_after(record: &Record) -> Head {
