@@ -258,7 +258,7 @@ impl Batch {
     /// time no earlier than the last one (so time order is sequence order), and the hash of the
     /// previous hash followed by its canonical encoding (its JSON with `hash` empty), as
     /// [`Record::compute_hash`] recomputes it. `head` moves past it.
-    pub fn seal(&mut self, body: &Body, head: &mut super::store::Head) {
+    pub fn seal(&mut self, body: &Body, head: &mut Head) {
         use std::io::Write;
         let (seq, ts_us) = (head.next_seq, body.ts_us.max(head.last_ts));
         let start = self.lines.len();
@@ -381,6 +381,33 @@ impl<'a> Block<'a> {
     pub fn singles(&self) -> impl Iterator<Item = Block<'a>> {
         let batch = self.batch;
         self.records.clone().map(move |i| batch.block(i..i + 1))
+    }
+}
+
+/// Where the chain continues from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Head {
+    pub next_seq: u64,
+    pub last_hash: String,
+    /// Records are stamped no earlier than this, so time order is sequence order.
+    #[serde(default)]
+    pub last_ts: u64,
+}
+
+impl Head {
+    /// The head once `link` is the last record.
+    pub fn after(link: &Link) -> Self {
+        let mut head = Self::default();
+        head.follow(link);
+        head
+    }
+
+    /// Moves on to the record `link` names, in place (the hash's room is reused).
+    pub fn follow(&mut self, link: &Link) {
+        self.next_seq = link.seq + 1;
+        self.last_ts = link.ts_us;
+        self.last_hash.clear();
+        self.last_hash.push_str(link.hash());
     }
 }
 
@@ -570,7 +597,7 @@ mod tests {
 
     #[test]
     fn a_batch_is_cut_into_blocks_of_whole_lines_with_their_fields() {
-        let mut head = crate::audit::store::Head::default();
+        let mut head = Head::default();
         let mut batch = Batch::default();
         for i in 0..5 {
             let mut r = Record::new(Kind::Request, "tools/call", Outcome::Ok);
@@ -614,7 +641,7 @@ mod tests {
         r.args = Some(raw(r#"{"q": "a \"quoted\" value"}"#));
         r.ts_us = 1_000;
         let prev = "ab".repeat(32);
-        let mut head = crate::audit::store::Head {
+        let mut head = Head {
             next_seq: 7,
             last_hash: prev.clone(),
             last_ts: 2_000,

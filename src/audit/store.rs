@@ -19,9 +19,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 
-use super::record::{Batch, Block, Body, Link, Record};
+use super::record::{Batch, Block, Body, Head, Record};
 use super::segment::{Location, Segments};
 use keys::{BYTES, HEAD, index_entries};
 pub(super) use keys::{IndexField, block_key, index_prefix};
@@ -63,16 +62,6 @@ impl From<std::io::Error> for StoreError {
     }
 }
 
-/// Where the chain continues from.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Head {
-    pub next_seq: u64,
-    pub last_hash: String,
-    /// Records are stamped no earlier than this, so time order is sequence order.
-    #[serde(default)]
-    pub last_ts: u64,
-}
-
 /// A block in its segment, not yet synced and indexed.
 #[derive(Debug)]
 pub(super) struct Written {
@@ -109,23 +98,6 @@ fn head_after(record: &Record) -> Head {
         next_seq: record.seq + 1,
         last_hash: record.hash.clone(),
         last_ts: record.ts_us,
-    }
-}
-
-impl Head {
-    /// The head once `link` is the last record.
-    pub fn after(link: &Link) -> Self {
-        let mut head = Self::default();
-        head.follow(link);
-        head
-    }
-
-    /// Moves on to the record `link` names, in place (the hash's room is reused).
-    pub fn follow(&mut self, link: &Link) {
-        self.next_seq = link.seq + 1;
-        self.last_ts = link.ts_us;
-        self.last_hash.clear();
-        self.last_hash.push_str(link.hash());
     }
 }
 

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::record::{Batch, Body, Record, Redactor, now_us};
-use super::store::{Head, Store, StoreError, Written};
+use super::record::{Batch, Body, Head, Record, Redactor, now_us};
+use super::store::{Store, StoreError, Written};
 use crate::config::{AuditConfig, Durability};
 
 /// Records a block holds at most.
