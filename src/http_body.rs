@@ -2,7 +2,8 @@
 //! registrations, JSON Web Key Sets, an upstream's error answer — within a size limit, so a
 //! server (or whoever sits on a plain-http path) cannot make the daemon buffer without bound.
 //! [`read_bounded`] refuses a body over its limit; [`read_start`] keeps only its start (for
-//! messages that quote it).
+//! messages that quote it). [`error_chain`] says why a fetch failed, with the causes the HTTP
+//! client nests inside its error ("error sending request" alone names none).
 
 use bytes::{Bytes, BytesMut};
 
@@ -71,6 +72,18 @@ pub async fn read_start(mut response: reqwest::Response, limit: usize) -> Bytes 
         }
     }
     body.freeze()
+}
+
+/// `e` with its sources, as one line.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
 }
 
 #[cfg(test)]

@@ -84,18 +84,6 @@ fn redirected(what: &str, url: &str, response: &reqwest::Response) -> Option<OAu
     )))
 }
 
-/// `e` with its sources, as one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::discovery::AuthServerMetadata;
-use super::{OAuthError, chain, redirected, secure_url, store};
+use super::{OAuthError, redirected, secure_url, store};
 use crate::config::OAuthConfig;
+use crate::http_body::error_chain;
 
 /// A client identity and how it authenticates at the token endpoint.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -202,7 +203,7 @@ async fn register(
     let response = http.post(url).json(&body).send().await.map_err(|e| {
         OAuthError::new(format!(
             "cannot reach its registration endpoint {endpoint}: {}",
-            chain(&e)
+            error_chain(&e)
         ))
     })?;
     if let Some(e) = redirected("its registration endpoint", endpoint, &response) {

@@ -12,7 +12,8 @@
 use serde::Deserialize;
 use url::Url;
 
-use super::{Challenge, OAuthError, chain, redirected, same_issuer, secure_url};
+use super::{Challenge, OAuthError, redirected, same_issuer, secure_url};
+use crate::http_body::error_chain;
 
 /// What sign-in needs to know about the server and its authorization server.
 #[derive(Debug, Clone)]
@@ -268,7 +269,7 @@ async fn get_json<T: serde::de::DeserializeOwned>(
         .header(reqwest::header::ACCEPT, "application/json")
         .send()
         .await
-        .map_err(|e| OAuthError::new(format!("cannot reach {url}: {}", chain(&e))))?;
+        .map_err(|e| OAuthError::new(format!("cannot reach {url}: {}", error_chain(&e))))?;
     if let Some(e) = redirected("the metadata document", url.as_str(), &response) {
         return Err(e);
     }

@@ -26,8 +26,9 @@ use url::Url;
 use super::client::{self, ClientIdentity};
 use super::discovery::{Discovered, discover};
 use super::token::{Authorize, Grant, Pkce, random_text};
-use super::{Challenge, OAuthError, TokenFile, chain};
+use super::{Challenge, OAuthError, TokenFile};
 use crate::config::{OAuthConfig, OAuthGrant};
+use crate::http_body::error_chain;
 
 /// How long a started sign-in waits for the person to finish it.
 const LOGIN_WAIT: Duration = Duration::from_secs(600);
@@ -214,7 +215,9 @@ impl Login {
             .json(&body)
             .send()
             .await
-            .map_err(|e| OAuthError::new(format!("cannot reach {}: {}", self.url, chain(&e))))?;
+            .map_err(|e| {
+                OAuthError::new(format!("cannot reach {}: {}", self.url, error_chain(&e)))
+            })?;
         let header = response
             .headers()
             .get(reqwest::header::WWW_AUTHENTICATE)

@@ -13,7 +13,8 @@ use sha2::Digest;
 use url::Url;
 
 use super::client::{AuthMethod, ClientIdentity};
-use super::{OAuthError, TokenFile, chain, redirected, secure_url};
+use super::{OAuthError, TokenFile, redirected, secure_url};
+use crate::http_body::error_chain;
 
 /// How long before its expiry an access token is refreshed: a minute, or a third of its
 /// lifetime when it lives less than three minutes.
@@ -198,7 +199,7 @@ impl Grant<'_> {
             .map_err(|e| {
                 OAuthError::new(format!(
                     "cannot reach its token endpoint {endpoint}: {}",
-                    chain(&e)
+                    error_chain(&e)
                 ))
             })?;
         if let Some(e) = redirected("its token endpoint", endpoint, &response) {

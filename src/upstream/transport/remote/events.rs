@@ -4,7 +4,7 @@
 
 use futures_util::{Stream, StreamExt};
 
-use super::streamable::error_chain;
+use crate::http_body::error_chain;
 use crate::upstream::error::Closed;
 
 /// One event: its `event` type (empty for the default `message`), `data`, `id` and `retry`.

@@ -11,8 +11,9 @@ use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 
 use super::events::events;
-use super::streamable::{error_chain, excerpt, location_of};
+use super::streamable::{excerpt, location_of};
 use super::{Outgoing, Shared};
+use crate::http_body::error_chain;
 use crate::upstream::error::{Closed, StartError};
 
 /// Opens the SSE stream and returns the endpoint messages are POSTed to; the stream's messages

@@ -23,6 +23,7 @@ use tokio::sync::watch;
 mod stream;
 
 use super::{Outgoing, Shared};
+use crate::http_body::error_chain;
 use crate::jsonrpc::{Members, Received, RpcError, codes};
 use crate::mcp::version::Version;
 use crate::oauth::Challenge;
@@ -453,17 +454,6 @@ pub(super) async fn excerpt(response: reqwest::Response) -> String {
 pub(super) fn challenge_of(response: &reqwest::Response) -> Option<String> {
     let value = response.headers().get(reqwest::header::WWW_AUTHENTICATE)?;
     value.to_str().ok().map(str::to_owned)
-}
-
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -9,12 +9,12 @@ use futures_util::StreamExt;
 
 use super::super::Shared;
 use super::super::events::events;
+use crate::http_body::error_chain;
 use reqwest::StatusCode;
 use reqwest::header::ACCEPT;
 
 use super::{
-    SESSION_HEADER, Session, VERSION_HEADER, challenge_of, error_chain, excerpt, forgot_session,
-    observe,
+    SESSION_HEADER, Session, VERSION_HEADER, challenge_of, excerpt, forgot_session, observe,
 };
 use crate::upstream::error::Closed;
 
