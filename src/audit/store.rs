@@ -19,7 +19,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-
 use super::record::{Batch, Block, Body, Head, Record};
 use super::segment::{Location, Segments};
 use keys::{BYTES, HEAD, index_entries};
