@@ -4,12 +4,14 @@
 //! indexes in sled. sled is used only inside this module.
 //!
 //! - `record`: the record, its canonical hash, argument redaction.
+//! - `batch`: sealing records into the chain, and the batch they wait in for the writer.
 //! - `store`: appending, syncing and indexing blocks; its sled layout, crash recovery, retention
 //!   and `verify` in `store/`.
 //! - `segment`: the append-only files holding the records' bytes.
 //! - `writer`: the writer thread and [`AuditHandle`], the never-blocking way in.
 //! - `query`: filtered pages, cursors, statistics.
 
+mod batch;
 mod query;
 mod record;
 mod segment;

@@ -19,7 +19,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::record::{Batch, Block, Body, Head, Record};
+use super::batch::{Batch, Block, Head};
+use super::record::{Body, Record};
 use super::segment::{Location, Segments};
 use keys::{BYTES, HEAD, index_entries};
 pub(super) use keys::{IndexField, block_key, index_prefix};

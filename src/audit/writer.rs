@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::record::{Batch, Body, Head, Record, Redactor, now_us};
+use super::batch::{Batch, Head};
+use super::record::{Body, Record, Redactor, now_us};
 use super::store::{Store, StoreError, Written};
 use crate::config::{AuditConfig, Durability};
 

@@ -77,7 +77,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::record::Head;
+    use crate::audit::batch::Head;
     use crate::audit::store::test_support::{batch, ok, seqs, upstream_is};
 
     /// sled's log lags the segments: blocks whose entries were lost (a kill before sled wrote
