@@ -98,12 +98,29 @@ fn text(answer: &Value) -> &str {
         .unwrap_or_default()
 }
 
+/// The markers `message` carries. A marker stands alone: one spelled inside a longer token is
+/// chance (a sealed `requestState` is base64url, whose letters, digits, `-` and `_` once spelled
+/// `…TT7S9-4Kp4g`), not a delivery.
 pub(super) fn markers(message: &Value) -> BTreeSet<String> {
     let text = message.to_string();
+    let in_token =
+        |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || "-_".contains(c));
     MARKER
         .find_iter(&text)
+        .filter(|m| {
+            !in_token(text[..m.start()].chars().next_back())
+                && !in_token(text[m.end()..].chars().next())
+        })
         .map(|m| m.as_str().to_owned())
         .collect()
+}
+
+#[test]
+fn a_marker_spelled_inside_a_token_is_not_one() {
+    let message = serde_json::json!({"text": "sampled: S1-2", "requestState": "EdbTT7S9-4Kp4g",
+        "a": "x-S3-4-y", "b": {"name": "S5-6"}, "c": "elicited: accept {\"name\":\"S7-8\"}"});
+    let expected = ["S1-2", "S5-6", "S7-8"].map(str::to_owned);
+    assert_eq!(markers(&message), BTreeSet::from(expected));
 }
 
 impl Session {
