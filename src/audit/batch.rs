@@ -88,7 +88,7 @@ impl Batch {
         self.seals.is_empty()
     }
 
-    /// Forgets its records, keeping the buffers' room for the next batch (up to a quiet load's).
+    /// Forgets its records, keeping the buffers' room for the next batch (up to a busy window's).
     pub fn clear(&mut self) {
         self.lines.clear();
         self.seals.clear();

@@ -9,8 +9,8 @@
 //! (from then on a crash of the process cannot lose them), and at most [`SYNC_EVERY`] later syncs
 //! the segment and indexes the blocks in sled (from then on a power loss cannot lose them, and
 //! queries see them). `durability = "record"` writes, syncs and indexes each record at once. It
-//! also applies retention. File and sled calls block, so the
-//! writer is a thread of its own rather than a task on the runtime.
+//! also applies retention. File and sled calls block, so the writer is a thread of its own rather
+//! than a task on the runtime.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
@@ -24,7 +24,7 @@ use super::store::{Store, StoreError, Written};
 use crate::config::{AuditConfig, Durability};
 
 /// Records a block holds at most.
-const MAX_BATCH: usize = 4096;
+const MAX_BLOCK: usize = 4096;
 /// How long the writer waits for more records before writing what it has to its segment (from
 /// then on a crash of the process cannot lose them).
 const BATCH_WINDOW: Duration = Duration::from_millis(5);
@@ -42,7 +42,7 @@ enum Msg {
 }
 
 /// Where the chain goes on, and the records sealed after it that the writer has not taken yet.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Pending {
     /// The last record sealed (the next one chains after it).
     head: Head,
@@ -306,11 +306,11 @@ impl Writer {
         }
     }
 
-    /// Writes the batch to its segment in blocks of at most [`MAX_BATCH`] records
+    /// Writes the batch to its segment in blocks of at most [`MAX_BLOCK`] records
     /// (`durability = "record"`: each record a block, synced and indexed at once).
     fn write(&mut self, batch: &Batch, written: &mut Vec<Written>) {
         let outcome = batch
-            .blocks(MAX_BATCH)
+            .blocks(MAX_BLOCK)
             .try_for_each(|block| match self.durability {
                 Durability::Batch => self.store.write(&block).map(|w| written.extend(w)),
                 Durability::Record => block
