@@ -9,6 +9,7 @@
 //!   and `verify` in `store/`.
 //! - `segment`: the append-only files holding the records' bytes.
 //! - `writer`: the writer thread and [`AuditHandle`], the never-blocking way in.
+//! - `syncer`: the thread that puts written blocks on disk, indexes them and applies retention.
 //! - `query`: filtered pages, cursors, statistics.
 
 mod batch;
@@ -16,6 +17,7 @@ mod query;
 mod record;
 mod segment;
 mod store;
+mod syncer;
 mod writer;
 
 use std::path::Path;
@@ -38,7 +40,7 @@ pub fn open(dir: &Path) -> Result<Store, StoreError> {
     })?;
     std::thread::scope(|s| {
         s.spawn(|| {
-            writer::background_priority();
+            syncer::background_priority();
             Store::open(dir)
         })
         .join()

@@ -53,14 +53,22 @@ impl Location {
 
 struct Active {
     id: u64,
-    file: File,
+    file: Arc<File>,
     len: u64,
+}
+
+/// The segment being appended to, and those closed since the last sync.
+#[derive(Default)]
+struct Appending {
+    active: Option<Active>,
+    /// Closed (for size, or after a failed write) with blocks not yet on disk.
+    unsynced: Vec<(u64, Arc<File>)>,
 }
 
 /// The segment directory: the one file being appended to, and read handles.
 pub(super) struct Segments {
     dir: PathBuf,
-    active: Mutex<Option<Active>>,
+    appending: Mutex<Appending>,
     readers: Mutex<HashMap<u64, Arc<File>>>,
 }
 
@@ -70,7 +78,7 @@ impl Segments {
         std::fs::create_dir_all(&dir)?;
         Ok(Self {
             dir,
-            active: Mutex::new(None),
+            appending: Mutex::new(Appending::default()),
             readers: Mutex::new(HashMap::new()),
         })
     }
@@ -81,16 +89,18 @@ impl Segments {
 
     /// Appends `bytes` (a block whose first record is `first_seq`) to the current segment, in
     /// the operating system's cache: they outlive the process, and are on disk after
-    /// [`Segments::sync`]. A segment that is closed for size is synced first.
+    /// [`Segments::sync`]. Never waits for the disk: a segment closed for size is synced with
+    /// the next [`Segments::sync`].
     pub fn write(&self, first_seq: u64, bytes: &[u8]) -> std::io::Result<Location> {
         let len = u32::try_from(bytes.len()).map_err(|_| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "audit block over 4 GiB")
         })?;
-        let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut appending = self
+            .appending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Appending { active, unsynced } = &mut *appending;
         if active.as_ref().is_none_or(|a| a.len >= SEGMENT_BYTES) {
-            if let Some(full) = active.as_ref() {
-                full.file.sync_data()?;
-            }
             // Named by its first record. A file of that name can only hold a block that was
             // written but never indexed (a crash in between): nothing points into it.
             let file = OpenOptions::new()
@@ -98,19 +108,24 @@ impl Segments {
                 .write(true)
                 .truncate(true)
                 .open(self.path(first_seq))?;
-            *active = Some(Active {
+            let new = Active {
                 id: first_seq,
-                file,
+                file: Arc::new(file),
                 len: 0,
-            });
+            };
+            if let Some(full) = active.replace(new) {
+                unsynced.push((full.id, full.file));
+            }
         }
         let Some(a) = active.as_mut() else {
             unreachable!("a segment was just opened")
         };
-        if let Err(e) = a.file.write_all(bytes) {
+        if let Err(e) = (&*a.file).write_all(bytes) {
             // Part of the block may be in the file: the next block starts a new segment rather
             // than follow bytes no location accounts for.
-            *active = None;
+            if let Some(failed) = active.take() {
+                unsynced.push((failed.id, failed.file));
+            }
             return Err(e);
         }
         let at = Location {
@@ -122,17 +137,29 @@ impl Segments {
         Ok(at)
     }
 
-    /// Puts everything written so far on disk.
+    /// Puts everything written so far on disk. The appender is not held up meanwhile: blocks
+    /// it writes during the sync wait for the next one.
     pub fn sync(&self) -> std::io::Result<()> {
-        match self
-            .active
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-        {
-            Some(a) => a.file.sync_data(),
-            None => Ok(()),
+        let (closed, active) = {
+            let mut appending = self
+                .appending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let active = appending.active.as_ref().map(|a| Arc::clone(&a.file));
+            (std::mem::take(&mut appending.unsynced), active)
+        };
+        for (i, (_, file)) in closed.iter().enumerate() {
+            if let Err(e) = file.sync_data() {
+                // Those not synced yet are tried again next time.
+                let mut appending = self
+                    .appending
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                appending.unsynced.splice(0..0, closed[i..].iter().cloned());
+                return Err(e);
+            }
         }
+        active.map_or(Ok(()), |file| file.sync_data())
     }
 
     /// The bytes at `at`.
@@ -178,18 +205,24 @@ impl Segments {
         Ok(bytes)
     }
 
-    /// Deletes the segments before segment `first_kept` (all but the active one when `None`).
+    /// Deletes the segments before segment `first_kept` (all but the active one when `None`),
+    /// except those still being written or synced.
     pub fn remove_before(&self, first_kept: Option<u64>) -> std::io::Result<()> {
-        let active = self
-            .active
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .map(|a| a.id);
-        let limit = first_kept.or(active).unwrap_or(u64::MAX);
+        let busy: Vec<u64> = {
+            let appending = self
+                .appending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let active = appending.active.as_ref().map(|a| a.id);
+            active
+                .into_iter()
+                .chain(appending.unsynced.iter().map(|(id, _)| *id))
+                .collect()
+        };
+        let limit = first_kept.or(busy.first().copied()).unwrap_or(u64::MAX);
         let mut readers = self.readers.lock().unwrap_or_else(PoisonError::into_inner);
         for id in self.ids()? {
-            if id < limit && Some(id) != active {
+            if id < limit && !busy.contains(&id) {
                 readers.remove(&id);
                 std::fs::remove_file(self.path(id))?;
             }
@@ -201,4 +234,31 @@ impl Segments {
 /// The id of a segment file name (`<20 digits>.log`).
 fn segment_id(name: &std::ffi::OsStr) -> Option<u64> {
     name.to_str()?.strip_suffix(".log")?.parse().ok()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_segment_closed_for_size_waits_for_the_next_sync_and_retention_spares_it_until_then() {
+        let dir = tempfile::tempdir().unwrap();
+        let segments = Segments::open(dir.path()).unwrap();
+        let full = vec![b'\n'; usize::try_from(SEGMENT_BYTES).unwrap()];
+        segments.write(1, &full).unwrap();
+        let at = segments.write(2, b"{}\n").unwrap();
+        assert_eq!(
+            (at.segment, at.offset),
+            (2, 0),
+            "a new segment after a full one"
+        );
+        // Segment 1 is closed but not synced: retention must not delete it yet.
+        segments.remove_before(None).unwrap();
+        assert_eq!(segments.ids().unwrap(), [1, 2]);
+        segments.sync().unwrap();
+        segments.remove_before(None).unwrap();
+        assert_eq!(segments.ids().unwrap(), [2], "the active segment stays");
+        assert_eq!(segments.read(at).unwrap(), b"{}\n");
+    }
 }

@@ -4,23 +4,23 @@
 //! when the queue is full the record is dropped and counted (reported in status and logs), and
 //! the chain goes on without it. The first record of a batch wakes the writer.
 //!
-//! The writer thread owns the store. It lets records collect for [`BATCH_WINDOW`], takes the
-//! batch (trading it for its own empty one) and writes it to the current segment as one block
-//! (from then on a crash of the process cannot lose them), and at most [`SYNC_EVERY`] later syncs
-//! the segment and indexes the blocks in sled (from then on a power loss cannot lose them, and
-//! queries see them). `durability = "record"` writes, syncs and indexes each record at once. It
-//! also applies retention. File and sled calls block, so the writer is a thread of its own rather
-//! than a task on the runtime.
+//! The writer thread lets records collect for [`BATCH_WINDOW`], takes the batch (trading it for
+//! its own empty one) and writes it to the current segment as one block (from then on a crash of
+//! the process cannot lose them); `durability = "record"` writes each record as a block of its
+//! own. It hands what it wrote to the syncer thread (`syncer`), which syncs and indexes it and
+//! applies retention. File and sled calls block, so both are threads rather than tasks on the
+//! runtime.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::batch::{Batch, Head};
-use super::record::{Body, Record, Redactor, now_us};
+use super::record::{Body, Record, Redactor};
 use super::store::{Store, StoreError, Written};
+use super::syncer::{Handoff, Syncer};
 use crate::config::{AuditConfig, Durability};
 
 /// Records a block holds at most.
@@ -28,16 +28,11 @@ const MAX_BLOCK: usize = 4096;
 /// How long the writer waits for more records before writing what it has to its segment (from
 /// then on a crash of the process cannot lose them).
 const BATCH_WINDOW: Duration = Duration::from_millis(5);
-/// How long written records wait at most to be synced to disk and indexed (an `fdatasync` costs
-/// more CPU than writing a few hundred records, so it is shared by several batches).
-const SYNC_EVERY: Duration = Duration::from_millis(50);
-/// How often retention runs.
-const RETENTION_EVERY: Duration = Duration::from_secs(60);
 
 enum Msg {
     /// Records wait in the pending batch, which was empty: the first of a window.
     Wake,
-    /// Commit and flush everything received so far, then answer.
+    /// Write everything sealed so far; the syncer answers once it is on disk and indexed.
     Sync(SyncSender<()>),
 }
 
@@ -94,21 +89,21 @@ impl AuditHandle {
             head,
             batch: Batch::default(),
         }));
+        let syncer = Syncer {
+            store: store.clone(),
+            max_age: config.max_age,
+            max_bytes: config.max_bytes,
+        };
+        let (handoff, handed) = std::sync::mpsc::channel();
+        spawn("mcpmux-audit-sync", move || syncer.run(handed))?;
         let writer = Writer {
             queued: Arc::clone(&queued),
             pending: Arc::clone(&pending),
             store: store.clone(),
             durability: config.durability,
-            max_age: config.max_age,
-            max_bytes: config.max_bytes,
+            syncer: handoff,
         };
-        let thread = std::thread::Builder::new()
-            .name("mcpmux-audit".into())
-            .spawn(move || writer.run(rx))
-            .map_err(|source| StoreError::Io {
-                context: "cannot start the writer thread",
-                source,
-            })?;
+        let thread = spawn("mcpmux-audit", move || writer.run(rx))?;
         let shared = Shared {
             tx,
             queued,
@@ -206,22 +201,15 @@ impl AuditHandle {
     }
 }
 
-/// The writer yields the CPU to request handling: on a small machine its batch commits would
-/// otherwise take a core from the gateway for a millisecond at a time (visible at p99). It runs at
-/// the lowest normal priority (nice 19, batch scheduling); the queue absorbs bursts meanwhile.
-pub(super) fn background_priority() {
-    use thread_priority::unix::{
-        NormalThreadSchedulePolicy, ThreadSchedulePolicy, set_thread_priority_and_policy,
-        thread_native_id,
-    };
-    let policy = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Batch);
-    if let Err(e) = set_thread_priority_and_policy(
-        thread_native_id(),
-        thread_priority::ThreadPriority::Min,
-        policy,
-    ) {
-        tracing::debug!(error = ?e, "Could not lower the audit writer's priority.");
-    }
+/// Starts one of the audit log's threads.
+fn spawn(name: &str, run: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, StoreError> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(run)
+        .map_err(|source| StoreError::Io {
+            context: "cannot start the audit log's threads",
+            source,
+        })
 }
 
 struct Writer {
@@ -231,34 +219,25 @@ struct Writer {
     pending: Arc<Mutex<Pending>>,
     store: Store,
     durability: Durability,
-    max_age: Option<Duration>,
-    max_bytes: u64,
+    /// Where what it wrote goes to be synced and indexed.
+    syncer: Sender<Handoff>,
 }
 
 impl Writer {
     /// Waits for a record, then lets the batch window pass before taking everything queued:
     /// senders never wake the writer more than once per window, so a busy gateway pays no
     /// thread wake-up per record. A `Sync` request ends the window at once.
-    fn run(mut self, rx: Receiver<Msg>) {
-        background_priority();
-        let mut last_retention = Instant::now();
+    fn run(self, rx: Receiver<Msg>) {
+        super::syncer::background_priority();
         // The batch the writer stores while the next one fills; the two trade places.
         let mut batch = Batch::default();
-        let mut waiting: Vec<SyncSender<()>> = Vec::new();
-        let mut written: Vec<Written> = Vec::new();
-        let mut sync_due: Option<Instant> = None;
         loop {
-            let wait = sync_due.map_or(RETENTION_EVERY, |due| {
-                due.saturating_duration_since(Instant::now())
-            });
-            let (first, open) = match rx.recv_timeout(wait) {
-                Ok(msg) => (Some(msg), true),
-                Err(RecvTimeoutError::Timeout) => (None, true),
-                Err(RecvTimeoutError::Disconnected) => (None, false),
-            };
+            let first = rx.recv().ok();
+            let open = first.is_some();
             if matches!(first, Some(Msg::Wake)) {
                 std::thread::sleep(BATCH_WINDOW);
             }
+            let mut waiting = Vec::new();
             let mut next = first;
             while let Some(msg) = next.take() {
                 if let Msg::Sync(tx) = msg {
@@ -272,72 +251,40 @@ impl Writer {
                 std::mem::swap(&mut pending.batch, &mut batch);
             }
             self.queued.fetch_sub(batch.len(), Ordering::Relaxed);
-            self.write(&batch, &mut written);
+            let written = self.write(&batch);
             batch.clear();
-            if written.is_empty() {
-                sync_due = None;
-            } else if sync_due.is_none() {
-                sync_due = Some(Instant::now() + SYNC_EVERY);
-            }
-            let due = sync_due.is_some_and(|d| Instant::now() >= d);
-            if due || !waiting.is_empty() || !open {
-                self.sync(&mut written);
-                sync_due = None;
-            }
-            if !waiting.is_empty() || !open {
-                if let Err(e) = self.store.flush() {
-                    tracing::error!(error = %e, "Could not flush the audit store.");
+            if !written.is_empty() || !waiting.is_empty() {
+                let handoff = Handoff {
+                    written,
+                    waiting,
+                    now: self.durability == Durability::Record,
+                };
+                if self.syncer.send(handoff).is_err() {
+                    tracing::error!("The audit syncer is gone: records are not indexed.");
                 }
             }
-            for tx in waiting.drain(..) {
-                let _ = tx.send(());
-            }
             if !open {
+                // The syncer finishes what it was handed, then stops.
                 break;
-            }
-            if last_retention.elapsed() >= RETENTION_EVERY {
-                last_retention = Instant::now();
-                // Retention sees every block written: none is left unindexed in a segment it
-                // could delete.
-                self.sync(&mut written);
-                sync_due = None;
-                self.retain();
             }
         }
     }
 
     /// Writes the batch to its segment in blocks of at most [`MAX_BLOCK`] records
-    /// (`durability = "record"`: each record a block, synced and indexed at once).
-    fn write(&mut self, batch: &Batch, written: &mut Vec<Written>) {
-        let outcome = batch
-            .blocks(MAX_BLOCK)
-            .try_for_each(|block| match self.durability {
-                Durability::Batch => self.store.write(&block).map(|w| written.extend(w)),
-                Durability::Record => block
-                    .singles()
-                    .try_for_each(|record| self.store.append_block(&record)),
-            });
+    /// (`durability = "record"`: each record a block of its own, synced at once).
+    fn write(&self, batch: &Batch) -> Vec<Written> {
+        let mut written = Vec::new();
+        let outcome = batch.blocks(MAX_BLOCK).try_for_each(|block| {
+            let mut write = |block: &_| self.store.write(block).map(|w| written.extend(w));
+            match self.durability {
+                Durability::Batch => write(&block),
+                Durability::Record => block.singles().try_for_each(|record| write(&record)),
+            }
+        });
         if let Err(e) = outcome {
             tracing::error!(error = %e, "Could not write audit records.");
         }
-    }
-
-    /// Puts the written blocks on disk and indexes them.
-    fn sync(&mut self, written: &mut Vec<Written>) {
-        if let Err(e) = self.store.sync_and_index(written.drain(..)) {
-            tracing::error!(error = %e, "Could not sync and index audit records.");
-        }
-    }
-
-    fn retain(&self) {
-        let min_ts = self.max_age.map_or(0, |age| {
-            now_us().saturating_sub(u64::try_from(age.as_micros()).unwrap_or(u64::MAX))
-        });
-        match self.store.prune(min_ts, self.max_bytes) {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(removed = n, "Audit retention removed old records."),
-            Err(e) => tracing::error!(error = %e, "Audit retention failed."),
-        }
+        written
     }
 }
 
