@@ -3,14 +3,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use crate::server::Server;
 use crate::tools::{error_result, text_result};
-use crate::wire::{Out, Outcome, ok_line};
+use crate::wire::{Out, Outbox, Outcome, ok_line};
 
 /// What the client answered to one of our requests: its `result`, or
 /// `"<error.message> (<error.code>)"`.
@@ -20,13 +20,13 @@ pub(crate) type ClientReply = Result<Value, String>;
 /// whose responses are routed back by id, and notifications.
 #[derive(Clone)]
 pub(crate) struct ClientLink {
-    out: mpsc::Sender<Out>,
+    out: Outbox,
     next_id: Arc<AtomicU64>,
     pending: Arc<Mutex<HashMap<String, oneshot::Sender<ClientReply>>>>,
 }
 
 impl ClientLink {
-    pub(crate) fn new(out: mpsc::Sender<Out>) -> Self {
+    pub(crate) fn new(out: Outbox) -> Self {
         ClientLink {
             out,
             next_id: Arc::new(AtomicU64::new(1)),

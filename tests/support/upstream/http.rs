@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak, mpsc};
+use std::sync::{Arc, Mutex, Weak};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -260,7 +260,7 @@ impl App {
             std::process::id(),
             self.next_session.fetch_add(1, Ordering::Relaxed)
         );
-        let (tx, rx) = mpsc::channel();
+        let (tx, mut rx) = tmpsc::unbounded_channel();
         let session = Arc::new(Session {
             kind,
             server: Server::new(&self.args, tx),
@@ -268,7 +268,7 @@ impl App {
             standalone: Mutex::default(),
         });
         let routed = Arc::downgrade(&session);
-        std::thread::spawn(move || route(&rx, &routed));
+        std::thread::spawn(move || route(&mut rx, &routed));
         if let Ok(mut sessions) = self.sessions.lock() {
             sessions.insert(id.clone(), Arc::clone(&session));
         }
@@ -325,8 +325,8 @@ impl App {
 /// not known, and a request's cancellation, to the oldest waiting POST), else the GET stream;
 /// any other notification to the GET stream, else the oldest waiting POST. A
 /// message with nowhere to go is dropped, as the transport allows.
-fn route(rx: &mpsc::Receiver<Out>, session: &Weak<Session>) {
-    while let Ok(out) = rx.recv() {
+fn route(rx: &mut tmpsc::UnboundedReceiver<Out>, session: &Weak<Session>) {
+    while let Some(out) = rx.blocking_recv() {
         let line = match out {
             Out::Line(line) => (line, None),
             Out::Caused { line, call } => (line, Some(call)),

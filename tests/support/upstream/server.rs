@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -17,7 +17,7 @@ use crate::catalog::{
 use crate::client_link::ClientLink;
 use crate::tasks::TaskTable;
 use crate::wire::{
-    INVALID_REQUEST, METHOD_NOT_FOUND, Out, Outcome, PARSE_ERROR, RpcError, error_line,
+    INVALID_REQUEST, METHOD_NOT_FOUND, Outbox, Outcome, PARSE_ERROR, RpcError, error_line,
     invalid_params, ok_line,
 };
 
@@ -66,7 +66,7 @@ pub(crate) struct Server {
     pub(crate) prompts: Vec<Box<RawValue>>,
     pub(crate) resources: Vec<Box<RawValue>>,
     pub(crate) templates: Vec<Box<RawValue>>,
-    pub(crate) out: mpsc::Sender<Out>,
+    pub(crate) out: Outbox,
     /// Requests to and notifications for the client.
     pub(crate) link: ClientLink,
     /// Cancellable `slow` and `progress` calls.
@@ -84,7 +84,7 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    pub(crate) fn new(args: &Args, out: mpsc::Sender<Out>) -> Self {
+    pub(crate) fn new(args: &Args, out: Outbox) -> Self {
         let name = &args.name;
         let mut tools = fixed_tools();
         if args.tasks {

@@ -1,5 +1,5 @@
 //! The JSON-RPC side of the wire: error codes and objects, the serialized answer lines, and what
-//! the main loop and the writer thread pass each other (`Outcome`, `Out`).
+//! the main loop and the writer pass each other (`Outcome`, `Out`).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -11,7 +11,11 @@ pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
 pub(crate) const INVALID_PARAMS: i64 = -32602;
 pub(crate) const RESOURCE_NOT_FOUND: i64 = -32002;
 
-/// A message for the writer thread.
+/// Where a server's messages go: over stdio the writer task on the same thread as the server
+/// (no thread wake-up per message), over HTTP a session's routing thread.
+pub(crate) type Outbox = tokio::sync::mpsc::UnboundedSender<Out>;
+
+/// A message for the writer.
 pub(crate) enum Out {
     /// One JSON message, written followed by `\n`.
     Line(String),
