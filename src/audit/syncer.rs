@@ -33,19 +33,34 @@ pub(super) struct Handoff {
 /// at batch scheduling (a wake-up never preempts a request thread) and nice 10: a ninth of a
 /// request thread's share of a contended CPU, ample for the microsecond a record costs. At nice
 /// 19 (a seventieth) two CPU-bound neighbours kept the writer off the CPU for tens of
-/// milliseconds, and a `kill -9` lost what it had not written by then.
+/// milliseconds, and a `kill -9` lost what it had not written by then. A daemon started at nice
+/// 10 or lower is left as it is: this never raises a priority.
 pub(super) fn background_priority() {
     use thread_priority::unix::{
         NormalThreadSchedulePolicy, ThreadSchedulePolicy, set_thread_priority_and_policy,
         thread_native_id,
     };
     use thread_priority::{ThreadPriority, ThreadPriorityValue};
+    // A daemon started at nice 10 or lower keeps its priority: never raise it.
+    if scheduling().is_some_and(|(nice, _)| nice >= 10) {
+        return;
+    }
     let policy = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Batch);
     let priority = ThreadPriorityValue::try_from(BACKGROUND)
         .map_or(ThreadPriority::Min, ThreadPriority::Crossplatform);
     if let Err(e) = set_thread_priority_and_policy(thread_native_id(), priority, policy) {
         tracing::debug!(error = ?e, "Could not lower the audit log's thread priority.");
     }
+}
+
+/// The calling thread's nice value and scheduling policy (`proc(5)`: fields 19 and 41 of its
+/// `stat`, counted from 3 after the command's closing parenthesis).
+fn scheduling() -> Option<(i32, u32)> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
+    let nice = fields.get(19 - 3)?.parse().ok()?;
+    let policy = fields.get(41 - 3)?.parse().ok()?;
+    Some((nice, policy))
 }
 
 /// Nice 10 on the crate's 0–99 scale, which it maps onto nice 19 … -20 (checked by a test).
@@ -139,21 +154,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_audit_threads_run_at_nice_10_with_batch_scheduling() {
-        let (nice, policy) = std::thread::spawn(|| {
+    fn the_audit_threads_run_at_nice_10_with_batch_scheduling_and_never_higher() {
+        let (before, after) = std::thread::spawn(|| {
+            let before = scheduling().unwrap();
             background_priority();
-            // Fields after the command's closing parenthesis start at 3 (state): nice is 19,
-            // the scheduling policy 41 (proc(5)).
-            let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
-            let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-            (fields[19 - 3].to_owned(), fields[41 - 3].to_owned())
+            (before, scheduling().unwrap())
         })
         .join()
         .unwrap();
-        assert_eq!(
-            (nice.as_str(), policy.as_str()),
-            ("10", "3"),
-            "SCHED_BATCH is 3"
-        );
+        if before.0 < 10 {
+            assert_eq!(after, (10, 3), "nice 10, SCHED_BATCH (3)");
+        } else {
+            assert_eq!(after, before, "started at a lower priority: left as it was");
+        }
     }
 }
