@@ -57,12 +57,13 @@ struct Active {
     len: u64,
 }
 
-/// The segment being appended to, and those closed since the last sync.
+/// The segment being appended to, and those closed whose blocks may not all be indexed yet.
 #[derive(Default)]
 struct Appending {
     active: Option<Active>,
-    /// Closed (for size, or after a failed write) with blocks not yet on disk.
-    unsynced: Vec<(u64, Arc<File>)>,
+    /// Closed (for size, or after a failed write), oldest first; `None` once synced. Retention
+    /// leaves them alone until [`Segments::release_before`] says their blocks are indexed.
+    closed: Vec<(u64, Option<Arc<File>>)>,
 }
 
 /// The segment directory: the one file being appended to, and read handles.
@@ -99,7 +100,7 @@ impl Segments {
             .appending
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let Appending { active, unsynced } = &mut *appending;
+        let Appending { active, closed } = &mut *appending;
         if active.as_ref().is_none_or(|a| a.len >= SEGMENT_BYTES) {
             // Named by its first record. A file of that name can only hold a block that was
             // written but never indexed (a crash in between): nothing points into it.
@@ -114,7 +115,7 @@ impl Segments {
                 len: 0,
             };
             if let Some(full) = active.replace(new) {
-                unsynced.push((full.id, full.file));
+                closed.push((full.id, Some(full.file)));
             }
         }
         let Some(a) = active.as_mut() else {
@@ -124,7 +125,7 @@ impl Segments {
             // Part of the block may be in the file: the next block starts a new segment rather
             // than follow bytes no location accounts for.
             if let Some(failed) = active.take() {
-                unsynced.push((failed.id, failed.file));
+                closed.push((failed.id, Some(failed.file)));
             }
             return Err(e);
         }
@@ -141,25 +142,41 @@ impl Segments {
     /// it writes during the sync wait for the next one.
     pub fn sync(&self) -> std::io::Result<()> {
         let (closed, active) = {
+            let appending = self
+                .appending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let closed: Vec<(u64, Arc<File>)> = (appending.closed.iter())
+                .filter_map(|(id, file)| Some((*id, Arc::clone(file.as_ref()?))))
+                .collect();
+            (
+                closed,
+                appending.active.as_ref().map(|a| Arc::clone(&a.file)),
+            )
+        };
+        for (id, file) in closed {
+            file.sync_data()?;
             let mut appending = self
                 .appending
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let active = appending.active.as_ref().map(|a| Arc::clone(&a.file));
-            (std::mem::take(&mut appending.unsynced), active)
-        };
-        for (i, (_, file)) in closed.iter().enumerate() {
-            if let Err(e) = file.sync_data() {
-                // Those not synced yet are tried again next time.
-                let mut appending = self
-                    .appending
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                appending.unsynced.splice(0..0, closed[i..].iter().cloned());
-                return Err(e);
+            if let Some(entry) = appending.closed.iter_mut().find(|(c, _)| *c == id) {
+                entry.1 = None;
             }
         }
         active.map_or(Ok(()), |file| file.sync_data())
+    }
+
+    /// Hands the closed segments before `segment` to retention: a block of `segment` is indexed,
+    /// so every block before it is.
+    pub fn release_before(&self, segment: u64) {
+        let mut appending = self
+            .appending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        appending
+            .closed
+            .retain(|(id, file)| *id >= segment || file.is_some());
     }
 
     /// The bytes at `at`.
@@ -206,7 +223,7 @@ impl Segments {
     }
 
     /// Deletes the segments before segment `first_kept` (all but the active one when `None`),
-    /// except those still being written or synced.
+    /// except those still being written, synced or indexed.
     pub fn remove_before(&self, first_kept: Option<u64>) -> std::io::Result<()> {
         let busy: Vec<u64> = {
             let appending = self
@@ -216,7 +233,7 @@ impl Segments {
             let active = appending.active.as_ref().map(|a| a.id);
             active
                 .into_iter()
-                .chain(appending.unsynced.iter().map(|(id, _)| *id))
+                .chain(appending.closed.iter().map(|(id, _)| *id))
                 .collect()
         };
         let limit = first_kept.or(busy.first().copied()).unwrap_or(u64::MAX);
@@ -242,7 +259,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_segment_closed_for_size_waits_for_the_next_sync_and_retention_spares_it_until_then() {
+    fn retention_spares_a_closed_segment_until_it_is_synced_and_a_later_block_is_indexed() {
         let dir = tempfile::tempdir().unwrap();
         let segments = Segments::open(dir.path()).unwrap();
         let full = vec![b'\n'; usize::try_from(SEGMENT_BYTES).unwrap()];
@@ -253,10 +270,22 @@ mod tests {
             (2, 0),
             "a new segment after a full one"
         );
-        // Segment 1 is closed but not synced: retention must not delete it yet.
+        // Segment 1 is closed but its blocks are not indexed: retention must not delete it,
+        // synced or not, until a block after it is indexed.
         segments.remove_before(None).unwrap();
         assert_eq!(segments.ids().unwrap(), [1, 2]);
+        segments.release_before(2);
+        segments.remove_before(None).unwrap();
+        assert_eq!(segments.ids().unwrap(), [1, 2], "not synced yet");
         segments.sync().unwrap();
+        segments.release_before(1);
+        segments.remove_before(None).unwrap();
+        assert_eq!(
+            segments.ids().unwrap(),
+            [1, 2],
+            "nothing after it indexed yet"
+        );
+        segments.release_before(2);
         segments.remove_before(None).unwrap();
         assert_eq!(segments.ids().unwrap(), [2], "the active segment stays");
         assert_eq!(segments.read(at).unwrap(), b"{}\n");

@@ -221,8 +221,13 @@ impl Store {
         written: impl IntoIterator<Item = Written>,
     ) -> Result<(), StoreError> {
         self.segments.sync()?;
+        let mut last = None;
         for w in written {
             self.index_block(&w.key, w.index, w.at, &w.head)?;
+            last = Some(w.at.segment);
+        }
+        if let Some(segment) = last {
+            self.segments.release_before(segment);
         }
         Ok(())
     }

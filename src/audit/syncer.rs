@@ -12,20 +12,15 @@ use std::time::{Duration, Instant};
 
 use super::store::{Store, Written};
 
-/// How long written records wait at most to be synced to disk and indexed (an `fdatasync` costs
-/// more CPU than writing a few hundred records, so it is shared by several batches).
-const SYNC_EVERY: Duration = Duration::from_millis(50);
 /// How often retention runs.
 const RETENTION_EVERY: Duration = Duration::from_secs(60);
 
-/// What the writer hands over after writing a batch.
+/// What the writer hands over when a sync is due: synced and indexed at once.
 pub(super) struct Handoff {
     /// The blocks it wrote, in chain order.
     pub written: Vec<Written>,
     /// `Sync` requests answered once everything written before them is on disk and indexed.
     pub waiting: Vec<SyncSender<()>>,
-    /// Sync now rather than within [`SYNC_EVERY`] (`durability = "record"`).
-    pub now: bool,
 }
 
 /// The audit log's threads yield the CPU to request handling: on a small machine their work would
@@ -79,32 +74,21 @@ impl Syncer {
         let mut last_retention = Instant::now();
         let mut written: Vec<Written> = Vec::new();
         let mut waiting: Vec<SyncSender<()>> = Vec::new();
-        let mut sync_due: Option<Instant> = None;
         loop {
-            let wait = sync_due.map_or_else(
-                || RETENTION_EVERY.saturating_sub(last_retention.elapsed()),
-                |due| due.saturating_duration_since(Instant::now()),
-            );
+            let wait = RETENTION_EVERY.saturating_sub(last_retention.elapsed());
             let (first, open) = match rx.recv_timeout(wait) {
                 Ok(handoff) => (Some(handoff), true),
                 Err(RecvTimeoutError::Timeout) => (None, true),
                 Err(RecvTimeoutError::Disconnected) => (None, false),
             };
-            let mut now = false;
             let mut next = first;
             while let Some(handoff) = next.take() {
                 written.extend(handoff.written);
                 waiting.extend(handoff.waiting);
-                now |= handoff.now;
                 next = rx.try_recv().ok();
             }
-            if !written.is_empty() && sync_due.is_none() {
-                sync_due = Some(Instant::now() + SYNC_EVERY);
-            }
-            let due = sync_due.is_some_and(|d| Instant::now() >= d);
-            if due || now || !waiting.is_empty() || !open {
+            if !written.is_empty() || !waiting.is_empty() || !open {
                 self.sync(&mut written);
-                sync_due = None;
             }
             if !waiting.is_empty() || !open {
                 if let Err(e) = self.store.flush() {
@@ -119,10 +103,8 @@ impl Syncer {
             }
             if last_retention.elapsed() >= RETENTION_EVERY {
                 last_retention = Instant::now();
-                // Retention sees every block handed over indexed; the segments the writer
-                // writes to meanwhile are not its to delete (`Segments::remove_before`).
-                self.sync(&mut written);
-                sync_due = None;
+                // Every block handed over is indexed by now; the segments the writer writes to
+                // meanwhile are not retention's to delete (`Segments::remove_before`).
                 self.retain();
             }
         }

@@ -7,15 +7,15 @@
 //! The writer thread lets records collect for [`BATCH_WINDOW`], takes the batch (trading it for
 //! its own empty one) and writes it to the current segment as one block (from then on a crash of
 //! the process cannot lose them); `durability = "record"` writes each record as a block of its
-//! own. It hands what it wrote to the syncer thread (`syncer`), which syncs and indexes it and
-//! applies retention. File and sled calls block, so both are threads rather than tasks on the
+//! own. At most [`SYNC_EVERY`] later (at once for `record`) it hands what it wrote to the syncer
+//! thread (`syncer`), which syncs and indexes it and applies retention. File and sled calls block, so both are threads rather than tasks on the
 //! runtime.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, Sender, SyncSender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::batch::{Batch, Head};
 use super::record::{Body, Record, Redactor};
@@ -28,6 +28,9 @@ const MAX_BLOCK: usize = 4096;
 /// How long the writer waits for more records before writing what it has to its segment (from
 /// then on a crash of the process cannot lose them).
 const BATCH_WINDOW: Duration = Duration::from_millis(5);
+/// How long written records wait at most to be synced to disk and indexed (an `fdatasync` costs
+/// more CPU than writing a few hundred records, so it is shared by several batches).
+const SYNC_EVERY: Duration = Duration::from_millis(50);
 
 enum Msg {
     /// Records wait in the pending batch, which was empty: the first of a window.
@@ -231,9 +234,18 @@ impl Writer {
         super::syncer::background_priority();
         // The batch the writer stores while the next one fills; the two trade places.
         let mut batch = Batch::default();
+        // Blocks written and not handed over yet, and when the first of them is due for a sync.
+        let mut written: Vec<Written> = Vec::new();
+        let mut sync_due: Option<Instant> = None;
         loop {
-            let first = rx.recv().ok();
-            let open = first.is_some();
+            let wait = sync_due.map_or(Duration::MAX, |due| {
+                due.saturating_duration_since(Instant::now())
+            });
+            let (first, open) = match rx.recv_timeout(wait) {
+                Ok(msg) => (Some(msg), true),
+                Err(RecvTimeoutError::Timeout) => (None, true),
+                Err(RecvTimeoutError::Disconnected) => (None, false),
+            };
             if matches!(first, Some(Msg::Wake)) {
                 std::thread::sleep(BATCH_WINDOW);
             }
@@ -251,15 +263,20 @@ impl Writer {
                 std::mem::swap(&mut pending.batch, &mut batch);
             }
             self.queued.fetch_sub(batch.len(), Ordering::Relaxed);
-            let written = self.write(&batch);
+            self.write(&batch, &mut written);
             batch.clear();
-            if !written.is_empty() || !waiting.is_empty() {
-                let handoff = Handoff {
-                    written,
-                    waiting,
-                    now: self.durability == Durability::Record,
-                };
-                if self.syncer.send(handoff).is_err() {
+            if !written.is_empty() && sync_due.is_none() {
+                sync_due = Some(Instant::now() + SYNC_EVERY);
+            }
+            // The syncer wakes once per sync, not once per batch.
+            let due = sync_due.is_some_and(|due| Instant::now() >= due)
+                || self.durability == Durability::Record;
+            if due || !waiting.is_empty() || !open {
+                sync_due = None;
+                let written = std::mem::take(&mut written);
+                if (!written.is_empty() || !waiting.is_empty())
+                    && self.syncer.send(Handoff { written, waiting }).is_err()
+                {
                     tracing::error!("The audit syncer is gone: records are not indexed.");
                 }
             }
@@ -272,8 +289,7 @@ impl Writer {
 
     /// Writes the batch to its segment in blocks of at most [`MAX_BLOCK`] records
     /// (`durability = "record"`: each record a block of its own, synced at once).
-    fn write(&self, batch: &Batch) -> Vec<Written> {
-        let mut written = Vec::new();
+    fn write(&self, batch: &Batch, written: &mut Vec<Written>) {
         let outcome = batch.blocks(MAX_BLOCK).try_for_each(|block| {
             let mut write = |block: &_| self.store.write(block).map(|w| written.extend(w));
             match self.durability {
@@ -284,7 +300,6 @@ impl Writer {
         if let Err(e) = outcome {
             tracing::error!(error = %e, "Could not write audit records.");
         }
-        written
     }
 }
 
