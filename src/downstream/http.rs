@@ -282,7 +282,7 @@ async fn post_message(
                     service,
                     session,
                     (id, trace),
-                    (&method, params),
+                    (&method, params.map(ToOwned::to_owned)),
                     accepts,
                     ok,
                 )
@@ -326,20 +326,22 @@ fn accept(service: &HostService, session: &Session, message: Message<'_>) {
 /// requests) and then the answer. A host that accepts no event stream never gets one: what the
 /// request produces goes to its session's GET stream instead, and the answer as JSON.
 ///
-/// `status` is the HTTP status of an answer sent as JSON (a stateless request's refusals are 400).
+/// `status` is the HTTP status of an answer sent as JSON (a stateless request's refusals are
+/// 400), told from what follows the id in its line (`,"result":…` or `,"error":…`).
 async fn answer(
     service: Arc<HostService>,
     session: Arc<Session>,
     (id, trace): (&RawValue, Option<TraceParent>),
-    (method, params): (&str, Option<&RawValue>),
+    (method, params): (&str, Option<Box<RawValue>>),
     accepts: Accepts,
     status: fn(&str) -> StatusCode,
 ) -> Response {
     let (sink, mut rx) = mpsc::channel(REQUEST_STREAM);
     let sink = accepts.stream.then_some(sink);
-    let host = HostRequest::new(session, id.to_owned(), sink, params, trace);
+    // Every answer line mcpmux writes starts `{"jsonrpc":"2.0","id":` and the id.
+    let after_id = r#"{"jsonrpc":"2.0","id":"#.len() + id.get().len();
+    let host = HostRequest::new(session, id.to_owned(), sink, params.as_deref(), trace);
     let method = method.to_owned();
-    let params = params.map(ToOwned::to_owned);
     let mut answer =
         Box::pin(async move { service.request(&host, &method, params.as_deref()).await });
     tokio::select! {
@@ -351,7 +353,8 @@ async fn answer(
                 early.push(message);
             }
             if early.is_empty() && !accepts.stream_answers() {
-                return (status(&line), json_response(line)).into_response();
+                let status = status(line.get(after_id..).unwrap_or_default());
+                return (status, json_response(line)).into_response();
             }
             early.push(line);
             Sse::new(futures_util::stream::iter(early.into_iter().map(event))).into_response()

@@ -37,9 +37,6 @@ pub struct HostInfo {
     /// stream at or above it, none without it. A handshake session sets its level with
     /// `logging/setLevel` instead, for all its messages.
     pub request_log_level: Option<usize>,
-    /// A 2026-07-28 request whose `_meta` held only its envelope (which describes the host's hop
-    /// to mcpmux, not mcpmux's to an upstream): none of it is forwarded.
-    pub envelope_only: bool,
 }
 
 /// Who the host says it is: the name and version of its `clientInfo`, cut to
@@ -108,23 +105,49 @@ pub struct Session {
     pub host: Arc<HostInfo>,
     /// Who opened it and the profile it sees; only the same access may use it. A reload that
     /// changes the host or the profile gives the session the new one.
-    access: arc_swap::ArcSwap<super::Access>,
+    access: Granted,
     /// When it was opened.
     pub opened: Instant,
     /// Milliseconds since the store's epoch when the host last used this session.
     last_seen: AtomicU64,
-    /// Messages for the host that belong to no open request stream.
-    outbox: mpsc::Sender<String>,
+    /// Messages for the host that belong to no open request stream (`None`: a stateless
+    /// request's, which has no stream of its own to hold them for; they are dropped).
+    outbox: Option<mpsc::Sender<String>>,
     /// The receiving end, while no event stream has it.
     outbox_rx: Mutex<Option<mpsc::Receiver<String>>>,
     /// Whether an event stream is attached (an attached session never idles out).
     streaming: AtomicBool,
     pub(super) tables: Mutex<SessionTables>,
     next_server_request: AtomicU64,
-    /// Cancelled when the session ends, so its event streams end too.
-    pub closed: CancellationToken,
+    /// Cancelled when the session ends, so its event streams end too (`None`: a stateless
+    /// request's, which is in no store and never ends that way).
+    closed: Option<CancellationToken>,
     /// Requests of this session being served upstream now.
     in_flight: AtomicUsize,
+}
+
+/// A session's access: swapped by a reload for a session in the store, fixed for the one
+/// request a stateless session lives for (no swap to pay for on each request).
+#[derive(Debug)]
+enum Granted {
+    Swappable(arc_swap::ArcSwap<super::Access>),
+    Fixed(Arc<super::Access>),
+}
+
+impl Granted {
+    fn full(&self) -> Arc<super::Access> {
+        match self {
+            Self::Swappable(access) => access.load_full(),
+            Self::Fixed(access) => Arc::clone(access),
+        }
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&super::Access) -> T) -> T {
+        match self {
+            Self::Swappable(access) => f(&access.load()),
+            Self::Fixed(access) => f(access),
+        }
+    }
 }
 
 /// One of a session's in-flight slots, given back when dropped.
@@ -163,14 +186,14 @@ impl Session {
     fn new(
         id: String,
         host: HostInfo,
-        access: super::Access,
-        (outbox, rx): (mpsc::Sender<String>, Option<mpsc::Receiver<String>>),
-        (now_ms, closed): (u64, CancellationToken),
+        access: Granted,
+        (outbox, rx): (Option<mpsc::Sender<String>>, Option<mpsc::Receiver<String>>),
+        (now_ms, closed): (u64, Option<CancellationToken>),
     ) -> Self {
         Self {
             id,
             host: Arc::new(host),
-            access: arc_swap::ArcSwap::from_pointee(access),
+            access,
             opened: Instant::now(),
             last_seen: AtomicU64::new(now_ms),
             outbox,
@@ -187,9 +210,6 @@ impl Session {
     /// envelope declared, its in-flight entry and permit. Not kept in the store; it ends with the
     /// request, and what would go to a session's event stream has nowhere to go.
     pub fn stateless(host: HostInfo, access: super::Access) -> Arc<Self> {
-        // One closed outbox shared by all of them: what is delivered to it is dropped.
-        static NOWHERE: std::sync::OnceLock<mpsc::Sender<String>> = std::sync::OnceLock::new();
-        let nowhere = NOWHERE.get_or_init(|| mpsc::channel(1).0).clone();
         // Unique in the process, which is all a request's own id must be (it is not a credential).
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let mut number = itoa::Buffer::new();
@@ -198,10 +218,8 @@ impl Session {
             number.format(NEXT.fetch_add(1, Ordering::Relaxed)),
         ]
         .concat();
-        // Never closed (it is in no store), so all of them share one token.
-        static UNCLOSED: std::sync::OnceLock<CancellationToken> = std::sync::OnceLock::new();
-        let closed = UNCLOSED.get_or_init(CancellationToken::new).clone();
-        Arc::new(Self::new(id, host, access, (nowhere, None), (0, closed)))
+        let access = Granted::Fixed(Arc::new(access));
+        Arc::new(Self::new(id, host, access, (None, None), (0, None)))
     }
 
     /// The key of the instances of per-session upstreams that serve a stateless request: its
@@ -225,22 +243,26 @@ impl Session {
 
     /// Who opened it and what it sees, as of the running config.
     pub fn access(&self) -> Arc<super::Access> {
-        self.access.load_full()
+        self.access.full()
     }
 
     /// Gives it the access a reloaded config grants it.
     pub fn set_access(&self, access: super::Access) {
-        self.access.store(Arc::new(access));
+        match &self.access {
+            Granted::Swappable(granted) => granted.store(Arc::new(access)),
+            // A stateless request keeps the access it began with, as any request does.
+            Granted::Fixed(_) => {}
+        }
     }
 
     /// The profile this session sees (`None`: the whole catalog).
     pub fn profile(&self) -> Option<Arc<crate::config::Profile>> {
-        self.access.load().profile.clone()
+        self.access.read(|access| access.profile.clone())
     }
 
     /// Whether the session's profile holds `upstream`: what it does not hold does not exist for it.
     pub fn sees(&self, upstream: &str) -> bool {
-        (self.access.load().profile.as_ref()).is_none_or(|p| p.holds(upstream))
+        (self.access).read(|access| (access.profile.as_ref()).is_none_or(|p| p.holds(upstream)))
     }
 
     /// What status shows of it: the start of its id, who, which profile, age, in flight.
@@ -270,7 +292,10 @@ impl Session {
 
     /// Queues a message for the host's event stream; dropped (with a warning) if it is full.
     pub fn deliver(&self, line: String) {
-        if let Err(e) = self.outbox.try_send(line) {
+        let Some(outbox) = &self.outbox else {
+            return;
+        };
+        if let Err(e) = outbox.try_send(line) {
             if matches!(e, mpsc::error::TrySendError::Full(_)) {
                 tracing::warn!(session = %self.id, "Dropped a message for the host: its event stream is not being read.");
             }
@@ -320,8 +345,10 @@ pub struct StreamGuard {
 impl StreamGuard {
     /// The next message for the host; `None` once the session has ended.
     pub async fn recv(&mut self) -> Option<String> {
-        let closed = self.session.closed.clone();
         let rx = self.rx.as_mut()?;
+        let Some(closed) = &self.session.closed else {
+            return rx.recv().await;
+        };
         tokio::select! {
             line = rx.recv() => line,
             () = closed.cancelled() => None,
@@ -366,13 +393,14 @@ impl SessionStore {
     ) -> Result<Arc<Session>, SessionRefused> {
         let id = id.unwrap_or_else(new_id);
         let (outbox, rx) = mpsc::channel(OUTBOX);
-        let outbox = (outbox, Some(rx));
+        let outbox = (Some(outbox), Some(rx));
+        let access = Granted::Swappable(arc_swap::ArcSwap::from_pointee(access));
         let session = Arc::new(Session::new(
             id.clone(),
             host,
             access,
             outbox,
-            (self.now_ms(), CancellationToken::new()),
+            (self.now_ms(), Some(CancellationToken::new())),
         ));
         let principal = session.access().principal.clone();
         {
@@ -428,7 +456,9 @@ impl SessionStore {
     pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
         let removed = self.write().remove(id);
         if let Some(session) = &removed {
-            session.closed.cancel();
+            if let Some(closed) = &session.closed {
+                closed.cancel();
+            }
             tracing::info!(session = %id, "Host session closed.");
         }
         removed
@@ -489,7 +519,7 @@ pub enum SessionRefused {
 /// How many of `sessions` belong to the principal named `name`.
 fn count_of<'a>(sessions: impl Iterator<Item = &'a Arc<Session>>, name: &str) -> usize {
     sessions
-        .filter(|s| (s.access.load().principal.as_ref()).is_some_and(|p| &*p.name == name))
+        .filter(|s| (s.access).read(|a| (a.principal.as_ref()).is_some_and(|p| &*p.name == name)))
         .count()
 }
 

@@ -95,8 +95,8 @@ impl<'a> Members<'a> {
     }
 
     /// Replaces (or adds, at the end) one member.
-    pub fn insert(&mut self, key: &'a str, value: &'a RawValue) {
-        self.0.insert(Cow::Borrowed(key), value);
+    pub fn insert(&mut self, key: impl Into<Cow<'a, str>>, value: &'a RawValue) {
+        self.0.insert(key.into(), value);
     }
 
     /// Removes one member; whether it was there.
@@ -120,9 +120,9 @@ impl<'a> Members<'a> {
         super::message::serialize(&self.0)
     }
 
-    /// The object as a raw value.
+    /// The object as a raw value (written from valid members: not scanned again).
     pub fn to_raw(&self) -> Box<RawValue> {
-        raw(self.to_json())
+        to_raw(&self.0)
     }
 }
 

@@ -47,11 +47,13 @@ pub struct Declared<'a> {
     pub capabilities: ClientCapabilities,
     /// The rank ([`super::LOG_LEVELS`]) of the log level the request asks for, if it asks.
     pub log_level: Option<usize>,
-    /// Whether its `_meta` holds nothing but the envelope (so nothing of it is forwarded).
-    pub envelope_only: bool,
     /// What the request's `Mcp-Name` must repeat (`params.name` or `params.uri`, as a string),
     /// with the member it came from.
     pub name: Option<(&'static str, Cow<'a, str>)>,
+    /// The params as they are served when `_meta` held nothing but the envelope: the other
+    /// members, written from what this read found (not scanned again), `_meta` left out — it
+    /// describes the host's hop to mcpmux, and is never forwarded. `None`: served as sent.
+    pub served: Option<Box<RawValue>>,
 }
 
 /// An envelope of a revision mcpmux serves statelessly.
@@ -60,7 +62,6 @@ pub struct Envelope {
     pub version: Version,
     pub capabilities: ClientCapabilities,
     pub log_level: Option<usize>,
-    pub envelope_only: bool,
 }
 
 /// The protocol version a request's `params._meta` names, if it names one as a string. Cheap
@@ -107,19 +108,61 @@ pub fn encode_header_value(value: &str) -> String {
     format!("=?base64?{}?=", engine.encode(value))
 }
 
-/// What one pass over a request's params reads: its `_meta` and the name `Mcp-Name` mirrors.
-#[derive(Deserialize)]
+/// What one pass over a request's params reads: its `_meta` envelope, decoded where it lies,
+/// and its other members in their order, values left raw (a repeated one is kept twice, as sent).
 struct Params<'a> {
-    #[serde(rename = "_meta", borrow, default)]
     meta: Option<Meta<'a>>,
-    #[serde(borrow, default)]
-    name: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    uri: Option<&'a RawValue>,
+    members: Vec<(Cow<'a, str>, &'a RawValue)>,
 }
 
-/// The envelope's members, read in the one pass over the params that allocates nothing: the
-/// four the revision defines, and whether anything else is there.
+impl<'a> Params<'a> {
+    /// The member `key` (its last value, if it is repeated).
+    fn get(&self, key: &str) -> Option<&'a RawValue> {
+        (self.members.iter().rev())
+            .find(|(k, _)| k == key)
+            .map(|(_, value)| *value)
+    }
+
+    /// The members but `_meta`, as JSON written from them (valid: nothing is scanned again).
+    fn without_meta(&self) -> Box<RawValue> {
+        struct Entries<'m, 'a>(&'m [(Cow<'a, str>, &'a RawValue)]);
+        impl serde::Serialize for Entries<'_, '_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_map(self.0.iter().map(|(key, value)| (key, value)))
+            }
+        }
+        crate::jsonrpc::to_raw(&Entries(&self.members))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Params<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ParamsVisitor<'a>(std::marker::PhantomData<Params<'a>>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for ParamsVisitor<'a> {
+            type Value = Params<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Params<'a>, A::Error> {
+                let (mut meta, mut members) = (None, Vec::new());
+                while let Some(Key(key)) = map.next_key()? {
+                    match &*key {
+                        "_meta" => meta = Some(map.next_value()?),
+                        _ => members.push((key, map.next_value()?)),
+                    }
+                }
+                Ok(Params { meta, members })
+            }
+        }
+        deserializer.deserialize_map(ParamsVisitor(std::marker::PhantomData))
+    }
+}
+
+/// The envelope's members, read where they lie in the one pass over the params: the four the
+/// revision defines, and whether anything else is there.
 #[derive(Default)]
 struct Meta<'a> {
     version: Option<&'a RawValue>,
@@ -212,13 +255,16 @@ impl<'a> Declared<'a> {
             ))
         };
         let params = params.ok_or_else(missing)?;
-        let params: Params<'a> = serde_json::from_str(params.get())
+        let mut params: Params<'a> = serde_json::from_str(params.get())
             .map_err(|e| RpcError::invalid_params(format!("Invalid params: {e}")))?;
-        let meta = params.meta.filter(|m| !m.not_object).ok_or_else(missing)?;
+        let meta = params
+            .meta
+            .take()
+            .filter(|m| !m.not_object)
+            .ok_or_else(missing)?;
         let (Some(version), Some(capabilities)) = (meta.version, meta.capabilities) else {
             return Err(missing());
         };
-        let envelope_only = !meta.others;
         let version = text_of(version).ok_or_else(|| {
             RpcError::invalid_params(format!("Invalid params: `{PROTOCOL_VERSION}` is a string"))
         })?;
@@ -235,17 +281,17 @@ impl<'a> Declared<'a> {
         within_limit("`io.modelcontextprotocol/clientInfo`", meta.client_info)?;
         let log_level = meta.log_level.map(log_level).transpose()?;
         let mirrored = match method {
-            "tools/call" | "prompts/get" => params.name.map(|name| ("name", name)),
-            "resources/read" => params.uri.map(|uri| ("uri", uri)),
+            "tools/call" | "prompts/get" => Some("name"),
+            "resources/read" => Some("uri"),
             _ => None,
         };
-        let name = mirrored.and_then(|(key, value)| Some((key, text_of(value)?)));
+        let name = mirrored.and_then(|key| Some((key, text_of(params.get(key)?)?)));
         Ok(Self {
             version,
             capabilities,
             log_level,
-            envelope_only,
             name,
+            served: (!meta.others).then(|| params.without_meta()),
         })
     }
 
@@ -256,7 +302,6 @@ impl<'a> Declared<'a> {
                 version,
                 capabilities: self.capabilities,
                 log_level: self.log_level,
-                envelope_only: self.envelope_only,
             }),
             None => Err(unsupported(&self.version)),
         }
@@ -354,6 +399,15 @@ pub fn text_of(raw: &RawValue) -> Option<Cow<'_, str>> {
         .map(|t| t.0)
 }
 
+/// Whether the header value `value` carries `text` ([`decode_header_value`]; a plain value is
+/// compared as it is, with nothing decoded or copied).
+pub fn header_carries(value: &str, text: &str) -> bool {
+    match value.starts_with("=?base64?") && value.ends_with("?=") {
+        false => value == text,
+        true => decode_header_value(value).as_deref() == Some(text),
+    }
+}
+
 /// A header value as the text it carries: verbatim, or decoded from the `=?base64?…?=` form.
 /// `None` when the encoded form is malformed (bad or non-canonical base64, not UTF-8), so a
 /// corrupt header never matches a body value.
@@ -390,16 +444,17 @@ mod tests {
         assert_eq!(declared_version(Some(&ok)).as_deref(), Some("2026-07-28"));
         let declared = Declared::read("tools/call", Some(&ok)).unwrap();
         assert_eq!(declared.name, Some(("name", "x".into())));
+        let served = declared.served.as_deref().map(RawValue::get);
+        assert_eq!(served, Some(r#"{"name":"x"}"#), "nothing but the envelope");
         let envelope = declared.accept().unwrap();
         assert_eq!(envelope.version, Version::MODERN);
         assert!(envelope.capabilities.value().get("sampling").is_some());
         assert_eq!(envelope.log_level, crate::mcp::log_rank("info"));
-        assert!(envelope.envelope_only, "nothing but the envelope");
         let with_token = params(
             r#"{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#,
         );
         let declared = Declared::read("tools/call", Some(&with_token)).unwrap();
-        assert!(!declared.envelope_only, "a progress token is forwarded");
+        assert!(declared.served.is_none(), "a progress token is forwarded");
         for not_object in [r#""x""#, "[1,{}]", "3", "null", "true"] {
             let error = Declared::read("tools/call", Some(&params(not_object))).unwrap_err();
             assert_eq!(error.code, codes::INVALID_PARAMS, "{not_object}");
@@ -499,6 +554,16 @@ mod tests {
             assert_eq!(decode_header_value(&encoded).as_deref(), Some(value));
         }
         assert_eq!(encode_header_value("a__echo"), "a__echo");
+        assert!(header_carries("a__echo", "a__echo") && !header_carries("a__echo", "b"));
+        assert!(header_carries("=?base64?w6lsw6g=?=", "élè"));
+        assert!(!header_carries(
+            "=?base64?w6lsw6g=?=",
+            "=?base64?w6lsw6g=?="
+        ));
+        assert!(
+            header_carries("=?base64?=", "=?base64?="),
+            "too short to be encoded"
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 use super::admission::{Admitted, VERSION_HEADER, refuse};
 use super::{AppState, accepts::Accepts, answer};
 use crate::downstream::session::{ClientInfo, HostInfo, Session};
-use crate::jsonrpc::{Message, Needle, RpcError, codes};
+use crate::jsonrpc::{Message, RpcError, codes};
 use crate::mcp::envelope::{self, Declared, METHOD_HEADER, NAME_HEADER};
 use crate::mcp::version::Version;
 use crate::telemetry::otel::TraceParent;
@@ -67,12 +67,14 @@ pub(super) async fn post(
             .answering(Some(id), headers)
             .into_response()
     };
-    // The name the envelope's one pass found (a call's tool) is kept for the `Mcp-Param-*` check.
-    let mut named = None;
+    // The name the envelope's one pass found (a call's tool) is kept for the `Mcp-Param-*` check,
+    // and the params it wrote without the envelope are what is served.
+    let (mut named, mut served) = (None, None);
     let envelope = Declared::read(&method, params)
         .and_then(|mut declared| {
             check_headers(headers, &declared, &method)?;
             named = declared.name.take().map(|(_, name)| name);
+            served = declared.served.take();
             declared.accept()
         })
         .map_err(|error| refused(StatusCode::BAD_REQUEST, error));
@@ -106,7 +108,6 @@ pub(super) async fn post(
         // `clientInfo` is only checked (its size, with the envelope).
         client_info: ClientInfo::default(),
         request_log_level: envelope.log_level,
-        envelope_only: envelope.envelope_only,
     };
     if method == "subscriptions/listen" {
         return listen(state, (id, params), (host, admitted), accepts, refused).await;
@@ -121,7 +122,10 @@ pub(super) async fn post(
     let session = Session::stateless(host, admitted.access);
     let service = Arc::clone(&state.service);
     let trace = TraceParent::from_headers(headers);
-    let request = (method.as_ref(), params);
+    let request = (
+        method.as_ref(),
+        served.or_else(|| params.map(ToOwned::to_owned)),
+    );
     let mut response = answer(service, session, (id, trace), request, accepts, status_of).await;
     if response.headers().get(axum::http::header::CONTENT_TYPE)
         == Some(&HeaderValue::from_static("text/event-stream"))
@@ -220,20 +224,19 @@ fn check_headers(
         None => Err(mismatch(format!(
             "the {NAME_HEADER} header is missing (it must repeat params.{key})"
         ))),
-        Some(value) if envelope::decode_header_value(value).as_deref() == Some(&**body) => Ok(()),
+        Some(value) if envelope::header_carries(value, body) => Ok(()),
         Some(value) => Err(mismatch(format!(
             "the {NAME_HEADER} header `{value}` does not match params.{key} `{body}`"
         ))),
     }
 }
 
-/// The HTTP status of a stateless request's answer: 400 for the errors the revision sends with
-/// it (a capability the request did not declare), else 200.
-fn status_of(line: &str) -> StatusCode {
-    // mcpmux writes its own errors code first: `…,"error":{"code":-32021,…` (what an error
-    // line holds after its id; a result's text cannot hold it unescaped).
-    static MISSING: Needle = Needle::new(r#","error":{"code":-32021,"#);
-    if MISSING.is_in(line) {
+/// The HTTP status of a stateless request's answer, from what follows the id in its line: 400
+/// for the errors the revision sends with it (a capability the request did not declare), else
+/// 200.
+fn status_of(after_id: &str) -> StatusCode {
+    // mcpmux writes its own errors code first.
+    if after_id.starts_with(r#","error":{"code":-32021,"#) {
         return StatusCode::BAD_REQUEST;
     }
     StatusCode::OK
@@ -251,13 +254,22 @@ mod tests {
 
     #[test]
     fn only_a_missing_capability_is_answered_400() {
+        let id = raw(r#""a,\"error\":{\"code\":-32021,""#.into());
+        let after_id =
+            |line: &str| line[r#"{"jsonrpc":"2.0","id":"#.len() + id.get().len()..].to_owned();
         let missing = crate::jsonrpc::error_line(
-            Some(&raw("7".into())),
+            Some(&id),
             &RpcError::new(codes::MISSING_CLIENT_CAPABILITY, "no sampling"),
         );
-        assert_eq!(status_of(&missing), StatusCode::BAD_REQUEST);
-        let other = crate::jsonrpc::error_line(None, &RpcError::invalid_params("x"));
-        assert_eq!(status_of(&other), StatusCode::OK);
+        assert_eq!(status_of(&after_id(&missing)), StatusCode::BAD_REQUEST);
+        let other = crate::jsonrpc::error_line(Some(&id), &RpcError::invalid_params("x"));
+        assert_eq!(status_of(&after_id(&other)), StatusCode::OK);
+        let result = crate::jsonrpc::response_line(&id, &raw("{}".into()));
+        assert_eq!(
+            status_of(&after_id(&result)),
+            StatusCode::OK,
+            "an id that looks like one"
+        );
     }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {

@@ -197,12 +197,9 @@ impl HostService {
             self.level_for_request(host, &target).await;
         }
         let mut trace = layers::trace::upstream(host, method, tool, upstream.name());
-        let envelope = match stateless {
-            true if host.ctx.host.envelope_only => Envelope::All,
-            true => Envelope::Within,
-            false => Envelope::None,
-        };
-        let (meta, progress) = rewrite_meta(members.get("_meta"), trace.meta(), envelope)?;
+        // A stateless request's `_meta` is here only when it holds more than the envelope (the
+        // edge serves the params without one that holds nothing else).
+        let (meta, progress) = rewrite_meta(members.get("_meta"), trace.meta(), stateless)?;
         match &meta {
             Some(Meta::Rewritten(meta)) => members.insert("_meta", meta),
             Some(Meta::Gone) => {
@@ -363,38 +360,26 @@ enum Meta {
     Gone,
 }
 
-/// Where a forwarded request's `_meta` holds a 2026-07-28 envelope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Envelope {
-    /// None: a handshake-era request.
-    None,
-    /// Among other members (a stateless request's progress token, say).
-    Within,
-    /// It is all there is (what most stateless requests send): `_meta` need not be read.
-    All,
-}
-
 /// A forwarded request's `_meta` with what mcpmux owns rewritten — the host's progress token
-/// swapped for ours, the trace context the upstream continues, and (for a stateless request) the
-/// host's `io.modelcontextprotocol/` envelope left out: it describes the host's hop to mcpmux,
-/// not mcpmux's to the upstream — and the tokens; `None` when nothing changed.
+/// swapped for ours, the trace context the upstream continues, and (for a stateless request,
+/// `enveloped`) the host's `io.modelcontextprotocol/` envelope left out: it describes the host's
+/// hop to mcpmux, not mcpmux's to the upstream — and the tokens; `None` when nothing changed.
 fn rewrite_meta(
     meta: Option<&RawValue>,
     trace: Option<&TraceParent>,
-    envelope: Envelope,
+    enveloped: bool,
 ) -> Result<(Option<Meta>, Option<ProgressTokens>), RpcError> {
     if meta.is_none() && trace.is_none() {
         return Ok((None, None));
     }
-    let (mut meta, stripped) = match (meta, envelope) {
-        (Some(_), Envelope::All) => (Members::default(), true),
-        (Some(meta), Envelope::Within) => {
+    let (mut meta, stripped) = match meta {
+        Some(meta) if enveloped => {
             let mut meta = Members::parse(meta)?;
             let stripped = meta.remove_prefixed(ENVELOPE_PREFIX);
             (meta, stripped)
         }
-        (Some(meta), Envelope::None) => (Members::parse(meta)?, false),
-        (None, _) => (Members::default(), false),
+        Some(meta) => (Members::parse(meta)?, false),
+        None => (Members::default(), false),
     };
     let mut progress = None;
     let ours;

@@ -81,7 +81,6 @@ impl HostService {
             capabilities,
             client_info,
             request_log_level: None,
-            envelope_only: false,
         };
         let max_sessions = self.limits.load().max_sessions;
         let session = (self.delivery.sessions)

@@ -297,6 +297,18 @@ mod tests {
     }
 
     #[test]
+    fn a_result_is_spliced_only_when_no_added_key_is_in_it() {
+        assert_eq!(spliceable(r#" {"content":[]}"#), Some(r#""content":[]}"#));
+        for key in ["_meta", "resultType", "ttlMs", "cacheScope"] {
+            let nested = format!(r#"{{"a":{{"{key}":1}}}}"#);
+            assert_eq!(spliceable(&nested), None, "{key}");
+        }
+        let alike = r#"{"cacheScoped":"x","_metadata":1,"t":"c","r":"resultTyp"}"#;
+        assert!(spliceable(alike).is_some());
+        assert_eq!(spliceable("[1]"), None);
+    }
+
+    #[test]
     fn resource_not_found_is_invalid_params() {
         let error = RpcError::new(codes::RESOURCE_NOT_FOUND, "Resource not found: x");
         assert_eq!(renumber(error).code, codes::INVALID_PARAMS);
