@@ -21,7 +21,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -38,7 +38,9 @@ use accepts::Accepts;
 use admission::{Admitted, InSession, Refusal, check_version, refuse};
 pub use admission::{Gate, ProtectedResource};
 
-const SESSION_HEADER: &str = "mcp-session-id";
+/// `Mcp-Session-Id`, as a name made at compile time (a lookup by text checks and hashes it each
+/// time).
+const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
 /// Messages a request may produce before its answer without waiting for the host to read.
 const REQUEST_STREAM: usize = 64;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -263,7 +265,7 @@ async fn post_message(
                         json_response(line)
                     };
                     if let Ok(value) = HeaderValue::from_str(&session.id) {
-                        response.headers_mut().insert(SESSION_HEADER, value);
+                        response.headers_mut().insert(SESSION, value);
                     }
                     response
                 }

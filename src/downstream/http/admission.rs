@@ -26,10 +26,12 @@ use axum::response::{IntoResponse, Response};
 
 pub(super) use access::{Admission, protected_resource};
 pub use access::{Gate, ProtectedResource};
-pub(super) use origin::{VERSION_HEADER, check_version};
+#[cfg(test)]
+pub(super) use origin::VERSION_HEADER;
+pub(super) use origin::{VERSION, check_version};
 pub(super) use refusal::{Refusal, refuse};
 
-use super::{AppState, Edge, SESSION_HEADER};
+use super::{AppState, Edge, SESSION};
 use crate::downstream::principal::Access;
 use crate::downstream::session::Session;
 use crate::jsonrpc::codes;
@@ -84,7 +86,7 @@ impl Admitted {
         state: &AppState,
         headers: &HeaderMap,
     ) -> Result<Arc<Session>, Refusal> {
-        let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        let Some(id) = headers.get(&SESSION).and_then(|v| v.to_str().ok()) else {
             return Err(refuse(
                 StatusCode::BAD_REQUEST,
                 codes::INVALID_REQUEST,

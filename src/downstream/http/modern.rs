@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::value::RawValue;
 
-use super::admission::{Admitted, VERSION_HEADER, refuse};
+use super::admission::{Admitted, VERSION, refuse};
 use super::{AppState, accepts::Accepts, answer};
 use crate::downstream::session::{ClientInfo, HostInfo, Session};
 use crate::jsonrpc::{Message, RpcError, codes};
@@ -21,9 +21,8 @@ use crate::mcp::envelope::{self, Declared, METHOD_HEADER, NAME_HEADER};
 use crate::mcp::version::Version;
 use crate::telemetry::otel::TraceParent;
 
-// The headers a stateless request mirrors its body in, as names made at compile time (a lookup
-// by text would check and hash the name each time).
-const VERSION: HeaderName = HeaderName::from_static(VERSION_HEADER);
+// The headers a stateless request mirrors its body in (and `MCP-Protocol-Version`), as names
+// made at compile time (a lookup by text would check and hash the name each time).
 const METHOD: HeaderName = HeaderName::from_static(METHOD_HEADER);
 const NAME: HeaderName = HeaderName::from_static(NAME_HEADER);
 
@@ -249,6 +248,7 @@ fn mismatch(why: String) -> RpcError {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use super::super::admission::VERSION_HEADER;
     use super::*;
     use crate::jsonrpc::{Incoming, raw};
 

@@ -85,7 +85,7 @@ impl Fit {
     pub(super) fn response_line(self, id: &RawValue, result: &RawValue, interim: bool) -> String {
         let cache = self.cache.filter(|_| !interim);
         let text = result.get();
-        if let Some(rest) = spliceable(text) {
+        if let Some(rest) = spliceable(text, cache.is_some()) {
             let mut line = String::with_capacity(id.get().len() + text.len() + 200);
             line.push_str(r#"{"jsonrpc":"2.0","id":"#);
             line.push_str(id.get());
@@ -99,16 +99,14 @@ impl Fit {
 }
 
 /// What follows the `{` of a result none of whose members mcpmux adds are there already (none
-/// of their keys appears anywhere in it); `None` otherwise, or when it is not an object.
-fn spliceable(text: &str) -> Option<&str> {
+/// of their keys appears anywhere in it; the caching hints' only when `cached`, as only then are
+/// they added); `None` otherwise, or when it is not an object.
+fn spliceable(text: &str, cached: bool) -> Option<&str> {
     // Each of these keys, quoted, as a member would be written.
-    static KEYS: [Needle; 4] = [
-        Needle::new("\"_meta\""),
-        Needle::new("\"resultType\""),
-        Needle::new("\"ttlMs\""),
-        Needle::new("\"cacheScope\""),
-    ];
-    if KEYS.iter().any(|key| key.is_in(text)) {
+    static ADDED: [Needle; 2] = [Needle::new("\"_meta\""), Needle::new("\"resultType\"")];
+    static HINTS: [Needle; 2] = [Needle::new("\"ttlMs\""), Needle::new("\"cacheScope\"")];
+    let hints: &[Needle] = if cached { &HINTS } else { &[] };
+    if ADDED.iter().chain(hints).any(|key| key.is_in(text)) {
         return None;
     }
     text.trim_start().strip_prefix('{')
@@ -162,7 +160,7 @@ fn renumber_raw(error: Box<RawValue>) -> Box<RawValue> {
 /// upstream wrote it (an upstream of this revision sends its own `resultType`). The common case
 /// — none of them present — splices them in front without parsing the result.
 fn complete(result: Box<RawValue>, cache: Option<(CacheScope, Option<u64>)>) -> Box<RawValue> {
-    if let Some(rest) = spliceable(result.get()) {
+    if let Some(rest) = spliceable(result.get(), cache.is_some()) {
         let mut out = String::with_capacity(result.get().len() + 160);
         write_added(&mut out, cache, rest);
         if let Ok(spliced) = RawValue::from_string(out) {
@@ -298,14 +296,20 @@ mod tests {
 
     #[test]
     fn a_result_is_spliced_only_when_no_added_key_is_in_it() {
-        assert_eq!(spliceable(r#" {"content":[]}"#), Some(r#""content":[]}"#));
+        assert_eq!(
+            spliceable(r#" {"content":[]}"#, true),
+            Some(r#""content":[]}"#)
+        );
         for key in ["_meta", "resultType", "ttlMs", "cacheScope"] {
             let nested = format!(r#"{{"a":{{"{key}":1}}}}"#);
-            assert_eq!(spliceable(&nested), None, "{key}");
+            assert_eq!(spliceable(&nested, true), None, "{key}");
         }
+        // A result that gets no caching hints may hold their keys.
+        assert!(spliceable(r#"{"ttlMs":5,"cacheScope":"x"}"#, false).is_some());
+        assert_eq!(spliceable(r#"{"resultType":"x"}"#, false), None);
         let alike = r#"{"cacheScoped":"x","_metadata":1,"t":"c","r":"resultTyp"}"#;
-        assert!(spliceable(alike).is_some());
-        assert_eq!(spliceable("[1]"), None);
+        assert!(spliceable(alike, true).is_some());
+        assert_eq!(spliceable("[1]", true), None);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! a loopback `Host` while listening on loopback (DNS-rebinding protection), and an
 //! `MCP-Protocol-Version` mcpmux speaks.
 
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, StatusCode, header};
 
 use super::refusal::{Refusal, refuse};
 use crate::jsonrpc::codes;
@@ -10,6 +10,8 @@ use crate::loopback::{is_loopback_host, is_loopback_origin};
 use crate::mcp::version::Version;
 
 pub(in super::super) const VERSION_HEADER: &str = "mcp-protocol-version";
+/// The same, as a name made at compile time (a lookup by text checks and hashes it each time).
+pub(in super::super) const VERSION: HeaderName = HeaderName::from_static(VERSION_HEADER);
 
 /// DNS-rebinding protection: a browser `Origin` must be local (or allowed), and while listening
 /// on loopback the `Host` must name loopback.
@@ -58,7 +60,7 @@ pub(super) fn check_origin(
 /// the session's stream and its end belong to that era. 2026-07-28 has neither (405, as the
 /// transport says); a revision mcpmux does not serve is `-32022`.
 pub(in super::super) fn check_version(headers: &HeaderMap) -> Result<(), Refusal> {
-    let Some(v) = headers.get(VERSION_HEADER) else {
+    let Some(v) = headers.get(&VERSION) else {
         return Ok(());
     };
     let v = v.to_str().unwrap_or_default();
