@@ -15,7 +15,7 @@ mod needle;
 pub use depth::{MAX_DEPTH, nests_deeper_than};
 pub use error::{RpcError, codes};
 pub use framing::line_codec;
-pub use members::{Key, Members, raw, raw_string, to_raw};
+pub use members::{Key, Members, raw, raw_string, text_of, to_raw};
 pub use message::{
     Incoming, Message, Received, error_line, error_line_without_id, notification_line,
     raw_error_line, request_line, request_line_raw, response_line,

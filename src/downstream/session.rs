@@ -63,7 +63,7 @@ impl ClientInfo {
             .and_then(|raw| serde_json::from_str(raw.get()).ok())
             .unwrap_or_default();
         let field = |raw: Option<&RawValue>| {
-            let text = crate::mcp::envelope::text_of(raw?)?;
+            let text = crate::jsonrpc::text_of(raw?)?;
             // No more bytes than the limit has chars: nothing to cut.
             if text.len() <= CLIENT_INFO_FIELD_CHARS {
                 return Some(text.into_owned());

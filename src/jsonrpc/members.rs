@@ -3,7 +3,9 @@
 //! the order of all of them, is written back as it came.
 //!
 //! It is on every forwarded request's path, so it borrows what it can: the values always, the
-//! keys unless they hold escapes; and it hashes keys with a fast, randomly seeded hasher.
+//! keys unless they hold escapes. A few members (a request's params have a handful) are kept in a
+//! list and found by comparing keys; more are indexed by a fast, randomly seeded hash, so an
+//! object of thousands of members costs no more per member than a small one.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -14,11 +16,93 @@ use serde_json::value::RawValue;
 
 use super::RpcError;
 
-type Map<'a> = IndexMap<Cow<'a, str>, &'a RawValue, foldhash::fast::RandomState>;
+type Indexed<'a> = IndexMap<Cow<'a, str>, &'a RawValue, foldhash::fast::RandomState>;
+
+/// The most members kept in a list: past it, they are indexed.
+const LISTED: usize = 16;
 
 /// An object's members, borrowed from its text.
 #[derive(Debug, Default)]
 pub struct Members<'a>(Map<'a>);
+
+/// The members in their order: a list while they are few, indexed once they are many.
+#[derive(Debug)]
+enum Map<'a> {
+    Listed(Vec<(Cow<'a, str>, &'a RawValue)>),
+    Indexed(Indexed<'a>),
+}
+
+impl Default for Map<'_> {
+    fn default() -> Self {
+        Self::Listed(Vec::new())
+    }
+}
+
+impl<'a> Map<'a> {
+    /// Replaces a member's value in its place, or adds it at the end.
+    fn insert(&mut self, key: Cow<'a, str>, value: &'a RawValue) {
+        match self {
+            Self::Listed(list) => {
+                if let Some(slot) = list.iter_mut().find(|(k, _)| *k == key) {
+                    slot.1 = value;
+                } else if list.len() < LISTED {
+                    list.push((key, value));
+                } else {
+                    let mut indexed: Indexed<'a> = std::mem::take(list).into_iter().collect();
+                    indexed.insert(key, value);
+                    *self = Self::Indexed(indexed);
+                }
+            }
+            Self::Indexed(map) => {
+                map.insert(key, value);
+            }
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<&'a RawValue> {
+        match self {
+            Self::Listed(list) => list.iter().find(|(k, _)| k == key).map(|(_, v)| *v),
+            Self::Indexed(map) => map.get(key).copied(),
+        }
+    }
+
+    /// Removes a member, keeping the others' order; whether it was there.
+    fn remove(&mut self, key: &str) -> bool {
+        match self {
+            Self::Listed(list) => match list.iter().position(|(k, _)| k == key) {
+                Some(at) => {
+                    list.remove(at);
+                    true
+                }
+                None => false,
+            },
+            Self::Indexed(map) => map.shift_remove(key).is_some(),
+        }
+    }
+
+    fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        match self {
+            Self::Listed(list) => list.retain(|(k, _)| keep(k)),
+            Self::Indexed(map) => map.retain(|k, _| keep(k)),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Listed(list) => list.len(),
+            Self::Indexed(map) => map.len(),
+        }
+    }
+}
+
+impl serde::Serialize for Map<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Listed(list) => serializer.collect_map(list.iter().map(|(k, v)| (k, v))),
+            Self::Indexed(map) => map.serialize(serializer),
+        }
+    }
+}
 
 /// A member's name: borrowed from the text unless it holds an escape.
 pub struct Key<'a>(pub Cow<'a, str>);
@@ -54,7 +138,7 @@ impl<'de> Deserialize<'de> for Members<'de> {
                 f.write_str("an object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
-                let mut members = Map::default();
+                let mut members = Map::Listed(Vec::with_capacity(map.size_hint().unwrap_or(4)));
                 // A repeated member keeps its first place and takes its last value.
                 while let Some(Key(key)) = map.next_key()? {
                     let value: &'de RawValue = map.next_value()?;
@@ -81,17 +165,16 @@ impl<'a> Members<'a> {
     }
 
     pub fn get(&self, key: &str) -> Option<&'a RawValue> {
-        self.0.get(key).copied()
+        self.0.get(key)
     }
 
     pub fn contains(&self, key: &str) -> bool {
-        self.0.contains_key(key)
+        self.0.get(key).is_some()
     }
 
     /// A member that is a JSON string, decoded.
     pub fn string(&self, key: &str) -> Option<String> {
-        self.get(key)
-            .and_then(|v| serde_json::from_str(v.get()).ok())
+        self.get(key).and_then(text_of).map(Cow::into_owned)
     }
 
     /// Replaces (or adds, at the end) one member.
@@ -101,18 +184,18 @@ impl<'a> Members<'a> {
 
     /// Removes one member; whether it was there.
     pub fn remove(&mut self, key: &str) -> bool {
-        self.0.shift_remove(key).is_some()
+        self.0.remove(key)
     }
 
     /// Removes the members whose key starts with `prefix`; whether any was there.
     pub fn remove_prefixed(&mut self, prefix: &str) -> bool {
         let before = self.0.len();
-        self.0.retain(|key, _| !key.starts_with(prefix));
+        self.0.retain(|key| !key.starts_with(prefix));
         self.0.len() != before
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.len() == 0
     }
 
     /// The object as JSON text, members in their original order.
@@ -124,6 +207,19 @@ impl<'a> Members<'a> {
     pub fn to_raw(&self) -> Box<RawValue> {
         to_raw(&self.0)
     }
+}
+
+/// The text of a raw JSON string: borrowed unless it holds escapes; `None` for another value.
+pub fn text_of(raw: &RawValue) -> Option<Cow<'_, str>> {
+    // Most strings hold no escape: their text is what lies between the quotes (a raw value is
+    // valid JSON, so a string that holds no backslash holds no quote either).
+    let plain = (raw.get().strip_prefix('"')).and_then(|s| s.strip_suffix('"'));
+    if let Some(text) = plain.filter(|t| !t.contains('\\')) {
+        return Some(Cow::Borrowed(text));
+    }
+    serde_json::from_str::<Key<'_>>(raw.get())
+        .ok()
+        .map(|key| key.0)
 }
 
 /// A raw JSON string value for `s`.
@@ -159,5 +255,38 @@ mod tests {
         );
         assert!(Members::parse(&raw("[1]".into())).is_err());
         assert!(Members::of(&raw("3".into())).is_none());
+    }
+
+    #[test]
+    fn few_or_many_members_keep_their_order_and_take_a_repeat_s_last_value() {
+        for count in [3, LISTED, LISTED + 1, 100] {
+            let body: Vec<String> = (0..count).map(|i| format!(r#""k{i}":{i}"#)).collect();
+            // `k1` again at the end: it keeps its place and takes the last value.
+            let text = format!(r#"{{{},"k1":"again"}}"#, body.join(","));
+            let value = raw(text);
+            let mut members = Members::parse(&value).expect("an object");
+            assert_eq!(members.string("k1").as_deref(), Some("again"), "{count}");
+            let mut expected = body.clone();
+            expected[1] = r#""k1":"again""#.to_owned();
+            assert_eq!(members.to_json(), format!("{{{}}}", expected.join(",")));
+            assert!(members.remove("k0") && !members.remove("k0"));
+            let added = raw_string("x");
+            members.insert("new", &added);
+            let json = members.to_json();
+            assert!(json.starts_with(r#"{"k1":"again""#) && json.ends_with(r#""new":"x"}"#));
+            assert!(members.remove_prefixed("k") && !members.contains("k2"));
+            assert_eq!(members.to_json(), r#"{"new":"x"}"#, "{count}");
+        }
+    }
+
+    #[test]
+    fn a_string_member_is_decoded_and_nothing_else_is_one() {
+        let value = raw(r#"{"plain":"a b","escaped":"a\"b\u00e9","n":1,"o":{}}"#.to_owned());
+        let members = Members::parse(&value).expect("an object");
+        assert_eq!(members.string("plain").as_deref(), Some("a b"));
+        assert_eq!(members.string("escaped").as_deref(), Some("a\"bé"));
+        assert_eq!(members.string("n"), None);
+        assert_eq!(members.string("o"), None);
+        assert_eq!(members.string("missing"), None);
     }
 }

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::version::Version;
-use crate::jsonrpc::{Key, Members, Needle, RpcError, codes};
+use crate::jsonrpc::{Key, Members, Needle, RpcError, codes, text_of};
 
 /// What the keys of the envelope's members start with (mcpmux's own hop, never forwarded).
 pub const ENVELOPE_PREFIX: &str = "io.modelcontextprotocol/";
@@ -382,21 +382,6 @@ pub fn within_limit<'a>(
         )));
     }
     Ok(raw)
-}
-
-/// The text of a raw JSON string: borrowed unless it holds escapes; `None` for another value.
-pub fn text_of(raw: &RawValue) -> Option<Cow<'_, str>> {
-    // Most strings hold no escape: their text is what lies between the quotes (a raw value is
-    // valid JSON, so a string that holds no backslash holds no quote either).
-    let plain = (raw.get().strip_prefix('"')).and_then(|s| s.strip_suffix('"'));
-    if let Some(text) = plain.filter(|t| !t.contains('\\')) {
-        return Some(Cow::Borrowed(text));
-    }
-    #[derive(Deserialize)]
-    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
-    serde_json::from_str::<Text<'_>>(raw.get())
-        .ok()
-        .map(|t| t.0)
 }
 
 /// Whether the header value `value` carries `text` ([`decode_header_value`]; a plain value is
