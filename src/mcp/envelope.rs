@@ -109,30 +109,10 @@ pub fn encode_header_value(value: &str) -> String {
 }
 
 /// What one pass over a request's params reads: its `_meta` envelope, decoded where it lies,
-/// and its other members in their order, values left raw (a repeated one is kept twice, as sent).
+/// and its other members, values left raw.
 struct Params<'a> {
     meta: Option<Meta<'a>>,
-    members: Vec<(Cow<'a, str>, &'a RawValue)>,
-}
-
-impl<'a> Params<'a> {
-    /// The member `key` (its last value, if it is repeated).
-    fn get(&self, key: &str) -> Option<&'a RawValue> {
-        (self.members.iter().rev())
-            .find(|(k, _)| k == key)
-            .map(|(_, value)| *value)
-    }
-
-    /// The members but `_meta`, as JSON written from them (valid: nothing is scanned again).
-    fn without_meta(&self) -> Box<RawValue> {
-        struct Entries<'m, 'a>(&'m [(Cow<'a, str>, &'a RawValue)]);
-        impl serde::Serialize for Entries<'_, '_> {
-            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.collect_map(self.0.iter().map(|(key, value)| (key, value)))
-            }
-        }
-        crate::jsonrpc::to_raw(&Entries(&self.members))
-    }
+    members: Members<'a>,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Params<'a> {
@@ -147,11 +127,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for Params<'a> {
                 self,
                 mut map: A,
             ) -> Result<Params<'a>, A::Error> {
-                let (mut meta, mut members) = (None, Vec::new());
+                let (mut meta, mut members) = (None, Members::default());
                 while let Some(Key(key)) = map.next_key()? {
                     match &*key {
                         "_meta" => meta = Some(map.next_value()?),
-                        _ => members.push((key, map.next_value()?)),
+                        _ => members.insert(key, map.next_value()?),
                     }
                 }
                 Ok(Params { meta, members })
@@ -285,13 +265,14 @@ impl<'a> Declared<'a> {
             "resources/read" => Some("uri"),
             _ => None,
         };
-        let name = mirrored.and_then(|key| Some((key, text_of(params.get(key)?)?)));
+        let name = mirrored.and_then(|key| Some((key, text_of(params.members.get(key)?)?)));
         Ok(Self {
             version,
             capabilities,
             log_level,
             name,
-            served: (!meta.others).then(|| params.without_meta()),
+            // Written from valid members: not scanned again.
+            served: (!meta.others).then(|| params.members.to_raw()),
         })
     }
 
