@@ -13,6 +13,7 @@ mod admission;
 mod body;
 mod legacy;
 mod modern;
+mod posted;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -37,6 +38,7 @@ use crate::telemetry::otel::TraceParent;
 use accepts::Accepts;
 use admission::{Admitted, InSession, Refusal, check_version, refuse};
 pub use admission::{Gate, ProtectedResource};
+use posted::Posted;
 
 /// `Mcp-Session-Id`, as a name made at compile time (a lookup by text checks and hashes it each
 /// time).
@@ -208,33 +210,26 @@ async fn post_message(
         );
         return refusal.answering(None, &headers).into_response();
     }
-    let Ok(text) = std::str::from_utf8(&body) else {
-        return refuse(
-            StatusCode::BAD_REQUEST,
-            codes::PARSE_ERROR,
-            "Parse error: body is not UTF-8",
-        )
-        .answering(None, &headers)
-        .into_response();
-    };
-    if text.trim_start().starts_with('[') {
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        let Ok(text) = std::str::from_utf8(&body) else {
+            return Refusal::from_error(StatusCode::BAD_REQUEST, posted::not_utf8())
+                .answering(None, &headers)
+                .into_response();
+        };
         return handle_batch(&state, &headers, text, &admitted).await;
     }
-    let message = match Incoming::parse(text) {
-        Ok(message) => message,
+    let posted = match Posted::read(body, &headers) {
+        Ok(posted) => posted,
         Err(error) => {
             return Refusal::from_error(StatusCode::BAD_REQUEST, error)
                 .answering(None, &headers)
                 .into_response();
         }
     };
-    if modern::is_stateless(&headers, &message) {
-        return modern::post(&state, admitted, &headers, message).await;
+    if posted.borrow_dependent().stateless {
+        return modern::post(&state, admitted, &headers, posted).await;
     }
-    let request_id = match &message {
-        Message::Request { id, .. } => Some(*id),
-        _ => None,
-    };
+    let request_id = posted.request().map(|(id, ..)| id);
     if let Err(refusal) = check_version(&headers) {
         return refusal.answering(request_id, &headers).into_response();
     }
@@ -247,7 +242,7 @@ async fn post_message(
         );
         return refusal.answering(request_id, &headers).into_response();
     }
-    match message {
+    match &posted.borrow_dependent().message {
         Message::Request { id, method, params } if method == "initialize" => {
             // A host that initializes again naming its session replaces it (the stdio bridge
             // does when its host initializes twice): that one is closed, not left to expire.
@@ -255,7 +250,7 @@ async fn post_message(
             let replaces = replaces.as_ref().map(|s| s.id.as_str());
             match state
                 .service
-                .initialize(id, params, (None, replaces), admitted.access)
+                .initialize(id, *params, (None, replaces), admitted.access)
                 .await
             {
                 Ok((session, line)) => {
@@ -275,20 +270,12 @@ async fn post_message(
                 }
             }
         }
-        Message::Request { id, method, params } => match admitted.session(&state, &headers) {
+        Message::Request { id, .. } => match admitted.session(&state, &headers) {
             Ok(session) => {
                 let service = Arc::clone(&state.service);
                 let trace = TraceParent::from_headers(&headers);
                 let ok = |_: &str| StatusCode::OK;
-                answer(
-                    service,
-                    session,
-                    (id, trace),
-                    (&method, params.map(ToOwned::to_owned)),
-                    accepts,
-                    ok,
-                )
-                .await
+                answer(service, (session, trace), posted, accepts, ok).await
             }
             Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
         },
@@ -312,11 +299,11 @@ fn initialize_status(error: &RpcError) -> StatusCode {
 }
 
 /// A host notification or answer: handled at once, nothing to reply.
-fn accept(service: &HostService, session: &Session, message: Message<'_>) {
-    match message {
-        Message::Notification { method, params } => {
-            service.host_notification(session, &method, params)
-        }
+fn accept(service: &HostService, session: &Session, message: &Message<'_>) {
+    match *message {
+        Message::Notification {
+            ref method, params, ..
+        } => service.host_notification(session, method, params),
         Message::Response { id, result } => service.host_answer(session, id, Some(result), None),
         Message::Error { id, error } => service.host_answer(session, id, None, Some(error)),
         Message::Request { .. } => {}
@@ -332,20 +319,27 @@ fn accept(service: &HostService, session: &Session, message: Message<'_>) {
 /// 400), told from what follows the id in its line (`,"result":…` or `,"error":…`).
 async fn answer(
     service: Arc<HostService>,
-    session: Arc<Session>,
-    (id, trace): (&RawValue, Option<TraceParent>),
-    (method, params): (&str, Option<Box<RawValue>>),
+    (session, trace): (Arc<Session>, Option<TraceParent>),
+    posted: Posted,
     accepts: Accepts,
     status: fn(&str) -> StatusCode,
 ) -> Response {
+    let Some((id, _, params)) = posted.request() else {
+        // Never: only a request is answered.
+        return StatusCode::ACCEPTED.into_response();
+    };
     let (sink, mut rx) = mpsc::channel(REQUEST_STREAM);
     let sink = accepts.stream.then_some(sink);
     // Every answer line mcpmux writes starts `{"jsonrpc":"2.0","id":` and the id.
     let after_id = r#"{"jsonrpc":"2.0","id":"#.len() + id.get().len();
-    let host = HostRequest::new(session, id.to_owned(), sink, params.as_deref(), trace);
-    let method = method.to_owned();
-    let mut answer =
-        Box::pin(async move { service.request(&host, &method, params.as_deref()).await });
+    let host = HostRequest::new(session, id.to_owned(), sink, params, trace);
+    // The future takes the body along: the handler is given the params where the edge read them.
+    let mut answer = Box::pin(async move {
+        match posted.handled() {
+            Some((method, params)) => service.request(&host, method, params).await,
+            None => String::new(),
+        }
+    });
     tokio::select! {
         biased;
         line = &mut answer => {
@@ -449,10 +443,13 @@ async fn handle_batch(
                     HostRequest::new(Arc::clone(&session), id.to_owned(), None, params, trace);
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
                 let service = &state.service;
-                answers
-                    .push(async move { service.request(&host, &method, params.as_deref()).await });
+                answers.push(async move {
+                    service
+                        .request(&host, &method, params.as_deref().into())
+                        .await
+                });
             }
-            Ok(other) => accept(&state.service, &session, other),
+            Ok(other) => accept(&state.service, &session, &other),
             Err(error) => lines.push(error_line(None, &error)),
         }
     }

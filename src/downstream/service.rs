@@ -63,6 +63,7 @@ use crate::supervisor::SupervisorHandle;
 use crate::telemetry::otel::{HostSpan, TraceParent};
 use crate::upstream::{Phase, Reply, UpstreamError};
 use method::HostMethod;
+pub use method::Params;
 use outcome::{Outcome, Route};
 
 /// Everything a host request needs, shared by all transports.
@@ -258,19 +259,14 @@ impl HostService {
         who: (HostInfo, crate::downstream::Access),
     ) -> Result<impl futures_util::Stream<Item = String> + Send + 'static, RpcError> {
         let version = crate::mcp::version::Version::MODERN;
-        match HostMethod::parse("subscriptions/listen", params, version)? {
+        match HostMethod::parse("subscriptions/listen", params.into(), version)? {
             HostMethod::Listen { filter } => self.listen_stream(id, who, filter).await,
             _ => Err(RpcError::method_not_found("subscriptions/listen")),
         }
     }
 
     /// Handles one request of an initialized session; returns the response line.
-    pub async fn request(
-        &self,
-        host: &HostRequest,
-        method: &str,
-        params: Option<&RawValue>,
-    ) -> String {
+    pub async fn request(&self, host: &HostRequest, method: &str, params: Params<'_>) -> String {
         if let Some(tracer) = crate::telemetry::otel::tracer() {
             let who = (host.session.id.as_str(), host.ctx.host.version.as_str());
             let span = HostSpan::start(tracer, method, host.ctx.trace.as_ref(), who);
@@ -286,14 +282,10 @@ impl HostService {
         self.dispatch(host, method, params).instrument(span).await
     }
 
-    async fn dispatch(
-        &self,
-        host: &HostRequest,
-        method: &str,
-        params: Option<&RawValue>,
-    ) -> String {
+    async fn dispatch(&self, host: &HostRequest, method: &str, params: Params<'_>) -> String {
         let started = std::time::Instant::now();
-        let too_deep = params.is_some_and(|p| nests_deeper_than(p.get(), MAX_DEPTH));
+        let too_deep = (params.raw).is_some_and(|p| nests_deeper_than(p.get(), MAX_DEPTH));
+        let request_bytes = params.raw.map_or(0, |p| p.get().len());
         // The host's own limits (with `[hosts]`): its slot is held until the answer.
         let admitted = (host.access.principal.as_ref())
             .map(|p| p.admit())
@@ -337,7 +329,7 @@ impl HostService {
         };
         let outcome = Outcome::of(method, &answer, route, started, self.audit.is_enabled());
         let sizes = layers::Sizes {
-            request: params.map_or(0, |p| p.get().len()),
+            request: request_bytes,
             response: line.len(),
         };
         self.report(host, method, outcome, sizes);

@@ -22,11 +22,11 @@ type Indexed<'a> = IndexMap<Cow<'a, str>, &'a RawValue, foldhash::fast::RandomSt
 const LISTED: usize = 16;
 
 /// An object's members, borrowed from its text.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Members<'a>(Map<'a>);
 
 /// The members in their order: a list while they are few, indexed once they are many.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Map<'a> {
     Listed(Vec<(Cow<'a, str>, &'a RawValue)>),
     Indexed(Indexed<'a>),

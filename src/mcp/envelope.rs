@@ -51,9 +51,9 @@ pub struct Declared<'a> {
     /// with the member it came from.
     pub name: Option<(&'static str, Cow<'a, str>)>,
     /// The params as they are served when `_meta` held nothing but the envelope: the other
-    /// members, written from what this read found (not scanned again), `_meta` left out — it
-    /// describes the host's hop to mcpmux, and is never forwarded. `None`: served as sent.
-    pub served: Option<Box<RawValue>>,
+    /// members as this read found them (not read again), `_meta` left out — it describes the
+    /// host's hop to mcpmux, and is never forwarded. `None`: served as sent.
+    pub served: Option<Members<'a>>,
 }
 
 /// An envelope of a revision mcpmux serves statelessly.
@@ -271,17 +271,17 @@ impl<'a> Declared<'a> {
             capabilities,
             log_level,
             name,
-            // Written from valid members: not scanned again.
-            served: (!meta.others).then(|| params.members.to_raw()),
+            served: (!meta.others).then_some(params.members),
         })
     }
 
-    /// The envelope, if its version is one mcpmux serves statelessly; else `-32022`.
-    pub fn accept(self) -> Result<Envelope, RpcError> {
+    /// The envelope, if its version is one mcpmux serves statelessly (its capabilities taken
+    /// out of this); else `-32022`.
+    pub fn accept(&mut self) -> Result<Envelope, RpcError> {
         match Version::served(&self.version).filter(|v| v.is_modern()) {
             Some(version) => Ok(Envelope {
                 version,
-                capabilities: self.capabilities,
+                capabilities: std::mem::take(&mut self.capabilities),
                 log_level: self.log_level,
             }),
             None => Err(unsupported(&self.version)),
@@ -408,10 +408,14 @@ mod tests {
             r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/logLevel":"info"}"#,
         );
         assert_eq!(declared_version(Some(&ok)).as_deref(), Some("2026-07-28"));
-        let declared = Declared::read("tools/call", Some(&ok)).unwrap();
+        let mut declared = Declared::read("tools/call", Some(&ok)).unwrap();
         assert_eq!(declared.name, Some(("name", "x".into())));
-        let served = declared.served.as_deref().map(RawValue::get);
-        assert_eq!(served, Some(r#"{"name":"x"}"#), "nothing but the envelope");
+        let served = declared.served.as_ref().map(Members::to_json);
+        assert_eq!(
+            served.as_deref(),
+            Some(r#"{"name":"x"}"#),
+            "nothing but the envelope"
+        );
         let envelope = declared.accept().unwrap();
         assert_eq!(envelope.version, Version::MODERN);
         assert!(envelope.capabilities.value().get("sampling").is_some());

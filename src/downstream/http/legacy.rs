@@ -156,7 +156,9 @@ pub(super) async fn handle_message(
                     HostRequest::new(session, id.to_owned(), Some(stream.clone()), params, trace);
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
                 tokio::spawn(async move {
-                    let line = service.request(&host, &method, params.as_deref()).await;
+                    let line = service
+                        .request(&host, &method, params.as_deref().into())
+                        .await;
                     let _ = stream.send(line).await;
                 });
             }
@@ -170,7 +172,7 @@ pub(super) async fn handle_message(
         },
         other => {
             if let Some(session) = service.session(&target.session_id) {
-                accept(&service, &session, other);
+                accept(&service, &session, &other);
             }
         }
     }

@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::value::RawValue;
 
 use super::admission::{Admitted, VERSION, refuse};
+use super::posted::{Posted, Read};
 use super::{AppState, accepts::Accepts, answer};
 use crate::downstream::session::{ClientInfo, HostInfo, Session};
 use crate::jsonrpc::{Message, RpcError, codes};
-use crate::mcp::envelope::{self, Declared, METHOD_HEADER, NAME_HEADER};
+use crate::mcp::envelope::{self, Declared, Envelope, METHOD_HEADER, NAME_HEADER};
 use crate::mcp::version::Version;
 use crate::telemetry::otel::TraceParent;
 
@@ -45,10 +45,10 @@ pub(super) async fn post(
     state: &AppState,
     admitted: Admitted,
     headers: &HeaderMap,
-    message: Message<'_>,
+    mut posted: Posted,
 ) -> Response {
-    let (id, method, params) = match message {
-        Message::Request { id, method, params } => (id, method, params),
+    match &posted.borrow_dependent().message {
+        Message::Request { .. } => {}
         // No client notification is defined for this revision over HTTP; one is taken and
         // dropped, as the transport says a server that accepts it does.
         Message::Notification { .. } => return StatusCode::ACCEPTED.into_response(),
@@ -60,45 +60,21 @@ pub(super) async fn post(
             );
             return refusal.answering(None, headers).into_response();
         }
+    }
+    let checked = posted.with_dependent_mut(|_, read| check(state, &admitted, headers, read));
+    let Some((id, ..)) = posted.request() else {
+        return StatusCode::ACCEPTED.into_response();
     };
     let refused = |status: StatusCode, error: RpcError| {
         super::Refusal::from_error(status, error)
             .answering(Some(id), headers)
             .into_response()
     };
-    // The name the envelope's one pass found (a call's tool) is kept for the `Mcp-Param-*` check,
-    // and the params it wrote without the envelope are what is served.
-    let (mut named, mut served) = (None, None);
-    let envelope = Declared::read(&method, params)
-        .and_then(|mut declared| {
-            check_headers(headers, &declared, &method)?;
-            named = declared.name.take().map(|(_, name)| name);
-            served = declared.served.take();
-            declared.accept()
-        })
-        .map_err(|error| refused(StatusCode::BAD_REQUEST, error));
-    let envelope = match envelope {
-        Ok(envelope) => envelope,
-        Err(refusal) => return refusal,
+    let refused = &refused;
+    let (envelope, listens) = match checked {
+        Ok(checked) => checked,
+        Err((status, error)) => return refused(status, error),
     };
-    if !state.service.serves(&method, envelope.version) {
-        return refused(StatusCode::NOT_FOUND, RpcError::method_not_found(&method));
-    }
-    if method == "tools/call" {
-        let sent = |name: &str| -> Vec<&str> {
-            (headers.get_all(name).iter())
-                .map(|v| v.to_str().unwrap_or("\u{0}"))
-                .collect()
-        };
-        let profile = admitted.access.profile.as_deref();
-        let tool = named.as_deref();
-        if let Err(error) = state
-            .service
-            .check_param_headers(profile, (tool, params), sent)
-        {
-            return refused(StatusCode::BAD_REQUEST, error);
-        }
-    }
     let accepts = Accepts::of(headers);
     let host = HostInfo {
         version: envelope.version,
@@ -108,8 +84,8 @@ pub(super) async fn post(
         client_info: ClientInfo::default(),
         request_log_level: envelope.log_level,
     };
-    if method == "subscriptions/listen" {
-        return listen(state, (id, params), (host, admitted), accepts, refused).await;
+    if listens {
+        return listen(state, &posted, (host, admitted), accepts, refused).await;
     }
     if !accepts.json && !accepts.stream {
         let error = RpcError::new(
@@ -121,11 +97,7 @@ pub(super) async fn post(
     let session = Session::stateless(host, admitted.access);
     let service = Arc::clone(&state.service);
     let trace = TraceParent::from_headers(headers);
-    let request = (
-        method.as_ref(),
-        served.or_else(|| params.map(ToOwned::to_owned)),
-    );
-    let mut response = answer(service, session, (id, trace), request, accepts, status_of).await;
+    let mut response = answer(service, (session, trace), posted, accepts, status_of).await;
     if response.headers().get(axum::http::header::CONTENT_TYPE)
         == Some(&HeaderValue::from_static("text/event-stream"))
     {
@@ -137,15 +109,61 @@ pub(super) async fn post(
     response
 }
 
+/// A stateless request's envelope and the headers that mirror its body, checked in the
+/// revision's order, and whether its method is served: its envelope (taken out of what was
+/// read) and whether it is `subscriptions/listen`, or the refusal's status and error.
+fn check(
+    state: &AppState,
+    admitted: &Admitted,
+    headers: &HeaderMap,
+    read: &mut Read<'_>,
+) -> Result<(Envelope, bool), (StatusCode, RpcError)> {
+    let bad = |error| (StatusCode::BAD_REQUEST, error);
+    let Read {
+        message: Message::Request { method, params, .. },
+        declared: Some(declared),
+        ..
+    } = read
+    else {
+        // Never: a stateless request's envelope is read with it.
+        return Err(bad(RpcError::invalid_params("Invalid params: no envelope")));
+    };
+    let declared = declared.as_mut().map_err(|error| bad(error.clone()))?;
+    let (method, params) = (&**method, *params);
+    check_headers(headers, declared, method).map_err(bad)?;
+    let envelope = declared.accept().map_err(bad)?;
+    if !state.service.serves(method, envelope.version) {
+        let error = RpcError::method_not_found(method);
+        return Err((StatusCode::NOT_FOUND, error));
+    }
+    if method == "tools/call" {
+        let sent = |name: &str| -> Vec<&str> {
+            (headers.get_all(name).iter())
+                .map(|v| v.to_str().unwrap_or("\u{0}"))
+                .collect()
+        };
+        let profile = admitted.access.profile.as_deref();
+        // The name the envelope's one pass found (a call's tool).
+        let tool = declared.name.as_ref().map(|(_, name)| &**name);
+        (state.service)
+            .check_param_headers(profile, (tool, params), sent)
+            .map_err(bad)?;
+    }
+    Ok((envelope, method == "subscriptions/listen"))
+}
+
 /// `subscriptions/listen`: an event stream of the change notifications the host opted in to,
 /// kept alive, for as long as the host reads it and the daemon runs.
 async fn listen(
     state: &AppState,
-    (id, params): (&RawValue, Option<&RawValue>),
+    posted: &Posted,
     (host, admitted): (HostInfo, Admitted),
     accepts: Accepts,
     refused: impl Fn(StatusCode, RpcError) -> Response,
 ) -> Response {
+    let Some((id, _, params)) = posted.request() else {
+        return StatusCode::ACCEPTED.into_response();
+    };
     if !accepts.stream {
         let error = RpcError::new(
             codes::INVALID_REQUEST,
@@ -251,6 +269,7 @@ mod tests {
     use super::super::admission::VERSION_HEADER;
     use super::*;
     use crate::jsonrpc::{Incoming, raw};
+    use serde_json::value::RawValue;
 
     #[test]
     fn only_a_missing_capability_is_answered_400() {

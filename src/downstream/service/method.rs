@@ -12,6 +12,31 @@ use crate::mcp::version::Version;
 
 use super::listen::Filter;
 
+/// A request's params as its handler is given them: as sent, and their members when the edge
+/// already read them (a stateless request's, read in the one pass over its envelope, `_meta`
+/// left out: it held nothing but the envelope).
+#[derive(Debug, Default)]
+pub struct Params<'a> {
+    pub raw: Option<&'a RawValue>,
+    pub read: Option<Members<'a>>,
+}
+
+impl<'a> From<Option<&'a RawValue>> for Params<'a> {
+    fn from(raw: Option<&'a RawValue>) -> Self {
+        Self { raw, read: None }
+    }
+}
+
+impl<'a> Params<'a> {
+    /// The members: as read, or parsed now (`None` without params).
+    fn members(self) -> Option<Result<Members<'a>, RpcError>> {
+        match self.read {
+            Some(members) => Some(Ok(members)),
+            None => self.raw.map(Members::parse),
+        }
+    }
+}
+
 /// What a host asked for.
 #[derive(Debug)]
 pub(super) enum HostMethod<'a> {
@@ -76,13 +101,13 @@ impl<'a> HostMethod<'a> {
     /// (a method that is not part of the host's revision, missing or malformed params).
     pub(super) fn parse(
         method: &str,
-        params: Option<&'a RawValue>,
+        params: Params<'a>,
         version: Version,
     ) -> Result<Self, RpcError> {
         if !in_revision(method, version) {
             return Err(RpcError::method_not_found(method));
         }
-        let list = |kind| {
+        let list = |kind, params| {
             Ok(Self::List {
                 kind,
                 cursor: cursor(params)?,
@@ -91,17 +116,17 @@ impl<'a> HostMethod<'a> {
         match method {
             "ping" => Ok(Self::Ping),
             "server/discover" => Ok(Self::Discover),
-            "subscriptions/listen" => Self::listen(params),
-            "tools/list" => list(ListKind::Tools),
-            "prompts/list" => list(ListKind::Prompts),
-            "resources/list" => list(ListKind::Resources),
-            "resources/templates/list" => list(ListKind::ResourceTemplates),
+            "subscriptions/listen" => Self::listen(params.raw),
+            "tools/list" => list(ListKind::Tools, params),
+            "prompts/list" => list(ListKind::Prompts, params),
+            "resources/list" => list(ListKind::Resources, params),
+            "resources/templates/list" => list(ListKind::ResourceTemplates, params),
             "tools/call" => Self::named(ListKind::Tools, method, params),
             "prompts/get" => Self::named(ListKind::Prompts, method, params),
             "resources/read" => {
-                let members = Members::parse(params.ok_or_else(|| {
+                let members = params.members().ok_or_else(|| {
                     RpcError::invalid_params("resources/read needs params with a `uri`")
-                })?)?;
+                })??;
                 let uri = members.string("uri").ok_or_else(|| {
                     RpcError::invalid_params("resources/read needs a string `uri`")
                 })?;
@@ -139,11 +164,10 @@ impl<'a> HostMethod<'a> {
         }
     }
 
-    fn named(kind: ListKind, method: &str, params: Option<&'a RawValue>) -> Result<Self, RpcError> {
-        let params = params.ok_or_else(|| {
+    fn named(kind: ListKind, method: &str, params: Params<'a>) -> Result<Self, RpcError> {
+        let members = params.members().ok_or_else(|| {
             RpcError::invalid_params(format!("{method} needs params with a `name`"))
-        })?;
-        let members = Members::parse(params)?;
+        })??;
         let name = members
             .string("name")
             .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string `name`")))?;
@@ -188,7 +212,7 @@ impl<'a> HostMethod<'a> {
         })
     }
 
-    fn complete(params: Option<&'a RawValue>) -> Result<Self, RpcError> {
+    fn complete(params: Params<'a>) -> Result<Self, RpcError> {
         let members = needs(params, "ref")?;
         let reference = members
             .get("ref")
@@ -271,23 +295,32 @@ fn in_revision(method: &str, version: Version) -> bool {
 }
 
 /// The params' members, which must include `key`.
-fn needs<'a>(params: Option<&'a RawValue>, key: &str) -> Result<Members<'a>, RpcError> {
-    let params =
-        params.ok_or_else(|| RpcError::invalid_params(format!("needs params with a `{key}`")))?;
-    Members::parse(params)
+fn needs<'a>(params: Params<'a>, key: &str) -> Result<Members<'a>, RpcError> {
+    params
+        .members()
+        .ok_or_else(|| RpcError::invalid_params(format!("needs params with a `{key}`")))?
 }
 
 /// A listing's `cursor`, if it has one.
-fn cursor(params: Option<&RawValue>) -> Result<Option<String>, RpcError> {
+fn cursor(params: Params<'_>) -> Result<Option<String>, RpcError> {
     #[derive(Deserialize)]
-    struct Params {
+    struct Listing {
         cursor: Option<String>,
     }
+    let invalid = |e: serde_json::Error| RpcError::invalid_params(format!("invalid params: {e}"));
     match params {
-        Some(p) => serde_json::from_str::<Params>(p.get())
+        Params {
+            read: Some(members),
+            ..
+        } => members
+            .get("cursor")
+            .map(|cursor| serde_json::from_str::<Option<String>>(cursor.get()).map_err(invalid))
+            .transpose()
+            .map(Option::flatten),
+        Params { raw: Some(p), .. } => serde_json::from_str::<Listing>(p.get())
             .map(|p| p.cursor)
-            .map_err(|e| RpcError::invalid_params(format!("invalid params: {e}"))),
-        None => Ok(None),
+            .map_err(invalid),
+        Params { raw: None, .. } => Ok(None),
     }
 }
 
@@ -299,7 +332,7 @@ mod tests {
 
     fn parse(method: &str, params: &str) -> Result<String, RpcError> {
         let params = raw(params.to_owned());
-        HostMethod::parse(method, Some(&params), Version::LATEST).map(|m| format!("{m:?}"))
+        HostMethod::parse(method, Some(&*params).into(), Version::LATEST).map(|m| format!("{m:?}"))
     }
 
     #[test]
@@ -321,13 +354,40 @@ mod tests {
         )
         .unwrap();
         assert!(complete.contains("Prompt(\"a__p\")"), "{complete}");
-        assert!(HostMethod::parse("tasks/list", None, Version::LATEST).is_ok());
-        assert!(HostMethod::parse("ping", None, Version::LATEST).is_ok());
+        assert!(HostMethod::parse("tasks/list", Params::default(), Version::LATEST).is_ok());
+        assert!(HostMethod::parse("ping", Params::default(), Version::LATEST).is_ok());
+    }
+
+    #[test]
+    fn members_the_edge_read_are_taken_as_they_are() {
+        let read = |method: &str, text: &str| {
+            let params = raw(text.to_owned());
+            let members = Members::parse(&params).unwrap();
+            let given = Params {
+                raw: Some(&params),
+                read: Some(members),
+            };
+            HostMethod::parse(method, given, Version::MODERN).map(|m| format!("{m:?}"))
+        };
+        for (method, text) in [
+            ("tools/call", r#"{"name":"a__echo","arguments":{}}"#),
+            ("resources/read", r#"{"uri":"a+file:///x"}"#),
+            ("tools/list", r#"{"cursor":"c1"}"#),
+            ("tools/list", r#"{"cursor":null}"#),
+            ("tools/list", "{}"),
+        ] {
+            assert_eq!(read(method, text).unwrap(), parse(method, text).unwrap());
+        }
+        let cursor = read("tools/list", r#"{"cursor":5}"#).unwrap_err();
+        assert!(cursor.message.starts_with("invalid params"), "{cursor}");
+        let nameless = read("tools/call", r#"{"arguments":{}}"#).unwrap_err();
+        assert_eq!(nameless.message, "tools/call needs a string `name`");
     }
 
     #[test]
     fn what_is_missing_is_named_in_the_error() {
-        let missing = HostMethod::parse("tools/call", None, Version::LATEST).unwrap_err();
+        let missing =
+            HostMethod::parse("tools/call", Params::default(), Version::LATEST).unwrap_err();
         assert_eq!(missing.message, "tools/call needs params with a `name`");
         let no_name = parse("prompts/get", r#"{"arguments":{}}"#).unwrap_err();
         assert_eq!(no_name.message, "prompts/get needs a string `name`");
@@ -341,9 +401,11 @@ mod tests {
             "{}",
             cursor.message
         );
-        let again = HostMethod::parse("initialize", None, Version::LATEST).unwrap_err();
+        let again =
+            HostMethod::parse("initialize", Params::default(), Version::LATEST).unwrap_err();
         assert_eq!(again.code, codes::INVALID_REQUEST);
-        let unknown = HostMethod::parse("tools/unknown", None, Version::LATEST).unwrap_err();
+        let unknown =
+            HostMethod::parse("tools/unknown", Params::default(), Version::LATEST).unwrap_err();
         assert_eq!(unknown.code, codes::METHOD_NOT_FOUND);
     }
 
@@ -351,7 +413,7 @@ mod tests {
     fn each_revision_has_its_own_methods() {
         let modern = Version::MODERN;
         assert!(matches!(
-            HostMethod::parse("server/discover", None, modern),
+            HostMethod::parse("server/discover", Params::default(), modern),
             Ok(HostMethod::Discover)
         ));
         for gone in [
@@ -361,10 +423,11 @@ mod tests {
             "initialize",
             "tasks/list",
         ] {
-            let error = HostMethod::parse(gone, None, modern).unwrap_err();
+            let error = HostMethod::parse(gone, Params::default(), modern).unwrap_err();
             assert_eq!(error.code, codes::METHOD_NOT_FOUND, "{gone}");
         }
-        let legacy = HostMethod::parse("server/discover", None, Version::LATEST).unwrap_err();
+        let legacy =
+            HostMethod::parse("server/discover", Params::default(), Version::LATEST).unwrap_err();
         assert_eq!(legacy.code, codes::METHOD_NOT_FOUND);
     }
 }

@@ -1,0 +1,155 @@
+//! A POST's body owned together with what the edge read of it: the message, and a stateless
+//! request's envelope read in the same pass as its other params. A request's answer runs in a
+//! future of its own (it may outlive the handler, on an event stream); the future takes the body
+//! and what was read of it along, so the handler is given the params as the edge found them —
+//! not copied out, not read again.
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use self_cell::self_cell;
+use serde_json::value::RawValue;
+
+use super::modern;
+use crate::downstream::service::Params;
+use crate::jsonrpc::{Incoming, Message, RpcError, codes};
+use crate::mcp::envelope::Declared;
+
+/// What the edge read of a POST's body.
+#[derive(Debug)]
+pub(super) struct Read<'a> {
+    pub message: Message<'a>,
+    /// Whether it is a 2026-07-28 message ([`modern::is_stateless`]).
+    pub stateless: bool,
+    /// A stateless request's envelope, read in one pass with its other params (the error is the
+    /// host's answer).
+    pub declared: Option<Result<Declared<'a>, RpcError>>,
+}
+
+self_cell!(
+    /// A POST's body and what was read of it.
+    pub(super) struct Posted {
+        owner: Bytes,
+        #[covariant]
+        dependent: Read,
+    }
+);
+
+impl std::fmt::Debug for Posted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.borrow_dependent().fmt(f)
+    }
+}
+
+impl Posted {
+    /// Reads one message (not a batch) from `body`; the error is the host's answer (HTTP 400).
+    pub(super) fn read(body: Bytes, headers: &HeaderMap) -> Result<Self, RpcError> {
+        Self::try_new(body, |body| {
+            let text = std::str::from_utf8(body).map_err(|_| not_utf8())?;
+            let message = Incoming::parse(text)?;
+            let stateless = modern::is_stateless(headers, &message);
+            let declared = match &message {
+                Message::Request { method, params, .. } if stateless => {
+                    Some(Declared::read(method, *params))
+                }
+                _ => None,
+            };
+            Ok(Read {
+                message,
+                stateless,
+                declared,
+            })
+        })
+    }
+
+    /// The request's id, method and params as sent (`None`: not a request).
+    pub(super) fn request(&self) -> Option<(&RawValue, &str, Option<&RawValue>)> {
+        match &self.borrow_dependent().message {
+            Message::Request { id, method, params } => Some((id, method, *params)),
+            _ => None,
+        }
+    }
+
+    /// The request's method and params as its handler is given them (`None`: not a request).
+    pub(super) fn handled(&self) -> Option<(&str, Params<'_>)> {
+        let read = self.borrow_dependent();
+        let Message::Request { method, params, .. } = &read.message else {
+            return None;
+        };
+        let served = match &read.declared {
+            Some(Ok(declared)) => declared.served.clone(),
+            _ => None,
+        };
+        let params = Params {
+            raw: *params,
+            read: served,
+        };
+        Some((method, params))
+    }
+}
+
+/// What a body that is not UTF-8 is answered.
+pub(super) fn not_utf8() -> RpcError {
+    RpcError::new(codes::PARSE_ERROR, "Parse error: body is not UTF-8")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::Members;
+
+    const ENVELOPE: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+
+    fn post(body: &str) -> Result<Posted, RpcError> {
+        Posted::read(Bytes::from(body.to_owned()), &HeaderMap::new())
+    }
+
+    #[test]
+    fn a_stateless_request_is_handled_with_the_members_read_beside_its_envelope() {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"a__echo","arguments":{{"x":1}},{ENVELOPE}}}}}"#
+        );
+        let posted = post(&body).unwrap();
+        assert!(posted.borrow_dependent().stateless);
+        let (id, method, raw) = posted.request().unwrap();
+        assert_eq!((id.get(), method), ("7", "tools/call"));
+        assert!(raw.unwrap().get().contains("_meta"), "as sent");
+        let (_, params) = posted.handled().unwrap();
+        let served = params.read.as_ref().map(Members::to_json);
+        assert_eq!(
+            served.as_deref(),
+            Some(r#"{"name":"a__echo","arguments":{"x":1}}"#),
+            "the envelope is not served"
+        );
+        // A `_meta` with more than the envelope is served as sent.
+        let body = body.replace("\"_meta\":{", "\"_meta\":{\"progressToken\":1,");
+        let posted = post(&body).unwrap();
+        let (_, params) = posted.handled().unwrap();
+        assert!(params.read.is_none() && params.raw.is_some());
+    }
+
+    #[test]
+    fn a_handshake_message_is_read_without_an_envelope() {
+        let posted = post(r#"{"jsonrpc":"2.0","id":"a","method":"tools/list"}"#).unwrap();
+        let read = posted.borrow_dependent();
+        assert!(!read.stateless && read.declared.is_none());
+        let (_, params) = posted.handled().unwrap();
+        assert!(params.raw.is_none() && params.read.is_none());
+        let note = post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert!(note.request().is_none() && note.handled().is_none());
+    }
+
+    #[test]
+    fn what_cannot_be_read_is_named() {
+        let not_utf8 = Posted::read(Bytes::from_static(b"{\"a\":\"\xff\"}"), &HeaderMap::new());
+        assert_eq!(not_utf8.unwrap_err().code, codes::PARSE_ERROR);
+        let broken = post(r#"{"jsonrpc":"2.0","id":1,"#).unwrap_err();
+        assert_eq!(broken.code, codes::PARSE_ERROR);
+        // A stateless request without its required envelope fields is read; its error is
+        // answered after the headers' version check, in the revision's order.
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        let posted = post(body).unwrap();
+        let declared = posted.borrow_dependent().declared.as_ref().unwrap();
+        assert_eq!(declared.as_ref().unwrap_err().code, codes::INVALID_PARAMS);
+    }
+}
