@@ -65,6 +65,9 @@ pub struct Snapshot {
     /// The catalog settings it was built with (page sizes are read from the snapshot being paged).
     config: Arc<CatalogConfig>,
     lists: BTreeMap<ListKind, Listing>,
+    /// Whether a tool has `x-mcp-header` parameters (few catalogs have one: a call is then
+    /// checked against its headers without a lookup).
+    param_headers: bool,
     by_prefix: HashMap<String, UpstreamHandle>,
     ready: Vec<(UpstreamHandle, Arc<ServerInfo>)>,
     /// Per upstream, the changed tools this view withholds until they are approved.
@@ -127,6 +130,7 @@ impl Snapshot {
             profile: lens.profile.clone(),
             config: Arc::clone(&lens.config),
             lists: BTreeMap::new(),
+            param_headers: false,
             by_prefix,
             ready: Vec::new(),
             withheld: HashMap::new(),
@@ -207,6 +211,7 @@ impl Snapshot {
             let mut hasher = std::hash::DefaultHasher::new();
             for e in &entries {
                 e.json.get().hash(&mut hasher);
+                snapshot.param_headers |= e.param_headers.is_some();
             }
             snapshot.lists.insert(
                 kind,
@@ -301,6 +306,9 @@ impl Snapshot {
 
     /// The `x-mcp-header` parameters of the exposed tool `name`, when it has any.
     pub fn param_headers(&self, name: &str) -> Option<Arc<[ParamHeader]>> {
+        if !self.param_headers {
+            return None;
+        }
         self.lookup(ListKind::Tools, name)?.param_headers.clone()
     }
 
