@@ -97,6 +97,18 @@ impl InputCaller {
         true
     }
 
+    /// What the host did not declare, if the upstream asked for it: the host's call then fails
+    /// with `-32021` even when the upstream's answer (to mcpmux's refusal) came first.
+    fn missing(&self) -> Option<Value> {
+        if !self.said.load(Ordering::Acquire) {
+            return None;
+        }
+        lock(&self.events).iter().find_map(|event| match event {
+            Event::Missing(required) => Some(required.clone()),
+            _ => None,
+        })
+    }
+
     /// What the upstream said, if it said something since the last look; else the round is
     /// woken when it does.
     fn heard(&self, cx: &mut Context<'_>) -> Option<Vec<Event>> {
@@ -395,6 +407,9 @@ impl Rounds {
                     }
                 }
                 Next::Answer(answer) => {
+                    if let Some(required) = flight.caller.missing() {
+                        return Err(missing_capability(&required));
+                    }
                     let round = match answer? {
                         Ok(Reply::Error(error)) if is_url_required(&error) => {
                             self.open_urls(&flight, &error)?
@@ -578,5 +593,35 @@ impl Flight {
             Event::Missing(required) => return Err(missing_capability(&required)),
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::downstream::Access;
+    use crate::downstream::session::{ClientInfo, HostInfo};
+    use crate::mcp::version::Version;
+
+    #[tokio::test]
+    async fn what_the_host_lacks_fails_its_call_even_when_the_answer_came_first() {
+        let host = HostInfo {
+            version: Version::MODERN,
+            capabilities: Default::default(),
+            client_info: ClientInfo::default(),
+            request_log_level: None,
+        };
+        let caller = Rounds::caller(Session::stateless(host, Access::default()), None);
+        // The upstream asked for sampling, was refused, and answered its call (with what the
+        // refusal made of it) before the round looked again.
+        caller.say(Event::Missing(json!({ "sampling": {} })));
+        let answered: BoxFuture<'static, Result<Reply, UpstreamError>> =
+            Box::pin(async { Ok(Reply::Result(raw_string("sampling failed"))) });
+        let flight = Rounds::flight(answered, caller, String::new());
+        let Err(error) = Rounds::new().round(flight).await else {
+            panic!("the upstream's answer was taken");
+        };
+        assert_eq!(error.code, codes::MISSING_CLIENT_CAPABILITY, "{error}");
     }
 }
