@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde_json::value::RawValue;
 
 use super::admission::{Admitted, VERSION, refuse};
 use super::posted::{Posted, Read};
@@ -62,7 +63,7 @@ pub(super) async fn post(
         }
     }
     let checked = posted.with_dependent_mut(|_, read| check(state, &admitted, headers, read));
-    let Some((id, ..)) = posted.request() else {
+    let Some((id, _, params)) = posted.request() else {
         return StatusCode::ACCEPTED.into_response();
     };
     let refused = |status: StatusCode, error: RpcError| {
@@ -85,7 +86,7 @@ pub(super) async fn post(
         request_log_level: envelope.log_level,
     };
     if listens {
-        return listen(state, &posted, (host, admitted), accepts, refused).await;
+        return listen(state, (id, params), (host, admitted), accepts, refused).await;
     }
     if !accepts.json && !accepts.stream {
         let error = RpcError::new(
@@ -156,14 +157,11 @@ fn check(
 /// kept alive, for as long as the host reads it and the daemon runs.
 async fn listen(
     state: &AppState,
-    posted: &Posted,
+    (id, params): (&RawValue, Option<&RawValue>),
     (host, admitted): (HostInfo, Admitted),
     accepts: Accepts,
     refused: impl Fn(StatusCode, RpcError) -> Response,
 ) -> Response {
-    let Some((id, _, params)) = posted.request() else {
-        return StatusCode::ACCEPTED.into_response();
-    };
     if !accepts.stream {
         let error = RpcError::new(
             codes::INVALID_REQUEST,
@@ -269,7 +267,6 @@ mod tests {
     use super::super::admission::VERSION_HEADER;
     use super::*;
     use crate::jsonrpc::{Incoming, raw};
-    use serde_json::value::RawValue;
 
     #[test]
     fn only_a_missing_capability_is_answered_400() {
