@@ -294,6 +294,16 @@ async fn a_2026_host_is_served_statelessly_beside_a_handshake_session() {
     })
     .await;
     assert!(both, "{}", daemon.audit_json());
+    // A stateless request belongs to no session, and its record names none; a session's does.
+    let audit = daemon.audit_json();
+    let records: Vec<Value> = (audit.lines())
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .filter(|r: &Value| r["kind"] == "request")
+        .collect();
+    for record in &records {
+        let stateless = record["protocol"] == "2026-07-28";
+        assert_eq!(record.get("session").is_none(), stateless, "{record}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

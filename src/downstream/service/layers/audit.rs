@@ -31,7 +31,10 @@ impl HostService {
         let route = outcome.route;
         let mut record = Record::new(Kind::Request, method, ended);
         record.direction = Some(Direction::HostToUpstream);
-        record.session = Some(host.session.id.clone());
+        // A stateless request belongs to no session: its record names none (its principal,
+        // profile and protocol say whose it is). A per-request id would be a session index
+        // entry of its own for every record, which grows the store's index without end.
+        record.session = (!host.session.is_stateless()).then(|| host.session.id.clone());
         record.error_code = outcome.code;
         record.latency_us = Some(u64::try_from(outcome.latency.as_micros()).unwrap_or(u64::MAX));
         record.request_bytes = Some(sizes.request as u64);
