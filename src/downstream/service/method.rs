@@ -303,25 +303,14 @@ fn needs<'a>(params: Params<'a>, key: &str) -> Result<Members<'a>, RpcError> {
 
 /// A listing's `cursor`, if it has one.
 fn cursor(params: Params<'_>) -> Result<Option<String>, RpcError> {
-    #[derive(Deserialize)]
-    struct Listing {
-        cursor: Option<String>,
-    }
-    let invalid = |e: serde_json::Error| RpcError::invalid_params(format!("invalid params: {e}"));
-    match params {
-        Params {
-            read: Some(members),
-            ..
-        } => members
-            .get("cursor")
-            .map(|cursor| serde_json::from_str::<Option<String>>(cursor.get()).map_err(invalid))
-            .transpose()
-            .map(Option::flatten),
-        Params { raw: Some(p), .. } => serde_json::from_str::<Listing>(p.get())
-            .map(|p| p.cursor)
-            .map_err(invalid),
-        Params { raw: None, .. } => Ok(None),
-    }
+    let Some(members) = params.members().transpose()? else {
+        return Ok(None);
+    };
+    let cursor = members.get("cursor").map(|cursor| {
+        serde_json::from_str::<Option<String>>(cursor.get())
+            .map_err(|e| RpcError::invalid_params(format!("invalid params: {e}")))
+    });
+    cursor.transpose().map(Option::flatten)
 }
 
 #[cfg(test)]
