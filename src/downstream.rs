@@ -7,6 +7,7 @@
 //! - `delivery`: which session gets an upstream's message ([`Delivery`], the `HostEvents` impl).
 //! - `tables`: what is kept across sessions (subscription counts, task owners, log levels).
 //! - `caller`: the host side of one forwarded request, as upstream connections see it.
+//! - `stream`: a request's own stream, what it produces before its answer.
 //! - `http`: Streamable HTTP at `/mcp`, and the legacy HTTP+SSE transport (axum).
 //! - `principal`: a host's identity, limits and [`Access`]; `jwt`: hosts known by JWTs.
 //! - `sealed`: tokens hosts carry that only mcpmux can open (a multi-round `requestState`).
@@ -19,6 +20,7 @@ mod principal;
 mod sealed;
 mod service;
 mod session;
+mod stream;
 mod tables;
 
 pub use delivery::Delivery;

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
 
 use super::session::{ForwardedRequest, HostInfo, Session};
+use super::stream::{Refused, Sink};
 use crate::jsonrpc::{RpcError, codes, notification_line, request_line_raw};
 use crate::upstream::{Caller, Canceller, ServerRequestReply};
 
@@ -20,7 +20,7 @@ pub(super) struct SessionCaller {
     /// The host's request id; `None` for server requests of a per-session instance at rest.
     pub host_id: Option<Box<RawValue>>,
     /// The request's own response stream, while it is open.
-    pub sink: Option<mpsc::Sender<String>>,
+    pub sink: Option<Sink>,
 }
 
 impl Caller for SessionCaller {
@@ -47,11 +47,11 @@ impl Caller for SessionCaller {
                 Ok(()) => return,
                 // The request's stream has ended: the request was answered or cancelled, so
                 // what still comes for it (late progress) belongs nowhere.
-                Err(mpsc::error::TrySendError::Closed(_)) => {
+                Err(Refused::Closed) => {
                     tracing::debug!(session = %self.session.id, "Dropped a message for a host request that has ended.");
                     return;
                 }
-                Err(mpsc::error::TrySendError::Full(line)) => line,
+                Err(Refused::Full(line)) => line,
             },
             None => line,
         };
@@ -64,7 +64,7 @@ impl Caller for SessionCaller {
         params: Option<&RawValue>,
         reply: ServerRequestReply,
     ) -> Result<Box<RawValue>, RpcError> {
-        if self.sink.as_ref().is_some_and(mpsc::Sender::is_closed) {
+        if self.sink.as_ref().is_some_and(Sink::is_closed) {
             return Err(RpcError::new(
                 codes::INTERNAL_ERROR,
                 format!("mcpmux refused `{method}`: the host request it belongs to has ended"),

@@ -28,10 +28,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::Stream;
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
 
 use super::service::{HostRequest, HostService};
 use super::session::Session;
+use super::stream::request_stream;
 use crate::config::ServerConfig;
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
 use crate::telemetry::otel::TraceParent;
@@ -188,12 +188,15 @@ fn json_response(body: String) -> Response {
 }
 
 /// POST `/mcp` (or `/mcp/NAME`): one host message, or a batch.
+///
+/// The request is taken whole, so its headers are moved out of it: a `HeaderMap` extractor would
+/// copy them.
 async fn post_message(
     State(state): State<Arc<AppState>>,
     admitted: Admitted,
-    headers: HeaderMap,
-    body: Body,
+    request: axum::extract::Request,
 ) -> Response {
+    let (axum::http::request::Parts { headers, .. }, body) = request.into_parts();
     let body = match admitted.edge.body(body, &headers).await {
         Ok(body) => body,
         Err(refused) => return refused,
@@ -328,7 +331,7 @@ async fn answer(
         // Never: only a request is answered.
         return StatusCode::ACCEPTED.into_response();
     };
-    let (sink, mut rx) = mpsc::channel(REQUEST_STREAM);
+    let (sink, mut rx) = request_stream(REQUEST_STREAM);
     let sink = accepts.stream.then_some(sink);
     // Every answer line mcpmux writes starts `{"jsonrpc":"2.0","id":` and the id.
     let after_id = r#"{"jsonrpc":"2.0","id":"#.len() + id.get().len();
@@ -345,7 +348,7 @@ async fn answer(
         line = &mut answer => {
             // Messages queued just before the answer still go first, on a stream.
             let mut early = Vec::new();
-            while let Ok(message) = rx.try_recv() {
+            while let Some(message) = rx.try_recv() {
                 early.push(message);
             }
             if early.is_empty() && !accepts.stream_answers() {
@@ -355,7 +358,7 @@ async fn answer(
             early.push(line);
             Sse::new(futures_util::stream::iter(early.into_iter().map(event))).into_response()
         }
-        Some(first) = rx.recv() => {
+        first = rx.recv() => {
             let queued = std::collections::VecDeque::from([first]);
             let stream = futures_util::stream::unfold((queued, rx, Some(answer)), |(mut queued, mut rx, answer)| async move {
                 if let Some(line) = queued.pop_front() {
@@ -364,12 +367,12 @@ async fn answer(
                 let mut answer = answer?;
                 tokio::select! {
                     biased;
-                    Some(line) = rx.recv() => Some((event(line), (queued, rx, Some(answer)))),
+                    line = rx.recv() => Some((event(line), (queued, rx, Some(answer)))),
                     line = &mut answer => {
                         // Everything the request produced before its answer goes before it: a
                         // receive the task's cooperative budget cut short must not leave the
                         // last progress behind when the answer is ready in the same poll.
-                        while let Ok(early) = rx.try_recv() {
+                        while let Some(early) = rx.try_recv() {
                             queued.push_back(early);
                         }
                         queued.push_back(line);

@@ -44,11 +44,11 @@ use std::time::Duration;
 
 use serde_json::json;
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::delivery::Delivery;
 use super::session::{HostInfo, Session};
+use super::stream::Sink;
 use crate::audit::AuditHandle;
 use crate::config::{Redaction, ServerConfig};
 use crate::jsonrpc::{
@@ -123,7 +123,7 @@ pub struct HostRequest {
     pub ctx: RequestContext,
     pub session: Arc<Session>,
     pub id: Box<RawValue>,
-    pub sink: Option<mpsc::Sender<String>>,
+    pub sink: Option<Sink>,
     /// Its span, when traces are exported.
     span: std::sync::OnceLock<HostSpan>,
     /// The session's access as the request began (read once: a reload may change it meanwhile).
@@ -136,7 +136,7 @@ impl HostRequest {
     pub fn new(
         session: Arc<Session>,
         id: Box<RawValue>,
-        sink: Option<mpsc::Sender<String>>,
+        sink: Option<Sink>,
         params: Option<&RawValue>,
         headers_trace: Option<TraceParent>,
     ) -> Self {

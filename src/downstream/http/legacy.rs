@@ -6,9 +6,8 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
-use axum::body::Body;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -19,6 +18,7 @@ use super::{AppState, accept, sse};
 use crate::downstream::Access;
 use crate::downstream::service::{HostRequest, HostService};
 use crate::downstream::session::new_id;
+use crate::downstream::stream::Sink;
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
 use crate::telemetry::otel::TraceParent;
 
@@ -91,9 +91,10 @@ pub(super) async fn handle_message(
     State(state): State<Arc<AppState>>,
     Admitted { access, edge }: Admitted,
     Query(target): Query<Target>,
-    headers: HeaderMap,
-    body: Body,
+    request: axum::extract::Request,
 ) -> Response {
+    // Taken whole, so the headers are moved out rather than copied (as on `/mcp`).
+    let (axum::http::request::Parts { headers, .. }, body) = request.into_parts();
     let body = match edge.body(body, &headers).await {
         Ok(body) => body,
         Err(refused) => return refused,
@@ -152,8 +153,13 @@ pub(super) async fn handle_message(
         Message::Request { id, method, params } => match service.session(&target.session_id) {
             Some(session) => {
                 let trace = TraceParent::from_headers(&headers);
-                let host =
-                    HostRequest::new(session, id.to_owned(), Some(stream.clone()), params, trace);
+                let host = HostRequest::new(
+                    session,
+                    id.to_owned(),
+                    Some(Sink::Session(stream.clone())),
+                    params,
+                    trace,
+                );
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
                 tokio::spawn(async move {
                     let line = service

@@ -26,11 +26,11 @@ use futures_util::future::BoxFuture;
 use futures_util::task::AtomicWaker;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::downstream::sealed::Sealer;
 use crate::downstream::session::Session;
+use crate::downstream::stream::Sink;
 use crate::jsonrpc::{RpcError, codes, raw_string, to_raw};
 use crate::sync::lock;
 use crate::upstream::{
@@ -66,7 +66,7 @@ enum Event {
 pub(super) struct InputCaller {
     session: Arc<Session>,
     /// The response stream of the round being served, while it is open.
-    sink: Mutex<Option<mpsc::Sender<String>>>,
+    sink: Mutex<Option<Sink>>,
     /// What the upstream said since the round last looked (no allocation until it says
     /// something: most calls never do).
     events: Mutex<Vec<Event>>,
@@ -78,7 +78,7 @@ pub(super) struct InputCaller {
 }
 
 impl InputCaller {
-    fn set_sink(&self, sink: Option<mpsc::Sender<String>>) {
+    fn set_sink(&self, sink: Option<Sink>) {
         *lock(&self.sink) = sink;
     }
 
@@ -355,10 +355,7 @@ impl Rounds {
     }
 
     /// The caller a stateless request's upstream call reports to.
-    pub(super) fn caller(
-        session: Arc<Session>,
-        sink: Option<mpsc::Sender<String>>,
-    ) -> Arc<InputCaller> {
+    pub(super) fn caller(session: Arc<Session>, sink: Option<Sink>) -> Arc<InputCaller> {
         Arc::new(InputCaller {
             session,
             sink: Mutex::new(sink),
@@ -488,7 +485,7 @@ impl Rounds {
         state: &str,
         binding: &str,
         responses: Option<&RawValue>,
-        sink: Option<mpsc::Sender<String>>,
+        sink: Option<Sink>,
     ) -> Result<Resumed, RpcError> {
         let invalid = |why: String| {
             RpcError::invalid_params(format!(
