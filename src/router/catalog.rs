@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
 use serde_json::value::RawValue;
@@ -11,13 +10,14 @@ use serde_json::value::RawValue;
 use super::search::{ToolIndex, ToolText};
 use super::search_mode::{Listed, SearchView};
 
-use crate::config::{CatalogConfig, PinMode, Profile};
-use crate::jsonrpc::{Members, raw_string};
+use crate::config::{CatalogConfig, Profile};
 use crate::mcp::ListKind;
-use crate::mcp::names::{self, NameBudget, Prefix};
-use crate::mcp::param_headers::{self, ParamHeader};
+use crate::mcp::names::{self, Prefix};
+use crate::mcp::param_headers::ParamHeader;
 use crate::mcp::{template, uri};
-use crate::upstream::{ServerInfo, UpstreamCatalog, UpstreamHandle, UpstreamItem};
+use crate::upstream::{ServerInfo, UpstreamHandle};
+
+mod build;
 
 /// One exposed item.
 #[derive(Debug)]
@@ -137,107 +137,6 @@ impl Snapshot {
             search: None,
             index: OnceLock::new(),
         }
-    }
-
-    /// The view `lens` gives of `catalogs`; `previous` is the same view's last generation, whose
-    /// search index is kept when the tools did not change.
-    pub fn build(
-        generation: u64,
-        lens: &Lens,
-        upstreams: &[UpstreamHandle],
-        catalogs: &BTreeMap<String, UpstreamCatalog>,
-        changed: &BTreeMap<String, BTreeSet<String>>,
-        previous: Option<&Snapshot>,
-    ) -> Self {
-        let mut snapshot = Self::empty(generation, lens, upstreams);
-        let profile = lens.profile.as_deref();
-        let strict_view = profile.is_some_and(|p| p.strict_pins);
-        for handle in upstreams {
-            if profile.is_some_and(|p| !p.holds(handle.name())) {
-                continue;
-            }
-            if let Some(catalog) = catalogs.get(handle.name()) {
-                snapshot
-                    .ready
-                    .push((handle.clone(), Arc::clone(&catalog.info)));
-            }
-            let strict = strict_view || handle.config().pin == PinMode::Strict;
-            if let Some(tools) = changed
-                .get(handle.name())
-                .filter(|c| strict && !c.is_empty())
-            {
-                snapshot
-                    .withheld
-                    .insert(handle.name().to_owned(), tools.clone());
-            }
-        }
-        for kind in ListKind::ALL {
-            let mut entries = Vec::new();
-            let mut ttl_ms: Option<u64> = None;
-            for (handle, _) in &snapshot.ready {
-                let Some(catalog) = catalogs.get(handle.name()) else {
-                    continue;
-                };
-                let Some(items) = catalog.lists.get(&kind) else {
-                    continue;
-                };
-                let ttl = catalog.ttl_ms(kind);
-                ttl_ms = Some(ttl_ms.map_or(ttl, |t| t.min(ttl)));
-                let exposer = Exposer {
-                    kind,
-                    budget: &lens.config.name_budget,
-                    handle,
-                    prefix: Profile::prefix_for(profile, handle.prefix()),
-                    profile,
-                    withheld: (kind == ListKind::Tools)
-                        .then(|| snapshot.withheld.get(handle.name()))
-                        .flatten(),
-                };
-                entries.extend(items.iter().filter_map(|item| exposer.expose(item)));
-            }
-            entries.sort_by(|a, b| a.exposed.cmp(&b.exposed));
-            entries.dedup_by(|later, kept| {
-                let duplicate = later.exposed == kept.exposed;
-                if duplicate {
-                    tracing::warn!(upstream = %later.upstream.name(), exposed = %later.exposed, listing = kind.method(), "Left out an item whose exposed name is already taken.");
-                }
-                duplicate
-            });
-            let index = entries
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (e.exposed.clone(), i))
-                .collect();
-            let mut hasher = std::hash::DefaultHasher::new();
-            for e in &entries {
-                e.json.get().hash(&mut hasher);
-                snapshot.param_headers |= e.param_headers.is_some();
-            }
-            snapshot.lists.insert(
-                kind,
-                Listing {
-                    entries,
-                    index,
-                    fingerprint: hasher.finish(),
-                    ttl_ms: ttl_ms.unwrap_or(0),
-                },
-            );
-        }
-        let unchanged = previous.filter(|p| {
-            p.profile_name() == snapshot.profile_name()
-                && p.lists.get(&ListKind::Tools).map(|l| l.fingerprint)
-                    == snapshot.lists.get(&ListKind::Tools).map(|l| l.fingerprint)
-        });
-        if let Some(index) = unchanged.and_then(|p| p.index.get()) {
-            let _ = snapshot.index.set(Arc::clone(index));
-        }
-        if let Some(mode) = profile.and_then(|p| p.search.as_ref()) {
-            let tools = snapshot.list(ListKind::Tools).iter();
-            let search = SearchView::build(mode, tools.map(|e| (&*e.exposed, &*e.json)));
-            snapshot.search = Some(search);
-            snapshot.tool_index();
-        }
-        snapshot
     }
 
     /// The search index over this view's tools (built now if it was not yet).
@@ -468,82 +367,11 @@ impl Snapshot {
     }
 }
 
-/// Exposes one upstream's items of one listing in one view.
-struct Exposer<'a> {
-    kind: ListKind,
-    budget: &'a NameBudget,
-    handle: &'a UpstreamHandle,
-    prefix: &'a Prefix,
-    profile: Option<&'a Profile>,
-    /// Changed tools (by the upstream's name) left out until approved.
-    withheld: Option<&'a BTreeSet<String>>,
-}
-
-impl Exposer<'_> {
-    /// Namespaces one item and applies the profile (its filter, rename and description); `None`
-    /// when the profile hides it, or (with a warning) when it cannot be exposed.
-    fn expose(&self, item: &UpstreamItem) -> Option<Entry> {
-        let (kind, handle) = (self.kind, self.handle);
-        if self.withheld.is_some_and(|w| w.contains(&item.key)) {
-            return None;
-        }
-        let exposed = if kind.is_uri() {
-            Some(names::expose_uri(self.prefix, &item.key))
-        } else {
-            self.budget.expose(self.prefix, &item.key)
-        };
-        let Some(mut exposed) = exposed else {
-            tracing::warn!(upstream = %handle.name(), name = %item.key, "Left out an item whose name cannot fit the name budget.");
-            return None;
-        };
-        let mut description = None;
-        if let Some(profile) = self.profile {
-            // URIs are judged as what they mean, not as they are spelled.
-            let admitted = if kind.is_uri() {
-                profile.filter.admits(kind, &uri::canonical(&exposed))
-            } else {
-                profile.filter.admits(kind, &exposed)
-            };
-            if !admitted {
-                return None;
-            }
-            description = profile.descriptions.get(&exposed).map(|d| raw_string(d));
-            if let Some(renamed) = profile.renames.get(&exposed).filter(|_| !kind.is_uri()) {
-                exposed.clone_from(renamed);
-            }
-        }
-        let Some(mut members) = Members::of(&item.json) else {
-            tracing::warn!(upstream = %handle.name(), name = %item.key, "Left out an item that is not a JSON object.");
-            return None;
-        };
-        let exposed_raw = raw_string(&exposed);
-        members.insert(kind.key(), &exposed_raw);
-        if let Some(description) = &description {
-            members.insert("description", description);
-        }
-        let json = members.to_raw();
-        let param_headers = (kind == ListKind::Tools && item.json.get().contains("x-mcp-header"))
-            .then(|| {
-                let tool: serde_json::Value = serde_json::from_str(item.json.get()).ok()?;
-                // Invalid annotations are the host's to refuse (it must leave such a tool out).
-                let headers = param_headers::annotations(&tool["inputSchema"]).ok()?;
-                (!headers.is_empty()).then(|| Arc::from(headers))
-            })
-            .flatten();
-        Some(Entry {
-            exposed: exposed.into(),
-            upstream: handle.clone(),
-            original: item.key.as_str().into(),
-            json,
-            param_headers,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::UpstreamConfig;
+    use crate::upstream::{UpstreamCatalog, UpstreamItem};
 
     fn handle(name: &str) -> UpstreamHandle {
         UpstreamHandle::new(UpstreamConfig::for_tests(name), None, None)
