@@ -3,6 +3,7 @@
 //! which picks the instance that serves it, swaps the host's progress token for ours, makes it
 //! cancellable by the host and ties server requests it causes to this host only.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
@@ -213,21 +214,20 @@ impl HostService {
         if stateless {
             let scoped = target.scope().is_some();
             // Its call may take rounds: it runs on while the host answers what it asks.
-            let binding = binding(host, method, route, upstream);
             let caller = Rounds::caller(Arc::clone(&host.session), host.sink.clone());
             let call = CallContext {
                 caller: Arc::clone(&caller) as Arc<dyn crate::upstream::Caller>,
                 progress,
                 trace: trace.carried(host),
             };
-            let method = method.to_owned();
+            let called = owned_method(method);
             let request = Box::pin(async move {
                 target
-                    .request_within(&method, Some(&params), Some(call), timeout)
+                    .request_within(&called, Some(&params), Some(call), timeout)
                     .await
             });
-            let flight = Rounds::flight(request, caller, binding);
-            let reply = self.round(flight, upstream, route).await;
+            let flight = Rounds::flight(request, caller);
+            let reply = self.round(flight, (host, method, upstream), route).await;
             if scoped {
                 // Idle time counts from a call's end (one in flight is never stopped under it).
                 let key = host.session.stateless_key();
@@ -266,10 +266,11 @@ impl HostService {
     async fn round(
         &self,
         flight: rounds::Flight,
-        upstream: &UpstreamHandle,
+        (host, method, upstream): (&HostRequest, &str, &UpstreamHandle),
         route: &mut Route,
     ) -> Result<Reply, RpcError> {
-        match self.rounds.round(flight).await? {
+        let bind = || binding(host, method, route, upstream);
+        match self.rounds.round(flight, &bind).await? {
             (Round::Done(reply), started) => {
                 route.forwarded = Some(Forwarded {
                     upstream: upstream.clone(),
@@ -302,7 +303,9 @@ impl HostService {
             let responses = members.get("inputResponses");
             let sink = host.sink.clone();
             match self.rounds.resume(&state, &binding, responses, sink)? {
-                Resumed::Flight(flight) => return self.round(flight, upstream, route).await,
+                Resumed::Flight(flight) => {
+                    return self.round(flight, (host, method, upstream), route).await;
+                }
                 Resumed::Again => {
                     members.remove("requestState");
                     members.remove("inputResponses");
@@ -331,6 +334,21 @@ impl HostService {
             .request(method, Some(&params.to_string()), None)
             .await
             .map_err(upstream_error)
+    }
+}
+
+/// `method` for a call that outlives the borrow of its request: a method a stateless call is
+/// forwarded with is a constant, not copied per call.
+fn owned_method(method: &str) -> Cow<'static, str> {
+    const FORWARDED: [&str; 4] = [
+        "tools/call",
+        "prompts/get",
+        "resources/read",
+        "completion/complete",
+    ];
+    match FORWARDED.iter().find(|m| **m == method) {
+        Some(constant) => Cow::Borrowed(constant),
+        None => Cow::Owned(method.to_owned()),
     }
 }
 

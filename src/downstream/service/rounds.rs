@@ -84,8 +84,9 @@ pub(super) struct Flight {
     caller: Arc<InputCaller>,
     /// Requests for input the host has not answered yet.
     asked: Vec<Asked>,
-    /// Who may continue it, and for what (the sealed state's binding).
-    binding: String,
+    /// Who may continue it, and for what (the sealed state's binding): written once the call
+    /// asks for input (a call that never does, nearly all of them, never spells it).
+    binding: Option<String>,
     /// When the upstream call began.
     pub started: Instant,
 }
@@ -189,27 +190,31 @@ impl Rounds {
         InputCaller::new(session, sink)
     }
 
-    /// The upstream `call` of a stateless request, bound to `binding`.
+    /// The upstream `call` of a stateless request.
     pub(super) fn flight(
         call: BoxFuture<'static, Result<Reply, UpstreamError>>,
         caller: Arc<InputCaller>,
-        binding: String,
     ) -> Flight {
         Flight {
             call: Call::Here(call),
             caller,
             asked: Vec::new(),
-            binding,
+            binding: None,
             started: Instant::now(),
         }
     }
 
     /// Serves one round of `flight`: its answer, or the input it waits for (the call is parked).
-    pub(super) async fn round(&self, mut flight: Flight) -> Result<(Round, Instant), RpcError> {
+    /// `bind` spells what the call is bound to, for a state that continues it.
+    pub(super) async fn round(
+        &self,
+        mut flight: Flight,
+        bind: &(dyn Fn() -> String + Sync),
+    ) -> Result<(Round, Instant), RpcError> {
         let started = flight.started;
         loop {
             if !flight.asked.is_empty() {
-                return self.park(flight).map(|r| (r, started));
+                return self.park(flight, bind).map(|r| (r, started));
             }
             // The upstream's answer first; what it said meanwhile only while it has not answered.
             // (A poll of the call and an atomic flag: no waiter list to join and leave per call.)
@@ -232,10 +237,14 @@ impl Rounds {
                     }
                     let round = match answer? {
                         Ok(Reply::Error(error)) if is_url_required(&error) => {
-                            self.open_urls(&flight, &error)?
+                            let binding = flight.binding.get_or_insert_with(bind);
+                            self.open_urls(&flight.caller, binding, &error)?
                         }
                         Ok(Reply::Result(result)) => match input_required(&result) {
-                            Some(asked) => self.relay(&flight, asked, &result),
+                            Some(asked) => {
+                                let binding = flight.binding.get_or_insert_with(bind);
+                                self.relay(binding, asked, &result)
+                            }
                             None => Round::Done(Ok(Reply::Result(result))),
                         },
                         answer => Round::Done(answer),
@@ -249,7 +258,12 @@ impl Rounds {
     /// A handshake-era upstream's `-32042` (URL elicitation required: the call can only succeed
     /// once the user has visited the URLs) as `input_required` with URL-mode elicitations. The
     /// upstream's call has ended, so its state asks for the call [`Resumed::Again`].
-    fn open_urls(&self, flight: &Flight, error: &RawValue) -> Result<Round, RpcError> {
+    fn open_urls(
+        &self,
+        caller: &InputCaller,
+        binding: &str,
+        error: &RawValue,
+    ) -> Result<Round, RpcError> {
         #[derive(serde::Deserialize)]
         struct Data {
             #[serde(default)]
@@ -264,7 +278,7 @@ impl Rounds {
             .and_then(|e| e.data)
             .map(|d| d.elicitations)
             .unwrap_or_default();
-        let declared = &flight.caller.session.host.capabilities.value()["elicitation"];
+        let declared = &caller.session.host.capabilities.value()["elicitation"];
         if declared.get("url").is_none() {
             let required = json!({ "elicitation": { "url": {} } });
             return Err(missing_capability(&required));
@@ -277,7 +291,7 @@ impl Rounds {
                 (format!("mcpmux-url-{}", i + 1), request)
             })
             .collect();
-        let state = self.sealer.seal(AGAIN, flight.binding.as_bytes(), PARK_TTL);
+        let state = self.sealer.seal(AGAIN, binding.as_bytes(), PARK_TTL);
         let result = json!({
             "resultType": "input_required",
             "inputRequests": requests,
@@ -289,13 +303,11 @@ impl Rounds {
     /// A 2026-07-28 upstream's `input_required`, for the host: as the upstream wrote it, with
     /// its `requestState` sealed inside one of mcpmux's (bound as every state is, so no host can
     /// replay another's or steer it to another tool or upstream).
-    fn relay(&self, flight: &Flight, asked: InputRequired, result: &RawValue) -> Round {
+    fn relay(&self, binding: &str, asked: InputRequired, result: &RawValue) -> Round {
         let mut result: Value = serde_json::from_str(result.get()).unwrap_or_else(|_| json!({}));
         if let (Some(state), Some(object)) = (asked.request_state, result.as_object_mut()) {
             let payload = [RELAY, state.as_bytes()].concat();
-            let sealed = self
-                .sealer
-                .seal(&payload, flight.binding.as_bytes(), PARK_TTL);
+            let sealed = self.sealer.seal(&payload, binding.as_bytes(), PARK_TTL);
             object.insert("requestState".into(), Value::String(sealed));
         }
         Round::InputRequired(to_raw(&result))
@@ -352,13 +364,14 @@ impl Rounds {
         Ok(Resumed::Flight(flight))
     }
 
-    /// Parks `flight` and writes its `input_required` result.
-    fn park(&self, mut flight: Flight) -> Result<Round, RpcError> {
+    /// Parks `flight` (bound as `bind` spells it) and writes its `input_required` result.
+    fn park(&self, mut flight: Flight, bind: &dyn Fn() -> String) -> Result<Round, RpcError> {
         flight.call.send_away();
         let id: u128 = rand::random();
+        let binding = flight.binding.get_or_insert_with(bind);
         let state = self
             .sealer
-            .seal(&id.to_be_bytes(), flight.binding.as_bytes(), PARK_TTL);
+            .seal(&id.to_be_bytes(), binding.as_bytes(), PARK_TTL);
         let requests: serde_json::Map<String, Value> = flight
             .asked
             .iter()
@@ -439,8 +452,8 @@ mod tests {
         caller.say(Event::Missing(json!({ "sampling": {} })));
         let answered: BoxFuture<'static, Result<Reply, UpstreamError>> =
             Box::pin(async { Ok(Reply::Result(raw_string("sampling failed"))) });
-        let flight = Rounds::flight(answered, caller, String::new());
-        let Err(error) = Rounds::new().round(flight).await else {
+        let flight = Rounds::flight(answered, caller);
+        let Err(error) = Rounds::new().round(flight, &String::new).await else {
             panic!("the upstream's answer was taken");
         };
         assert_eq!(error.code, codes::MISSING_CLIENT_CAPABILITY, "{error}");
