@@ -19,12 +19,10 @@ use std::time::{Duration, Instant};
 
 use super::batch::{Batch, Head};
 use super::record::{Body, Record, Redactor};
-use super::store::{Store, StoreError, Written};
+use super::store::{MAX_BLOCK, Store, StoreError, Written};
 use super::syncer::{Handoff, Syncer};
 use crate::config::{AuditConfig, Durability};
 
-/// Records a block holds at most.
-const MAX_BLOCK: usize = 4096;
 /// How long the writer waits for more records before writing what it has to its segment (from
 /// then on a crash of the process cannot lose them).
 const BATCH_WINDOW: Duration = Duration::from_millis(5);

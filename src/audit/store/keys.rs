@@ -36,12 +36,6 @@ pub(in crate::audit) fn block_key(ts_us: u64, seq: u64) -> [u8; 16] {
     k
 }
 
-fn index_key(field: IndexField, value: &str, block: &[u8; 16]) -> Vec<u8> {
-    let mut k = index_prefix(field, value);
-    k.extend_from_slice(block);
-    k
-}
-
 pub(in crate::audit) fn index_prefix(field: IndexField, value: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(value.len() + 18);
     k.push(field as u8);
@@ -56,21 +50,33 @@ pub(super) fn index_entries<'a>(
     fields: impl Iterator<Item = [Option<&'a str>; 3]>,
     block: &[u8; 16],
 ) -> Vec<Vec<u8>> {
+    let mut keys = index_prefixes(fields);
+    for k in &mut keys {
+        k.extend_from_slice(block);
+    }
+    keys
+}
+
+/// The distinct indexed values of `fields`, each as its entries' prefix ([`index_prefix`]): a
+/// block's entries are these with its key appended.
+pub(super) fn index_prefixes<'a>(
+    fields: impl Iterator<Item = [Option<&'a str>; 3]>,
+) -> Vec<Vec<u8>> {
     const FIELDS: [IndexField; 3] = [IndexField::Upstream, IndexField::Tool, IndexField::Session];
     let mut seen = HashSet::new();
-    let mut keys = Vec::new();
+    let mut prefixes = Vec::new();
     // Neighbours often share a value: comparing with the previous record's skips most hashing.
     let mut previous = [None; 3];
     for values in fields {
         for (i, value) in values.into_iter().enumerate() {
             let Some(value) = value else { continue };
             if previous[i] != Some(value) && seen.insert((i, value)) {
-                keys.push(index_key(FIELDS[i], value, block));
+                prefixes.push(index_prefix(FIELDS[i], value));
             }
             previous[i] = Some(value);
         }
     }
-    keys
+    prefixes
 }
 
 pub(super) fn record_fields(r: &Record) -> [Option<&str>; 3] {
@@ -80,3 +86,4 @@ pub(super) fn record_fields(r: &Record) -> [Option<&str>; 3] {
         r.session.as_deref(),
     ]
 }
+
