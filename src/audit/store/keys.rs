@@ -11,7 +11,10 @@
 //!
 //! A block's bytes are its records as JSON lines, each carrying its hash and its predecessor's.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
+
+use serde::Deserialize;
 
 use crate::audit::record::Record;
 
@@ -87,3 +90,23 @@ pub(super) fn record_fields(r: &Record) -> [Option<&str>; 3] {
     ]
 }
 
+/// A record's indexed fields, read from its line without decoding the rest of it.
+#[derive(Debug, Deserialize)]
+pub(super) struct IndexedFields<'a> {
+    #[serde(borrow, default)]
+    upstream: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    target: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    session: Option<Cow<'a, str>>,
+}
+
+impl IndexedFields<'_> {
+    pub(super) fn values(&self) -> [Option<&str>; 3] {
+        [
+            self.upstream.as_deref(),
+            self.target.as_deref(),
+            self.session.as_deref(),
+        ]
+    }
+}
