@@ -9,7 +9,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 
 use super::record::{Outcome, Record};
-use super::store::{IndexField, Store, StoreError, block_key, index_prefix};
+use super::store::{IndexField, Store, StoreError, block_key, index_prefix, lines};
 
 /// Most records one page holds.
 pub const MAX_PAGE: usize = 10_000;
@@ -251,12 +251,15 @@ impl Store {
                 self.read_live(&k, &v)?
             };
             let Some(block) = block else { continue };
-            let records: Box<dyn Iterator<Item = Record>> = if filter.newest_first {
-                Box::new(block.into_iter().rev())
+            // Decoded a line at a time: a page that fills early leaves the rest of the block
+            // (a busy gateway's blocks hold a sync interval's records) unread.
+            let lines: Box<dyn Iterator<Item = &[u8]>> = if filter.newest_first {
+                Box::new(lines(&block).rev())
             } else {
-                Box::new(block.into_iter())
+                Box::new(lines(&block))
             };
-            for record in records {
+            for line in lines {
+                let record: Record = serde_json::from_slice(line).map_err(StoreError::from)?;
                 if !past(&record) && filter.matches(&record) && !visit(record) {
                     return Ok(());
                 }

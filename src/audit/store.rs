@@ -319,32 +319,34 @@ impl Store {
 
     /// The records of the block whose directory entry is `entry`.
     pub(super) fn read(&self, entry: &[u8]) -> Result<Vec<Record>, StoreError> {
-        let at = Location::from_bytes(entry).ok_or(StoreError::Entry)?;
-        let bytes = self.segments.read(at)?;
-        bytes
-            .split(|b| *b == b'\n')
-            .filter(|line| !line.is_empty())
+        lines(&self.bytes_of(entry)?)
             .map(|line| serde_json::from_slice(line).map_err(StoreError::from))
             .collect()
     }
 
-    /// The records of the block at `key`, if it exists.
-    pub(super) fn block(&self, key: &[u8]) -> Result<Option<Vec<Record>>, StoreError> {
+    /// The bytes (its records' lines, [`lines`]) of the block whose directory entry is `entry`.
+    pub(super) fn bytes_of(&self, entry: &[u8]) -> Result<Vec<u8>, StoreError> {
+        let at = Location::from_bytes(entry).ok_or(StoreError::Entry)?;
+        Ok(self.segments.read(at)?)
+    }
+
+    /// The bytes of the block at `key`, if it exists.
+    pub(super) fn block(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         match self.blocks.get(key)? {
             Some(v) => self.read_live(key, &v),
             None => Ok(None),
         }
     }
 
-    /// The records of the block at `key` whose entry was `entry`; `None` if retention removed
-    /// it (and its segment) since the entry was read.
+    /// The bytes of the block at `key` whose entry was `entry`; `None` if retention removed it
+    /// (and its segment) since the entry was read.
     pub(super) fn read_live(
         &self,
         key: &[u8],
         entry: &[u8],
-    ) -> Result<Option<Vec<Record>>, StoreError> {
-        match self.read(entry) {
-            Ok(records) => Ok(Some(records)),
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        match self.bytes_of(entry) {
+            Ok(bytes) => Ok(Some(bytes)),
             Err(_) if self.blocks.get(key)?.is_none() => Ok(None),
             Err(e) => Err(e),
         }
@@ -378,6 +380,11 @@ impl Store {
             .flatten()
             .map_or(0, |v| counter(Some(&v)))
     }
+}
+
+/// A block's records' lines, oldest first (reversible: a query reads newest first from the end).
+pub(super) fn lines(bytes: &[u8]) -> impl DoubleEndedIterator<Item = &[u8]> {
+    bytes.split(|b| *b == b'\n').filter(|line| !line.is_empty())
 }
 
 fn counter(v: Option<&[u8]>) -> u64 {

@@ -2,7 +2,7 @@
 //! into; the checkpoint records where the chain now starts, so it stays verifiable.
 
 use super::keys::{BYTES, CHECKPOINT, IndexedFields, index_entries};
-use super::{Head, Store, StoreError, head_after};
+use super::{Head, Store, StoreError, head_after, lines};
 use crate::audit::record::Record;
 use crate::audit::segment::Location;
 
@@ -29,10 +29,7 @@ impl Store {
             let (key, value) = entry?;
             let at = Location::from_bytes(&value).ok_or(StoreError::Entry)?;
             let block = self.segments.read(at)?;
-            let lines: Vec<&[u8]> = block
-                .split(|b| *b == b'\n')
-                .filter(|l| !l.is_empty())
-                .collect();
+            let lines: Vec<&[u8]> = lines(&block).collect();
             let Some(last) = lines.last() else { continue };
             let last: Record = serde_json::from_slice(last)?;
             if last.ts_us >= min_ts_us && bytes <= max_bytes {
