@@ -11,7 +11,8 @@
 //! on a smaller count.
 //!
 //! (b) Queries over a large store: 1 000 000 records over 10 upstreams and 24 h of timestamps,
-//! appended directly with `Store::append` in blocks of 128 (a busy writer's batch; arguments already digested), then
+//! appended directly with `Store::append` in blocks of B records (1 024: about what a busy gateway's
+//! 50 ms sync indexes as one entry; arguments already digested), then
 //! the store is reopened and timed (median of R runs, 20): the first page (limit 100) of a
 //! one-hour range with an upstream filter, the first page of the same range alone, and `verify`
 //! over every record (once).
@@ -20,7 +21,7 @@
 //!
 //! ```text
 //! cargo bench --bench audit -- [--records N (200000)] [--threads T (2)]
-//!     [--record-durability N (5000)] [--query-records N (1000000)] [--runs R (20)]
+//!     [--record-durability N (5000)] [--query-records N (1000000)] [--block B (1024)] [--runs R (20)]
 //!     [--skip-writer] [--skip-query] [--json]
 //! ```
 //!
@@ -42,8 +43,6 @@ const UPSTREAMS: u64 = 10;
 const TOOLS: [&str; 4] = ["read_file", "search", "list_dir", "write_file"];
 const HOUR_US: u64 = 3_600_000_000;
 const DAY_US: u64 = 24 * HOUR_US;
-/// Records per appended block: what the writer commits in one 5 ms window at ~25 000 calls/s.
-const BUILD_BATCH: usize = 128;
 const SYNC_DEADLINE: Duration = Duration::from_secs(600);
 
 #[derive(Debug)]
@@ -52,6 +51,8 @@ struct Args {
     threads: u64,
     record_durability: u64,
     query_records: u64,
+    /// Records per block of the query store.
+    block: usize,
     runs: usize,
     skip_writer: bool,
     skip_query: bool,
@@ -64,6 +65,7 @@ fn parse_args() -> Res<Args> {
         threads: 2,
         record_durability: 5_000,
         query_records: 1_000_000,
+        block: 1024,
         runs: 20,
         skip_writer: false,
         skip_query: false,
@@ -83,6 +85,7 @@ fn parse_args() -> Res<Args> {
             "--threads" => args.threads = number("--threads")?.max(1),
             "--record-durability" => args.record_durability = number("--record-durability")?,
             "--query-records" => args.query_records = number("--query-records")?,
+            "--block" => args.block = usize::try_from(number("--block")?.max(1))?,
             "--runs" => args.runs = usize::try_from(number("--runs")?.max(1))?,
             "--skip-writer" => args.skip_writer = true,
             "--skip-query" => args.skip_query = true,
@@ -90,7 +93,7 @@ fn parse_args() -> Res<Args> {
             "-h" | "--help" => {
                 println!(
                     "cargo bench --bench audit -- [--records N] [--threads T] \
-                     [--record-durability N] [--query-records N] [--runs R] \
+                     [--record-durability N] [--query-records N] [--block B] [--runs R] \
                      [--skip-writer] [--skip-query] [--json]"
                 );
                 std::process::exit(0);
@@ -290,12 +293,13 @@ fn writer_bench(args: &Args) -> Res<Vec<Value>> {
 
 // ------------------------------------------------------------------ (b) queries
 
-/// `n` records over 24 h ending now, appended directly in batches; returns the first timestamp.
-fn build_store(store: &Store, n: u64) -> Res<u64> {
+/// `n` records over 24 h ending now, appended directly in blocks of `block`; returns the first
+/// timestamp.
+fn build_store(store: &Store, n: u64, block: usize) -> Res<u64> {
     let first_ts = audit::now_us() - DAY_US;
     let mut head = store.head()?;
     let mut rng = Rng(42);
-    let mut batch = Vec::with_capacity(BUILD_BATCH);
+    let mut batch = Vec::with_capacity(block);
     let started = Instant::now();
     for i in 0..n {
         let mut r = request_record(&mut rng);
@@ -306,9 +310,9 @@ fn build_store(store: &Store, n: u64) -> Res<u64> {
         });
         r.args = RawValue::from_string(json!({ "digest": digest }).to_string()).ok();
         batch.push(r);
-        if batch.len() == BUILD_BATCH || i + 1 == n {
+        if batch.len() == block || i + 1 == n {
             store.append(std::mem::take(&mut batch), &mut head)?;
-            batch.reserve(BUILD_BATCH);
+            batch.reserve(block);
         }
         if (i + 1) % 200_000 == 0 {
             let rate = (i + 1) as f64 / secs(started.elapsed());
@@ -356,7 +360,7 @@ fn query_bench(args: &Args) -> Res<Value> {
     let started = Instant::now();
     let first_ts = {
         let store = audit::open(&path)?;
-        build_store(&store, n)?
+        build_store(&store, n, args.block)?
     };
     let build = started.elapsed();
     let disk = disk_bytes(&path);
@@ -408,6 +412,7 @@ fn query_bench(args: &Args) -> Res<Value> {
     drop(store);
     Ok(json!({
         "records": n,
+        "block_records": args.block,
         "upstreams": UPSTREAMS,
         "span_h": 24,
         "build_s": round(secs(build), 2),
@@ -462,8 +467,9 @@ fn print_tables(writer: &[Value], query: Option<&Value>) {
     }
     if let Some(q) = query {
         println!(
-            "\naudit queries over {} records ({} upstreams, {} h; built in {} s, {} rec/s, {} MiB on disk)",
+            "\naudit queries over {} records in blocks of {} ({} upstreams, {} h; built in {} s, {} rec/s, {} MiB on disk)",
             q["records"],
+            q["block_records"],
             q["upstreams"],
             q["span_h"],
             q["build_s"],
