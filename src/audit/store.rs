@@ -463,6 +463,24 @@ mod tests {
         };
         assert_eq!(found("a"), vec![0, 1, 2, 6, 7, 8]);
         assert_eq!(found("c"), vec![9, 10, 11]);
+        // Newest first, a page at a time: the joined block is read from its end.
+        let newest = crate::audit::Filter {
+            newest_first: true,
+            limit: Some(4),
+            ..upstream_is("a")
+        };
+        let page = ok(store.query(&newest));
+        let seqs_of = |page: &crate::audit::Page| -> Vec<u64> {
+            page.records.iter().map(|r| r.seq).collect()
+        };
+        assert_eq!(seqs_of(&page), vec![8, 7, 6, 2]);
+        let rest = crate::audit::Filter {
+            cursor: page.next_cursor.clone(),
+            ..newest
+        };
+        let page = ok(store.query(&rest));
+        assert_eq!(seqs_of(&page), vec![1, 0]);
+        assert!(page.next_cursor.is_none());
         let upstream_keys = store
             .index()
             .iter()
