@@ -18,6 +18,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 const SEGMENT_BYTES: u64 = 16 * 1024 * 1024;
 /// Open files kept for reading.
 const READERS: usize = 16;
+/// How much of a block [`Segments::reader`] reads at once.
+const READ_PIECE: usize = 64 * 1024;
 
 /// Where a block's bytes are: its segment, offset and length. Stored in sled as 20 bytes,
 /// big-endian `segment ‖ offset ‖ len (u32)`.
@@ -48,6 +50,34 @@ impl Location {
             offset: u64_at(8)?,
             len: u32_at(16)?,
         })
+    }
+}
+
+/// A byte range of a segment, as a reader.
+struct Range {
+    file: Arc<File>,
+    offset: u64,
+    left: u64,
+}
+
+impl std::io::Read for Range {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let Some(buf) = buf.get_mut(..want).filter(|b| !b.is_empty()) else {
+            return Ok(0);
+        };
+        let n = self.file.read_at(buf, self.offset)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the segment ends before the block does",
+            ));
+        }
+        self.offset += n as u64;
+        self.left -= n as u64;
+        Ok(n)
     }
 }
 
@@ -181,23 +211,34 @@ impl Segments {
 
     /// The bytes at `at`.
     pub fn read(&self, at: Location) -> std::io::Result<Vec<u8>> {
-        let file = {
-            let mut readers = self.readers.lock().unwrap_or_else(PoisonError::into_inner);
-            match readers.get(&at.segment) {
-                Some(f) => Arc::clone(f),
-                None => {
-                    let f = Arc::new(File::open(self.path(at.segment))?);
-                    if readers.len() >= READERS {
-                        readers.clear();
-                    }
-                    readers.insert(at.segment, Arc::clone(&f));
-                    f
-                }
-            }
-        };
         let mut buf = vec![0; at.len as usize];
-        file.read_exact_at(&mut buf, at.offset)?;
+        self.file(at.segment)?.read_exact_at(&mut buf, at.offset)?;
         Ok(buf)
+    }
+
+    /// The bytes at `at`, read a piece at a time: a pass over many blocks (retention) holds
+    /// none of them whole, which would leave the allocator's high-water mark at a block's size.
+    pub fn reader(&self, at: Location) -> std::io::Result<impl std::io::BufRead + use<>> {
+        let range = Range {
+            file: self.file(at.segment)?,
+            offset: at.offset,
+            left: u64::from(at.len),
+        };
+        Ok(std::io::BufReader::with_capacity(READ_PIECE, range))
+    }
+
+    /// Segment `id` open for reading (kept for the next read).
+    fn file(&self, id: u64) -> std::io::Result<Arc<File>> {
+        let mut readers = self.readers.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = readers.get(&id) {
+            return Ok(Arc::clone(f));
+        }
+        let f = Arc::new(File::open(self.path(id))?);
+        if readers.len() >= READERS {
+            readers.clear();
+        }
+        readers.insert(id, Arc::clone(&f));
+        Ok(f)
     }
 
     /// The segments on disk, oldest first.
@@ -257,6 +298,30 @@ fn segment_id(name: &std::ffi::OsStr) -> Option<u64> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A block read a piece at a time is the block read whole; a segment cut short is an error
+    /// that says so, not a short block.
+    #[test]
+    fn a_block_read_in_pieces_is_the_block_and_a_cut_segment_is_an_error() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let segments = Segments::open(dir.path()).unwrap();
+        segments.write(1, b"first\n").unwrap();
+        let bytes: Vec<u8> = (0..READ_PIECE * 2 + 17).map(|i| (i % 251) as u8).collect();
+        let at = segments.write(2, &bytes).unwrap();
+        let mut read = Vec::new();
+        segments.reader(at).unwrap().read_to_end(&mut read).unwrap();
+        assert_eq!(read, segments.read(at).unwrap());
+        assert_eq!(read, bytes);
+
+        let file = OpenOptions::new()
+            .write(true)
+            .open(segments.path(1))
+            .unwrap();
+        file.set_len(at.offset + 100).unwrap();
+        let cut = segments.reader(at).unwrap().read_to_end(&mut Vec::new());
+        assert_eq!(cut.unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
+    }
 
     #[test]
     fn retention_spares_a_closed_segment_until_it_is_synced_and_a_later_block_is_indexed() {

@@ -102,11 +102,14 @@ pub(super) struct IndexedFields<'a> {
 }
 
 impl IndexedFields<'_> {
-    pub(super) fn values(&self) -> [Option<&str>; 3] {
+    /// Its index entries' prefixes ([`index_prefix`]).
+    pub(super) fn prefixes(&self) -> impl Iterator<Item = Vec<u8>> {
         [
-            self.upstream.as_deref(),
-            self.target.as_deref(),
-            self.session.as_deref(),
+            (IndexField::Upstream, &self.upstream),
+            (IndexField::Tool, &self.target),
+            (IndexField::Session, &self.session),
         ]
+        .into_iter()
+        .filter_map(|(field, value)| Some(index_prefix(field, value.as_deref()?)))
     }
 }

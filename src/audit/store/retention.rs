@@ -1,10 +1,21 @@
 //! Retention: blocks leave from the old end by age and by size, then the segments nothing points
 //! into; the checkpoint records where the chain now starts, so it stays verifiable.
 
-use super::keys::{BYTES, CHECKPOINT, IndexedFields, index_entries};
-use super::{Head, Store, StoreError, head_after, lines};
+use std::collections::HashSet;
+use std::io::BufRead;
+
+use super::keys::{BYTES, CHECKPOINT, IndexedFields};
+use super::{Head, Store, StoreError, head_after};
 use crate::audit::record::Record;
 use crate::audit::segment::Location;
+
+/// What retention reads of a block.
+struct Skimmed {
+    last: Record,
+    /// Its index entries' prefixes.
+    prefixes: HashSet<Vec<u8>>,
+    records: usize,
+}
 
 impl Store {
     /// Where the chain starts after retention (`None`: nothing was ever pruned).
@@ -15,12 +26,46 @@ impl Store {
         }
     }
 
+    /// What retention needs of the block at `at` (`None`: it holds no record), read a line at a
+    /// time.
+    fn skim(&self, at: Location) -> Result<Option<Skimmed>, StoreError> {
+        let mut reader = self.segments.reader(at)?;
+        let (mut line, mut last) = (Vec::new(), Vec::new());
+        let mut prefixes = HashSet::new();
+        let mut records = 0;
+        loop {
+            line.clear();
+            if reader.read_until(b'\n', &mut line)? == 0 {
+                break;
+            }
+            let text = line.strip_suffix(b"\n").unwrap_or(&line);
+            if text.is_empty() {
+                continue;
+            }
+            let fields: IndexedFields<'_> = serde_json::from_slice(text)?;
+            for prefix in fields.prefixes() {
+                prefixes.insert(prefix);
+            }
+            records += 1;
+            std::mem::swap(&mut line, &mut last);
+        }
+        if records == 0 {
+            return Ok(None);
+        }
+        let last = serde_json::from_slice(last.strip_suffix(b"\n").unwrap_or(&last))?;
+        Ok(Some(Skimmed {
+            last,
+            prefixes,
+            records,
+        }))
+    }
+
     /// Removes blocks from the old end while their records are older than `min_ts_us` or while
     /// the store holds more than `max_bytes`, then the segments nothing points into any more;
-    /// the chain stays verifiable from the checkpoint. A removed block is read for its index
-    /// entries and its last record only: once a busy store is full, each pass removes about a
-    /// minute of records, and decoding every one of them whole took the syncer seconds and the
-    /// daemon megabytes.
+    /// the chain stays verifiable from the checkpoint. A removed block is read a line at a time
+    /// for its index entries and its last record only ([`Store::skim`]): once a busy store is
+    /// full, each pass removes about a minute of records, and decoding every one of them whole
+    /// took the syncer seconds and the daemon megabytes.
     pub fn prune(&self, min_ts_us: u64, max_bytes: u64) -> Result<usize, StoreError> {
         let mut removed = 0;
         let mut bytes = self.bytes();
@@ -28,25 +73,20 @@ impl Store {
         for entry in self.blocks.iter() {
             let (key, value) = entry?;
             let at = Location::from_bytes(&value).ok_or(StoreError::Entry)?;
-            let block = self.segments.read(at)?;
-            let lines: Vec<&[u8]> = lines(&block).collect();
-            let Some(last) = lines.last() else { continue };
-            let last: Record = serde_json::from_slice(last)?;
-            if last.ts_us >= min_ts_us && bytes <= max_bytes {
+            let Some(block) = self.skim(at)? else {
+                continue;
+            };
+            if block.last.ts_us >= min_ts_us && bytes <= max_bytes {
                 break;
             }
-            let fields = lines
-                .iter()
-                .map(|line| serde_json::from_slice::<IndexedFields<'_>>(line))
-                .collect::<Result<Vec<_>, _>>()?;
-            let block_key: [u8; 16] = key.as_ref().try_into().unwrap_or_default();
-            for k in index_entries(fields.iter().map(IndexedFields::values), &block_key) {
+            for mut k in block.prefixes {
+                k.extend_from_slice(&key);
                 self.index.remove(k)?;
             }
             self.blocks.remove(&key)?;
             bytes = bytes.saturating_sub(u64::from(at.len));
-            checkpoint = Some(head_after(&last));
-            removed += lines.len();
+            checkpoint = Some(head_after(&block.last));
+            removed += block.records;
         }
         if let Some(checkpoint) = checkpoint {
             self.meta
