@@ -11,7 +11,6 @@
 //!
 //! A block's bytes are its records as JSON lines, each carrying its hash and its predecessor's.
 
-use std::borrow::Cow;
 use std::collections::HashSet;
 
 use serde::Deserialize;
@@ -92,16 +91,16 @@ pub(super) fn record_fields(r: &Record) -> [Option<&str>; 3] {
 
 /// A record's indexed fields, read from its line without decoding the rest of it.
 #[derive(Debug, Deserialize)]
-pub(super) struct IndexedFields<'a> {
-    #[serde(borrow, default)]
-    upstream: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    target: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    session: Option<Cow<'a, str>>,
+pub(super) struct IndexedFields {
+    #[serde(default)]
+    upstream: Option<String>,
+    #[serde(default)]
+    target: Option<String>,
+    #[serde(default)]
+    session: Option<String>,
 }
 
-impl IndexedFields<'_> {
+impl IndexedFields {
     /// Its index entries' prefixes ([`index_prefix`]).
     pub(super) fn prefixes(&self) -> impl Iterator<Item = Vec<u8>> {
         [

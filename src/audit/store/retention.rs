@@ -42,7 +42,7 @@ impl Store {
             if text.is_empty() {
                 continue;
             }
-            let fields: IndexedFields<'_> = serde_json::from_slice(text)?;
+            let fields: IndexedFields = serde_json::from_slice(text)?;
             for prefix in fields.prefixes() {
                 prefixes.insert(prefix);
             }
