@@ -76,10 +76,14 @@ pub struct Access {
 }
 
 impl Access {
-    /// Whether this access may use what `other` opened: the same principal and the same profile,
-    /// by name (a reload replaces both with their new settings; the names stay).
+    /// Whether this access may use what `other` opened: the same principal, and where either came
+    /// through a profile's path, the same profile by name (a reload replaces both with their new
+    /// settings; the names stay). At `/mcp` the profile is the principal's, so it is not compared:
+    /// a reload that gives a principal another profile remaps its sessions one by one, and a
+    /// request admitted under the new settings before its session's turn is still that session's.
     pub fn same(&self, other: &Self) -> bool {
         let same_profile = match (&self.profile, &other.profile) {
+            _ if !self.via_path && !other.via_path => true,
             (None, None) => true,
             (Some(a), Some(b)) => a.name == b.name,
             _ => false,
@@ -274,5 +278,51 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(450));
         let later = (0..20).filter(|_| p.admit().is_ok()).count();
         assert!((2..=3).contains(&later), "{later}");
+    }
+    fn profiles() -> Vec<Arc<Profile>> {
+        let path = std::path::Path::new("/tmp/mcpmux-principal/mcpmux.toml");
+        let text = "[profiles.a]\npath = true\n[profiles.b]\npath = true\n";
+        let config = crate::config::parse(path, text).unwrap_or_else(|e| panic!("{e}"));
+        config.profiles.into_iter().map(Arc::new).collect()
+    }
+
+    #[test]
+    fn a_session_at_mcp_stays_its_principals_whatever_profile_a_reload_gives_it() {
+        let [a, b] = <[_; 2]>::try_from(profiles()).unwrap_or_else(|_| panic!("two profiles"));
+        let robot = Arc::new(host(None, None));
+        let access = |principal: &Arc<Principal>, profile: &Arc<Profile>, via_path| Access {
+            principal: Some(Arc::clone(principal)),
+            profile: Some(Arc::clone(profile)),
+            via_path,
+        };
+        let opened = access(&robot, &a, false);
+        // Admitted under the reloaded settings before the session was remapped to them.
+        let reloaded = Access {
+            profile: None,
+            ..access(&robot, &a, false)
+        };
+        assert!(reloaded.same(&opened) && opened.same(&reloaded));
+        assert!(access(&robot, &b, false).same(&opened));
+        // Another principal, or anonymous, never.
+        let other = Arc::new(Principal {
+            name: Arc::from("other"),
+            ..host(None, None)
+        });
+        assert!(!access(&other, &a, false).same(&opened));
+        assert!(
+            !Access {
+                principal: None,
+                ..access(&robot, &a, false)
+            }
+            .same(&opened)
+        );
+        // A profile's path is part of what a session is: `/mcp/a` is not `/mcp/b`, nor `/mcp`
+        // with another profile.
+        let at_a = access(&robot, &a, true);
+        assert!(access(&robot, &a, true).same(&at_a));
+        assert!(!access(&robot, &b, true).same(&at_a));
+        assert!(!access(&robot, &b, false).same(&at_a));
+        assert!(!at_a.same(&access(&robot, &b, false)));
+        assert!(!access(&other, &a, true).same(&at_a));
     }
 }
