@@ -1,6 +1,7 @@
 //! The arrows the architecture allows (README "Architecture"), checked on the source itself so
 //! they stay true: which top-level modules may use which, no import cycles between top-level
-//! modules nor between the sibling files of one module, and sled only inside `src/audit/`.
+//! modules nor between the sibling files of one module, and sled only inside `src/audit/`; and that
+//! README's map of concepts to files names every source file, and only files that exist.
 
 #![allow(clippy::unwrap_used)]
 
@@ -345,4 +346,93 @@ fn the_request_path_parses_once_and_admits_in_one_place() {
         "request-path seams broken:\n{}",
         broken.join("\n")
     );
+}
+
+/// The paths README's architecture table names, `{a,b}` groups spelled out (`src/x/` names a
+/// whole directory).
+fn mapped_paths() -> BTreeSet<String> {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let start = readme
+        .find("| concept | file |")
+        .expect("README's architecture table");
+    let table = &readme[start..];
+    let table = &table[..table.find("\n\n").unwrap_or(table.len())];
+    let quoted = Regex::new(r"`([^`]+)`").unwrap();
+    let group = Regex::new(r"^(.*)\{([^}]*)\}(.*)$").unwrap();
+    let mut paths = BTreeSet::new();
+    for cell in quoted.captures_iter(table).map(|c| c[1].to_owned()) {
+        let file = ["src/", "tests/", "benches/"]
+            .iter()
+            .any(|top| cell.starts_with(top));
+        if !file || cell.contains(' ') {
+            continue;
+        }
+        match group.captures(&cell) {
+            Some(g) => paths.extend(
+                g[2].split(',')
+                    .map(|name| format!("{}{}{}", &g[1], name.trim(), &g[3])),
+            ),
+            None => {
+                paths.insert(cell);
+            }
+        }
+    }
+    paths
+}
+
+/// Whether `rel` is a module its parent declares under `#[cfg(test)]` (tests in a file of
+/// their own, not part of the architecture).
+fn test_only(sources: &[Source], rel: &Path) -> bool {
+    let Some(name) = rel.file_stem().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    let parent = match rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(dir) => dir.with_extension("rs"),
+        None => PathBuf::from("lib.rs"),
+    };
+    let Some(parent) = sources.iter().find(|s| s.rel == parent) else {
+        return false;
+    };
+    let lines: Vec<&str> = parent.text.lines().map(str::trim).collect();
+    lines.iter().enumerate().any(|(i, line)| {
+        *line == format!("mod {name};") && i > 0 && lines[i - 1].contains("#[cfg(test)]")
+    })
+}
+
+/// README's map of concepts to files matches the tree: every file it names exists, and every
+/// source file is named (the crate's roots, module files that only declare the files of their
+/// directory, and test-only modules aside).
+#[test]
+fn the_readme_maps_every_source_file_and_only_files_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mapped = mapped_paths();
+    let mut wrong = Vec::new();
+    for path in &mapped {
+        if !root.join(path).exists() {
+            wrong.push(format!("README names {path}, which does not exist"));
+        }
+    }
+    let sources = sources();
+    for source in &sources {
+        let rel = source.rel.to_string_lossy().replace('\\', "/");
+        let path = format!("src/{rel}");
+        let in_mapped_dir = mapped
+            .iter()
+            .any(|m| m.ends_with('/') && path.starts_with(m.as_str()));
+        // A module file beside its directory, holding no function of its own.
+        let declares_only = root
+            .join("src")
+            .join(&source.rel)
+            .with_extension("")
+            .is_dir()
+            && !code(&source.text).contains("fn ");
+        let exempt = ["lib.rs", "main.rs"].contains(&rel.as_str())
+            || declares_only
+            || test_only(&sources, &source.rel);
+        if !mapped.contains(&path) && !in_mapped_dir && !exempt {
+            wrong.push(format!("{path} is not in README's architecture table"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
