@@ -82,12 +82,13 @@ impl Access {
     /// a reload that gives a principal another profile remaps its sessions one by one, and a
     /// request admitted under the new settings before its session's turn is still that session's.
     pub fn same(&self, other: &Self) -> bool {
-        let same_profile = match (&self.profile, &other.profile) {
-            _ if !self.via_path && !other.via_path => true,
-            (None, None) => true,
-            (Some(a), Some(b)) => a.name == b.name,
-            _ => false,
-        };
+        let through_a_path = self.via_path || other.via_path;
+        let same_profile = !through_a_path
+            || match (&self.profile, &other.profile) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.name == b.name,
+                _ => false,
+            };
         same_profile && Principal::same(self.principal.as_ref(), other.principal.as_ref())
     }
 }
@@ -279,6 +280,7 @@ mod tests {
         let later = (0..20).filter(|_| p.admit().is_ok()).count();
         assert!((2..=3).contains(&later), "{later}");
     }
+
     fn profiles() -> Vec<Arc<Profile>> {
         let path = std::path::Path::new("/tmp/mcpmux-principal/mcpmux.toml");
         let text = "[profiles.a]\npath = true\n[profiles.b]\npath = true\n";
