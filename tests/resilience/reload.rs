@@ -6,7 +6,8 @@
 //! restarts, the removed one finishes its call first, and the invalid file changes nothing and
 //! shows in status with its line and fix. A config reached through a symlinked directory is
 //! reloaded when the link is pointed elsewhere. Hosts and profiles change for open sessions: a
-//! host's new profile applies to its open session, a removed host's session ends.
+//! host's new profile applies to its open session (which answers every request while reloads
+//! change it), a removed host's session ends.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -470,6 +471,80 @@ async fn hosts_and_profiles_change_for_open_sessions() {
         .collect();
     assert_eq!(principals, ["b"], "{sessions}");
     assert!(names(&host_b).await.iter().any(|n| n == "two__echo"));
+}
+
+/// A reload moves a host's open sessions to its new profile one by one, after the new settings
+/// are in place: a request admitted under them before its session's turn still finds its
+/// session (it once got 404 "Session not found").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosts_session_answers_every_request_while_reloads_change_its_profile() {
+    const TOKEN: &str = "reload-profile-host-token";
+    let config = |narrow: bool| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\n[profiles.narrow]\nupstreams = [\"one\"]\n\n\
+             [hosts.a]\ntoken_sha256 = \"{}\"\n{}\n{}",
+            common::sha256_hex(TOKEN),
+            if narrow { "profile = \"narrow\"\n" } else { "" },
+            test_upstream("one", &[]),
+        )
+    };
+    let daemon = Daemon::start_with(&config(false), &[]);
+    let path = daemon.dir.path().join("mcpmux.toml");
+    let host = Arc::new(Client::connect_as(&daemon.url, TOKEN).await);
+    daemon
+        .wait_for_tools(&host, |n| n.iter().any(|t| t == "one__echo"))
+        .await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let pingers: Vec<_> = (0..6)
+        .map(|_| {
+            let (host, stop) = (Arc::clone(&host), Arc::clone(&stop));
+            tokio::spawn(async move {
+                let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+                let (mut answered, mut refused) = (0u64, Vec::new());
+                while !stop.load(Ordering::Relaxed) {
+                    let answer = host.post(&ping).await;
+                    match answer.status().as_u16() {
+                        200 => answered += 1,
+                        status => {
+                            refused.push(format!("{status}: {}", answer.text().await.unwrap()))
+                        }
+                    }
+                }
+                (answered, refused)
+            })
+        })
+        .collect();
+    for round in 0..20 {
+        let before = reloads(&daemon).await.0;
+        save(&path, &config(round % 2 == 0));
+        assert!(
+            poll_until(Duration::from_secs(30), || async {
+                reloads(&daemon).await.0 > before
+            })
+            .await,
+            "reload {round} was not applied"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (mut answered, mut refused) = (0, Vec::new());
+    for pinger in pingers {
+        let (a, r) = pinger.await.unwrap();
+        answered += a;
+        refused.extend(r);
+    }
+    assert!(
+        refused.is_empty(),
+        "{} refused: {:?}",
+        refused.len(),
+        &refused[..refused.len().min(3)]
+    );
+    assert!(answered > 0, "no request was answered");
+    let sessions = open_sessions(&daemon).await;
+    assert_eq!(
+        sessions["sessions"][0]["profile"],
+        Value::Null,
+        "{sessions}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
