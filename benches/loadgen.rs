@@ -10,8 +10,9 @@
 //!
 //! `--audit` chooses the daemon's audit log: `off` (`[audit] enabled = false`), `on` (the
 //! default settings: durability `batch`), or `both` (default): the `mcpmux` mode then runs twice,
-//! audit off and then on, each with a fresh daemon, and the p50/p99 difference is printed
-//! (`--repeat N`: N such pairs, alternating, and the difference of the medians). For
+//! audit off and then on, each with a fresh daemon, and the difference is printed: p50, p99 and
+//! the gateway's CPU per call (`--repeat N`: N such pairs, alternating; the difference of the
+//! medians, and pair by pair the CPU difference and throughput ratio with their medians). For
 //! each `mcpmux` run, the audit records the daemon dropped (queue full) are read from its admin
 //! API (`GET /status`, `audit.dropped`) after the measured calls.
 //!
@@ -37,12 +38,15 @@
 //!     [--rate R (0: closed loop)] [--upstreams U (1)] [--mode direct|mcpmux|both]
 //!     [--audit on|off|both] [--repeat N (1)] [--otlp] [--json]
 //!     [--mcpmux PATH] [--upstream-cmd "CMD ARGS..."] [--upstream-url URL] [--arguments JSON]
-//!     [--era handshake|2026-07-28] [--mode idle [--idle-seconds S (30)] [--consoles N (1)]]
+//!     [--era handshake|2026-07-28|both] [--mode idle [--idle-seconds S (30)] [--consoles N (1)]]
 //! ```
 //!
 //! `--era 2026-07-28` makes the host side of the `mcpmux` runs stateless: no `initialize`, each
 //! request with its `_meta` envelope and the `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name`
-//! headers (what a 2026-07-28 call costs against a handshake session's).
+//! headers (what a 2026-07-28 call costs against a handshake session's); `--era both` runs each
+//! era in turn (within each repeat, and each audit setting) and compares them as `--audit both`
+//! compares the audit log's settings. Pairs at a fixed `--rate` compare the CPU a call costs
+//! at the same load; closed loop, a faster run also batches more per wake-up.
 //!
 //! `--mode idle` makes no calls: it measures the daemon's CPU at rest (audit on, U upstreams) for
 //! `--idle-seconds`, then signs `--consoles` console sessions in, opens for each the streams an
@@ -130,9 +134,9 @@ struct Args {
     #[arg(long, default_value = r#"{"text":"hello"}"#)]
     arguments: String,
     /// The protocol era of the host side of `mcpmux` runs: `handshake` (an `initialize`d
-    /// 2025-11-25 session) or `2026-07-28` (stateless: each request with its `_meta` envelope and
-    /// mirrored headers, no session).
-    #[arg(long, default_value = "handshake", value_parser = ["handshake", "2026-07-28"])]
+    /// 2025-11-25 session), `2026-07-28` (stateless: each request with its `_meta` envelope and
+    /// mirrored headers, no session), or `both` (one run of each, alternating).
+    #[arg(long, default_value = "handshake", value_parser = ["handshake", "2026-07-28", "both"])]
     era: String,
 }
 
@@ -798,10 +802,15 @@ async fn run_idle(args: &Args, cmd: &[String]) -> Res<Value> {
     }))
 }
 
-async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
+/// One `mcpmux` run: the `run`-th repeat, audit on or off, the host side in `era`.
+async fn run_mcpmux(
+    args: &Args,
+    cmd: &[String],
+    (run, audit, era): (usize, bool, &str),
+) -> Res<Value> {
     let (exe, n) = (args.mcpmux.display(), args.upstreams.max(1));
     let on_off = if audit { "on" } else { "off" };
-    eprintln!("loadgen: mcpmux: starting {exe} with {n} upstream(s), audit {on_off}");
+    eprintln!("loadgen: mcpmux: starting {exe} with {n} upstream(s), audit {on_off}, era {era}");
     let remote = args.upstream_url.as_deref();
     let sink = match args.otlp {
         true => Some(otlp::Receiver::grpc().await),
@@ -813,7 +822,7 @@ async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
     let pid = daemon.child.id();
     let with_tail = |e: String| format!("mcpmux: {e}{}", daemon.stderr_tail());
     eprintln!("loadgen: mcpmux: listening on {url}; waiting for up1__echo");
-    let http = Http::connect(url, args.concurrency, args.era == MODERN).await;
+    let http = Http::connect(url, args.concurrency, era == MODERN).await;
     let http = http.map_err(with_tail)?;
     http.wait_for_tool("up1__echo").await.map_err(with_tail)?;
     let mut cpu = Vec::new();
@@ -841,7 +850,8 @@ async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
     report["gateway_rss_mib"] = json!(rss);
     report["upstreams"] = json!(n);
     report["audit"] = json!(on_off);
-    report["era"] = json!(args.era);
+    report["era"] = json!(era);
+    report["run"] = json!(run);
     report["audit_dropped"] = audit_counts["dropped"].clone();
     report["audit_queued"] = audit_counts["queued"].clone();
     report["audit_records"] = audit_counts["records"].clone();
@@ -857,7 +867,12 @@ async fn run_mcpmux(args: &Args, cmd: &[String], audit: bool) -> Res<Value> {
 #[path = "../tests/observability/telemetry/otlp.rs"]
 mod otlp;
 
-fn print_table(args: &Args, reports: &[Value], ratios: &[(String, f64)], audit: Option<&Value>) {
+fn print_table(
+    args: &Args,
+    reports: &[Value],
+    ratios: &[(String, f64)],
+    (audit, era): (Option<&Value>, Option<&Value>),
+) {
     let (calls, conc, warmup) = (args.calls, args.concurrency, args.warmup);
     let pace = if args.rate > 0.0 {
         format!(", open loop at {} calls/s", args.rate)
@@ -868,10 +883,10 @@ fn print_table(args: &Args, reports: &[Value], ratios: &[(String, f64)], audit: 
         "\nmcpmux loadgen, tools/call echo: {calls} calls, {conc} callers{pace}, warm-up {warmup}"
     );
     let heads = "mode,calls,conc,calls/s,p50 µs,p90 µs,p99 µs,errors,gw CPU µs/call,gw RSS MiB";
-    let heads = format!("{heads},audit,audit drops");
+    let heads = format!("{heads},audit,audit drops,era");
     let keys = "mode calls concurrency calls_per_s p50_us p90_us p99_us errors";
-    let keys = format!("{keys} gateway_cpu_us_per_call gateway_rss_mib audit audit_dropped");
-    let widths = [6, 8, 5, 10, 9, 9, 9, 7, 15, 11, 6, 12];
+    let keys = format!("{keys} gateway_cpu_us_per_call gateway_rss_mib audit audit_dropped era");
+    let widths = [6, 8, 5, 10, 9, 9, 9, 7, 15, 11, 6, 12, 11];
     let row = |cells: Vec<String>| -> String {
         let cells = cells.iter().zip(widths);
         cells.map(|(c, w)| format!("{c:>w$}")).collect()
@@ -894,39 +909,96 @@ fn print_table(args: &Args, reports: &[Value], ratios: &[(String, f64)], audit: 
             each.collect::<Vec<_>>().join(", ")
         );
     }
-    if let Some(d) = audit {
+    let runs = if args.repeat > 1 { " (medians)" } else { "" };
+    for (title, d, (a, b)) in [
+        ("audit on vs off", audit, ("off", "on")),
+        ("2026-07-28 vs handshake", era, ("handshake", MODERN)),
+    ] {
+        let Some(d) = d else { continue };
+        let num = |key: String| d[key].as_f64().unwrap_or_default();
         let line = |p: &str| {
-            let (off, on) = (&d[format!("{p}_us_off")], &d[format!("{p}_us_on")]);
-            let delta = d[format!("{p}_delta_us")].as_i64().unwrap_or_default();
-            let pct = d[format!("{p}_delta_pct")].as_f64().unwrap_or_default();
-            format!("{p} {off} → {on} µs ({delta:+} µs, {pct:+.1}%)")
+            let (x, y) = (num(format!("{p}_us_{a}")), num(format!("{p}_us_{b}")));
+            let delta = num(format!("{p}_delta_us"));
+            let pct = num(format!("{p}_delta_pct"));
+            format!("{p} {x:.0} → {y:.0} µs ({delta:+.0} µs, {pct:+.1}%)")
         };
-        let runs = if args.repeat > 1 { " (medians)" } else { "" };
-        println!("audit on vs off{runs}: {}, {}", line("p50"), line("p99"));
+        let (x, y) = (num(format!("cpu_us_{a}")), num(format!("cpu_us_{b}")));
+        println!(
+            "{title}{runs}: {}, {}, gateway CPU {x:.1} → {y:.1} µs/call",
+            line("p50"),
+            line("p99")
+        );
+        if let (Some(delta), Some(pct)) = (
+            d["cpu_delta_us_median"].as_f64(),
+            d["calls_per_s_pct_median"].as_f64(),
+        ) {
+            println!(
+                "  pair by pair: gateway CPU {delta:+.1} µs/call, calls/s {pct:.1}% (medians; pairs {} and {})",
+                d["cpu_delta_us_pairs"], d["calls_per_s_pct_pairs"]
+            );
+        }
     }
 }
 
-/// p50/p99 of the audit-on run against the audit-off run.
-/// p50/p99 of the audit-on runs against the audit-off runs (medians over repeats).
-fn audit_difference(reports: &[Value]) -> Option<Value> {
-    let median = |audit: &str, key: &str| -> Option<i64> {
-        let mut v: Vec<i64> = (reports.iter())
-            .filter(|r| r["mode"] == "mcpmux" && r["audit"] == audit)
-            .filter_map(|r| r[key].as_i64())
-            .collect();
-        v.sort_unstable();
-        v.get(v.len().checked_sub(1)? / 2).copied()
+/// The median of `values` (of an even count, the mean of the middle two).
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_unstable_by(f64::total_cmp);
+    let n = values.len();
+    let (low, high) = (values.get(n.checked_sub(1)? / 2)?, values.get(n / 2)?);
+    Some((low + high) / 2.0)
+}
+
+/// The `mcpmux` runs whose `field` is `b` against those where it is `a` (`audit` off → on, or
+/// `era` handshake → 2026-07-28): the medians of p50, p99 and the gateway's CPU per call, and
+/// run by run (the same repeat, the other setting the same) the CPU difference and the
+/// throughput ratio, with their medians. Alternating pairs are what tell a few µs apart on a
+/// machine whose single runs vary by more.
+fn difference(reports: &[Value], field: &str, (a, b): (&str, &str)) -> Option<Value> {
+    let runs = |side: &str| -> Vec<&Value> {
+        (reports.iter())
+            .filter(|r| r["mode"] == "mcpmux" && r[field] == side)
+            .collect()
     };
+    let (runs_a, runs_b) = (runs(a), runs(b));
+    let of = |runs: &[&Value], key: &str| -> Vec<f64> {
+        runs.iter().filter_map(|r| r[key].as_f64()).collect()
+    };
+    let round = |x: f64| (x * 10.0).round() / 10.0;
     let mut d = json!({});
     for p in ["p50", "p99"] {
         let key = format!("{p}_us");
-        let (a, b) = (median("off", &key)?, median("on", &key)?);
-        let pct = (b - a) as f64 / a.max(1) as f64 * 100.0;
-        d[format!("{p}_us_off")] = json!(a);
-        d[format!("{p}_us_on")] = json!(b);
-        d[format!("{p}_delta_us")] = json!(b - a);
-        d[format!("{p}_delta_pct")] = json!((pct * 10.0).round() / 10.0);
+        let (x, y) = (median(of(&runs_a, &key))?, median(of(&runs_b, &key))?);
+        d[format!("{p}_us_{a}")] = json!(x);
+        d[format!("{p}_us_{b}")] = json!(y);
+        d[format!("{p}_delta_us")] = json!(y - x);
+        d[format!("{p}_delta_pct")] = json!(round((y - x) / x.max(1.0) * 100.0));
     }
+    let cpu = "gateway_cpu_us_per_call";
+    d[format!("cpu_us_{a}")] = json!(median(of(&runs_a, cpu)));
+    d[format!("cpu_us_{b}")] = json!(median(of(&runs_b, cpu)));
+    // The other setting that must match for two runs to be a pair.
+    let other = if field == "audit" { "era" } else { "audit" };
+    let pairs: Vec<(&Value, &Value)> = (runs_a.iter())
+        .filter_map(|x| {
+            let y = runs_b
+                .iter()
+                .find(|y| y["run"] == x["run"] && y[other] == x[other])?;
+            Some((*x, *y))
+        })
+        .collect();
+    let cpu_deltas: Vec<f64> = (pairs.iter())
+        .filter_map(|(x, y)| Some(round(y[cpu].as_f64()? - x[cpu].as_f64()?)))
+        .collect();
+    let ratios: Vec<f64> = (pairs.iter())
+        .filter_map(|(x, y)| {
+            let rate = |r: &Value| r["calls_per_s"].as_f64().filter(|v| *v > 0.0);
+            Some(round(rate(y)? / rate(x)? * 100.0))
+        })
+        .collect();
+    d["cpu_delta_us_median"] = json!(median(cpu_deltas.clone()));
+    d["calls_per_s_pct_median"] = json!(median(ratios.clone()));
+    d["cpu_delta_us_pairs"] = json!(cpu_deltas);
+    d["calls_per_s_pct_pairs"] = json!(ratios);
     Some(d)
 }
 
@@ -964,12 +1036,18 @@ async fn run(args: Args) -> Res<()> {
     } else {
         args.repeat.max(1)
     };
-    for _ in 0..mcpmux_runs {
-        if args.audit != "on" {
-            reports.push(run_mcpmux(&args, &cmd, false).await?);
-        }
-        if args.audit != "off" {
-            reports.push(run_mcpmux(&args, &cmd, true).await?);
+    let audits = [(false, "off"), (true, "on")].into_iter();
+    let audits: Vec<bool> = (audits
+        .filter(|(_, name)| args.audit == "both" || args.audit == *name))
+    .map(|(on, _)| on)
+    .collect();
+    let eras = ["handshake", MODERN].into_iter();
+    let eras: Vec<&str> = (eras.filter(|era| args.era == "both" || args.era == *era)).collect();
+    for run in 0..mcpmux_runs {
+        for &audit in &audits {
+            for era in &eras {
+                reports.push(run_mcpmux(&args, &cmd, (run, audit, era)).await?);
+            }
         }
     }
     let p50 = |r: &Value| r["p50_us"].as_f64();
@@ -979,17 +1057,18 @@ async fn run(args: Args) -> Res<()> {
         .collect();
     // The default config (audit on) when it ran.
     let ratio = |a: &str| ratios.iter().find(|(audit, _)| audit == a).map(|r| r.1);
-    let audit = audit_difference(&reports);
+    let audit = difference(&reports, "audit", ("off", "on"));
+    let era = difference(&reports, "era", ("handshake", MODERN));
     if args.json {
         let out = json!({"calls": args.calls, "concurrency": args.concurrency,
             "warmup": args.warmup, "upstreams": args.upstreams.max(1), "audit": args.audit,
             "rate": (args.rate > 0.0).then_some(args.rate), "repeat": args.repeat,
             "results": reports, "p50_ratio_mcpmux_over_direct": ratio("on").or(ratio("off")),
             "p50_ratio_mcpmux_audit_off_over_direct": ratio("off"),
-            "audit_on_vs_off": audit});
+            "audit_on_vs_off": audit, "era_2026_07_28_vs_handshake": era});
         println!("{out}");
     } else {
-        print_table(&args, &reports, &ratios, audit.as_ref());
+        print_table(&args, &reports, &ratios, (audit.as_ref(), era.as_ref()));
     }
     Ok(())
 }
