@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::record::{Body, hex_into};
+use super::record::{Body, Record, hex_into};
 
 /// Records sealed in chain order and waiting to be stored: their lines back to back in one
 /// buffer (a block's bytes as they go to its segment) and, beside it, what the store keeps of
@@ -39,6 +39,15 @@ const KEPT_LINE_BYTES: usize = 64 * 1024;
 const KEPT_FIELD_BYTES: usize = 4 * 1024;
 
 impl Batch {
+    /// `records` chained after `head`, in their order; `head` moves past them.
+    pub fn sealed(records: impl IntoIterator<Item = Record>, head: &mut Head) -> Self {
+        let mut batch = Self::default();
+        for record in records {
+            batch.seal(&Body::of(record), head);
+        }
+        batch
+    }
+
     /// Chains `body` after `head` and appends it: the record gets the next sequence number, a
     /// time no earlier than the last one (so time order is sequence order), and the hash of the
     /// previous hash followed by its canonical encoding (its JSON with `hash` empty), as

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::batch::{Batch, Block, Head};
-use super::record::{Body, Record};
+use super::record::Record;
 use super::segment::{Location, Segments};
 use keys::{BYTES, HEAD, index_prefixes};
 pub(super) use keys::{IndexField, block_key, index_prefix};
@@ -210,10 +210,7 @@ impl Store {
 
     /// Chains `records` after `head` and writes them as one block; `head` moves past them.
     pub fn append(&self, records: Vec<Record>, head: &mut Head) -> Result<(), StoreError> {
-        let mut batch = Batch::default();
-        for record in records {
-            batch.seal(&Body::of(record), head);
-        }
+        let batch = Batch::sealed(records, head);
         self.append_block(&batch.block(0..batch.len()))
     }
 
@@ -442,13 +439,8 @@ mod tests {
     fn blocks_written_between_two_syncs_are_indexed_as_one() {
         let dir = ok(tempfile::tempdir());
         let store = ok(Store::open(dir.path()));
-        let mut head = Head::default();
-        let mut sealed = Batch::default();
-        for upstream in ["a", "b", "a", "c"] {
-            for record in batch(3, upstream) {
-                sealed.seal(&Body::of(record), &mut head);
-            }
-        }
+        let records = ["a", "b", "a", "c"].into_iter().flat_map(|u| batch(3, u));
+        let sealed = Batch::sealed(records, &mut Head::default());
         let written: Vec<Written> = (0..4)
             .filter_map(|i| ok(store.write(&sealed.block(i * 3..i * 3 + 3))))
             .collect();
@@ -504,12 +496,8 @@ mod tests {
     fn a_joined_block_stays_within_the_record_limit() {
         let dir = ok(tempfile::tempdir());
         let store = ok(Store::open(dir.path()));
-        let mut head = Head::default();
-        let mut sealed = Batch::default();
         let half = MAX_BLOCK / 2 + 1;
-        for record in batch(3 * half, "a") {
-            sealed.seal(&Body::of(record), &mut head);
-        }
+        let sealed = Batch::sealed(batch(3 * half, "a"), &mut Head::default());
         let written: Vec<Written> = sealed
             .blocks(half)
             .filter_map(|block| ok(store.write(&block)))
