@@ -52,11 +52,15 @@ impl Batch {
     /// time no earlier than the last one (so time order is sequence order), and the hash of the
     /// previous hash followed by its canonical encoding (its JSON with `hash` empty), as
     /// [`Record::compute_hash`] recomputes it. `head` moves past it.
-    pub fn seal(&mut self, body: &Body, head: &mut Head) {
-        use std::io::Write;
+    pub fn seal(&mut self, body: &Body<'_>, head: &mut Head) {
         let (seq, ts_us) = (head.next_seq, body.ts_us.max(head.last_ts));
         let start = self.lines.len();
-        let _ = write!(self.lines, r#"{{"seq":{seq},"ts_us":{ts_us},"#);
+        let mut number = itoa::Buffer::new();
+        self.lines.extend_from_slice(br#"{"seq":"#);
+        self.lines.extend_from_slice(number.format(seq).as_bytes());
+        self.lines.extend_from_slice(br#","ts_us":"#);
+        self.lines.extend_from_slice(number.format(ts_us).as_bytes());
+        self.lines.push(b',');
         self.lines.extend_from_slice(body.body());
         self.lines.extend_from_slice(br#","prev_hash":""#);
         self.lines.extend_from_slice(head.last_hash.as_bytes());
@@ -69,7 +73,7 @@ impl Batch {
         hex_into(&mut hash, &h.finalize());
         self.lines.extend_from_slice(&hash);
         self.lines.extend_from_slice(b"\"}\n");
-        let mut field = |value: &Option<String>| {
+        let mut field = |value: &Option<std::borrow::Cow<'_, str>>| {
             let value = value.as_deref()?;
             let from = u32::try_from(self.fields.len()).ok()?;
             self.fields.push_str(value);

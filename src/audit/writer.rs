@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::batch::{Batch, Head};
-use super::record::{Body, Record, Redactor};
+use super::record::{Body, RECORD_BYTES, Record, Redactor, RequestRecord};
 use super::store::{MAX_BLOCK, Store, StoreError, Written};
 use super::syncer::{Handoff, Syncer};
 use crate::config::{AuditConfig, Durability};
@@ -132,33 +132,26 @@ impl AuditHandle {
         if let Some((raw, mode)) = record.raw_args.take() {
             record.args = shared.redactor.apply(Some(&raw), mode);
         }
-        if shared.queued.fetch_add(1, Ordering::Relaxed) >= shared.capacity {
-            shared.queued.fetch_sub(1, Ordering::Relaxed);
-            let dropped = shared.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-            if dropped.is_power_of_two() {
-                tracing::warn!(
-                    dropped,
-                    "Audit queue full: records were dropped (the writer cannot keep up)."
-                );
-            }
+        if shared.admit() {
+            shared.seal(&Body::of(record));
+        }
+    }
+
+    /// [`Self::record`] for a host request's record, encoded from what the request path holds
+    /// into a buffer the calling thread keeps: the hot path's record allocates nothing.
+    pub fn record_request(&self, record: &RequestRecord<'_>) {
+        thread_local! {
+            static ENCODED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let Some(shared) = &self.shared else { return };
+        if !shared.admit() {
             return;
         }
-        let body = Body::of(record);
-        let mut pending = shared
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        // The first record of a window wakes the writer; a writer that is gone takes none.
-        if pending.batch.is_empty() && shared.tx.send(Msg::Wake).is_err() {
-            drop(pending);
-            shared.queued.fetch_sub(1, Ordering::Relaxed);
-            shared.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        let Pending { head, batch } = &mut *pending;
-        batch.seal(&body, head);
-        drop(pending);
-        shared.written.fetch_add(1, Ordering::Relaxed);
+        ENCODED.with_borrow_mut(|json| {
+            shared.seal(&Body::request(record, &shared.redactor, json));
+            // What a record with large arguments grew it to is given back.
+            json.shrink_to(RECORD_BYTES);
+        });
     }
 
     /// Records dropped because the queue was full.
@@ -199,6 +192,40 @@ impl AuditHandle {
         if let Some(thread) = shared.thread.lock().ok().and_then(|mut t| t.take()) {
             drop(thread);
         }
+    }
+}
+
+impl Shared {
+    /// Takes a record into the queue, or drops and counts it when the queue is full.
+    fn admit(&self) -> bool {
+        if self.queued.fetch_add(1, Ordering::Relaxed) < self.capacity {
+            return true;
+        }
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+        let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        if dropped.is_power_of_two() {
+            tracing::warn!(
+                dropped,
+                "Audit queue full: records were dropped (the writer cannot keep up)."
+            );
+        }
+        false
+    }
+
+    /// Chains an admitted record's `body` after the last one sealed, into the pending batch.
+    fn seal(&self, body: &Body<'_>) {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        // The first record of a window wakes the writer; a writer that is gone takes none.
+        if pending.batch.is_empty() && self.tx.send(Msg::Wake).is_err() {
+            drop(pending);
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let Pending { head, batch } = &mut *pending;
+        batch.seal(body, head);
+        drop(pending);
+        self.written.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::super::outcome::Outcome;
 use super::super::{HostRequest, HostService};
 use super::Sizes;
-use crate::audit::{Direction, Kind, Outcome as Ended, Record};
+use crate::audit::{Direction, Kind, Outcome as Ended, Record, RequestRecord, now_us};
 use crate::telemetry::otel::TraceParent;
 
 impl HostService {
@@ -28,28 +28,32 @@ impl HostService {
             (false, true) => Ended::ToolError,
             (false, false) => Ended::Ok,
         };
-        let route = outcome.route;
-        let mut record = Record::new(Kind::Request, method, ended);
-        record.direction = Some(Direction::HostToUpstream);
-        // A stateless request belongs to no session: its record names none (its principal,
-        // profile and protocol say whose it is). A per-request id would be a session index
-        // entry of its own for every record, which grows the store's index without end.
-        record.session = (!host.session.is_stateless()).then(|| host.session.id.clone());
-        record.error_code = outcome.code;
-        record.latency_us = Some(u64::try_from(outcome.latency.as_micros()).unwrap_or(u64::MAX));
-        record.request_bytes = Some(sizes.request as u64);
-        record.response_bytes = Some(sizes.response as u64);
-        record.trace_id = Some(trace_id(host).unwrap_or_else(new_trace_id));
-        record.principal = host.ctx.principal.as_deref().map(str::to_owned);
-        record.profile = host.profile().map(|p| p.name.clone());
-        record.protocol = Some(host.ctx.host.version.as_str().into());
-        if let Some(args) = route.args {
-            record.raw_args = Some((args, route.redaction.unwrap_or(self.audit_redaction)));
-        }
-        record.upstream = route.upstream;
-        record.target = route.target;
-        record.detail = route.detail;
-        self.audit.record(record);
+        let route = &outcome.route;
+        let profile = host.profile();
+        let trace = trace_id(host);
+        let redaction = route.redaction.unwrap_or(self.audit_redaction);
+        self.audit.record_request(&RequestRecord {
+            ts_us: now_us(),
+            direction: Direction::HostToUpstream,
+            // A stateless request belongs to no session: its record names none (its principal,
+            // profile and protocol say whose it is). A per-request id would be a session index
+            // entry of its own for every record, which grows the store's index without end.
+            session: (!host.session.is_stateless()).then_some(host.session.id.as_str()),
+            principal: host.ctx.principal.as_deref(),
+            profile: profile.map(|p| p.name.as_str()),
+            protocol: host.ctx.host.version.as_str(),
+            upstream: route.upstream.as_deref(),
+            method,
+            target: route.target.as_deref(),
+            outcome: ended,
+            error_code: outcome.code,
+            latency_us: u64::try_from(outcome.latency.as_micros()).unwrap_or(u64::MAX),
+            request_bytes: sizes.request as u64,
+            response_bytes: sizes.response as u64,
+            trace_id: trace.as_deref(),
+            args: route.args.as_deref().map(|args| (args, redaction)),
+            detail: route.detail.as_deref(),
+        });
     }
 
     /// One record for a request an upstream sent to a host, once the host answered (or not).
@@ -94,11 +98,11 @@ fn new_trace_id() -> String {
 }
 
 /// The trace this request belongs to: its span's, or the one the host sent.
-fn trace_id(host: &HostRequest) -> Option<String> {
+fn trace_id(host: &HostRequest) -> Option<std::borrow::Cow<'_, str>> {
     match host.span.get() {
-        Some(span) => Some(span.trace_id()),
+        Some(span) => Some(span.trace_id().into()),
         None => (host.ctx.trace.as_ref())
             .and_then(TraceParent::trace_id)
-            .map(str::to_owned),
+            .map(Into::into),
     }
 }
