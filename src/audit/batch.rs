@@ -59,7 +59,8 @@ impl Batch {
         self.lines.extend_from_slice(br#"{"seq":"#);
         self.lines.extend_from_slice(number.format(seq).as_bytes());
         self.lines.extend_from_slice(br#","ts_us":"#);
-        self.lines.extend_from_slice(number.format(ts_us).as_bytes());
+        self.lines
+            .extend_from_slice(number.format(ts_us).as_bytes());
         self.lines.push(b',');
         self.lines.extend_from_slice(body.body());
         self.lines.extend_from_slice(br#","prev_hash":""#);

@@ -288,7 +288,11 @@ impl<'a> Body<'a> {
                 json.extend_from_slice(value.as_bytes());
             }
         };
-        number(json, "error_code", record.error_code.map(|c| numbers.format(c)));
+        number(
+            json,
+            "error_code",
+            record.error_code.map(|c| numbers.format(c)),
+        );
         for (key, value) in [
             ("latency_us", record.latency_us),
             ("request_bytes", record.request_bytes),
@@ -527,16 +531,17 @@ mod tests {
         record.request_bytes = Some(r.request_bytes);
         record.response_bytes = Some(r.response_bytes);
         record.trace_id = r.trace_id.map(str::to_owned);
-        record.args = r.args.and_then(|(raw, mode)| redactor.apply(Some(raw), mode));
+        record.args = r
+            .args
+            .and_then(|(raw, mode)| redactor.apply(Some(raw), mode));
         record.detail = r.detail.map(str::to_owned);
         record
     }
 
     #[test]
     fn a_request_record_is_encoded_as_its_record_would_be() {
-        let redactor = Redactor::new(
-            &SecretKeys::new(vec!["token".into()]).unwrap_or_else(|e| panic!("{e}")),
-        );
+        let redactor =
+            Redactor::new(&SecretKeys::new(vec!["token".into()]).unwrap_or_else(|e| panic!("{e}")));
         let args = raw(r#"{"q": "x", "apiToken": "s3cret"}"#);
         let full = RequestRecord {
             ts_us: 1_700_000_000_000_001,
