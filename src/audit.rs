@@ -13,6 +13,7 @@
 //! - `query`: filtered pages, cursors, statistics.
 
 mod batch;
+mod body;
 mod query;
 mod record;
 mod segment;
@@ -22,11 +23,12 @@ mod writer;
 
 use std::path::Path;
 
+pub use body::RequestRecord;
 pub use query::{
     Filter, FilterArgs, FilterError, MAX_PAGE, Page, QueryError, ReadError, StatRow, cursor_after,
     cursor_at, parse_time,
 };
-pub use record::{Direction, Kind, Outcome, Record, Redactor, RequestRecord, hex, now_us};
+pub use record::{Direction, Kind, Outcome, Record, Redactor, hex, now_us};
 pub use store::{Break, Store, StoreError, Verification};
 pub use writer::AuditHandle;
 

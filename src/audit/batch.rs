@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::record::{Body, Record, hex_into};
+use super::body::Body;
+use super::record::{Record, hex_into};
 
 /// Records sealed in chain order and waiting to be stored: their lines back to back in one
 /// buffer (a block's bytes as they go to its segment) and, beside it, what the store keeps of

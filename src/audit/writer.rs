@@ -18,7 +18,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::batch::{Batch, Head};
-use super::record::{Body, RECORD_BYTES, Record, Redactor, RequestRecord};
+use super::body::{Body, RECORD_BYTES, RequestRecord};
+use super::record::{Record, Redactor};
 use super::store::{MAX_BLOCK, Store, StoreError, Written};
 use super::syncer::{Handoff, Syncer};
 use crate::config::{AuditConfig, Durability};

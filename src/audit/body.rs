@@ -1,0 +1,282 @@
+//! A record encoded for the chain by the thread that made it: its JSON with the chain fields
+//! zeroed, which sealing then completes (`batch`). [`Body::of`] encodes any [`Record`];
+//! [`Body::request`] encodes a host request's record from what the request path holds, with
+//! nothing copied but into the encoding, to the same bytes.
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use super::record::{Direction, Outcome, Record, Redactor, hex_into};
+use crate::config::Redaction;
+
+/// The start and end of a record's JSON while it has no place in the chain yet (`seq`, `ts_us`,
+/// `prev_hash` and `hash` zero or empty): what lies between is its body.
+const UNCHAINED_START: &[u8] = br#"{"seq":0,"ts_us":0,"#;
+/// What a request's record takes, encoded, with room to spare (tool, upstream, session, trace id
+/// and an argument digest come to 350–450 bytes).
+pub(super) const RECORD_BYTES: usize = 640;
+const UNCHAINED_END: &[u8] = br#","prev_hash":"","hash":""}"#;
+
+/// A host request's record as the request path knows it, borrowed: [`Body::request`] encodes
+/// it exactly as [`Body::of`] encodes the [`Record`] with the same fields, with nothing copied
+/// but into the encoding itself (a request's record is written on every call).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestRecord<'a> {
+    /// When it ended, microseconds since the Unix epoch.
+    pub ts_us: u64,
+    pub direction: Direction,
+    pub session: Option<&'a str>,
+    pub principal: Option<&'a str>,
+    pub profile: Option<&'a str>,
+    pub protocol: &'a str,
+    pub upstream: Option<&'a str>,
+    pub method: &'a str,
+    pub target: Option<&'a str>,
+    pub outcome: Outcome,
+    pub error_code: Option<i64>,
+    pub latency_us: u64,
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+    /// Its trace; `None`: a new trace id is made up for it.
+    pub trace_id: Option<&'a str>,
+    /// Its arguments, with the redaction they get.
+    pub args: Option<(&'a RawValue, Redaction)>,
+    pub detail: Option<&'a str>,
+}
+
+/// A record encoded but for its place in the chain, by the thread that made it: sealing it then
+/// only writes the chain fields around the body and hashes the line.
+#[derive(Debug)]
+pub struct Body<'a> {
+    pub(super) ts_us: u64,
+    /// The record's JSON with the chain fields zeroed; the body is between the two ends.
+    json: Cow<'a, [u8]>,
+    pub(super) upstream: Option<Cow<'a, str>>,
+    pub(super) target: Option<Cow<'a, str>>,
+    pub(super) session: Option<Cow<'a, str>>,
+}
+
+impl Body<'static> {
+    /// Encodes `record` (its arguments already redacted).
+    pub fn of(mut record: Record) -> Self {
+        let ts_us = record.ts_us;
+        record.seq = 0;
+        record.ts_us = 0;
+        record.prev_hash.clear();
+        record.hash.clear();
+        // Room for a request's record at once (`to_vec` starts at 128 bytes and regrows twice).
+        let mut json = Vec::with_capacity(RECORD_BYTES);
+        // Strings, numbers and JSON text: serializing cannot fail.
+        let _ = serde_json::to_writer(&mut json, &record);
+        debug_assert!(json.starts_with(UNCHAINED_START) && json.ends_with(UNCHAINED_END));
+        Self {
+            ts_us,
+            json: Cow::Owned(json),
+            upstream: record.upstream.map(Cow::Owned),
+            target: record.target.map(Cow::Owned),
+            session: record.session.map(Cow::Owned),
+        }
+    }
+}
+
+impl<'a> Body<'a> {
+    /// Encodes a host request's `record` into `json` (cleared first), its arguments redacted
+    /// by `redactor`: the bytes [`Body::of`] writes for the same [`Record`], in its field order.
+    pub fn request(record: &RequestRecord<'a>, redactor: &Redactor, json: &'a mut Vec<u8>) -> Self {
+        json.clear();
+        json.extend_from_slice(UNCHAINED_START);
+        json.extend_from_slice(br#""kind":"request","direction":""#);
+        json.extend_from_slice(record.direction.as_str().as_bytes());
+        json.push(b'"');
+        let text = |json: &mut Vec<u8>, key: &str, value: Option<&str>| {
+            if let Some(value) = value {
+                json.extend_from_slice(b",\"");
+                json.extend_from_slice(key.as_bytes());
+                json.extend_from_slice(b"\":");
+                string_into(json, value);
+            }
+        };
+        text(json, "session", record.session);
+        text(json, "principal", record.principal);
+        text(json, "profile", record.profile);
+        text(json, "protocol", Some(record.protocol));
+        text(json, "upstream", record.upstream);
+        text(json, "method", Some(record.method));
+        text(json, "target", record.target);
+        json.extend_from_slice(br#","outcome":""#);
+        json.extend_from_slice(record.outcome.as_str().as_bytes());
+        json.push(b'"');
+        let mut numbers = itoa::Buffer::new();
+        let number = |json: &mut Vec<u8>, key: &str, value: Option<&str>| {
+            if let Some(value) = value {
+                json.extend_from_slice(b",\"");
+                json.extend_from_slice(key.as_bytes());
+                json.extend_from_slice(b"\":");
+                json.extend_from_slice(value.as_bytes());
+            }
+        };
+        number(
+            json,
+            "error_code",
+            record.error_code.map(|c| numbers.format(c)),
+        );
+        for (key, value) in [
+            ("latency_us", record.latency_us),
+            ("request_bytes", record.request_bytes),
+            ("response_bytes", record.response_bytes),
+        ] {
+            number(json, key, Some(numbers.format(value)));
+        }
+        match record.trace_id {
+            Some(trace) => text(json, "trace_id", Some(trace)),
+            None => {
+                let mut digits = [0u8; 32];
+                hex_into(&mut digits, &rand::random::<[u8; 16]>());
+                json.extend_from_slice(br#","trace_id":""#);
+                json.extend_from_slice(&digits);
+                json.push(b'"');
+            }
+        }
+        if let Some((raw, mode)) = record.args {
+            let start = json.len();
+            json.extend_from_slice(br#","args":"#);
+            if !redactor.write(raw, mode, json) {
+                json.truncate(start);
+            }
+        }
+        text(json, "detail", record.detail);
+        json.extend_from_slice(UNCHAINED_END);
+        Self {
+            ts_us: record.ts_us,
+            json: Cow::Borrowed(json),
+            upstream: record.upstream.map(Cow::Borrowed),
+            target: record.target.map(Cow::Borrowed),
+            session: record.session.map(Cow::Borrowed),
+        }
+    }
+
+    /// What lies between the chain fields: the record but for its place in the chain.
+    pub(super) fn body(&self) -> &[u8] {
+        let end = self.json.len().saturating_sub(UNCHAINED_END.len());
+        self.json
+            .get(UNCHAINED_START.len()..end)
+            .unwrap_or_default()
+    }
+}
+
+/// `value` as a JSON string (quoted and escaped) at the end of `out`.
+fn string_into(out: &mut Vec<u8>, value: &str) {
+    // Writing to a vector cannot fail.
+    let _ = Serialize::serialize(value, &mut serde_json::Serializer::new(out));
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::audit::Kind;
+    use crate::config::SecretKeys;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The record [`Body::of`] encodes with the fields of `r` (arguments redacted by `redactor`).
+    fn as_record(r: &RequestRecord<'_>, redactor: &Redactor) -> Record {
+        let mut record = Record::new(Kind::Request, r.method, r.outcome);
+        record.ts_us = r.ts_us;
+        record.direction = Some(r.direction);
+        record.session = r.session.map(str::to_owned);
+        record.principal = r.principal.map(str::to_owned);
+        record.profile = r.profile.map(str::to_owned);
+        record.protocol = Some(r.protocol.to_owned().into());
+        record.upstream = r.upstream.map(str::to_owned);
+        record.target = r.target.map(str::to_owned);
+        record.error_code = r.error_code;
+        record.latency_us = Some(r.latency_us);
+        record.request_bytes = Some(r.request_bytes);
+        record.response_bytes = Some(r.response_bytes);
+        record.trace_id = r.trace_id.map(str::to_owned);
+        record.args = r
+            .args
+            .and_then(|(raw, mode)| redactor.apply(Some(raw), mode));
+        record.detail = r.detail.map(str::to_owned);
+        record
+    }
+
+    #[test]
+    fn a_request_record_is_encoded_as_its_record_would_be() {
+        let redactor =
+            Redactor::new(&SecretKeys::new(vec!["token".into()]).unwrap_or_else(|e| panic!("{e}")));
+        let args = raw(r#"{"q": "x", "apiToken": "s3cret"}"#);
+        let full = RequestRecord {
+            ts_us: 1_700_000_000_000_001,
+            direction: Direction::HostToUpstream,
+            session: Some("s\"1\n"),
+            principal: Some("ci-bot"),
+            profile: Some("narrow"),
+            protocol: "2025-11-25",
+            upstream: Some("fs"),
+            method: "tools/call",
+            target: Some("fs__read_é"),
+            outcome: Outcome::ToolError,
+            error_code: Some(-32_602),
+            latency_us: 1234,
+            request_bytes: 56,
+            response_bytes: 789,
+            trace_id: Some("0af7651916cd43dd8448eb211c80319c"),
+            args: Some((&args, Redaction::Digest)),
+            detail: Some("returned a\u{1}b"),
+        };
+        let bare = RequestRecord {
+            session: None,
+            principal: None,
+            profile: None,
+            upstream: None,
+            target: None,
+            outcome: Outcome::Ok,
+            error_code: None,
+            args: None,
+            detail: None,
+            ..full
+        };
+        let mut cases = vec![full, bare];
+        for mode in [Redaction::Full, Redaction::None] {
+            cases.push(RequestRecord {
+                args: Some((&args, mode)),
+                ..full
+            });
+        }
+        let not_json = raw("[1,2]");
+        cases.push(RequestRecord {
+            args: Some((&not_json, Redaction::Full)),
+            ..bare
+        });
+        for (i, case) in cases.iter().enumerate() {
+            let mut json = Vec::new();
+            let encoded = Body::request(case, &redactor, &mut json);
+            let expected = Body::of(as_record(case, &redactor));
+            assert_eq!(
+                String::from_utf8_lossy(&encoded.json),
+                String::from_utf8_lossy(&expected.json),
+                "case {i}"
+            );
+            assert_eq!(
+                (&encoded.upstream, &encoded.target, &encoded.session),
+                (&expected.upstream, &expected.target, &expected.session)
+            );
+        }
+        // A request without a trace gets one of its own.
+        let mut json = Vec::new();
+        let untraced = RequestRecord {
+            trace_id: None,
+            ..bare
+        };
+        let encoded = Body::request(&untraced, &redactor, &mut json);
+        let record: Record = serde_json::from_slice(&encoded.json).unwrap();
+        let trace = record.trace_id.unwrap();
+        assert!(trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+}
