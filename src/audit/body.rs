@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use super::record::{Direction, Outcome, Record, Redactor, hex_into};
+use super::record::{Outcome, Record, Redactor, hex_into};
 use crate::config::Redaction;
 
 /// The start and end of a record's JSON while it has no place in the chain yet (`seq`, `ts_us`,
@@ -19,14 +19,13 @@ const UNCHAINED_START: &[u8] = br#"{"seq":0,"ts_us":0,"#;
 pub(super) const RECORD_BYTES: usize = 640;
 const UNCHAINED_END: &[u8] = br#","prev_hash":"","hash":""}"#;
 
-/// A host request's record as the request path knows it, borrowed: [`Body::request`] encodes
+/// A host request's record (direction host to upstream) as the request path knows it, borrowed: [`Body::request`] encodes
 /// it exactly as [`Body::of`] encodes the [`Record`] with the same fields, with nothing copied
 /// but into the encoding itself (a request's record is written on every call).
 #[derive(Debug, Clone, Copy)]
 pub struct RequestRecord<'a> {
     /// When it ended, microseconds since the Unix epoch.
     pub ts_us: u64,
-    pub direction: Direction,
     pub session: Option<&'a str>,
     pub principal: Option<&'a str>,
     pub profile: Option<&'a str>,
@@ -87,14 +86,10 @@ impl<'a> Body<'a> {
     pub fn request(record: &RequestRecord<'a>, redactor: &Redactor, json: &'a mut Vec<u8>) -> Self {
         json.clear();
         json.extend_from_slice(UNCHAINED_START);
-        json.extend_from_slice(br#""kind":"request","direction":""#);
-        json.extend_from_slice(record.direction.as_str().as_bytes());
-        json.push(b'"');
-        let text = |json: &mut Vec<u8>, key: &str, value: Option<&str>| {
+        json.extend_from_slice(br#""kind":"request","direction":"host_to_upstream""#);
+        let text = |json: &mut Vec<u8>, name: &str, value: Option<&str>| {
             if let Some(value) = value {
-                json.extend_from_slice(b",\"");
-                json.extend_from_slice(key.as_bytes());
-                json.extend_from_slice(b"\":");
+                key(json, name);
                 string_into(json, value);
             }
         };
@@ -105,43 +100,37 @@ impl<'a> Body<'a> {
         text(json, "upstream", record.upstream);
         text(json, "method", Some(record.method));
         text(json, "target", record.target);
-        json.extend_from_slice(br#","outcome":""#);
+        key(json, "outcome");
+        json.push(b'"');
         json.extend_from_slice(record.outcome.as_str().as_bytes());
         json.push(b'"');
-        let mut numbers = itoa::Buffer::new();
-        let number = |json: &mut Vec<u8>, key: &str, value: Option<&str>| {
-            if let Some(value) = value {
-                json.extend_from_slice(b",\"");
-                json.extend_from_slice(key.as_bytes());
-                json.extend_from_slice(b"\":");
-                json.extend_from_slice(value.as_bytes());
-            }
-        };
-        number(
-            json,
-            "error_code",
-            record.error_code.map(|c| numbers.format(c)),
-        );
-        for (key, value) in [
+        let mut digits = itoa::Buffer::new();
+        if let Some(code) = record.error_code {
+            key(json, "error_code");
+            json.extend_from_slice(digits.format(code).as_bytes());
+        }
+        for (name, value) in [
             ("latency_us", record.latency_us),
             ("request_bytes", record.request_bytes),
             ("response_bytes", record.response_bytes),
         ] {
-            number(json, key, Some(numbers.format(value)));
+            key(json, name);
+            json.extend_from_slice(digits.format(value).as_bytes());
         }
+        key(json, "trace_id");
         match record.trace_id {
-            Some(trace) => text(json, "trace_id", Some(trace)),
+            Some(trace) => string_into(json, trace),
             None => {
-                let mut digits = [0u8; 32];
-                hex_into(&mut digits, &rand::random::<[u8; 16]>());
-                json.extend_from_slice(br#","trace_id":""#);
-                json.extend_from_slice(&digits);
+                let mut hex = [0u8; 32];
+                hex_into(&mut hex, &rand::random::<[u8; 16]>());
+                json.push(b'"');
+                json.extend_from_slice(&hex);
                 json.push(b'"');
             }
         }
         if let Some((raw, mode)) = record.args {
             let start = json.len();
-            json.extend_from_slice(br#","args":"#);
+            key(json, "args");
             if !redactor.write(raw, mode, json) {
                 json.truncate(start);
             }
@@ -166,6 +155,13 @@ impl<'a> Body<'a> {
     }
 }
 
+/// A member's `,"name":` at the end of `out` (every member of a request's record but the first).
+fn key(out: &mut Vec<u8>, name: &str) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\":");
+}
+
 /// `value` as a JSON string (quoted and escaped) at the end of `out`.
 fn string_into(out: &mut Vec<u8>, value: &str) {
     // Writing to a vector cannot fail.
@@ -176,7 +172,7 @@ fn string_into(out: &mut Vec<u8>, value: &str) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::audit::Kind;
+    use crate::audit::{Direction, Kind};
     use crate::config::SecretKeys;
 
     fn raw(s: &str) -> Box<RawValue> {
@@ -187,7 +183,7 @@ mod tests {
     fn as_record(r: &RequestRecord<'_>, redactor: &Redactor) -> Record {
         let mut record = Record::new(Kind::Request, r.method, r.outcome);
         record.ts_us = r.ts_us;
-        record.direction = Some(r.direction);
+        record.direction = Some(Direction::HostToUpstream);
         record.session = r.session.map(str::to_owned);
         record.principal = r.principal.map(str::to_owned);
         record.profile = r.profile.map(str::to_owned);
@@ -213,7 +209,6 @@ mod tests {
         let args = raw(r#"{"q": "x", "apiToken": "s3cret"}"#);
         let full = RequestRecord {
             ts_us: 1_700_000_000_000_001,
-            direction: Direction::HostToUpstream,
             session: Some("s\"1\n"),
             principal: Some("ci-bot"),
             profile: Some("narrow"),

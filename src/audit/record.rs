@@ -39,15 +39,6 @@ pub enum Outcome {
     Info,
 }
 
-impl Direction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::HostToUpstream => "host_to_upstream",
-            Self::UpstreamToHost => "upstream_to_host",
-        }
-    }
-}
-
 impl Outcome {
     pub fn as_str(self) -> &'static str {
         match self {

@@ -34,7 +34,6 @@ impl HostService {
         let redaction = route.redaction.unwrap_or(self.audit_redaction);
         self.audit.record_request(&RequestRecord {
             ts_us: now_us(),
-            direction: Direction::HostToUpstream,
             // A stateless request belongs to no session: its record names none (its principal,
             // profile and protocol say whose it is). A per-request id would be a session index
             // entry of its own for every record, which grows the store's index without end.
