@@ -233,9 +233,9 @@ impl Cli {
     }
 
     fn execute(self) -> anyhow::Result<ExitCode> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?;
+        // What a command that asks the daemon something runs on: one thread does (the daemon's
+        // runtime is sized by its config, once that is read).
+        let runtime = || threads(Some(1));
         let token_file = self.admin_token_file.as_deref();
         match self.command {
             Command::Serve {
@@ -251,6 +251,7 @@ impl Cli {
                     state_dir,
                 };
                 overrides.apply(&mut config);
+                let runtime = threads(Some(config.server.workers))?;
                 runtime.block_on(crate::daemon::serve(config, overrides))?;
                 Ok(ExitCode::SUCCESS)
             }
@@ -278,7 +279,7 @@ impl Cli {
                     ),
                     None => std::env::var("MCPMUX_TOKEN").ok(),
                 };
-                runtime.block_on(crate::bridge::run(url, token))?;
+                threads(None)?.block_on(crate::bridge::run(url, token))?;
                 Ok(ExitCode::SUCCESS)
             }
             Command::Check { config } => {
@@ -293,7 +294,7 @@ impl Cli {
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 let status: api::Status =
-                    runtime.block_on(admin.request(reqwest::Method::GET, "/status", &[]))?;
+                    runtime()?.block_on(admin.request(reqwest::Method::GET, "/status", &[]))?;
                 if json {
                     println!("{}", serde_json::to_string(&status)?);
                 } else {
@@ -308,7 +309,7 @@ impl Cli {
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 let pins: api::Pins =
-                    runtime.block_on(admin.request(reqwest::Method::GET, "/pins", &[]))?;
+                    runtime()?.block_on(admin.request(reqwest::Method::GET, "/pins", &[]))?;
                 show(&pins, json, render::pins)
             }
             Command::Approve {
@@ -319,13 +320,13 @@ impl Cli {
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 let path = format!("/pins/{upstream}/{tool}/approve");
-                let _: api::Approved = runtime.block_on(admin.post(&path))?;
+                let _: api::Approved = runtime()?.block_on(admin.post(&path))?;
                 println!("approved the new definition of {upstream}/{tool}");
                 Ok(ExitCode::SUCCESS)
             }
             Command::Reload { config, admin } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let api::Reloaded { reloaded } = runtime.block_on(admin.post("/reload"))?;
+                let api::Reloaded { reloaded } = runtime()?.block_on(admin.post("/reload"))?;
                 print!("{}", render::reload_summary(&reloaded));
                 // Applied, but not cleanly (a drain ended with requests in flight): exit 1.
                 if reloaded.incomplete.is_empty() {
@@ -341,7 +342,7 @@ impl Cli {
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 let answer: api::Sessions =
-                    runtime.block_on(admin.request(reqwest::Method::GET, "/sessions", &[]))?;
+                    runtime()?.block_on(admin.request(reqwest::Method::GET, "/sessions", &[]))?;
                 show(&answer, json, |a| render::sessions_table(&a.sessions))
             }
             Command::Restart {
@@ -351,7 +352,7 @@ impl Cli {
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 let _: api::Restarted =
-                    runtime.block_on(admin.post(&format!("/upstreams/{name}/restart")))?;
+                    runtime()?.block_on(admin.post(&format!("/upstreams/{name}/restart")))?;
                 println!("restarted {name}");
                 Ok(ExitCode::SUCCESS)
             }
@@ -362,7 +363,7 @@ impl Cli {
                 no_browser,
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                runtime.block_on(login::login(&admin, &name, !no_browser))?;
+                runtime()?.block_on(login::login(&admin, &name, !no_browser))?;
                 Ok(ExitCode::SUCCESS)
             }
             Command::Logout {
@@ -372,12 +373,12 @@ impl Cli {
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 let _: api::LoggedOut =
-                    runtime.block_on(admin.post(&format!("/upstreams/{name}/logout")))?;
+                    runtime()?.block_on(admin.post(&format!("/upstreams/{name}/logout")))?;
                 println!("signed out of {name}; it needs `mcpmux login {name}` again");
                 Ok(ExitCode::SUCCESS)
             }
             Command::Audit { command } => {
-                let ok = runtime.block_on(audit::run(*command, token_file))?;
+                let ok = runtime()?.block_on(audit::run(*command, token_file))?;
                 Ok(if ok {
                     ExitCode::SUCCESS
                 } else {
@@ -396,7 +397,7 @@ impl Cli {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
                 let mut query = vec![("query", words), ("limit", limit.to_string())];
                 query.extend(profile.map(|p| ("profile", p)));
-                let found: api::ToolSearch = runtime.block_on(admin.request(
+                let found: api::ToolSearch = runtime()?.block_on(admin.request(
                     reqwest::Method::GET,
                     "/tools/search",
                     &query,
@@ -408,7 +409,7 @@ impl Cli {
                     Some(url) => url,
                     None => admin::locate(config)?.url,
                 };
-                let tools = runtime.block_on(list_tools(url))?;
+                let tools = runtime()?.block_on(list_tools(url))?;
                 print!("{}", tools_table(&tools));
                 Ok(ExitCode::SUCCESS)
             }
@@ -495,6 +496,15 @@ fn parse_admin(text: &str) -> Result<AdminListen, NotAnAdminAddress> {
             text: text.to_owned(),
             source,
         })
+}
+
+/// A runtime of `workers` threads (`None`: one per core).
+fn threads(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = workers {
+        builder.worker_threads(workers);
+    }
+    builder.enable_all().build()
 }
 
 fn load(path: Option<PathBuf>) -> anyhow::Result<Config> {

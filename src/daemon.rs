@@ -269,7 +269,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
         }),
     });
     let telemetry = start_telemetry(&config, &readings);
-    tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), "mcpmux is listening.");
+    tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), workers = config.server.workers, "mcpmux is listening.");
     let mut admin_url = None;
     let admin_token_file = admin_token.as_ref().map(|t| t.file.clone());
     if let (Some(addr), Some(token)) = (config.admin, admin_token) {

@@ -155,6 +155,8 @@ pub enum Fixed {
     HeaderTimeout,
     /// Read when the host service starts.
     CursorKeys,
+    /// The runtime is built with them, before anything runs.
+    Workers,
     Telemetry,
     /// Each upstream is handed it when it is made (`RouterHandle::link`).
     MaxItemsPerUpstream,
@@ -162,7 +164,7 @@ pub enum Fixed {
 
 impl Fixed {
     /// Every fixed setting, in the order a reload names them.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 12] = [
         Self::Listen,
         Self::Admin,
         Self::AdminAccess,
@@ -172,6 +174,7 @@ impl Fixed {
         Self::MaxConnections,
         Self::HeaderTimeout,
         Self::CursorKeys,
+        Self::Workers,
         Self::Telemetry,
         Self::MaxItemsPerUpstream,
     ];
@@ -188,6 +191,7 @@ impl Fixed {
             Self::MaxConnections => "server.max_connections",
             Self::HeaderTimeout => "server.header_timeout",
             Self::CursorKeys => "server.cursor_keys",
+            Self::Workers => "server.workers",
             Self::Telemetry => "telemetry",
             Self::MaxItemsPerUpstream => "catalog.max_items_per_upstream",
         }
@@ -206,6 +210,7 @@ impl Fixed {
             Self::MaxConnections => now.server.max_connections != next.server.max_connections,
             Self::HeaderTimeout => now.server.header_timeout != next.server.header_timeout,
             Self::CursorKeys => now.server.cursor_keys != next.server.cursor_keys,
+            Self::Workers => now.server.workers != next.server.workers,
             Self::Telemetry => now.telemetry != next.telemetry,
             Self::MaxItemsPerUpstream => {
                 now.catalog.max_items_per_upstream != next.catalog.max_items_per_upstream
@@ -227,6 +232,7 @@ impl Fixed {
             Self::MaxConnections => next.server.max_connections = now.server.max_connections,
             Self::HeaderTimeout => next.server.header_timeout = now.server.header_timeout,
             Self::CursorKeys => next.server.cursor_keys.clone_from(&now.server.cursor_keys),
+            Self::Workers => next.server.workers = now.server.workers,
             Self::Telemetry => next.telemetry.clone_from(&now.telemetry),
             Self::MaxItemsPerUpstream => {
                 next.catalog.max_items_per_upstream = now.catalog.max_items_per_upstream;
@@ -382,12 +388,14 @@ mod tests {
             "[admin]\nlisten = \"127.0.0.1:7999\"\n[catalog]\nmax_items_per_upstream = 5\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n",
         );
         next.server.header_timeout = std::time::Duration::from_secs(99);
+        next.server.workers = now.server.workers + 1;
         let diff = ConfigDiff::of(&now, &next);
         assert_eq!(
             diff.restart_needed(),
             [
                 "admin.listen",
                 "server.header_timeout",
+                "server.workers",
                 "telemetry",
                 "catalog.max_items_per_upstream"
             ]

@@ -153,7 +153,22 @@ pub struct ServerConfig {
     /// The file of the keys stateless hosts' listing cursors are signed with (`None`:
     /// `<state dir>/cursor.keys`). Daemons given the same file accept each other's cursors.
     pub cursor_keys: Option<std::path::PathBuf>,
+    /// Threads the daemon's requests run on (the runtime's workers).
+    pub workers: usize,
 }
+
+/// Threads the daemon's requests run on unless `server.workers` says otherwise: half the cores
+/// this process may use, at least one. The daemon shares the machine with the upstreams it
+/// starts (each call is work for one of them too) and the hosts that call it; and a request
+/// handed between two threads costs more than it gains while one thread keeps up — on two
+/// cores one thread served more calls, at less CPU each, than two (README, "Threads").
+pub fn default_workers() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    (cores / 2).max(1)
+}
+
+/// The most threads `server.workers` may ask for.
+pub const MAX_WORKERS: usize = 1024;
 
 /// Host sessions open at once unless `server.max_sessions` says otherwise.
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
@@ -178,6 +193,7 @@ impl Default for ServerConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_timeout: Duration::from_secs(10),
             cursor_keys: None,
+            workers: default_workers(),
         }
     }
 }

@@ -71,6 +71,8 @@ pub(super) struct RawServer {
     pub header_timeout: Option<Duration>,
     /// The key ring of stateless hosts' listing cursors (default: in the state directory).
     pub cursor_keys: Option<std::path::PathBuf>,
+    /// Threads the daemon's requests run on (default: half the machine's cores, at least one).
+    pub workers: Option<usize>,
 }
 
 /// `[server.authorization]` as written.

@@ -12,7 +12,7 @@ use super::model::{
     CatalogConfig, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_NAME_MAX_LENGTH, DEFAULT_PAGE_SIZE,
     OtlpProtocol, ServerConfig, TelemetryConfig, UpstreamConfig,
 };
-use super::model::{DEFAULT_MAX_INSTANCES, Isolation};
+use super::model::{DEFAULT_MAX_INSTANCES, Isolation, MAX_WORKERS};
 use super::policy::{POLICY_KEYS, Policy};
 use super::raw::{
     RawAdmin, RawAudit, RawCatalog, RawConfig, RawDefaults, RawServer, RawTelemetry, RawUpstream,
@@ -134,6 +134,7 @@ fn server(file: &Path, base_dir: &Path, s: RawServer) -> Result<ServerConfig, Co
         max_connections: s.max_connections.unwrap_or(d.max_connections),
         header_timeout: s.header_timeout.unwrap_or(d.header_timeout),
         cursor_keys: s.cursor_keys.map(|f| resolve(base_dir, f)),
+        workers: s.workers.unwrap_or(d.workers),
     };
     for (key, value) in [
         ("server.max_sessions", server.max_sessions),
@@ -147,6 +148,16 @@ fn server(file: &Path, base_dir: &Path, s: RawServer) -> Result<ServerConfig, Co
                 "use a positive number, or leave it out for the default",
             ));
         }
+    }
+    if !(1..=MAX_WORKERS).contains(&server.workers) {
+        return Err(ConfigError::invalid(
+            file,
+            "server.workers",
+            format!("{} threads cannot serve hosts", server.workers),
+            format!(
+                "use a number from 1 to {MAX_WORKERS}, or leave it out for half this machine's cores"
+            ),
+        ));
     }
     if server.header_timeout.is_zero() {
         return Err(ConfigError::invalid(

@@ -420,6 +420,8 @@ fn limits_that_would_refuse_everything_or_do_nothing_are_refused_naming_the_key(
             format!("[server]\nheader_timeout = \"0s\"\n{up}"),
             "server.header_timeout",
         ),
+        (format!("[server]\nworkers = 0\n{up}"), "server.workers"),
+        (format!("[server]\nworkers = 5000\n{up}"), "server.workers"),
         (
             format!("{host}max_sessions = 0\n{up}"),
             "hosts.alice.max_sessions",
