@@ -130,6 +130,34 @@ async fn stopping_the_daemon_leaves_no_process_behind() {
     );
 }
 
+/// The daemon's requests run on `server.workers` threads, by default half the cores it may use
+/// (at least one), and it says how many when it starts listening.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_run_on_the_configured_number_of_threads() {
+    let workers = |pid: u32| {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+        (tasks.flatten())
+            .filter(|t| {
+                let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+                comm.trim() == "tokio-rt-worker"
+            })
+            .count()
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for (setting, expected) in [("", (cores / 2).max(1)), ("workers = 3\n", 3)] {
+        let daemon = Daemon::start(&format!("{setting}{}", test_upstream("up", &[])));
+        let (_client, echoed) = daemon.ready_client("up", json!({"x": 1})).await;
+        assert_eq!(echoed["upstream"], "up");
+        assert_eq!(
+            daemon.log_count(&["mcpmux is listening.", &format!("workers={expected}")]),
+            1,
+            "{setting:?}:\n{}",
+            daemon.stderr()
+        );
+        assert_eq!(workers(daemon.pid()), expected, "{setting:?}");
+    }
+}
+
 /// A daemon killed with SIGKILL cannot stop anything; its upstreams die with it anyway (the
 /// parent-death signal), even one that ignores the end of its stdin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
