@@ -153,10 +153,11 @@ fn server(file: &Path, base_dir: &Path, s: RawServer) -> Result<ServerConfig, Co
         return Err(ConfigError::invalid(
             file,
             "server.workers",
-            format!("{} threads cannot serve hosts", server.workers),
             format!(
-                "use a number from 1 to {MAX_WORKERS}, or leave it out for half this machine's cores"
+                "{} is not a number of threads mcpmux runs on (1 to {MAX_WORKERS})",
+                server.workers
             ),
+            "leave it out for half this machine's cores, or give a number in that range",
         ));
     }
     if server.header_timeout.is_zero() {
