@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::sync::{RwLock, mpsc};
 use tokio::task::JoinSet;
 
@@ -32,7 +32,7 @@ struct Bridge {
 pub async fn run(url: String, token: Option<String>) -> std::io::Result<()> {
     let (out, mut rx) = mpsc::channel::<String>(1024);
     let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
+        let mut stdout = BufWriter::new(stdout());
         while let Some(line) = rx.recv().await {
             let line = line.replace(['\n', '\r'], " ");
             if stdout.write_all(line.as_bytes()).await.is_err()
@@ -50,7 +50,7 @@ pub async fn run(url: String, token: Option<String>) -> std::io::Result<()> {
         initialize: RwLock::new(None),
         out,
     });
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = BufReader::new(stdin()).lines();
     let mut tasks = JoinSet::new();
     // Stateless (2026-07-28) requests in flight, by id, so the host can cancel them.
     let mut stateless = std::collections::HashMap::new();
@@ -114,6 +114,30 @@ pub async fn run(url: String, token: Option<String>) -> std::io::Result<()> {
     drop(bridge);
     let _ = writer.await;
     Ok(())
+}
+
+/// Standard input: read through epoll when it is a pipe (as when a host started the bridge),
+/// else (a file, a terminal) through tokio's `stdin`, which hands every read to a blocking
+/// thread and back — several thread wake-ups per line, most of the bridge's CPU.
+fn stdin() -> Box<dyn AsyncRead + Send + Unpin> {
+    use std::os::fd::AsFd;
+    let pipe = (std::io::stdin().as_fd().try_clone_to_owned())
+        .and_then(tokio::net::unix::pipe::Receiver::from_owned_fd);
+    match pipe {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdin()),
+    }
+}
+
+/// Standard output: written through epoll when it is a pipe, else through tokio's `stdout`.
+fn stdout() -> Box<dyn AsyncWrite + Send + Unpin> {
+    use std::os::fd::AsFd;
+    let pipe = (std::io::stdout().as_fd().try_clone_to_owned())
+        .and_then(tokio::net::unix::pipe::Sender::from_owned_fd);
+    match pipe {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdout()),
+    }
 }
 
 impl Bridge {

@@ -620,3 +620,57 @@ async fn stdio_bridge_exits_when_its_host_closes_stdin() {
     let status = status.expect("`mcpmux stdio` still running 5 s after its stdin closed");
     assert!(status.success(), "bridge exited with {status}");
 }
+
+/// A host may hand the bridge a file or a terminal rather than pipes: it reads and writes those
+/// through tokio's own stdin and stdout (pipes it reads and writes through epoll), with the same
+/// answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_bridge_reads_a_file_and_writes_a_file() {
+    let mut daemon = start_daemon().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "interop", "version": "0"}}});
+    let lines = [
+        init,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&input, text).unwrap();
+    let mut bridge = std::process::Command::new(MCPMUX)
+        .args(["stdio", "--url", &daemon.url])
+        .env_remove("MCPMUX_CONFIG")
+        .stdin(std::fs::File::open(&input).unwrap())
+        .stdout(std::fs::File::create(&output).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = bridge.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = bridge.kill();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    daemon.stop();
+    let status = status.expect("`mcpmux stdio` still running 30 s after its input file ended");
+    assert!(status.success(), "bridge exited with {status}");
+    let written = std::fs::read_to_string(&output).unwrap();
+    let mut ids: Vec<i64> = (written.lines())
+        .map(|line| {
+            let message: Value = serde_json::from_str(line).unwrap();
+            assert!(message.get("result").is_some(), "{line}");
+            message["id"].as_i64().unwrap()
+        })
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [0, 1, 2], "{written}");
+    assert!(written.contains("\"tools\""), "{written}");
+}
