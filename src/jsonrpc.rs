@@ -11,6 +11,7 @@ mod framing;
 mod members;
 mod message;
 mod needle;
+mod one_pass;
 
 pub use depth::{MAX_DEPTH, nests_deeper_than};
 pub use error::{RpcError, codes};
@@ -21,3 +22,4 @@ pub use message::{
     raw_error_line, request_line, request_line_raw, response_line,
 };
 pub use needle::Needle;
+pub use one_pass::OnePass;

@@ -442,8 +442,13 @@ async fn handle_batch(
             }
             Ok(Message::Request { id, method, params }) => {
                 let trace = TraceParent::from_headers(headers);
-                let host =
-                    HostRequest::new(Arc::clone(&session), id.to_owned(), None, params, trace);
+                let host = HostRequest::new(
+                    Arc::clone(&session),
+                    id.to_owned(),
+                    None,
+                    params.map(RawValue::get),
+                    trace,
+                );
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
                 let service = &state.service;
                 answers.push(async move {

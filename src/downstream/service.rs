@@ -137,12 +137,12 @@ impl HostRequest {
         session: Arc<Session>,
         id: Box<RawValue>,
         sink: Option<Sink>,
-        params: Option<&RawValue>,
+        params: Option<&str>,
         headers_trace: Option<TraceParent>,
     ) -> Self {
         static TRACEPARENT: Needle = Needle::new(r#""traceparent""#);
         let trace = params
-            .filter(|p| TRACEPARENT.is_in(p.get()))
+            .filter(|p| TRACEPARENT.is_in(p))
             .and_then(layers::traceparent_of)
             .or(headers_trace);
         let access = session.access();
@@ -230,7 +230,7 @@ impl HostService {
     pub fn check_param_headers<'h>(
         &self,
         profile: Option<&crate::config::Profile>,
-        (tool, params): (Option<&str>, Option<&RawValue>),
+        (tool, params): (Option<&str>, Option<&str>),
         header: impl Fn(&str) -> Vec<&'h str>,
     ) -> Result<(), RpcError> {
         #[derive(serde::Deserialize)]
@@ -244,7 +244,7 @@ impl HostService {
         let (Some(annotations), Some(params)) = (annotations, params) else {
             return Ok(());
         };
-        let call: Call = serde_json::from_str(params.get())
+        let call: Call = serde_json::from_str(params)
             .map_err(|e| RpcError::invalid_params(format!("Invalid params: {e}")))?;
         crate::mcp::param_headers::check(&annotations, &call.arguments, header)
             .map_err(|why| RpcError::new(codes::HEADER_MISMATCH, format!("Header mismatch: {why}")))
@@ -255,11 +255,15 @@ impl HostService {
     pub async fn listen(
         self: &Arc<Self>,
         id: &RawValue,
-        params: Option<&RawValue>,
+        params: Option<&str>,
         who: (HostInfo, crate::downstream::Access),
     ) -> Result<impl futures_util::Stream<Item = String> + Send + 'static, RpcError> {
         let version = crate::mcp::version::Version::MODERN;
-        match HostMethod::parse("subscriptions/listen", params.into(), version)? {
+        let params = Params {
+            raw: params,
+            read: None,
+        };
+        match HostMethod::parse("subscriptions/listen", params, version)? {
             HostMethod::Listen { filter } => self.listen_stream(id, who, filter).await,
             _ => Err(RpcError::method_not_found("subscriptions/listen")),
         }
@@ -284,8 +288,8 @@ impl HostService {
 
     async fn dispatch(&self, host: &HostRequest, method: &str, params: Params<'_>) -> String {
         let started = std::time::Instant::now();
-        let too_deep = (params.raw).is_some_and(|p| nests_deeper_than(p.get(), MAX_DEPTH));
-        let request_bytes = params.raw.map_or(0, |p| p.get().len());
+        let too_deep = (params.raw).is_some_and(|p| nests_deeper_than(p, MAX_DEPTH));
+        let request_bytes = params.raw.map_or(0, str::len);
         // The host's own limits (with `[hosts]`): its slot is held until the answer.
         let admitted = (host.access.principal.as_ref())
             .map(|p| p.admit())

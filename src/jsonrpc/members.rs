@@ -154,7 +154,12 @@ impl<'de> Deserialize<'de> for Members<'de> {
 impl<'a> Members<'a> {
     /// Parses `value` as an object; anything else is an invalid-params error for the host.
     pub fn parse(value: &'a RawValue) -> Result<Self, RpcError> {
-        serde_json::from_str(value.get())
+        Self::parse_text(value.get())
+    }
+
+    /// [`Self::parse`] of JSON text.
+    pub fn parse_text(text: &'a str) -> Result<Self, RpcError> {
+        serde_json::from_str(text)
             .map_err(|e| RpcError::invalid_params(format!("expected an object: {e}")))
     }
 

@@ -163,7 +163,7 @@ impl From<Message<'_>> for Received {
     }
 }
 
-fn valid_id(id: &RawValue) -> bool {
+pub(super) fn valid_id(id: &RawValue) -> bool {
     matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
 }
 

@@ -109,24 +109,25 @@ pub fn encode_header_value(value: &str) -> String {
 }
 
 /// What one pass over a request's params reads: its `_meta` envelope, decoded where it lies,
-/// and its other members, values left raw.
-struct Params<'a> {
+/// and its other members, values left raw ([`Declared::of`] makes sense of it).
+#[derive(Debug)]
+pub struct ReadParams<'a> {
     meta: Option<Meta<'a>>,
     members: Members<'a>,
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Params<'a> {
+impl<'de: 'a, 'a> Deserialize<'de> for ReadParams<'a> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ParamsVisitor<'a>(std::marker::PhantomData<Params<'a>>);
+        struct ParamsVisitor<'a>(std::marker::PhantomData<ReadParams<'a>>);
         impl<'de: 'a, 'a> serde::de::Visitor<'de> for ParamsVisitor<'a> {
-            type Value = Params<'a>;
+            type Value = ReadParams<'a>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("an object")
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
                 mut map: A,
-            ) -> Result<Params<'a>, A::Error> {
+            ) -> Result<ReadParams<'a>, A::Error> {
                 let (mut meta, mut members) = (None, Members::default());
                 while let Some(Key(key)) = map.next_key()? {
                     match &*key {
@@ -134,7 +135,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Params<'a> {
                         _ => members.insert(key, map.next_value()?),
                     }
                 }
-                Ok(Params { meta, members })
+                Ok(ReadParams { meta, members })
             }
         }
         deserializer.deserialize_map(ParamsVisitor(std::marker::PhantomData))
@@ -143,7 +144,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Params<'a> {
 
 /// The envelope's members, read where they lie in the one pass over the params: the four the
 /// revision defines, and whether anything else is there.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Meta<'a> {
     version: Option<&'a RawValue>,
     capabilities: Option<&'a RawValue>,
@@ -229,14 +230,21 @@ impl<'a> Declared<'a> {
     /// name the request's `Mcp-Name` mirrors: an error (`-32602`) names what is missing or
     /// malformed.
     pub fn read(method: &str, params: Option<&'a RawValue>) -> Result<Self, RpcError> {
+        let params = params
+            .map(|params| serde_json::from_str(params.get()))
+            .transpose()
+            .map_err(|e| RpcError::invalid_params(format!("Invalid params: {e}")))?;
+        Self::of(method, params)
+    }
+
+    /// The envelope of the params of a `method` request as one pass read them ([`Self::read`]).
+    pub fn of(method: &str, params: Option<ReadParams<'a>>) -> Result<Self, RpcError> {
         let missing = || {
             RpcError::invalid_params(format!(
                 "Invalid params: a 2026-07-28 request carries `{PROTOCOL_VERSION}` and `{CLIENT_CAPABILITIES}` in params._meta"
             ))
         };
-        let params = params.ok_or_else(missing)?;
-        let mut params: Params<'a> = serde_json::from_str(params.get())
-            .map_err(|e| RpcError::invalid_params(format!("Invalid params: {e}")))?;
+        let mut params = params.ok_or_else(missing)?;
         let meta = params
             .meta
             .take()

@@ -157,7 +157,7 @@ pub(super) async fn handle_message(
                     session,
                     id.to_owned(),
                     Some(Sink::Session(stream.clone())),
-                    params,
+                    params.map(serde_json::value::RawValue::get),
                     trace,
                 );
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));

@@ -27,11 +27,17 @@ use crate::telemetry::otel::TraceParent;
 const METHOD: HeaderName = HeaderName::from_static(METHOD_HEADER);
 const NAME: HeaderName = HeaderName::from_static(NAME_HEADER);
 
+/// Whether a POST's `MCP-Protocol-Version` header makes it a stateless (2026-07-28) request
+/// rather than one of the handshake era (`None`: there is no such header).
+pub(super) fn stateless_by_header(headers: &HeaderMap) -> Option<bool> {
+    let version = headers.get(&VERSION)?.to_str().unwrap_or_default();
+    Some(Version::known(version).is_none())
+}
+
 /// Whether a POST is a stateless (2026-07-28) request rather than one of the handshake era.
 pub(super) fn is_stateless(headers: &HeaderMap, message: &Message<'_>) -> bool {
-    if let Some(version) = headers.get(&VERSION) {
-        let version = version.to_str().unwrap_or_default();
-        return Version::known(version).is_none();
+    if let Some(stateless) = stateless_by_header(headers) {
+        return stateless;
     }
     match message {
         Message::Request { method, params, .. } => {
@@ -121,7 +127,8 @@ fn check(
 ) -> Result<(Envelope, bool), (StatusCode, RpcError)> {
     let bad = |error| (StatusCode::BAD_REQUEST, error);
     let Read {
-        message: Message::Request { method, params, .. },
+        message: Message::Request { method, .. },
+        params,
         declared: Some(declared),
         ..
     } = read
@@ -157,7 +164,7 @@ fn check(
 /// kept alive, for as long as the host reads it and the daemon runs.
 async fn listen(
     state: &AppState,
-    (id, params): (&RawValue, Option<&RawValue>),
+    (id, params): (&RawValue, Option<&str>),
     (host, admitted): (HostInfo, Admitted),
     accepts: Accepts,
     refused: impl Fn(StatusCode, RpcError) -> Response,

@@ -1,8 +1,9 @@
 //! A POST's body owned together with what the edge read of it: the message, and a stateless
-//! request's envelope read in the same pass as its other params. A request's answer runs in a
-//! future of its own (it may outlive the handler, on an event stream); the future takes the body
-//! and what was read of it along, so the handler is given the params as the edge found them —
-//! not copied out, not read again.
+//! request's envelope read in the same pass as its other params — and, for a request the headers
+//! say is stateless, in the same pass as the message itself ([`OnePass`]). A request's answer
+//! runs in a future of its own (it may outlive the handler, on an event stream); the future
+//! takes the body and what was read of it along, so the handler is given the params as the edge
+//! found them — not copied out, not read again.
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
@@ -11,13 +12,17 @@ use serde_json::value::RawValue;
 
 use super::modern;
 use crate::downstream::service::Params;
-use crate::jsonrpc::{Incoming, Message, RpcError, codes};
-use crate::mcp::envelope::Declared;
+use crate::jsonrpc::{Incoming, Message, OnePass, RpcError, codes};
+use crate::mcp::envelope::{Declared, ReadParams};
 
 /// What the edge read of a POST's body.
 #[derive(Debug)]
 pub(super) struct Read<'a> {
+    /// The message; a request read in one pass with its params has them in [`Self::params`]
+    /// only (as text, not a `RawValue`: that would take a second scan).
     pub message: Message<'a>,
+    /// A request's params as sent (JSON text).
+    pub params: Option<&'a str>,
     /// Whether it is a 2026-07-28 message ([`modern::is_stateless`]).
     pub stateless: bool,
     /// A stateless request's envelope, read in one pass with its other params (the error is the
@@ -45,16 +50,34 @@ impl Posted {
     pub(super) fn read(body: Bytes, headers: &HeaderMap) -> Result<Self, RpcError> {
         Self::try_new(body, |body| {
             let text = std::str::from_utf8(body).map_err(|_| not_utf8())?;
+            if modern::stateless_by_header(headers) == Some(true) {
+                if let Some(request) = OnePass::<ReadParams<'_>>::request(text) {
+                    let (read, params) = request.params.unzip();
+                    let declared = Declared::of(&request.method, read);
+                    return Ok(Read {
+                        message: Message::Request {
+                            id: request.id,
+                            method: request.method,
+                            params: None,
+                        },
+                        params,
+                        stateless: true,
+                        declared: Some(declared),
+                    });
+                }
+            }
             let message = Incoming::parse(text)?;
             let stateless = modern::is_stateless(headers, &message);
-            let declared = match &message {
-                Message::Request { method, params, .. } if stateless => {
-                    Some(Declared::read(method, *params))
+            let (declared, params) = match &message {
+                Message::Request { method, params, .. } => {
+                    let declared = stateless.then(|| Declared::read(method, *params));
+                    (declared, params.map(RawValue::get))
                 }
-                _ => None,
+                _ => (None, None),
             };
             Ok(Read {
                 message,
+                params,
                 stateless,
                 declared,
             })
@@ -62,9 +85,10 @@ impl Posted {
     }
 
     /// The request's id, method and params as sent (`None`: not a request).
-    pub(super) fn request(&self) -> Option<(&RawValue, &str, Option<&RawValue>)> {
-        match &self.borrow_dependent().message {
-            Message::Request { id, method, params } => Some((id, method, *params)),
+    pub(super) fn request(&self) -> Option<(&RawValue, &str, Option<&str>)> {
+        let read = self.borrow_dependent();
+        match &read.message {
+            Message::Request { id, method, .. } => Some((id, method, read.params)),
             _ => None,
         }
     }
@@ -72,7 +96,7 @@ impl Posted {
     /// The request's method and params as its handler is given them (`None`: not a request).
     pub(super) fn handled(&self) -> Option<(&str, Params<'_>)> {
         let read = self.borrow_dependent();
-        let Message::Request { method, params, .. } = &read.message else {
+        let Message::Request { method, .. } = &read.message else {
             return None;
         };
         let served = match &read.declared {
@@ -80,7 +104,7 @@ impl Posted {
             _ => None,
         };
         let params = Params {
-            raw: *params,
+            raw: read.params,
             read: served,
         };
         Some((method, params))
@@ -104,28 +128,46 @@ mod tests {
         Posted::read(Bytes::from(body.to_owned()), &HeaderMap::new())
     }
 
+    /// A POST whose `MCP-Protocol-Version` header names 2026-07-28: read in one pass.
+    fn post_stateless(body: &str) -> Result<Posted, RpcError> {
+        let mut headers = HeaderMap::new();
+        headers.insert("mcp-protocol-version", "2026-07-28".parse().unwrap());
+        Posted::read(Bytes::from(body.to_owned()), &headers)
+    }
+
     #[test]
     fn a_stateless_request_is_handled_with_the_members_read_beside_its_envelope() {
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"a__echo","arguments":{{"x":1}},{ENVELOPE}}}}}"#
         );
-        let posted = post(&body).unwrap();
-        assert!(posted.borrow_dependent().stateless);
-        let (id, method, raw) = posted.request().unwrap();
-        assert_eq!((id.get(), method), ("7", "tools/call"));
-        assert!(raw.unwrap().get().contains("_meta"), "as sent");
-        let (_, params) = posted.handled().unwrap();
-        let served = params.read.as_ref().map(Members::to_json);
-        assert_eq!(
-            served.as_deref(),
-            Some(r#"{"name":"a__echo","arguments":{"x":1}}"#),
-            "the envelope is not served"
-        );
-        // A `_meta` with more than the envelope is served as sent.
-        let body = body.replace("\"_meta\":{", "\"_meta\":{\"progressToken\":1,");
-        let posted = post(&body).unwrap();
-        let (_, params) = posted.handled().unwrap();
-        assert!(params.read.is_none() && params.raw.is_some());
+        // Told by its envelope (read after the message) or by its header (read with it).
+        for post in [post, post_stateless] {
+            let posted = post(&body).unwrap();
+            assert!(posted.borrow_dependent().stateless);
+            let (id, method, raw) = posted.request().unwrap();
+            assert_eq!((id.get(), method), ("7", "tools/call"));
+            let sent = body.split_once(r#""params":"#).unwrap().1;
+            assert_eq!(raw, sent.strip_suffix('}'), "as sent");
+            let (_, params) = posted.handled().unwrap();
+            let served = params.read.as_ref().map(Members::to_json);
+            assert_eq!(
+                served.as_deref(),
+                Some(r#"{"name":"a__echo","arguments":{"x":1}}"#),
+                "the envelope is not served"
+            );
+            // A `_meta` with more than the envelope is served as sent.
+            let body = body.replace("\"_meta\":{", "\"_meta\":{\"progressToken\":1,");
+            let posted = post(&body).unwrap();
+            let (_, params) = posted.handled().unwrap();
+            assert!(params.read.is_none() && params.raw.is_some());
+        }
+        // What one pass cannot read exactly (an escaped member name) is read in two.
+        let escaped = body.replace(r#""method""#, r#""m\u0065thod""#);
+        let posted = post_stateless(&escaped).unwrap();
+        let (_, method, raw) = posted.request().unwrap();
+        assert_eq!(method, "tools/call");
+        assert!(raw.unwrap().starts_with(r#"{"name":"a__echo""#));
+        assert!(posted.handled().unwrap().1.read.is_some());
     }
 
     #[test]
@@ -148,8 +190,20 @@ mod tests {
         // A stateless request without its required envelope fields is read; its error is
         // answered after the headers' version check, in the revision's order.
         let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
-        let posted = post(body).unwrap();
-        let declared = posted.borrow_dependent().declared.as_ref().unwrap();
-        assert_eq!(declared.as_ref().unwrap_err().code, codes::INVALID_PARAMS);
+        for post in [post, post_stateless] {
+            let posted = post(body).unwrap();
+            let declared = posted.borrow_dependent().declared.as_ref().unwrap();
+            assert_eq!(declared.as_ref().unwrap_err().code, codes::INVALID_PARAMS);
+        }
+        // Without params, or with params that are not an object, likewise.
+        for params in ["", r#","params":[]"#] {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list"{params}}}"#);
+            let posted = post_stateless(&body).unwrap();
+            let declared = posted.borrow_dependent().declared.as_ref().unwrap();
+            assert_eq!(declared.as_ref().unwrap_err().code, codes::INVALID_PARAMS);
+        }
+        // A malformed body is named as the full parse names it.
+        let broken = post_stateless(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"#);
+        assert_eq!(broken.unwrap_err().code, codes::PARSE_ERROR);
     }
 }

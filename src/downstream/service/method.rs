@@ -17,13 +17,18 @@ use super::listen::Filter;
 /// left out: it held nothing but the envelope).
 #[derive(Debug, Default)]
 pub struct Params<'a> {
-    pub raw: Option<&'a RawValue>,
+    /// As sent: JSON text (the edge may have read it in one pass with its message, which gives
+    /// no `RawValue`).
+    pub raw: Option<&'a str>,
     pub read: Option<Members<'a>>,
 }
 
 impl<'a> From<Option<&'a RawValue>> for Params<'a> {
     fn from(raw: Option<&'a RawValue>) -> Self {
-        Self { raw, read: None }
+        Self {
+            raw: raw.map(RawValue::get),
+            read: None,
+        }
     }
 }
 
@@ -32,7 +37,7 @@ impl<'a> Params<'a> {
     fn members(self) -> Option<Result<Members<'a>, RpcError>> {
         match self.read {
             Some(members) => Some(Ok(members)),
-            None => self.raw.map(Members::parse),
+            None => self.raw.map(Members::parse_text),
         }
     }
 }
@@ -178,7 +183,7 @@ impl<'a> HostMethod<'a> {
         })
     }
 
-    fn listen(params: Option<&'a RawValue>) -> Result<Self, RpcError> {
+    fn listen(params: Option<&'a str>) -> Result<Self, RpcError> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Asked {
@@ -200,7 +205,7 @@ impl<'a> HostMethod<'a> {
         })?;
         let Params {
             notifications: asked,
-        } = serde_json::from_str(params.get())
+        } = serde_json::from_str(params)
             .map_err(|e| RpcError::invalid_params(format!("Invalid params: {e}")))?;
         Ok(Self::Listen {
             filter: Filter {
@@ -353,7 +358,7 @@ mod tests {
             let params = raw(text.to_owned());
             let members = Members::parse(&params).unwrap();
             let given = Params {
-                raw: Some(&params),
+                raw: Some(params.get()),
                 read: Some(members),
             };
             HostMethod::parse(method, given, Version::MODERN).map(|m| format!("{m:?}"))

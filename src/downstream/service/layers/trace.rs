@@ -3,7 +3,6 @@
 //! and the W3C trace context a request brings in its `_meta`.
 
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use super::super::HostRequest;
 use super::super::outcome::Outcome;
@@ -70,7 +69,7 @@ pub(super) fn report(host: &HostRequest, method: &str, outcome: &Outcome) {
 }
 
 /// The W3C trace context in a request's `_meta`, if it carries a well-formed one.
-pub(in super::super) fn traceparent_of(params: &RawValue) -> Option<TraceParent> {
+pub(in super::super) fn traceparent_of(params: &str) -> Option<TraceParent> {
     #[derive(Deserialize)]
     struct Params {
         #[serde(rename = "_meta")]
@@ -81,7 +80,7 @@ pub(in super::super) fn traceparent_of(params: &RawValue) -> Option<TraceParent>
         traceparent: Option<String>,
         tracestate: Option<String>,
     }
-    let meta = serde_json::from_str::<Params>(params.get()).ok()?.meta?;
+    let meta = serde_json::from_str::<Params>(params).ok()?.meta?;
     let trace = TraceParent {
         traceparent: meta.traceparent?,
         tracestate: meta.tracestate,
