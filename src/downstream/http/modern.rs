@@ -211,19 +211,19 @@ fn check_headers(
             slot.2 += 1;
         }
     }
-    let one = |i: usize| -> Result<Option<&str>, RpcError> {
+    let one = |i: usize| -> Result<Option<&HeaderValue>, RpcError> {
         let (name, value, count) = sent[i];
         if count > 1 {
             return Err(mismatch(format!(
                 "the {name} header is sent more than once"
             )));
         }
-        value
-            .map(|v| {
-                v.to_str()
-                    .map_err(|_| mismatch(format!("the {name} header is not visible ASCII")))
-            })
-            .transpose()
+        Ok(value)
+    };
+    let text = |i: usize, value: &HeaderValue| -> Result<String, RpcError> {
+        let name = sent[i].0;
+        (value.to_str().map(str::to_owned))
+            .map_err(|_| mismatch(format!("the {name} header is not visible ASCII")))
     };
     let matches = |i: usize, body: &str| -> Result<(), RpcError> {
         let name = sent[i].0;
@@ -231,10 +231,15 @@ fn check_headers(
             None => Err(mismatch(format!(
                 "the {name} header is missing (it must repeat `{body}`)"
             ))),
-            Some(value) if value == body => Ok(()),
-            Some(value) => Err(mismatch(format!(
-                "the {name} header `{value}` does not match `{body}` in the body"
-            ))),
+            // The same bytes, all ASCII: what `to_str` would accept and compare equal (a header
+            // value holds no control characters), without a pass to check them first.
+            Some(value) if value.as_bytes() == body.as_bytes() && body.is_ascii() => Ok(()),
+            Some(value) => {
+                let value = text(i, value)?;
+                Err(mismatch(format!(
+                    "the {name} header `{value}` does not match `{body}` in the body"
+                )))
+            }
         }
     };
     matches(0, &declared.version)?;
@@ -242,12 +247,19 @@ fn check_headers(
     let Some((key, body)) = &declared.name else {
         return Ok(());
     };
-    match one(2)? {
-        None => Err(mismatch(format!(
+    let Some(value) = one(2)? else {
+        return Err(mismatch(format!(
             "the {NAME_HEADER} header is missing (it must repeat params.{key})"
-        ))),
-        Some(value) if envelope::header_carries(value, body) => Ok(()),
-        Some(value) => Err(mismatch(format!(
+        )));
+    };
+    // A plain name, as most are: the same bytes, all ASCII (see `matches`).
+    if value.as_bytes() == body.as_bytes() && body.is_ascii() && !body.starts_with("=?") {
+        return Ok(());
+    }
+    let value = text(2, value)?;
+    match envelope::header_carries(&value, body) {
+        true => Ok(()),
+        false => Err(mismatch(format!(
             "the {NAME_HEADER} header `{value}` does not match params.{key} `{body}`"
         ))),
     }
@@ -373,5 +385,20 @@ mod tests {
         ]);
         let read = declared("resources/read", r#""uri":"a+test://é""#);
         assert!(check_headers(&encoded, &read, "resources/read").is_ok());
+        // The same bytes that are not ASCII are not a plain header: they must be encoded.
+        let mut raw_bytes = encoded.clone();
+        let bytes = HeaderValue::from_bytes("a+test://é".as_bytes()).unwrap();
+        raw_bytes.insert(NAME_HEADER, bytes);
+        let error = check_headers(&raw_bytes, &read, "resources/read").unwrap_err();
+        assert!(error.message.contains("not visible ASCII"), "{error}");
+        // A body value that looks encoded is compared with what its header decodes to.
+        let looks_encoded = declared("tools/call", r#""name":"=?base64?YQ==?=""#);
+        let same_text = headers(&[
+            (VERSION_HEADER, "2026-07-28"),
+            (METHOD_HEADER, "tools/call"),
+            (NAME_HEADER, "=?base64?YQ==?="),
+        ]);
+        let error = check_headers(&same_text, &looks_encoded, "tools/call").unwrap_err();
+        assert_eq!(error.code, codes::HEADER_MISMATCH, "{error}");
     }
 }
