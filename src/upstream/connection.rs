@@ -201,88 +201,119 @@ impl Connection {
 
     /// One request and its answer (see [`Self::request`]); `modern`, what a 2026-07-28 request's
     /// headers mirror.
-    #[tracing::instrument(
-        level = "debug",
-        name = "upstream_request",
-        skip_all,
-        fields(upstream = %self.upstream(), method, id = tracing::field::Empty)
-    )]
-    async fn exchange(
-        self: &Arc<Self>,
-        method: &str,
-        params: Option<&str>,
+    ///
+    /// Not an `async fn`: one stores its arguments twice in its future (as given, and moved into
+    /// its body's locals), and an `#[instrument]`ed one twice more (around the body it wraps);
+    /// an `async` block holds them once, and every host request's future holds this one.
+    fn exchange<'a>(
+        self: &'a Arc<Self>,
+        method: &'a str,
+        params: Option<&'a str>,
         modern: Option<Box<Modern>>,
         timeout: Duration,
         call: Option<CallContext>,
-    ) -> Result<Reply, UpstreamError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        tracing::Span::current().record("id", id);
-        let (tx, rx) = oneshot::channel();
-        let (caller, progress, trace) = match call {
-            Some(c) => (Some(c.caller), c.progress, c.trace),
-            None => (None, None, None),
-        };
-        {
-            let mut tables = self.tables();
-            if let Some(closed) = &tables.closed {
-                return Err(self.failed(closed.to_string()));
+    ) -> impl Future<Output = Result<Reply, UpstreamError>> + Send + 'a {
+        let span = tracing::debug_span!(
+            "upstream_request",
+            upstream = %self.upstream(),
+            method,
+            id = tracing::field::Empty
+        );
+        let exchange = async move {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            tracing::Span::current().record("id", id);
+            let (tx, rx) = oneshot::channel();
+            let (caller, progress, trace) = match call {
+                Some(c) => (Some(c.caller), c.progress, c.trace),
+                None => (None, None, None),
+            };
+            {
+                let mut tables = self.tables();
+                if let Some(closed) = &tables.closed {
+                    return Err(self.failed(closed.to_string()));
+                }
+                // The limit is on host requests; mcpmux's own (pings, re-reads) always go through.
+                let limit = self.ctx.max_in_flight;
+                if caller.is_some() && tables.host_pending >= limit {
+                    return Err(UpstreamError::Busy {
+                        upstream: self.upstream().to_owned(),
+                        limit,
+                    });
+                }
+                if let Some(tokens) = &progress {
+                    tables.progress.insert(tokens.ours.clone(), id);
+                }
+                if caller.is_some() {
+                    tables.host_pending += 1;
+                }
+                tables.pending.insert(
+                    id,
+                    Pending {
+                        waiter: tx,
+                        caller: caller.clone(),
+                        progress,
+                    },
+                );
             }
-            // The limit is on host requests; mcpmux's own (pings, re-reads) always go through.
-            let limit = self.ctx.max_in_flight;
-            if caller.is_some() && tables.host_pending >= limit {
-                return Err(UpstreamError::Busy {
-                    upstream: self.upstream().to_owned(),
-                    limit,
+            let mut guard = PendingGuard {
+                conn: self,
+                id: Some(id),
+            };
+            if let Some(caller) = &caller {
+                caller.started(Canceller {
+                    conn: Arc::downgrade(self),
+                    id,
                 });
             }
-            if let Some(tokens) = &progress {
-                tables.progress.insert(tokens.ours.clone(), id);
+            let outcome = tokio::time::timeout(timeout, async {
+                // Built where it is queued, and gone before anything is awaited: the future does
+                // not hold it.
+                let queued = {
+                    let line = crate::jsonrpc::request_line(id, method, params);
+                    let mut message = Outgoing::request(id, method, line, trace);
+                    message.modern = modern;
+                    self.queue(message)?
+                };
+                if let Some(wait) = queued {
+                    wait.await?;
+                }
+                rx.await.map_err(|_| ())
+            })
+            .await;
+            guard.id = None;
+            match outcome {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(())) => {
+                    self.tables().remove(id);
+                    let reason = self.tables().closed.as_ref().map(Closed::to_string);
+                    Err(self.failed(reason.unwrap_or_else(|| "connection closed".to_owned())))
+                }
+                Err(_) => {
+                    self.abandon(id, r#""mcpmux: request timed out""#);
+                    Err(UpstreamError::Timeout {
+                        upstream: self.upstream().to_owned(),
+                        timeout,
+                    })
+                }
             }
-            if caller.is_some() {
-                tables.host_pending += 1;
-            }
-            tables.pending.insert(
-                id,
-                Pending {
-                    waiter: tx,
-                    caller: caller.clone(),
-                    progress,
-                },
-            );
-        }
-        let mut guard = PendingGuard {
-            conn: self,
-            id: Some(id),
         };
-        if let Some(caller) = &caller {
-            caller.started(Canceller {
-                conn: Arc::downgrade(self),
-                id,
-            });
-        }
-        let line = crate::jsonrpc::request_line(id, method, params);
-        let mut message = Outgoing::request(id, method, line, trace);
-        message.modern = modern;
-        let outcome = tokio::time::timeout(timeout, async {
-            self.writer.send(message).await.map_err(|_| ())?;
-            rx.await.map_err(|_| ())
-        })
-        .await;
-        guard.id = None;
-        match outcome {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(())) => {
-                self.tables().remove(id);
-                let reason = self.tables().closed.as_ref().map(Closed::to_string);
-                Err(self.failed(reason.unwrap_or_else(|| "connection closed".to_owned())))
+        tracing::Instrument::instrument(exchange, span)
+    }
+
+    /// Queues `message` for the writer: at once while the queue has room, as nearly always
+    /// (`None`), else what waits for room — boxed, so a request's future does not carry a
+    /// waiting send's state it seldom needs. `Err`: the writer is gone.
+    fn queue(
+        &self,
+        message: Outgoing,
+    ) -> Result<Option<futures_util::future::BoxFuture<'_, Result<(), ()>>>, ()> {
+        match self.writer.try_send(message) {
+            Ok(()) => Ok(None),
+            Err(mpsc::error::TrySendError::Full(message)) => {
+                let send = self.writer.send(message);
+                Ok(Some(Box::pin(async move { send.await.map_err(|_| ()) })))
             }
-            Err(_) => {
-                self.abandon(id, r#""mcpmux: request timed out""#);
-                Err(UpstreamError::Timeout {
-                    upstream: self.upstream().to_owned(),
-                    timeout,
-                })
-            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
         }
     }
 

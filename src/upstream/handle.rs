@@ -3,6 +3,7 @@
 //! an error that says why there is none.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -183,20 +184,24 @@ impl UpstreamHandle {
 
     /// [`Self::request`] with its own deadline (per-tool timeouts). A stopped upstream (idle or
     /// lazy) is started first, within its startup timeout.
-    pub async fn request_within(
-        &self,
-        method: &str,
-        params: Option<&str>,
+    #[allow(clippy::manual_async_fn)] // on purpose: see the comment in its body
+    pub fn request_within<'a>(
+        &'a self,
+        method: &'a str,
+        params: Option<&'a str>,
         call: Option<CallContext>,
         timeout: Duration,
-    ) -> Result<Reply, UpstreamError> {
-        self.shared.last_used.store(now_ms(), Ordering::Relaxed);
-        let conn = match self.shared.conn.load_full() {
-            Some(conn) => conn,
-            None if self.phase() == Phase::Starting => self.started().await?,
-            None => self.wake().await?,
-        };
-        conn.request(method, params, timeout, call).await
+    ) -> impl Future<Output = Result<Reply, UpstreamError>> + Send + 'a {
+        // An `async` block, not an `async fn`, which would hold its arguments twice.
+        async move {
+            self.shared.last_used.store(now_ms(), Ordering::Relaxed);
+            let conn = match self.shared.conn.load_full() {
+                Some(conn) => conn,
+                None if self.phase() == Phase::Starting => self.started().await?,
+                None => self.wake().await?,
+            };
+            conn.request(method, params, timeout, call).await
+        }
     }
 
     /// Starts a stopped upstream on demand and waits until it serves (or fails to).
