@@ -35,5 +35,5 @@ pub use connection::{
 };
 pub use error::{Reply, StopReason, UpstreamError};
 pub use handle::{UpstreamHandle, Upstreams};
-pub use modern::{InputRequired, input_required};
+pub use modern::InputRequired;
 pub use status::Phase;

@@ -31,7 +31,7 @@ use crate::downstream::session::Session;
 use crate::downstream::stream::Sink;
 use crate::jsonrpc::{RpcError, codes, to_raw};
 use crate::sync::lock;
-use crate::upstream::{InputRequired, Reply, UpstreamError, input_required};
+use crate::upstream::{InputRequired, Reply, UpstreamError};
 
 mod input;
 
@@ -240,7 +240,7 @@ impl Rounds {
                             let binding = flight.binding.get_or_insert_with(bind);
                             self.open_urls(&flight.caller, binding, &error)?
                         }
-                        Ok(Reply::Result(result)) => match input_required(&result) {
+                        Ok(Reply::Result(result)) => match flight.caller.relayed() {
                             Some(asked) => {
                                 let binding = flight.binding.get_or_insert_with(bind);
                                 self.relay(binding, asked, &result)

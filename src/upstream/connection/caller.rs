@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 
 use super::{Connection, UpstreamId};
 use crate::jsonrpc::RpcError;
+use crate::upstream::InputRequired;
 
 /// The host side of one request forwarded to an upstream.
 pub trait Caller: Send + Sync {
@@ -51,11 +52,12 @@ pub trait Caller: Send + Sync {
     fn request_log_level(&self) -> Option<usize> {
         None
     }
-    /// Whether a 2026-07-28 upstream's `input_required` result goes to the host as it is (a
-    /// 2026-07-28 host answers it with a retry); otherwise mcpmux asks the host each request
-    /// and retries the call itself.
-    fn takes_input_required(&self) -> bool {
-        false
+    /// Offers the caller a 2026-07-28 upstream's `input_required` result, `asked`. A caller that
+    /// takes it (a 2026-07-28 host, which answers with a retry) keeps it, and the result goes
+    /// back as it is, recognised by what was kept rather than looked for again. Otherwise it
+    /// is given back: mcpmux asks the host each request and retries the call itself.
+    fn take_input_required(&self, asked: InputRequired) -> Option<InputRequired> {
+        Some(asked)
     }
 }
 

@@ -60,9 +60,12 @@ impl Connection {
             let Some(asked) = modern::input_required(result) else {
                 return Ok(reply);
             };
-            let Some(caller) = caller.as_ref().filter(|c| !c.takes_input_required()) else {
-                // A 2026-07-28 host answers it with a retry (mcpmux's own requests never
-                // ask for input).
+            // mcpmux's own requests never ask for input.
+            let Some(caller) = caller.as_ref() else {
+                return Ok(reply);
+            };
+            // A 2026-07-28 host answers it with a retry.
+            let Some(asked) = caller.take_input_required(asked) else {
                 return Ok(reply);
             };
             let responses = match self.ask(caller, &asked, (deadline, timeout)).await? {

@@ -15,7 +15,7 @@ use crate::downstream::session::Session;
 use crate::downstream::stream::Sink;
 use crate::jsonrpc::{RpcError, codes, raw_string};
 use crate::sync::lock;
-use crate::upstream::{Caller, Canceller, ServerRequestReply};
+use crate::upstream::{Caller, Canceller, InputRequired, ServerRequestReply};
 
 /// Requests for input one call may have outstanding at once.
 const MAX_ASKED: usize = 16;
@@ -51,6 +51,9 @@ pub(in crate::downstream::service) struct InputCaller {
     /// The round waiting for what the upstream says.
     round: AtomicWaker,
     next_key: AtomicU64,
+    /// A 2026-07-28 upstream's `input_required`, taken for the host: the answer it came with
+    /// is relayed ([`Self::relayed`]). Any other answer is the call's.
+    relayed: Mutex<Option<InputRequired>>,
 }
 
 impl InputCaller {
@@ -64,7 +67,14 @@ impl InputCaller {
             said: AtomicBool::new(false),
             round: AtomicWaker::new(),
             next_key: AtomicU64::new(1),
+            relayed: Mutex::new(None),
         })
+    }
+
+    /// The `input_required` of the 2026-07-28 upstream's answer that came last, if it was one
+    /// (a handshake-era upstream's never is: its results are not looked into).
+    pub(super) fn relayed(&self) -> Option<InputRequired> {
+        lock(&self.relayed).take()
     }
 
     pub(super) fn set_sink(&self, sink: Option<Sink>) {
@@ -196,7 +206,8 @@ impl Caller for InputCaller {
     }
 
     /// A 2026-07-28 upstream's `input_required` goes to the host as it is (its state sealed).
-    fn takes_input_required(&self) -> bool {
-        true
+    fn take_input_required(&self, asked: InputRequired) -> Option<InputRequired> {
+        *lock(&self.relayed) = Some(asked);
+        None
     }
 }
