@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
-use super::session::{ForwardedRequest, HostInfo, Session};
+use super::session::{ForwardedRequest, Session};
 use super::stream::{Refused, Sink};
 use crate::jsonrpc::{RpcError, codes, notification_line, request_line_raw};
 use crate::upstream::{Caller, Canceller, ServerRequestReply};
@@ -15,8 +15,6 @@ use crate::upstream::{Caller, Canceller, ServerRequestReply};
 /// One host request being served upstream (or, with no id, the session itself).
 pub(super) struct SessionCaller {
     pub session: Arc<Session>,
-    /// What the host declared (the request's context).
-    pub host: Arc<HostInfo>,
     /// The host's request id; `None` for server requests of a per-session instance at rest.
     pub host_id: Option<Box<RawValue>>,
     /// The request's own response stream, while it is open.
@@ -29,7 +27,7 @@ impl Caller for SessionCaller {
     }
 
     fn supports(&self, capability: &str) -> bool {
-        self.host.supports(capability)
+        self.session.host.supports(capability)
     }
 
     fn started(&self, canceller: Canceller) {
@@ -94,16 +92,17 @@ impl Caller for SessionCaller {
     }
 
     fn capabilities(&self) -> Option<&serde_json::Value> {
-        Some(self.host.capabilities.value())
+        Some(self.session.host.capabilities.value())
     }
 
     fn log_level(&self) -> Option<&'static str> {
-        let rank = (self.host.request_log_level).or_else(|| self.session.tables().log_level)?;
+        let rank =
+            (self.session.host.request_log_level).or_else(|| self.session.tables().log_level)?;
         crate::mcp::LOG_LEVELS.get(rank).copied()
     }
 
     fn request_log_level(&self) -> Option<usize> {
-        self.host.request_log_level
+        self.session.host.request_log_level
     }
 
     fn cancel_forwarded(&self, host_id: &RawValue, reason: Option<&RawValue>) {
@@ -123,7 +122,7 @@ impl Caller for SessionCaller {
 impl SessionCaller {
     /// Why this host cannot take `method` (its version or capabilities lack it), if it cannot.
     fn unfit(&self, method: &str, params: Option<&RawValue>) -> Option<String> {
-        let version = self.host.version;
+        let version = self.session.host.version;
         if version.is_modern() {
             return Some(format!(
                 "the host speaks MCP {version}, which takes server requests only inside an input_required result, and mcpmux does not bridge them to that yet"
@@ -138,7 +137,7 @@ impl SessionCaller {
             ));
         }
         let url_mode = crate::mcp::is_url_elicitation(params);
-        let declared = &self.host.capabilities.value()["elicitation"];
+        let declared = &self.session.host.capabilities.value()["elicitation"];
         if url_mode && (!version.has_url_elicitation() || declared.get("url").is_none()) {
             return Some(
                 "the host did not declare URL-mode elicitation (capabilities.elicitation.url)"

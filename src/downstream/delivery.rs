@@ -201,7 +201,6 @@ impl HostEvents for Delivery {
     fn session_caller(&self, session_id: &str) -> Option<Arc<dyn Caller>> {
         let session = self.sessions.get(session_id)?;
         Some(Arc::new(SessionCaller {
-            host: Arc::clone(&session.host),
             session,
             host_id: None,
             sink: None,

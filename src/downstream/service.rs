@@ -103,12 +103,11 @@ impl Limits {
     }
 }
 
-/// What one request carries, apart from the session state it belongs to: the host's declared
-/// version and capabilities, who is asking, and the trace it continues. In the handshake era the
-/// host part comes from the session; a stateless request of the next era brings its own.
+/// What one request carries, apart from the session state it belongs to: who is asking, and
+/// the trace it continues. (What the host declared is its session's: negotiated once in the
+/// handshake era, and, for a stateless request, brought by the request itself.)
 #[derive(Debug)]
 pub struct RequestContext {
-    pub host: Arc<HostInfo>,
     /// The principal the request was authenticated as (`None` while hosts are anonymous).
     pub principal: Option<Arc<str>>,
     /// The W3C trace context the request carried in `params._meta` (or, failing that, its HTTP
@@ -148,7 +147,6 @@ impl HostRequest {
         let access = session.access();
         Self {
             ctx: RequestContext {
-                host: Arc::clone(&session.host),
                 principal: (access.principal.as_ref()).map(|p| Arc::clone(&p.name)),
                 trace,
             },
@@ -272,7 +270,7 @@ impl HostService {
     /// Handles one request of an initialized session; returns the response line.
     pub async fn request(&self, host: &HostRequest, method: &str, params: Params<'_>) -> String {
         if let Some(tracer) = crate::telemetry::otel::tracer() {
-            let who = (host.session.id.as_str(), host.ctx.host.version.as_str());
+            let who = (host.session.id.as_str(), host.session.host.version.as_str());
             let span = HostSpan::start(tracer, method, host.ctx.trace.as_ref(), who);
             let _ = host.span.set(span);
         }
@@ -305,7 +303,7 @@ impl HostService {
                 format!("Invalid params: nested deeper than {MAX_DEPTH} levels, mcpmux's limit"),
             )),
             Ok(_admitted) => {
-                let version = host.ctx.host.version;
+                let version = host.session.host.version;
                 match HostMethod::parse(method, params, version) {
                     Ok(parsed) if version.is_modern() => {
                         fit = Some(modern::Fit::of(&parsed, host, |kind| {

@@ -102,7 +102,7 @@ impl HostInfo {
 pub struct Session {
     pub id: String,
     /// What the host declared at `initialize`.
-    pub host: Arc<HostInfo>,
+    pub host: HostInfo,
     /// Who opened it and the profile it sees; only the same access may use it. A reload that
     /// changes the host or the profile gives the session the new one.
     access: Granted,
@@ -192,7 +192,7 @@ impl Session {
     ) -> Self {
         Self {
             id,
-            host: Arc::new(host),
+            host,
             access,
             opened: Instant::now(),
             last_seen: AtomicU64::new(now_ms),
@@ -213,11 +213,9 @@ impl Session {
         // Unique in the process, which is all a request's own id must be (it is not a credential).
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let mut number = itoa::Buffer::new();
-        let id = [
-            "request-",
-            number.format(NEXT.fetch_add(1, Ordering::Relaxed)),
-        ]
-        .concat();
+        let mut id = String::with_capacity(28);
+        id.push_str("request-");
+        id.push_str(number.format(NEXT.fetch_add(1, Ordering::Relaxed)));
         let access = Granted::Fixed(Arc::new(access));
         Arc::new(Self::new(id, host, access, (None, None), (0, None)))
     }

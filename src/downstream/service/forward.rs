@@ -77,7 +77,7 @@ impl HostService {
             Reply::Result(result) => Ok(Answer::Result(content::fit(
                 host.prefix_of(&upstream),
                 result,
-                host.ctx.host.version,
+                host.session.host.version,
             ))),
             reply => Ok(Answer::Upstream(reply)),
         }
@@ -238,7 +238,6 @@ impl HostService {
         }
         let caller = Arc::new(SessionCaller {
             session: Arc::clone(&host.session),
-            host: Arc::clone(&host.ctx.host),
             host_id: Some(host.id.clone()),
             sink: host.sink.clone(),
         });

@@ -51,7 +51,7 @@ impl HostService {
     /// once, before the request goes (what each host then gets is still decided per session and
     /// per request; a session's `logging/setLevel` sets it to what the sessions want again).
     pub(super) async fn level_for_request(&self, host: &HostRequest, upstream: &UpstreamHandle) {
-        let Some(rank) = host.ctx.host.request_log_level else {
+        let Some(rank) = host.session.host.request_log_level else {
             return;
         };
         if upstream.is_modern() {

@@ -40,7 +40,7 @@ impl HostService {
             session: (!host.session.is_stateless()).then_some(host.session.id.as_str()),
             principal: host.ctx.principal.as_deref(),
             profile: profile.map(|p| p.name.as_str()),
-            protocol: host.ctx.host.version.as_str(),
+            protocol: host.session.host.version.as_str(),
             upstream: route.upstream.as_deref(),
             method,
             target: route.target.as_deref(),
