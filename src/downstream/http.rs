@@ -335,7 +335,9 @@ async fn answer(
     let sink = accepts.stream.then_some(sink);
     // Every answer line mcpmux writes starts `{"jsonrpc":"2.0","id":` and the id.
     let after_id = r#"{"jsonrpc":"2.0","id":"#.len() + id.get().len();
-    let host = HostRequest::new(session, id.to_owned(), sink, params, trace);
+    // The params are looked into for a trace context unless their `_meta` is known to hold none.
+    let traced = params.filter(|_| !posted.meta_is_envelope());
+    let host = HostRequest::new(session, id.to_owned(), sink, traced, trace);
     // The future takes the body along: the handler is given the params where the edge read them.
     let mut answer = Box::pin(async move {
         match posted.handled() {

@@ -130,8 +130,9 @@ pub struct HostRequest {
 }
 
 impl HostRequest {
-    /// A request with `params`; `headers_trace` is the trace context of its HTTP headers, used
-    /// when `params._meta` carries none.
+    /// A request whose trace context is looked for in `params._meta` (`None`: it is known to
+    /// carry none there); `headers_trace` is the trace context of its HTTP headers, used when
+    /// `params._meta` carries none.
     pub fn new(
         session: Arc<Session>,
         id: Box<RawValue>,

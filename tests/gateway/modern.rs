@@ -213,6 +213,17 @@ async fn a_2026_host_is_served_statelessly_beside_a_handshake_session() {
         seen["params"].get("_meta").is_none(),
         "the host's envelope is its hop's, not the upstream's: {seen}"
     );
+    // A trace context beside the envelope continues to the upstream (no collector: unchanged).
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let traced = host
+        .request(
+            31,
+            "tools/call",
+            json!({"name": "beta__echo", "arguments": {}, "_meta": {"traceparent": traceparent}}),
+        )
+        .await;
+    let seen = &traced.last()["result"]["structuredContent"]["params"]["_meta"];
+    assert_eq!(seen, &json!({"traceparent": traceparent}), "{seen}");
 
     // Progress goes on the request's own stream, under the host's token.
     let progress = host

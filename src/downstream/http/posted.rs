@@ -93,6 +93,13 @@ impl Posted {
         }
     }
 
+    /// Whether the request's `_meta` was read to hold its envelope and nothing else: then it
+    /// carries no trace context there (`traceparent` is no envelope member).
+    pub(super) fn meta_is_envelope(&self) -> bool {
+        let declared = &self.borrow_dependent().declared;
+        matches!(declared, Some(Ok(declared)) if declared.served.is_some())
+    }
+
     /// The request's method and params as its handler is given them (`None`: not a request).
     pub(super) fn handled(&self) -> Option<(&str, Params<'_>)> {
         let read = self.borrow_dependent();
@@ -155,11 +162,15 @@ mod tests {
                 Some(r#"{"name":"a__echo","arguments":{"x":1}}"#),
                 "the envelope is not served"
             );
+            assert!(posted.meta_is_envelope(), "no trace context to look for");
             // A `_meta` with more than the envelope is served as sent.
             let body = body.replace("\"_meta\":{", "\"_meta\":{\"progressToken\":1,");
             let posted = post(&body).unwrap();
             let (_, params) = posted.handled().unwrap();
             assert!(params.read.is_none() && params.raw.is_some());
+            assert!(!posted.meta_is_envelope());
+            let traced = body.replace("\"progressToken\":1", "\"traceparent\":\"00-a-b-01\"");
+            assert!(!post(&traced).unwrap().meta_is_envelope(), "{traced}");
         }
         // What one pass cannot read exactly (an escaped member name) is read in two.
         let escaped = body.replace(r#""method""#, r#""m\u0065thod""#);
@@ -175,6 +186,7 @@ mod tests {
         let posted = post(r#"{"jsonrpc":"2.0","id":"a","method":"tools/list"}"#).unwrap();
         let read = posted.borrow_dependent();
         assert!(!read.stateless && read.declared.is_none());
+        assert!(!posted.meta_is_envelope());
         let (_, params) = posted.handled().unwrap();
         assert!(params.raw.is_none() && params.read.is_none());
         let note = post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
