@@ -32,6 +32,9 @@ enum Map<'a> {
     Indexed(Indexed<'a>),
 }
 
+/// How many members most objects mcpmux reads have, at most.
+const FEW: usize = 4;
+
 impl Default for Map<'_> {
     fn default() -> Self {
         Self::Listed(Vec::new())
@@ -138,7 +141,7 @@ impl<'de> Deserialize<'de> for Members<'de> {
                 f.write_str("an object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
-                let mut members = Map::Listed(Vec::with_capacity(map.size_hint().unwrap_or(4)));
+                let mut members = Map::Listed(Vec::with_capacity(map.size_hint().unwrap_or(FEW)));
                 // A repeated member keeps its first place and takes its last value.
                 while let Some(Key(key)) = map.next_key()? {
                     let value: &'de RawValue = map.next_value()?;
@@ -152,6 +155,11 @@ impl<'de> Deserialize<'de> for Members<'de> {
 }
 
 impl<'a> Members<'a> {
+    /// None yet, with room for as many as most params have (no growing while they are read).
+    pub fn few() -> Self {
+        Self(Map::Listed(Vec::with_capacity(FEW)))
+    }
+
     /// Parses `value` as an object; anything else is an invalid-params error for the host.
     pub fn parse(value: &'a RawValue) -> Result<Self, RpcError> {
         Self::parse_text(value.get())

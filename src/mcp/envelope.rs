@@ -128,7 +128,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ReadParams<'a> {
                 self,
                 mut map: A,
             ) -> Result<ReadParams<'a>, A::Error> {
-                let (mut meta, mut members) = (None, Members::default());
+                let (mut meta, mut members) = (None, Members::few());
                 while let Some(Key(key)) = map.next_key()? {
                     match &*key {
                         "_meta" => meta = Some(map.next_value()?),

@@ -109,7 +109,8 @@ fn spliceable(text: &str, cached: bool) -> Option<&str> {
     if ADDED.iter().chain(hints).any(|key| key.is_in(text)) {
         return None;
     }
-    text.trim_start().strip_prefix('{')
+    // A result starts with its `{`, unless it was written with leading whitespace.
+    (text.strip_prefix('{')).or_else(|| text.trim_start().strip_prefix('{'))
 }
 
 /// `{added…, "_meta":{serverInfo}, ` in front of `rest`, what follows a result object's `{`.
@@ -120,12 +121,9 @@ fn write_added(out: &mut String, cache: Option<(CacheScope, Option<u64>)>, rest:
         let ttl = ttl.unwrap_or(0);
         let _ = write!(out, r#""ttlMs":{ttl},"cacheScope":"{}","#, scope.as_str());
     }
-    out.push_str("\"_meta\":{\"");
-    out.push_str(SERVER_INFO);
-    out.push_str("\":");
-    out.push_str(SERVER_INFO_VALUE.get());
-    out.push('}');
-    if !rest.trim_start().starts_with('}') {
+    out.push_str(&META);
+    let empty = rest.starts_with('}') || rest.trim_start().starts_with('}');
+    if !empty {
         out.push(',');
     }
     out.push_str(rest);
@@ -202,6 +200,10 @@ fn complete(result: Box<RawValue>, cache: Option<(CacheScope, Option<u64>)>) -> 
     }
     members.to_raw()
 }
+
+/// The `_meta` member mcpmux adds to a result it fits, holding its identity, written once.
+static META: LazyLock<String> =
+    LazyLock::new(|| format!(r#""_meta":{{"{SERVER_INFO}":{}}}"#, SERVER_INFO_VALUE.get()));
 
 /// mcpmux's `Implementation`, written once.
 static SERVER_INFO_VALUE: LazyLock<Box<RawValue>> =
