@@ -208,6 +208,12 @@ impl RouterHandle {
         Arc::clone(self.inner.current.load().of(profile))
     }
 
+    /// What `f` reads of the current view of `profile`, in place: for one look, cheaper than
+    /// [`Self::view`], which hands out the snapshot itself.
+    pub fn with_view<T>(&self, profile: Option<&Profile>, f: impl FnOnce(&Snapshot) -> T) -> T {
+        f(self.inner.current.load().of(profile))
+    }
+
     /// Every view of the current catalog.
     pub fn views(&self) -> Arc<Views> {
         self.inner.current.load_full()

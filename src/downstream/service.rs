@@ -239,7 +239,8 @@ impl HostService {
         }
         // The tool is looked up first: a call of a tool without such parameters (nearly every
         // one) parses nothing.
-        let annotations = tool.and_then(|tool| self.router.view(profile).param_headers(tool));
+        let annotations =
+            tool.and_then(|tool| (self.router).with_view(profile, |view| view.param_headers(tool)));
         let (Some(annotations), Some(params)) = (annotations, params) else {
             return Ok(());
         };
