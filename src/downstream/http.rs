@@ -358,7 +358,7 @@ async fn answer(
                 return (status, json_response(line)).into_response();
             }
             early.push(line);
-            Sse::new(futures_util::stream::iter(early.into_iter().map(event))).into_response()
+            unbuffered(Sse::new(futures_util::stream::iter(early.into_iter().map(event))).into_response())
         }
         first = rx.recv() => {
             let queued = std::collections::VecDeque::from([first]);
@@ -383,9 +383,17 @@ async fn answer(
                     }
                 }
             });
-            Sse::new(stream).into_response()
+            unbuffered(Sse::new(stream).into_response())
         }
     }
+}
+
+/// An event stream that reverse proxies are told not to hold back (nginx buffers responses
+/// unless told `X-Accel-Buffering: no`): a request's messages must reach the host as they come.
+fn unbuffered(mut response: Response) -> Response {
+    const ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
+    (response.headers_mut()).insert(ACCEL_BUFFERING, HeaderValue::from_static("no"));
+    response
 }
 
 fn event(line: String) -> Result<Event, Infallible> {

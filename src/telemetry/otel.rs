@@ -55,11 +55,19 @@ impl TraceParent {
         use axum::http::HeaderName;
         static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
         static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
-        let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
-        let traceparent = text(&TRACEPARENT)?.to_owned();
+        Self::from_values(headers.get(&TRACEPARENT), headers.get(&TRACESTATE))
+    }
+
+    /// [`Self::from_headers`] the (first) `traceparent` and `tracestate` values, found already.
+    pub fn from_values(
+        traceparent: Option<&axum::http::HeaderValue>,
+        tracestate: Option<&axum::http::HeaderValue>,
+    ) -> Option<Self> {
+        let owned =
+            |value: Option<&axum::http::HeaderValue>| Some(value?.to_str().ok()?.to_owned());
         Some(Self {
-            traceparent,
-            tracestate: text(&TRACESTATE).map(str::to_owned),
+            traceparent: owned(traceparent)?,
+            tracestate: owned(tracestate),
             from_headers: true,
         })
     }

@@ -1,7 +1,7 @@
 //! What a host's `Accept` header lets it read as an answer: JSON, an event stream, and which it
 //! ranks first.
 
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 
 /// What a host's `Accept` lets it read as an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +16,12 @@ impl Accepts {
     /// Reads `Accept` (wildcards included, `q=0` excluded). The SDKs' value — JSON first,
     /// without q-values, then streams — is recognised without parsing it.
     pub(super) fn of(headers: &HeaderMap) -> Self {
-        let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        Self::of_value(headers.get(header::ACCEPT))
+    }
+
+    /// [`Self::of`] the request's (first) `Accept` value, found already.
+    pub(super) fn of_value(accept: Option<&HeaderValue>) -> Self {
+        let Some(accept) = accept.and_then(|v| v.to_str().ok()) else {
             return Self {
                 json: false,
                 stream: false,
@@ -70,7 +75,6 @@ impl Accepts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
 
     fn accepting(accept: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();

@@ -26,9 +26,7 @@ use axum::response::{IntoResponse, Response};
 
 pub(super) use access::{Admission, protected_resource};
 pub use access::{Gate, ProtectedResource};
-#[cfg(test)]
-pub(super) use origin::VERSION_HEADER;
-pub(super) use origin::{VERSION, check_version};
+pub(super) use origin::{VERSION, VERSION_HEADER, check_version};
 pub(super) use refusal::{Refusal, refuse};
 
 use super::{AppState, Edge, SESSION};

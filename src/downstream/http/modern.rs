@@ -9,11 +9,11 @@
 
 use std::sync::Arc;
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::value::RawValue;
 
-use super::admission::{Admitted, VERSION, refuse};
+use super::admission::{Admitted, VERSION, VERSION_HEADER, refuse};
 use super::posted::{Posted, Read};
 use super::{AppState, accepts::Accepts, answer};
 use crate::downstream::session::{ClientInfo, HostInfo, Session};
@@ -22,10 +22,49 @@ use crate::mcp::envelope::{self, Declared, Envelope, METHOD_HEADER, NAME_HEADER}
 use crate::mcp::version::Version;
 use crate::telemetry::otel::TraceParent;
 
-// The headers a stateless request mirrors its body in (and `MCP-Protocol-Version`), as names
-// made at compile time (a lookup by text would check and hash the name each time).
-const METHOD: HeaderName = HeaderName::from_static(METHOD_HEADER);
-const NAME: HeaderName = HeaderName::from_static(NAME_HEADER);
+/// The request headers the stateless edge reads, found in one pass over the request's few
+/// headers (a lookup by name hashes the name, once for each header looked up): the three that
+/// mirror the body, each with how many times it was sent, and `Accept` and the trace context.
+/// A header sent more than once is taken at its first value, as a lookup by name would take it.
+#[derive(Default)]
+struct Sent<'h> {
+    /// `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`.
+    mirrored: [(Option<&'h HeaderValue>, usize); 3],
+    accept: Option<&'h HeaderValue>,
+    traceparent: Option<&'h HeaderValue>,
+    tracestate: Option<&'h HeaderValue>,
+}
+
+/// The mirroring headers' names, in [`Sent::mirrored`]'s order.
+const MIRRORED: [&str; 3] = [VERSION_HEADER, METHOD_HEADER, NAME_HEADER];
+
+impl<'h> Sent<'h> {
+    fn of(headers: &'h HeaderMap) -> Self {
+        let mut sent = Self::default();
+        for (name, value) in headers {
+            let first = |slot: &mut Option<&'h HeaderValue>| {
+                slot.get_or_insert(value);
+            };
+            // A match on the text: one comparison of lengths, then of bytes, per header.
+            match name.as_str() {
+                "accept" => first(&mut sent.accept),
+                "traceparent" => first(&mut sent.traceparent),
+                "tracestate" => first(&mut sent.tracestate),
+                VERSION_HEADER => mirror(&mut sent.mirrored[0], value),
+                METHOD_HEADER => mirror(&mut sent.mirrored[1], value),
+                NAME_HEADER => mirror(&mut sent.mirrored[2], value),
+                _ => {}
+            }
+        }
+        sent
+    }
+}
+
+/// Counts a mirroring header's value, keeping the first.
+fn mirror<'h>(slot: &mut (Option<&'h HeaderValue>, usize), value: &'h HeaderValue) {
+    slot.0.get_or_insert(value);
+    slot.1 += 1;
+}
 
 /// Whether a POST's `MCP-Protocol-Version` header makes it a stateless (2026-07-28) request
 /// rather than one of the handshake era (`None`: there is no such header).
@@ -68,7 +107,9 @@ pub(super) async fn post(
             return refusal.answering(None, headers).into_response();
         }
     }
-    let checked = posted.with_dependent_mut(|_, read| check(state, &admitted, headers, read));
+    let sent = Sent::of(headers);
+    let checked =
+        posted.with_dependent_mut(|_, read| check(state, &admitted, headers, &sent, read));
     let Some((id, _, params)) = posted.request() else {
         return StatusCode::ACCEPTED.into_response();
     };
@@ -82,7 +123,7 @@ pub(super) async fn post(
         Ok(checked) => checked,
         Err((status, error)) => return refused(status, error),
     };
-    let accepts = Accepts::of(headers);
+    let accepts = Accepts::of_value(sent.accept);
     let host = HostInfo {
         version: envelope.version,
         capabilities: envelope.capabilities,
@@ -103,17 +144,9 @@ pub(super) async fn post(
     }
     let session = Session::stateless(host, admitted.access);
     let service = Arc::clone(&state.service);
-    let trace = TraceParent::from_headers(headers);
-    let mut response = answer(service, (session, trace), posted, accepts, status_of).await;
-    if response.headers().get(axum::http::header::CONTENT_TYPE)
-        == Some(&HeaderValue::from_static("text/event-stream"))
-    {
-        // Reverse proxies must not hold the stream's events back.
-        response
-            .headers_mut()
-            .insert("x-accel-buffering", HeaderValue::from_static("no"));
-    }
-    response
+    let trace = TraceParent::from_values(sent.traceparent, sent.tracestate);
+    // An answer on an event stream comes `unbuffered`, as every request's stream does.
+    answer(service, (session, trace), posted, accepts, status_of).await
 }
 
 /// A stateless request's envelope and the headers that mirror its body, checked in the
@@ -123,6 +156,7 @@ fn check(
     state: &AppState,
     admitted: &Admitted,
     headers: &HeaderMap,
+    sent: &Sent<'_>,
     read: &mut Read<'_>,
 ) -> Result<(Envelope, bool), (StatusCode, RpcError)> {
     let bad = |error| (StatusCode::BAD_REQUEST, error);
@@ -138,7 +172,7 @@ fn check(
     };
     let declared = declared.as_mut().map_err(|error| bad(error.clone()))?;
     let (method, params) = (&**method, *params);
-    check_headers(headers, declared, method).map_err(bad)?;
+    check_headers(sent, declared, method).map_err(bad)?;
     let envelope = declared.accept().map_err(bad)?;
     if !state.service.serves(method, envelope.version) {
         let error = RpcError::method_not_found(method);
@@ -183,11 +217,7 @@ async fn listen(
     {
         Ok(messages) => {
             let events = futures_util::StreamExt::map(messages, super::event);
-            let mut response = super::sse(events);
-            response
-                .headers_mut()
-                .insert("x-accel-buffering", HeaderValue::from_static("no"));
-            response
+            super::unbuffered(super::sse(events))
         }
         Err(error) => refused(StatusCode::BAD_REQUEST, error),
     }
@@ -196,23 +226,9 @@ async fn listen(
 /// The headers that mirror the body must agree with it (`-32020`): `MCP-Protocol-Version` with
 /// the envelope's version, `Mcp-Method` with the method, `Mcp-Name` with the name or URI of the
 /// methods that carry one. Each must be present, and once.
-fn check_headers(
-    headers: &HeaderMap,
-    declared: &Declared<'_>,
-    method: &str,
-) -> Result<(), RpcError> {
-    // The three headers' values, found in one pass over the request's few headers (a lookup
-    // by name hashes the name, three times over).
-    let mut sent: [(&HeaderName, Option<&HeaderValue>, usize); 3] =
-        [(&VERSION, None, 0), (&METHOD, None, 0), (&NAME, None, 0)];
-    for (name, value) in headers {
-        if let Some(slot) = sent.iter_mut().find(|(mirror, ..)| *mirror == name) {
-            slot.1.get_or_insert(value);
-            slot.2 += 1;
-        }
-    }
+fn check_headers(sent: &Sent<'_>, declared: &Declared<'_>, method: &str) -> Result<(), RpcError> {
     let one = |i: usize| -> Result<Option<&HeaderValue>, RpcError> {
-        let (name, value, count) = sent[i];
+        let (name, (value, count)) = (MIRRORED[i], sent.mirrored[i]);
         if count > 1 {
             return Err(mismatch(format!(
                 "the {name} header is sent more than once"
@@ -221,12 +237,12 @@ fn check_headers(
         Ok(value)
     };
     let text = |i: usize, value: &HeaderValue| -> Result<String, RpcError> {
-        let name = sent[i].0;
+        let name = MIRRORED[i];
         (value.to_str().map(str::to_owned))
             .map_err(|_| mismatch(format!("the {name} header is not visible ASCII")))
     };
     let matches = |i: usize, body: &str| -> Result<(), RpcError> {
-        let name = sent[i].0;
+        let name = MIRRORED[i];
         match one(i)? {
             None => Err(mismatch(format!(
                 "the {name} header is missing (it must repeat `{body}`)"
@@ -288,7 +304,6 @@ fn mismatch(why: String) -> RpcError {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::super::admission::VERSION_HEADER;
     use super::*;
     use crate::jsonrpc::{Incoming, raw};
 
@@ -342,6 +357,32 @@ mod tests {
     }
 
     #[test]
+    fn one_pass_finds_the_headers_a_lookup_would() {
+        let mut sent = headers(&[
+            ("accept", "application/json, text/event-stream"),
+            (
+                "traceparent",
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            ),
+            (METHOD_HEADER, "tools/call"),
+            (METHOD_HEADER, "tools/list"),
+            ("x-other", "1"),
+        ]);
+        sent.append("accept", HeaderValue::from_static("*/*"));
+        let found = Sent::of(&sent);
+        assert_eq!(found.accept, sent.get("accept"), "the first value");
+        assert_eq!(found.traceparent, sent.get("traceparent"));
+        assert_eq!(found.tracestate, None);
+        assert_eq!(found.mirrored[1], (sent.get(METHOD_HEADER), 2));
+        assert_eq!(found.mirrored[0], (None, 0));
+        assert_eq!(found.mirrored[2], (None, 0));
+        let accepts = Accepts::of_value(found.accept);
+        assert_eq!(accepts, Accepts::of(&sent));
+        let trace = TraceParent::from_values(found.traceparent, found.tracestate);
+        assert_eq!(trace, TraceParent::from_headers(&sent));
+    }
+
+    #[test]
     fn headers_must_mirror_the_body() {
         const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
         let declared = |method: &str, params: &str| {
@@ -355,7 +396,7 @@ mod tests {
             (METHOD_HEADER, "tools/call"),
             (NAME_HEADER, "a__echo"),
         ]);
-        assert!(check_headers(&good, &call, "tools/call").is_ok());
+        assert!(check_headers(&Sent::of(&good), &call, "tools/call").is_ok());
         let cases = [
             headers(&[(METHOD_HEADER, "tools/call"), (NAME_HEADER, "a__echo")]),
             headers(&[
@@ -380,7 +421,7 @@ mod tests {
             ]),
         ];
         for (i, case) in cases.iter().enumerate() {
-            let error = check_headers(case, &call, "tools/call").unwrap_err();
+            let error = check_headers(&Sent::of(case), &call, "tools/call").unwrap_err();
             assert_eq!(error.code, codes::HEADER_MISMATCH, "case {i}: {error}");
         }
         let encoded = headers(&[
@@ -389,12 +430,12 @@ mod tests {
             (NAME_HEADER, "=?base64?YSt0ZXN0Oi8vw6k=?="),
         ]);
         let read = declared("resources/read", r#""uri":"a+test://é""#);
-        assert!(check_headers(&encoded, &read, "resources/read").is_ok());
+        assert!(check_headers(&Sent::of(&encoded), &read, "resources/read").is_ok());
         // The same bytes that are not ASCII are not a plain header: they must be encoded.
         let mut raw_bytes = encoded.clone();
         let bytes = HeaderValue::from_bytes("a+test://é".as_bytes()).unwrap();
         raw_bytes.insert(NAME_HEADER, bytes);
-        let error = check_headers(&raw_bytes, &read, "resources/read").unwrap_err();
+        let error = check_headers(&Sent::of(&raw_bytes), &read, "resources/read").unwrap_err();
         assert!(error.message.contains("not visible ASCII"), "{error}");
         // A body value that looks encoded is compared with what its header decodes to.
         let looks_encoded = declared("tools/call", r#""name":"=?base64?YQ==?=""#);
@@ -403,7 +444,7 @@ mod tests {
             (METHOD_HEADER, "tools/call"),
             (NAME_HEADER, "=?base64?YQ==?="),
         ]);
-        let error = check_headers(&same_text, &looks_encoded, "tools/call").unwrap_err();
+        let error = check_headers(&Sent::of(&same_text), &looks_encoded, "tools/call").unwrap_err();
         assert_eq!(error.code, codes::HEADER_MISMATCH, "{error}");
     }
 }
