@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use base64::Engine;
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -44,7 +45,8 @@ const MAX_DECLARED_BYTES: usize = 16 * 1024;
 pub struct Declared<'a> {
     /// The version the request names, as written.
     pub version: Cow<'a, str>,
-    pub capabilities: ClientCapabilities,
+    /// Its `clientCapabilities`: an object, within [`MAX_DECLARED_BYTES`].
+    pub capabilities: &'a RawValue,
     /// The rank ([`super::LOG_LEVELS`]) of the log level the request asks for, if it asks.
     pub log_level: Option<usize>,
     /// What the request's `Mcp-Name` must repeat (`params.name` or `params.uri`, as a string),
@@ -256,11 +258,11 @@ impl<'a> Declared<'a> {
         let version = text_of(version).ok_or_else(|| {
             RpcError::invalid_params(format!("Invalid params: `{PROTOCOL_VERSION}` is a string"))
         })?;
-        let capabilities = ClientCapabilities::declared(
+        within_limit(
             "`io.modelcontextprotocol/clientCapabilities`",
             Some(capabilities),
         )?;
-        if !capabilities.is_object() {
+        if !capabilities.get().starts_with('{') {
             return Err(RpcError::invalid_params(format!(
                 "Invalid params: `{CLIENT_CAPABILITIES}` is an object"
             )));
@@ -283,13 +285,15 @@ impl<'a> Declared<'a> {
         })
     }
 
-    /// The envelope, if its version is one mcpmux serves statelessly (its capabilities taken
-    /// out of this); else `-32022`.
-    pub fn accept(&mut self) -> Result<Envelope, RpcError> {
+    /// The envelope, if its version is one mcpmux serves statelessly; else `-32022`. Its
+    /// capabilities are kept as a part of `body`, the text they were read from, when they lie
+    /// in it (they always do when `body` is what the request was read from; else they are
+    /// copied).
+    pub fn accept(&self, body: &Bytes) -> Result<Envelope, RpcError> {
         match Version::served(&self.version).filter(|v| v.is_modern()) {
             Some(version) => Ok(Envelope {
                 version,
-                capabilities: std::mem::take(&mut self.capabilities),
+                capabilities: ClientCapabilities::part_of(body, self.capabilities),
                 log_level: self.log_level,
             }),
             None => Err(unsupported(&self.version)),
@@ -327,35 +331,44 @@ pub fn unsupported(requested: &str) -> RpcError {
 /// ask (an upstream's server request does, and a 2026-07-28 upstream's envelope).
 #[derive(Debug, Default)]
 pub struct ClientCapabilities {
-    raw: Option<Box<RawValue>>,
+    /// The JSON text as sent (valid JSON: it was read as a raw value).
+    raw: Option<Bytes>,
     parsed: OnceLock<Value>,
 }
 
 impl ClientCapabilities {
     /// What a host declared as `name` (nothing, when absent), within [`MAX_DECLARED_BYTES`]: it
-    /// is kept for as long as its session or request lives.
+    /// is kept (copied) for as long as its session or request lives.
     pub fn declared(name: &str, raw: Option<&RawValue>) -> Result<Self, RpcError> {
         let raw = within_limit(name, raw)?;
         Ok(Self {
-            raw: raw.map(ToOwned::to_owned),
+            raw: raw.map(|raw| Bytes::copy_from_slice(raw.get().as_bytes())),
             parsed: OnceLock::new(),
         })
+    }
+
+    /// `raw` kept as the part of `body` it is (a reference to the body, not a copy: a request's
+    /// capabilities live no longer than its body is useful), or copied when it is not in it.
+    fn part_of(body: &Bytes, raw: &RawValue) -> Self {
+        let text = raw.get().as_bytes();
+        let start = (text.as_ptr() as usize).wrapping_sub(body.as_ptr() as usize);
+        let within = start <= body.len() && text.len() <= body.len() - start;
+        Self {
+            raw: Some(match within {
+                true => body.slice(start..start + text.len()),
+                false => Bytes::copy_from_slice(text),
+            }),
+            parsed: OnceLock::new(),
+        }
     }
 
     /// As a value (`null` when nothing was declared).
     pub fn value(&self) -> &Value {
         self.parsed.get_or_init(|| {
-            let raw = self.raw.as_deref();
-            raw.and_then(|raw| serde_json::from_str(raw.get()).ok())
+            (self.raw.as_deref())
+                .and_then(|raw| serde_json::from_slice(raw).ok())
                 .unwrap_or(Value::Null)
         })
-    }
-
-    /// Whether an object was declared (a raw value is valid JSON: its first byte tells).
-    pub fn is_object(&self) -> bool {
-        self.raw
-            .as_deref()
-            .is_some_and(|raw| raw.get().starts_with('{'))
     }
 }
 
@@ -416,7 +429,7 @@ mod tests {
             r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/logLevel":"info"}"#,
         );
         assert_eq!(declared_version(Some(&ok)).as_deref(), Some("2026-07-28"));
-        let mut declared = Declared::read("tools/call", Some(&ok)).unwrap();
+        let declared = Declared::read("tools/call", Some(&ok)).unwrap();
         assert_eq!(declared.name, Some(("name", "x".into())));
         let served = declared.served.as_ref().map(Members::to_json);
         assert_eq!(
@@ -424,7 +437,7 @@ mod tests {
             Some(r#"{"name":"x"}"#),
             "nothing but the envelope"
         );
-        let envelope = declared.accept().unwrap();
+        let envelope = declared.accept(&Bytes::new()).unwrap();
         assert_eq!(envelope.version, Version::MODERN);
         assert!(envelope.capabilities.value().get("sampling").is_some());
         assert_eq!(envelope.log_level, crate::mcp::log_rank("info"));
@@ -463,7 +476,7 @@ mod tests {
         );
         let error = Declared::read("tools/call", Some(&future))
             .unwrap()
-            .accept()
+            .accept(&Bytes::new())
             .unwrap_err();
         assert_eq!(error.code, codes::UNSUPPORTED_PROTOCOL_VERSION);
         let data = error.data.unwrap();
@@ -475,7 +488,7 @@ mod tests {
         );
         let error = Declared::read("tools/call", Some(&legacy))
             .unwrap()
-            .accept()
+            .accept(&Bytes::new())
             .unwrap_err();
         assert_eq!(error.code, codes::UNSUPPORTED_PROTOCOL_VERSION);
     }
@@ -494,11 +507,29 @@ mod tests {
         }
         let declared = raw(r#"{"roots":{"listChanged":true},"sampling":{}}"#.into());
         let caps = ClientCapabilities::declared("caps", Some(&declared)).unwrap();
-        assert!(caps.is_object());
         assert_eq!(caps.value()["roots"]["listChanged"], true);
         assert!(caps.value().get("elicitation").is_none());
         let absent = ClientCapabilities::declared("caps", None).unwrap();
-        assert!(!absent.is_object() && absent.value().is_null());
+        assert!(absent.value().is_null());
+        // A request's capabilities are kept as the part of its body they are, not copied;
+        // capabilities read from other text are copied.
+        let body = Bytes::from(format!(r#"{{"params":{}}}"#, declared.get()));
+        let text = std::str::from_utf8(&body).unwrap();
+        let within: &RawValue = serde_json::from_str(&text[10..text.len() - 1]).unwrap();
+        let kept = ClientCapabilities::part_of(&body, within);
+        let kept_raw = kept.raw.as_deref().unwrap();
+        assert_eq!(
+            kept_raw.as_ptr(),
+            within.get().as_ptr(),
+            "a part of the body"
+        );
+        assert_eq!(kept.value()["roots"]["listChanged"], true);
+        let copied = ClientCapabilities::part_of(&body, &declared);
+        assert_ne!(
+            copied.raw.as_deref().unwrap().as_ptr(),
+            declared.get().as_ptr()
+        );
+        assert_eq!(copied.value(), kept.value());
         let huge = raw(format!(r#"{{"x":"{}"}}"#, "a".repeat(MAX_DECLARED_BYTES)));
         let error = ClientCapabilities::declared("caps", Some(&huge)).unwrap_err();
         assert!(error.message.contains("16 KiB"), "{error}");

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::value::RawValue;
@@ -108,8 +109,8 @@ pub(super) async fn post(
         }
     }
     let sent = Sent::of(headers);
-    let checked =
-        posted.with_dependent_mut(|_, read| check(state, &admitted, headers, &sent, read));
+    let checked = posted
+        .with_dependent_mut(|body, read| check(state, (&admitted, headers, &sent), body, read));
     let Some((id, _, params)) = posted.request() else {
         return StatusCode::ACCEPTED.into_response();
     };
@@ -154,9 +155,8 @@ pub(super) async fn post(
 /// read) and whether it is `subscriptions/listen`, or the refusal's status and error.
 fn check(
     state: &AppState,
-    admitted: &Admitted,
-    headers: &HeaderMap,
-    sent: &Sent<'_>,
+    (admitted, headers, sent): (&Admitted, &HeaderMap, &Sent<'_>),
+    body: &Bytes,
     read: &mut Read<'_>,
 ) -> Result<(Envelope, bool), (StatusCode, RpcError)> {
     let bad = |error| (StatusCode::BAD_REQUEST, error);
@@ -170,10 +170,10 @@ fn check(
         // Never: a stateless request's envelope is read with it.
         return Err(bad(RpcError::invalid_params("Invalid params: no envelope")));
     };
-    let declared = declared.as_mut().map_err(|error| bad(error.clone()))?;
+    let declared = declared.as_ref().map_err(|error| bad(error.clone()))?;
     let (method, params) = (&**method, *params);
     check_headers(sent, declared, method).map_err(bad)?;
-    let envelope = declared.accept().map_err(bad)?;
+    let envelope = declared.accept(body).map_err(bad)?;
     if !state.service.serves(method, envelope.version) {
         let error = RpcError::method_not_found(method);
         return Err((StatusCode::NOT_FOUND, error));
