@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
@@ -117,7 +117,8 @@ pub struct Session {
     outbox_rx: Mutex<Option<mpsc::Receiver<String>>>,
     /// Whether an event stream is attached (an attached session never idles out).
     streaming: AtomicBool,
-    pub(super) tables: Mutex<SessionTables>,
+    /// Made on first use: a stateless request's session never uses them.
+    tables: OnceLock<Mutex<SessionTables>>,
     next_server_request: AtomicU64,
     /// Cancelled when the session ends, so its event streams end too (`None`: a stateless
     /// request's, which is in no store and never ends that way).
@@ -199,7 +200,7 @@ impl Session {
             outbox,
             outbox_rx: Mutex::new(rx),
             streaming: AtomicBool::new(false),
-            tables: Mutex::new(SessionTables::default()),
+            tables: OnceLock::new(),
             next_server_request: AtomicU64::new(1),
             closed,
             in_flight: AtomicUsize::new(0),
@@ -329,7 +330,7 @@ impl Session {
     }
 
     pub(super) fn tables(&self) -> std::sync::MutexGuard<'_, SessionTables> {
-        lock(&self.tables)
+        lock(self.tables.get_or_init(Mutex::default))
     }
 }
 
