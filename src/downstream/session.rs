@@ -101,7 +101,7 @@ impl HostInfo {
 #[derive(Debug)]
 pub struct Session {
     pub id: String,
-    /// What the host declared at `initialize`.
+    /// What the host declared: at `initialize`, or with the one stateless request it serves.
     pub host: HostInfo,
     /// Who opened it and the profile it sees; only the same access may use it. A reload that
     /// changes the host or the profile gives the session the new one.

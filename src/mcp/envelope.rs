@@ -347,8 +347,8 @@ impl ClientCapabilities {
         })
     }
 
-    /// `raw` kept as the part of `body` it is (a reference to the body, not a copy: a request's
-    /// capabilities live no longer than its body is useful), or copied when it is not in it.
+    /// `raw` kept as the part of `body` it is (a reference to the body, not a copy), or copied
+    /// when it is not in it.
     fn part_of(body: &Bytes, raw: &RawValue) -> Self {
         let text = raw.get().as_bytes();
         let start = (text.as_ptr() as usize).wrapping_sub(body.as_ptr() as usize);

@@ -151,8 +151,8 @@ pub(super) async fn post(
 }
 
 /// A stateless request's envelope and the headers that mirror its body, checked in the
-/// revision's order, and whether its method is served: its envelope (taken out of what was
-/// read) and whether it is `subscriptions/listen`, or the refusal's status and error.
+/// revision's order, and whether its method is served: its envelope and whether it is
+/// `subscriptions/listen`, or the refusal's status and error.
 fn check(
     state: &AppState,
     (admitted, headers, sent): (&Admitted, &HeaderMap, &Sent<'_>),
@@ -173,7 +173,11 @@ fn check(
     let declared = declared.as_ref().map_err(|error| bad(error.clone()))?;
     let (method, params) = (&**method, *params);
     check_headers(sent, declared, method).map_err(bad)?;
-    let envelope = declared.accept(body).map_err(bad)?;
+    let listens = method == "subscriptions/listen";
+    // A call's capabilities are kept as a part of its body, which it holds anyway while it is
+    // served; a listen stream's are copied (it may stay open for hours, its body long unused).
+    static NOWHERE: Bytes = Bytes::new();
+    let envelope = (declared.accept(if listens { &NOWHERE } else { body })).map_err(bad)?;
     if !state.service.serves(method, envelope.version) {
         let error = RpcError::method_not_found(method);
         return Err((StatusCode::NOT_FOUND, error));
@@ -191,7 +195,7 @@ fn check(
             .check_param_headers(profile, (tool, params), sent)
             .map_err(bad)?;
     }
-    Ok((envelope, method == "subscriptions/listen"))
+    Ok((envelope, listens))
 }
 
 /// `subscriptions/listen`: an event stream of the change notifications the host opted in to,

@@ -122,8 +122,7 @@ fn write_added(out: &mut String, cache: Option<(CacheScope, Option<u64>)>, rest:
         let _ = write!(out, r#""ttlMs":{ttl},"cacheScope":"{}","#, scope.as_str());
     }
     out.push_str(&META);
-    let empty = rest.starts_with('}') || rest.trim_start().starts_with('}');
-    if !empty {
+    if !rest.trim_start().starts_with('}') {
         out.push(',');
     }
     out.push_str(rest);
