@@ -3,14 +3,16 @@ use crate::config::model::{DEFAULT_LISTEN, DEFAULT_PAGE_SIZE};
 use crate::config::{RemoteKind, TokenSource, Transport};
 use crate::mcp::ListKind;
 
+/// Loads `text` from a file named `name` in a directory of its own, removed once it is loaded.
 fn load_text(name: &str, text: &str) -> Result<Config, ConfigError> {
-    let dir =
-        std::env::temp_dir().join(format!("mcpmux-config-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|source| ConfigError::Read {
-        file: dir.clone(),
-        source,
-    })?;
-    let path = dir.join(name);
+    let dir = tempfile::Builder::new()
+        .prefix("mcpmux-config-test-")
+        .tempdir()
+        .map_err(|source| ConfigError::Read {
+            file: std::env::temp_dir(),
+            source,
+        })?;
+    let path = dir.path().join(name);
     std::fs::write(&path, text).map_err(|source| ConfigError::Read {
         file: path.clone(),
         source,
