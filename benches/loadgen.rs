@@ -65,6 +65,7 @@ use std::{path::Path, path::PathBuf, time::Duration, time::Instant};
 
 use clap::Parser;
 use futures_util::StreamExt;
+use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::signal::unix::{SignalKind, signal};
@@ -168,8 +169,10 @@ fn initialize() -> Vec<u8> {
     request(0, "initialize", params)
 }
 
-/// A `tools/call` of `tool`; `modern`: with the stateless envelope.
-fn call_body(id: u64, tool: &str, modern: bool) -> Vec<u8> {
+/// What a `tools/call` body holds after its id, written once per target: the params of a call
+/// of `tool`, with the stateless envelope when `modern`. Each call then writes only its id, so
+/// building a request costs the load generator the same in either era.
+fn call_rest(tool: &str, modern: bool) -> String {
     let arguments = ARGUMENTS
         .get()
         .map_or(r#"{"text":"hello"}"#, String::as_str);
@@ -177,8 +180,22 @@ fn call_body(id: u64, tool: &str, modern: bool) -> Vec<u8> {
         true => format!(r#","_meta":{ENVELOPE}"#),
         false => String::new(),
     };
-    let params = format!(r#"{{"name":"{tool}","arguments":{arguments}{meta}}}"#);
-    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#).into()
+    format!(
+        r#","method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}{meta}}}}}"#
+    )
+}
+
+/// A `tools/call` body: call `id` with the rest written by [`call_rest`].
+fn call_body(id: u64, rest: &str) -> Vec<u8> {
+    const START: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
+    let mut number = itoa::Buffer::new();
+    let id = number.format(id).as_bytes();
+    // One byte more for the newline a stdio upstream's line ends with.
+    let mut body = Vec::with_capacity(START.len() + id.len() + rest.len() + 1);
+    body.extend_from_slice(START);
+    body.extend_from_slice(id);
+    body.extend_from_slice(rest.as_bytes());
+    body
 }
 
 /// The id of a JSON-RPC response (`None` for anything else, e.g. requests from the server).
@@ -188,10 +205,27 @@ fn response_id(msg: &[u8]) -> Option<u64> {
 }
 
 /// Ok if `answer` is a successful result (not `isError`) and, if `echo`, mentions our argument.
+/// Read without building a tree of it (what a result holds besides `isError` is skipped), so a
+/// larger answer costs the load generator little more.
 fn check(answer: &[u8], echo: bool) -> Res<()> {
-    let m: Value = serde_json::from_slice(answer).unwrap_or_default();
-    let ok = m["result"].is_object() && m["result"]["isError"] != true && m["error"].is_null();
-    if ok && (!echo || answer.windows(5).any(|w| w == b"hello")) {
+    #[derive(serde::Deserialize)]
+    struct Response {
+        result: Option<Outcome>,
+        error: Option<serde::de::IgnoredAny>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Outcome {
+        #[serde(rename = "isError")]
+        is_error: Option<bool>,
+    }
+    let ok = match serde_json::from_slice::<Response>(answer) {
+        Ok(Response {
+            result: Some(outcome),
+            error: None,
+        }) => outcome.is_error != Some(true),
+        _ => false,
+    };
+    if ok && (!echo || memchr::memmem::find(answer, b"hello").is_some()) {
         return Ok(());
     }
     let text = String::from_utf8_lossy(&answer[..answer.len().min(500)]);
@@ -265,7 +299,8 @@ impl Direct {
 struct Http {
     client: reqwest::Client,
     url: String,
-    session: Option<String>,
+    /// The session's id, as the header value each request carries.
+    session: Option<HeaderValue>,
     /// A stateless (2026-07-28) host: no session, the method and name mirrored in headers.
     modern: bool,
 }
@@ -273,28 +308,35 @@ struct Http {
 impl Http {
     /// POSTs one message; returns the session header and, for a request (`id` given), the
     /// JSON-RPC response with that id (from a JSON body or from an SSE stream). A stateless
-    /// host's request carries `mirror` (its method and name) as headers.
+    /// host's request carries `mirror` (its method and name) as headers. Header names and
+    /// values are constants (the session's made once), so neither era spends an allocation on
+    /// them.
     async fn post(
         &self,
         body: Vec<u8>,
         id: Option<u64>,
-        mirror: (&str, Option<&str>),
+        mirror: (&'static str, Option<&'static str>),
     ) -> Res<(Option<String>, Vec<u8>)> {
-        use reqwest::header::{ACCEPT, CONTENT_TYPE};
-        let mut req = self.client.post(&self.url).body(body);
-        req = req.header(CONTENT_TYPE, "application/json");
-        req = req.header(ACCEPT, "application/json, text/event-stream");
+        use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName};
+        const VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+        let mut headers = HeaderMap::with_capacity(5);
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let accept = HeaderValue::from_static("application/json, text/event-stream");
+        headers.insert(ACCEPT, accept);
         if let Some(s) = &self.session {
-            req = req.header("Mcp-Session-Id", s);
-            req = req.header("MCP-Protocol-Version", PROTO);
+            headers.insert(HeaderName::from_static("mcp-session-id"), s.clone());
+            headers.insert(VERSION, HeaderValue::from_static(PROTO));
         }
         if self.modern {
-            req = req.header("MCP-Protocol-Version", MODERN);
-            req = req.header("Mcp-Method", mirror.0);
+            headers.insert(VERSION, HeaderValue::from_static(MODERN));
+            let method = HeaderValue::from_static(mirror.0);
+            headers.insert(HeaderName::from_static("mcp-method"), method);
             if let Some(name) = mirror.1 {
-                req = req.header("Mcp-Name", name);
+                let name = HeaderValue::from_static(name);
+                headers.insert(HeaderName::from_static("mcp-name"), name);
             }
         }
+        let req = self.client.post(&self.url).headers(headers).body(body);
         let resp = req.send().await.map_err(ctx("POST"))?;
         let status = resp.status();
         let header = |name| resp.headers().get(name).and_then(|v| v.to_str().ok());
@@ -345,7 +387,7 @@ impl Http {
         let init = h.post(initialize(), Some(0), ("initialize", None)).await;
         let (session, answer) = init.map_err(ctx("initialize"))?;
         check(&answer, false).map_err(ctx("initialize"))?;
-        h.session = session;
+        h.session = session.and_then(|s| HeaderValue::from_str(&s).ok());
         let initialized = ("notifications/initialized", None);
         let sent = h.post(INITIALIZED.into(), None, initialized).await;
         sent.map_err(ctx("notifications/initialized"))?;
@@ -569,7 +611,13 @@ fn rss_mib(pid: u32) -> Option<f64> {
 
 // ------------------------------------------------------------------ load
 
-enum Target {
+/// Where the load goes, and what each call's body holds after its id.
+struct Target {
+    via: Via,
+    rest: String,
+}
+
+enum Via {
     Direct(Direct),
     /// A remote upstream called directly over Streamable HTTP.
     DirectHttp(Http),
@@ -577,18 +625,25 @@ enum Target {
 }
 
 impl Target {
+    fn new(via: Via) -> Self {
+        let rest = match &via {
+            Via::Http(h) => call_rest("up1__echo", h.modern),
+            Via::Direct(_) | Via::DirectHttp(_) => call_rest("echo", false),
+        };
+        Self { via, rest }
+    }
+
     async fn call(&self) -> Res<()> {
         let id = NEXT_ID.fetch_add(1, Relaxed);
-        let answer = match self {
-            Target::Direct(d) => d.request(id, call_body(id, "echo", false)).await?,
-            Target::DirectHttp(h) => {
-                let body = call_body(id, "echo", false);
+        let body = call_body(id, &self.rest);
+        let answer = match &self.via {
+            Via::Direct(d) => d.request(id, body).await?,
+            Via::DirectHttp(h) => {
                 h.post(body, Some(id), ("tools/call", Some("echo")))
                     .await?
                     .1
             }
-            Target::Http(h) => {
-                let body = call_body(id, "up1__echo", h.modern);
+            Via::Http(h) => {
                 h.post(body, Some(id), ("tools/call", Some("up1__echo")))
                     .await?
                     .1
@@ -677,7 +732,7 @@ async fn run_direct(args: &Args, cmd: &[String]) -> Res<Value> {
         eprintln!("loadgen: direct: {url} over Streamable HTTP");
         let http = Http::connect(url.clone(), args.concurrency, false).await;
         let http = http.map_err(ctx("direct: initialize"))?;
-        let report = measure("direct", Target::DirectHttp(http), args, || ()).await;
+        let report = measure("direct", Target::new(Via::DirectHttp(http)), args, || ()).await;
         return report.map_err(ctx("direct"));
     }
     eprintln!("loadgen: direct: starting {}", cmd.join(" "));
@@ -689,7 +744,7 @@ async fn run_direct(args: &Args, cmd: &[String]) -> Res<Value> {
     let init = timeout(STARTUP, init).await;
     let init = init.unwrap_or(Err("timed out".into()));
     init.map_err(ctx("direct: initialize"))?;
-    let report = measure("direct", Target::Direct(direct), args, || ()).await;
+    let report = measure("direct", Target::new(Via::Direct(direct)), args, || ()).await;
     let report = report.map_err(ctx("direct"))?;
     // `direct` is dropped, so the upstream's stdin is closed and it should exit.
     if timeout(Duration::from_secs(5), child.wait()).await.is_err() {
@@ -827,7 +882,7 @@ async fn run_mcpmux(
     http.wait_for_tool("up1__echo").await.map_err(with_tail)?;
     let mut cpu = Vec::new();
     let probe = || cpu.push(cpu_us(pid));
-    let result = measure("mcpmux", Target::Http(http), args, probe).await;
+    let result = measure("mcpmux", Target::new(Via::Http(http)), args, probe).await;
     let rss = rss_mib(pid).map(|m| (m * 10.0).round() / 10.0);
     let mut report = result.map_err(with_tail)?;
     let audit_counts = match &admin {
