@@ -611,9 +611,10 @@ fn rss_mib(pid: u32) -> Option<f64> {
 
 // ------------------------------------------------------------------ load
 
-/// Where the load goes, and what each call's body holds after its id.
+/// Where the load goes, the tool it calls there, and what each call's body holds after its id.
 struct Target {
     via: Via,
+    tool: &'static str,
     rest: String,
 }
 
@@ -626,11 +627,12 @@ enum Via {
 
 impl Target {
     fn new(via: Via) -> Self {
-        let rest = match &via {
-            Via::Http(h) => call_rest("up1__echo", h.modern),
-            Via::Direct(_) | Via::DirectHttp(_) => call_rest("echo", false),
+        let (tool, modern) = match &via {
+            Via::Http(h) => ("up1__echo", h.modern),
+            Via::Direct(_) | Via::DirectHttp(_) => ("echo", false),
         };
-        Self { via, rest }
+        let rest = call_rest(tool, modern);
+        Self { via, tool, rest }
     }
 
     async fn call(&self) -> Res<()> {
@@ -638,13 +640,8 @@ impl Target {
         let body = call_body(id, &self.rest);
         let answer = match &self.via {
             Via::Direct(d) => d.request(id, body).await?,
-            Via::DirectHttp(h) => {
-                h.post(body, Some(id), ("tools/call", Some("echo")))
-                    .await?
-                    .1
-            }
-            Via::Http(h) => {
-                h.post(body, Some(id), ("tools/call", Some("up1__echo")))
+            Via::DirectHttp(h) | Via::Http(h) => {
+                h.post(body, Some(id), ("tools/call", Some(self.tool)))
                     .await?
                     .1
             }
