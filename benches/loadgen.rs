@@ -394,11 +394,17 @@ impl Http {
         Ok(h)
     }
 
-    /// Polls `tools/list` (all pages) until `tool` is listed.
-    async fn wait_for_tool(&self, tool: &str) -> Res<()> {
+    /// Polls `tools/list` (all pages) until the echo tool of each of the `n` upstreams is
+    /// listed: every upstream has started and the daemon has merged its catalog, so none of
+    /// that work falls into a measured phase. A handshake-era host's `initialize` waits for
+    /// upstreams still starting; a stateless host has no such step, so waiting for the first
+    /// one alone could charge a slow upstream's start to the stateless era's calls.
+    async fn wait_for_upstreams(&self, n: usize) -> Res<()> {
         let deadline = Instant::now() + STARTUP;
-        let mut last = String::from("not listed");
+        let mut missing: Vec<String> = (1..=n).map(|i| format!("up{i}__echo")).collect();
+        let mut error = String::new();
         while Instant::now() < deadline {
+            let mut listed = std::collections::HashSet::new();
             let mut cursor = None::<String>;
             for _page in 0..10_000 {
                 let id = NEXT_ID.fetch_add(1, Relaxed);
@@ -412,20 +418,24 @@ impl Http {
                     answer.and_then(|(_, a)| serde_json::from_slice(&a).map_err(ctx("JSON")));
                 let msg: Value = answer.unwrap_or_else(|e| json!({ "error": e }));
                 if let Some(e) = msg.get("error") {
-                    last = e.to_string();
+                    error = format!(" (last error: {e})");
                 }
-                let mut tools = msg["result"]["tools"].as_array().into_iter().flatten();
-                if tools.any(|t| t["name"] == tool) {
-                    return Ok(());
-                }
+                let tools = msg["result"]["tools"].as_array().into_iter().flatten();
+                listed.extend(tools.filter_map(|t| t["name"].as_str().map(str::to_owned)));
                 cursor = msg["result"]["nextCursor"].as_str().map(str::to_owned);
                 if cursor.is_none() {
                     break;
                 }
             }
+            missing.retain(|tool| !listed.contains(tool));
+            if missing.is_empty() {
+                return Ok(());
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        Err(format!("no {tool} in tools/list after {STARTUP:?}: {last}"))
+        Err(format!(
+            "after {STARTUP:?}, tools/list lacks {missing:?}{error}"
+        ))
     }
 }
 
@@ -786,7 +796,7 @@ async fn run_idle(args: &Args, cmd: &[String]) -> Res<Value> {
     let with_tail = |e: String| format!("mcpmux: {e}{}", daemon.stderr_tail());
     let admin = admin.ok_or_else(|| with_tail("no admin URL announced".into()))?;
     let http = Http::connect(url, 1, false).await.map_err(with_tail)?;
-    http.wait_for_tool("up1__echo").await.map_err(with_tail)?;
+    http.wait_for_upstreams(n).await.map_err(with_tail)?;
     drop(http);
     let window = Duration::from_secs(args.idle_seconds.max(1));
     let cpu_per_s = || async {
@@ -873,10 +883,10 @@ async fn run_mcpmux(
         Daemon::start(&args.mcpmux, cmd, remote, n, audit, endpoint.as_deref()).await?;
     let pid = daemon.child.id();
     let with_tail = |e: String| format!("mcpmux: {e}{}", daemon.stderr_tail());
-    eprintln!("loadgen: mcpmux: listening on {url}; waiting for up1__echo");
+    eprintln!("loadgen: mcpmux: listening on {url}; waiting for the {n} upstreams' tools");
     let http = Http::connect(url, args.concurrency, era == MODERN).await;
     let http = http.map_err(with_tail)?;
-    http.wait_for_tool("up1__echo").await.map_err(with_tail)?;
+    http.wait_for_upstreams(n).await.map_err(with_tail)?;
     let mut cpu = Vec::new();
     let probe = || cpu.push(cpu_us(pid));
     let result = measure("mcpmux", Target::new(Via::Http(http)), args, probe).await;
