@@ -10,6 +10,8 @@
 //!   child process; `transport/remote`: Streamable HTTP and the legacy HTTP+SSE transport.
 //! - `metrics`: per-upstream request counts and latency histograms.
 //! - `handshake`: `initialize` and reading every listing to its last page.
+//! - `companion`: the handshake-era session beside a 2026-07-28 link to a server that serves
+//!   both eras, for the requests of handshake-era hosts.
 //! - `catalog`: what an upstream offers and where it is published ([`CatalogSink`]).
 //! - `status`: the phase an upstream is in and its readable account ([`Status`]).
 //! - `error`: failures as values ([`UpstreamError`], start and close reasons, [`StopReason`]).
@@ -19,6 +21,7 @@
 
 mod actor;
 mod catalog;
+mod companion;
 mod connection;
 mod error;
 mod handle;

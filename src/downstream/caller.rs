@@ -68,9 +68,11 @@ impl Caller for SessionCaller {
                 format!("mcpmux refused `{method}`: the host request it belongs to has ended"),
             ));
         }
+        // A host that cannot take the request does not support it, as far as the upstream
+        // can tell (`-32601`).
         if let Some(why) = self.unfit(method, params) {
             return Err(RpcError::new(
-                codes::INTERNAL_ERROR,
+                codes::METHOD_NOT_FOUND,
                 format!("mcpmux refused `{method}`: {why}"),
             ));
         }
@@ -89,6 +91,10 @@ impl Caller for SessionCaller {
             params.map(RawValue::get),
         ));
         Ok(host_id)
+    }
+
+    fn handshake_era(&self) -> bool {
+        !self.session.host.version.is_modern()
     }
 
     fn capabilities(&self) -> Option<&serde_json::Value> {

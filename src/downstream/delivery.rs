@@ -186,13 +186,13 @@ impl HostEvents for Delivery {
         replay
     }
 
-    fn server_request_refused(&self, upstream: &UpstreamId, method: &str, reason: &str) {
+    fn server_request_refused(&self, upstream: &UpstreamId, method: &str, code: i64, reason: &str) {
         if self.audit.is_enabled() {
             let mut record = Record::new(Kind::Request, method, Outcome::Error);
             record.direction = Some(Direction::UpstreamToHost);
             record.upstream = Some(upstream.name.clone());
             record.session = upstream.scope.clone();
-            record.error_code = Some(crate::jsonrpc::codes::INTERNAL_ERROR);
+            record.error_code = Some(code);
             record.detail = Some(reason.to_owned());
             self.audit.record(record);
         }

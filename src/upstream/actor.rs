@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr};
 
 use super::catalog::UpstreamCatalog;
-use super::connection::{Connection, Context, Event};
+use super::connection::{Connection, Event};
 use super::error::{Closed, Reply, StartError, StopReason, UpstreamError};
 use super::handle::UpstreamHandle;
 use super::handshake::{self, Opened};
@@ -143,15 +143,11 @@ impl Actor for UpstreamActor {
                 Err(self.fail(state, format!("failed to start: {why}")).await)
             }
             UpstreamMsg::Connection(Event::ListChanged(kind)) => {
-                if state.catalog.is_some() && state.handle.catalog_link().is_some() {
-                    // One re-read per listing at a time; a burst of notifications costs one more.
-                    if state.refreshing.contains(&kind) {
-                        state.stale.insert(kind);
-                    } else {
-                        state.refreshing.insert(kind);
-                        self.refresh(&myself, state, kind);
-                    }
-                }
+                self.changed(&myself, state, kind);
+                Ok(())
+            }
+            UpstreamMsg::Connection(Event::Renewed) => {
+                self.renewed(&myself, state);
                 Ok(())
             }
             UpstreamMsg::Refreshed(kind, outcome) => {
@@ -172,9 +168,10 @@ impl Actor for UpstreamActor {
                 Ok(())
             }
             UpstreamMsg::Connection(Event::Closed(Closed::SessionExpired(why))) => {
-                // Not a failure: the supervisor starts a new session at once.
+                // Not a failure: the supervisor starts a new session at once, and calls made
+                // meanwhile wait for it (as they do for any upstream that is starting).
                 tracing::info!(upstream = %state.handle.name(), session = state.handle.scope(), reason = %why, "The upstream's HTTP session expired; starting a new one.");
-                state.handle.set_phase(Phase::Restarting, Some(why.clone()));
+                state.handle.set_phase(Phase::Starting, Some(why.clone()));
                 teardown(state, &Closed::SessionExpired(why)).await;
                 myself.stop(Some(StopReason::SessionExpired.as_str().to_owned()));
                 Ok(())
@@ -250,6 +247,48 @@ impl UpstreamActor {
         if let Some(every) = checks.into_iter().flatten().min() {
             let every = every.clamp(MIN_TICK, MAX_TICK);
             state.ticker = Some(myself.send_interval(every, || UpstreamMsg::Tick));
+        }
+    }
+
+    /// A listing changed: it is read again (one re-read per listing at a time; a burst of
+    /// notifications costs one more).
+    fn changed(&self, myself: &ActorRef<UpstreamMsg>, state: &mut UpstreamState, kind: ListKind) {
+        if state.catalog.is_none() || state.handle.catalog_link().is_none() {
+            return;
+        }
+        if state.refreshing.contains(&kind) {
+            state.stale.insert(kind);
+        } else {
+            state.refreshing.insert(kind);
+            self.refresh(myself, state, kind);
+        }
+    }
+
+    /// The server forgot the HTTP session and the transport opened a new one (the calls in
+    /// flight and those that came meanwhile went on): what the old session held is given again —
+    /// the subscriptions and log level hosts asked for — and every listing is read again, in case
+    /// the server restarted with another catalog.
+    fn renewed(&self, myself: &ActorRef<UpstreamMsg>, state: &mut UpstreamState) {
+        let h = &state.handle;
+        tracing::info!(upstream = %h.name(), session = h.scope(), "The upstream forgot mcpmux's HTTP session; a new one is open, and what the old one held is asked for again.");
+        if let Some(events) = h.events() {
+            let restore = events.resume(h.id());
+            let conn = Arc::clone(&state.conn);
+            let timeout = h.config().policy.request_timeout;
+            let name = h.name().to_owned();
+            tokio::spawn(async move {
+                for (method, params) in restore {
+                    if let Err(e) = conn.request(&method, Some(&params), timeout, None).await {
+                        tracing::warn!(upstream = %name, method, error = %e, "Could not restore session state in a renewed HTTP session.");
+                    }
+                }
+            });
+        }
+        let kinds: Vec<ListKind> = (state.catalog.iter())
+            .flat_map(|c| c.lists.keys().copied())
+            .collect();
+        for kind in kinds {
+            self.changed(myself, state, kind);
         }
     }
 
@@ -394,6 +433,8 @@ async fn teardown(state: &mut UpstreamState, reason: &Closed) {
     }
     state.handle.set_connection(None);
     state.conn.close(reason);
+    let grace = state.handle.config().policy.shutdown_grace;
+    state.handle.close_companion(reason, grace).await;
     if let Some(teardown) = state.teardown.take() {
         teardown
             .close(state.handle.config().policy.shutdown_grace)
@@ -408,12 +449,7 @@ async fn connect(
     myself: &ActorRef<UpstreamMsg>,
 ) -> Result<(Arc<Connection>, Box<dyn Teardown>), StartError> {
     let link = transport::open(handle.config(), Arc::clone(handle.diagnostics())).await?;
-    let ctx = Context {
-        id: Arc::clone(handle.id()),
-        max_in_flight: handle.config().policy.max_in_flight,
-        events: handle.events().cloned(),
-        roots: handle.configured_roots(),
-    };
+    let ctx = handle.context();
     let events = myself.clone();
     let conn = Connection::start(ctx, link.outgoing, link.incoming, move |event| {
         let _ = events.send_message(UpstreamMsg::Connection(event));

@@ -55,6 +55,8 @@ pub(super) struct Context {
 #[derive(Debug)]
 pub(super) enum Event {
     ListChanged(ListKind),
+    /// The transport replaced an HTTP session the server forgot: what it held must be given again.
+    Renewed,
     Closed(Closed),
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -13,12 +13,13 @@ use serde_json::value::RawValue;
 use tokio::sync::watch;
 
 use super::catalog::{CatalogLink, UpstreamCatalog};
-use super::connection::{CallContext, Connection, HostEvents, UpstreamId};
+use super::companion::Companion;
+use super::connection::{CallContext, Connection, Context, HostEvents, UpstreamId};
 use super::error::{Reply, UpstreamError};
 use super::metrics::CallMetrics;
 use super::status::{Phase, Status};
 use super::transport::Diagnostics;
-use crate::config::{OAuthConfig, Transport, UpstreamConfig};
+use crate::config::{OAuthConfig, Protocol, RemoteKind, Transport, UpstreamConfig};
 use crate::mcp::names::Prefix;
 
 struct Shared {
@@ -40,9 +41,22 @@ struct Shared {
     retired: AtomicBool,
     /// What hosts asked of it, and how long it took (shared with its per-session instances).
     metrics: Arc<CallMetrics>,
+    /// The handshake-era session beside a 2026-07-28 link, for handshake-era hosts.
+    companion: Companion,
+    /// Calls waiting for it to finish starting (see [`UpstreamHandle::started`]).
+    waiting: AtomicUsize,
     /// The upstream URIs of resources hosts subscribed to, for a 2026-07-28 upstream's listen
     /// stream (a handshake-era upstream is sent `resources/subscribe` instead).
     resources: watch::Sender<BTreeSet<String>>,
+}
+
+/// One call counted among those waiting for an upstream to start, until it stops waiting.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The reference point of `last_used`.
@@ -133,6 +147,8 @@ impl UpstreamHandle {
                 retired: AtomicBool::new(false),
                 metrics,
                 resources: watch::channel(BTreeSet::new()).0,
+                waiting: AtomicUsize::new(0),
+                companion: Companion::default(),
             }),
         }
     }
@@ -197,11 +213,57 @@ impl UpstreamHandle {
             self.shared.last_used.store(now_ms(), Ordering::Relaxed);
             let conn = match self.shared.conn.load_full() {
                 Some(conn) => conn,
-                None if self.phase() == Phase::Starting => self.started().await?,
+                None if self.phase() == Phase::Starting => self.started(timeout).await?,
                 None => self.wake().await?,
             };
+            // A handshake-era host's request to a server that serves both eras goes in the
+            // host's era (`companion`); boxed, as that path is the rare one.
+            if conn.is_modern() && call.as_ref().is_some_and(|c| c.caller.handshake_era()) {
+                return Box::pin(self.in_handshake_era(conn, method, params, call, timeout)).await;
+            }
             conn.request(method, params, timeout, call).await
         }
+    }
+
+    /// A handshake-era host's request when the upstream speaks 2026-07-28: over the
+    /// handshake-era session beside it when the server serves that era too (a remote server,
+    /// under `protocol = "auto"`: `modern` asks for 2026-07-28 only), else over `conn`, bridged.
+    async fn in_handshake_era(
+        &self,
+        conn: Arc<Connection>,
+        method: &str,
+        params: Option<&str>,
+        call: Option<CallContext>,
+        timeout: Duration,
+    ) -> Result<Reply, UpstreamError> {
+        let config = &self.shared.config;
+        let remote = matches!(&config.transport, Transport::Remote(r) if r.kind != RemoteKind::Sse);
+        if remote && config.protocol == Protocol::Auto {
+            let context = || self.context();
+            if let Some(legacy) = (self.shared.companion)
+                .connection(config, context, timeout)
+                .await
+            {
+                return legacy.request(method, params, timeout, call).await;
+            }
+        }
+        conn.request(method, params, timeout, call).await
+    }
+
+    /// What a connection of this upstream (or instance) knows of it beyond its transport.
+    pub(super) fn context(&self) -> Context {
+        let config = &self.shared.config;
+        Context {
+            id: Arc::clone(self.id()),
+            max_in_flight: config.policy.max_in_flight,
+            events: self.events().cloned(),
+            roots: self.configured_roots(),
+        }
+    }
+
+    /// Closes the handshake-era session beside a 2026-07-28 link, if one is open.
+    pub(super) async fn close_companion(&self, reason: &super::error::Closed, grace: Duration) {
+        self.shared.companion.close(reason, grace).await;
     }
 
     /// Starts a stopped upstream on demand and waits until it serves (or fails to).
@@ -223,11 +285,21 @@ impl UpstreamHandle {
             .ok_or_else(|| self.unavailable())
     }
 
-    /// Waits, at most its startup timeout, for an upstream that is starting (a reload has just
-    /// replaced it, or the daemon has just started) to serve.
-    async fn started(&self) -> Result<Arc<Connection>, UpstreamError> {
-        self.settled(self.shared.config.policy.startup_timeout)
-            .await;
+    /// Waits for an upstream that is starting (the daemon has just started, a reload has just
+    /// replaced it, its HTTP session is being opened again) to serve: at most its startup
+    /// timeout or the call's own `timeout`, whichever is shorter, and only as one of at most
+    /// `max_in_flight` such waiting calls (past that the call is refused as busy at once).
+    async fn started(&self, timeout: Duration) -> Result<Arc<Connection>, UpstreamError> {
+        let policy = &self.shared.config.policy;
+        let waiting = self.shared.waiting.fetch_add(1, Ordering::Relaxed);
+        let _waiting = Waiting(&self.shared.waiting);
+        if waiting >= policy.max_in_flight {
+            return Err(UpstreamError::Busy {
+                upstream: self.name().to_owned(),
+                limit: policy.max_in_flight,
+            });
+        }
+        self.settled(policy.startup_timeout.min(timeout)).await;
         self.shared
             .conn
             .load_full()

@@ -37,21 +37,29 @@ const DIAGNOSTIC_LINES: usize = 8;
 /// Messages from the upstream, until the stream ends with why.
 pub(super) type Incoming = Pin<Box<dyn Stream<Item = Result<Inbound, Closed>> + Send>>;
 
-/// One message from the upstream, parsed once where it was read, with where it came: on the
-/// answer stream of one request of ours (a Streamable HTTP POST's), or on a stream shared by
-/// everything (a pipe, the GET stream, the legacy stream). A server request that came on a
-/// request's own stream belongs to that request's host.
+/// What a transport yields besides why it ended: one message from the upstream, parsed once
+/// where it was read, or word that what the upstream held for mcpmux's HTTP session is gone.
 #[derive(Debug)]
-pub(super) struct Inbound {
-    pub message: Received,
-    /// Our id of the request whose answer stream carried it.
-    pub on_stream_of: Option<u64>,
+pub(super) enum Inbound {
+    /// A message, with where it came: on the answer stream of one request of ours (a Streamable
+    /// HTTP POST's), or on a stream shared by everything (a pipe, the GET stream, the legacy
+    /// stream). A server request that came on a request's own stream belongs to that request's
+    /// host.
+    Message {
+        message: Received,
+        /// Our id of the request whose answer stream carried it.
+        on_stream_of: Option<u64>,
+    },
+    /// The server forgot the HTTP session and the transport opened a new one in its place (the
+    /// link goes on): what the old session held — subscriptions, the log level, perhaps the
+    /// catalog — must be given again.
+    Renewed,
 }
 
 impl From<Received> for Inbound {
     /// A message from a stream shared by everything.
     fn from(message: Received) -> Self {
-        Self {
+        Self::Message {
             message,
             on_stream_of: None,
         }
@@ -140,20 +148,6 @@ pub(super) fn receive(text: &str) -> Option<Result<Received, Closed>> {
         return None;
     }
     Some(Received::parse(text).map_err(|e| Closed::not_json_rpc(text, &e)))
-}
-
-/// [`receive`] for a whole answer (an HTTP body): text that is not JSON at all is `not_json`.
-pub(super) fn receive_answer(
-    text: &str,
-    not_json: impl FnOnce() -> Closed,
-) -> Result<Received, Closed> {
-    Received::parse(text.trim()).map_err(|e| {
-        if e.code == crate::jsonrpc::codes::PARSE_ERROR {
-            not_json()
-        } else {
-            Closed::not_json_rpc(text, &e)
-        }
-    })
 }
 
 /// One open transport to an upstream.

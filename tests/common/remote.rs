@@ -44,6 +44,15 @@ impl RemoteServer {
         Self::listening(command, port, &format!("mcp-proxy for {program}"))
     }
 
+    /// A Python script of the peers' venv (the MCP Python SDK's) serving MCP over HTTP, run
+    /// as `script --http PORT`.
+    pub fn python_script(script: &std::path::Path) -> Self {
+        let port = free_port();
+        let mut command = Command::new(peers::python());
+        command.arg(script).args(["--http", &port.to_string()]);
+        Self::listening(command, port, &format!("{}", script.display()))
+    }
+
     /// Starts `command` in its own process group and waits until `port` accepts connections.
     fn listening(mut command: Command, port: u16, what: &str) -> Self {
         let child = command

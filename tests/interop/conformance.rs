@@ -229,11 +229,12 @@ async fn the_2026_conformance_suite_passes_what_mcpmux_serves_itself() {
 /// The suite's client mode, with mcpmux as the client through `tests/conformance/client.sh`:
 /// `suite` (`--suite NAME` or `--scenario NAME`); every scenario's name and whether it passed.
 fn run_client_suite(selector: &[&str]) -> Vec<(String, bool)> {
-    run_client_suite_of(&peers::npm_bin("conformance"), selector)
+    run_client_suite_of(&peers::npm_bin("conformance"), selector, "2025-11-25")
 }
 
-/// [`run_client_suite`] with the suite at `suite` (0.1.16, or the 2026-07-28 alpha).
-fn run_client_suite_of(suite: &Path, selector: &[&str]) -> Vec<(String, bool)> {
+/// [`run_client_suite`] with the suite at `suite` (0.1.16, or the 2026-07-28 alpha), the script
+/// playing a host of `version` (2025-11-25, or 2026-07-28).
+fn run_client_suite_of(suite: &Path, selector: &[&str], version: &str) -> Vec<(String, bool)> {
     let node = peers::npm_bin("node");
     let wrapper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/client.sh");
     let output = Command::new(&node)
@@ -243,6 +244,7 @@ fn run_client_suite_of(suite: &Path, selector: &[&str]) -> Vec<(String, bool)> {
         .arg(&wrapper)
         .args(selector)
         .env("MCPMUX_BIN", common::MCPMUX)
+        .env("MCPMUX_CONFORMANCE_HOST", version)
         .output()
         .unwrap_or_else(|e| panic!("cannot run the conformance suite: {e}"));
     let text = format!(
@@ -297,10 +299,10 @@ fn mcpmux_signs_in_as_every_client_auth_scenario_asks() {
 }
 
 /// The 2026-07-28 client scenarios (0.2.0-alpha.12, `--requirements 2026-07-28`) with mcpmux as
-/// the client: it probes each scenario's server with `server/discover`, speaks 2026-07-28 to it
-/// (envelope, `Mcp-Method`/`Mcp-Name`/`Mcp-Param-*` headers, tools with invalid `x-mcp-header`
-/// left out), and drives the multi-round calls for its handshake-era host. Every required
-/// scenario passes, the sign-in ones included.
+/// the client of a 2026-07-28 host: it probes each scenario's server with `server/discover`,
+/// speaks 2026-07-28 to it (envelope, `Mcp-Method`/`Mcp-Name`/`Mcp-Param-*` headers, tools with
+/// invalid `x-mcp-header` left out), and carries the multi-round calls between the server and
+/// its host. Every required scenario passes, the sign-in ones included.
 #[test]
 fn mcpmux_is_a_2026_client_every_required_client_scenario_accepts() {
     let suite = peers::npm_bin("node")
@@ -308,7 +310,10 @@ fn mcpmux_is_a_2026_client_every_required_client_scenario_accepts() {
         .and_then(Path::parent)
         .unwrap()
         .join("@modelcontextprotocol/conformance-2026/dist/index.js");
-    let results = run_client_suite_of(&suite, &["--requirements", "2026-07-28"]);
+    // mcpmux judged as a 2026-07-28 client, for a 2026-07-28 host: for a handshake-era host it
+    // speaks the handshake era to the scenarios' servers that serve both eras, as that host
+    // would direct.
+    let results = run_client_suite_of(&suite, &["--requirements", "2026-07-28"], "2026-07-28");
     for (name, passed) in &results {
         eprintln!("{} {name}", if *passed { "passed" } else { "FAILED" });
     }

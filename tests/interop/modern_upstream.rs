@@ -464,6 +464,88 @@ async fn a_dual_era_server_is_spoken_to_in_2026_under_auto() {
     }
 }
 
+/// A remote server that serves both eras (the Python SDK's `MCPServer` over Streamable HTTP) is
+/// spoken to in 2026-07-28 for its catalog and 2026-07-28 hosts, and in the handshake era for the
+/// requests of handshake-era hosts: its `ask` tool, which asks with a request of its own (what
+/// the SDK can do in that era only), reaches a handshake-era host as an `elicitation/create` on
+/// its call's stream, as it does direct — while a 2026-07-28 host uses the same daemon at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_era_host_is_asked_by_a_dual_era_server_as_it_is_direct() {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/dual_server.py");
+    let server = crate::common::RemoteServer::python_script(&script);
+    let daemon = Daemon::start(&format!(
+        "[upstreams.dual]\nurl = {}\n",
+        toml_str(&server.url("/mcp"))
+    ));
+    let legacy = Client::connect_with(
+        &daemon.url,
+        "2025-11-25",
+        json!({"elicitation": {"form": {}}}),
+    )
+    .await;
+    daemon
+        .wait_for_tools(&legacy, |n| n.iter().any(|t| t == "dual__ask"))
+        .await;
+    assert_eq!(
+        daemon.upstream_status("dual").await["protocol_version"],
+        MODERN
+    );
+    let modern = ModernHost {
+        http: reqwest::Client::new(),
+        url: daemon.url.clone(),
+        capabilities: json!({}),
+    };
+    let asking = async {
+        let mut call = legacy.start_tool("dual__ask", json!({"question": "Favourite colour?"}));
+        let asked = call.next().await;
+        assert_eq!(asked["method"], "elicitation/create", "{asked}");
+        assert_eq!(asked["params"]["message"], "Favourite colour?", "{asked}");
+        legacy
+            .respond(
+                &asked["id"],
+                json!({"action": "accept", "content": {"answer": "blue"}}),
+            )
+            .await;
+        let (_, answer) = call.finish().await;
+        answer
+    };
+    let beside = async {
+        let mut answers = Vec::new();
+        for n in 0..5 {
+            let said = format!("hey {n}");
+            let answer = modern
+                .request(
+                    "tools/call",
+                    json!({"name": "dual__shout", "arguments": {"text": said}}),
+                )
+                .await;
+            answers.push((said.to_uppercase(), answer));
+        }
+        answers
+    };
+    let (answer, answers) = tokio::join!(asking, beside);
+    assert_eq!(
+        text(&answer),
+        "You said: blue",
+        "{answer}\n{}",
+        daemon.stderr()
+    );
+    for (expected, answer) in answers {
+        assert_eq!(text(&answer), expected, "{answer}");
+        assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    }
+    // The catalog and the 2026-07-28 host stay on the 2026-07-28 link.
+    assert_eq!(
+        daemon.upstream_status("dual").await["protocol_version"],
+        MODERN
+    );
+    assert_eq!(
+        legacy.tool_text("dual__shout", json!({"text": "hi"})).await,
+        "HI"
+    );
+}
+
 /// The official Python SDK as a handshake-era host (`ClientSession`, 2025-11-25) and as a
 /// 2026-07-28 host, both at once on one daemon in front of the modern-only server over stdio and
 /// HTTP: tools, progress, a prompt and its completion, a resource, and sampling, two rounds of

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::common::{
-    Bridge, Client, Daemon, Schemas, npm_upstream, spawn_bridge, test_upstream, toml_str,
+    Bridge, Client, Daemon, Schemas, npm_upstream, poll_until, spawn_bridge, test_upstream,
+    toml_str,
 };
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
@@ -69,6 +70,25 @@ async fn real_npm_servers_behind_one_endpoint() {
                 .all(|p| n.iter().any(|t| t.starts_with(p)))
         })
         .await;
+    // server-everything asks mcpmux for roots as it starts, before any host is at work: it is
+    // refused as a client without roots refuses it (-32601, so it asks again during a call,
+    // whose host answers), never as an internal error.
+    let refusals = || {
+        (daemon.audit_json().lines())
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["method"] == "roots/list" && r["outcome"] != "ok")
+            .collect::<Vec<Value>>()
+    };
+    let recorded = poll_until(Duration::from_secs(10), || async { !refusals().is_empty() }).await;
+    assert!(
+        recorded,
+        "server-everything's roots/list at start is not in the audit log"
+    );
+    let refusals = refusals();
+    assert!(
+        refusals.iter().all(|r| r["error_code"] == -32601),
+        "roots/list was refused otherwise: {refusals:?}"
+    );
     for expected in [
         "everything__echo",
         "everything__get-sum",

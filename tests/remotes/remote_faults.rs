@@ -10,22 +10,31 @@
 //! 2. a tool whose POST never answers → its deadline (`tool_timeouts`) answers -32001, the
 //!    upstream stays up; a frozen server (SIGSTOP) → calls time out, failed pings restart it,
 //!    it serves again once thawed;
-//! 3. an answer's event stream whose data is not JSON → the upstream is broken and restarted;
-//! 4. an event of 100 MB → refused at `max_message_bytes`, restarted, daemon memory bounded;
+//! 3. an answer's event stream whose data is not JSON → that call fails alone over Streamable
+//!    HTTP; over the legacy transport's one stream the upstream is broken and restarted;
+//! 4. an event of 100 MB → refused at `max_message_bytes`, daemon memory bounded; that call
+//!    fails alone over Streamable HTTP, the legacy transport's upstream is restarted;
 //! 5. a tool answered HTTP 500 → that call fails naming `web` and the 500, the upstream stays up;
 //!    every POST answered 503 (a 5xx storm) → failed pings restart it, `crash-loop` within its
 //!    budget, an operator restart brings it back once the storm is over;
 //! 6. a call whose connection is dropped → that call fails alone, the calls beside it are
-//!    answered, no restart; `breaker_failures` in a row restart it.
+//!    answered, no restart; `breaker_failures` in a row restart it;
+//! 7. a call answered with something that is not JSON-RPC while 20 calls of 4 sessions are in
+//!    flight → that call fails alone, the 20 are answered, no restart;
+//! 8. the server forgets the HTTP session (404) → a new one is opened, the refused call sent
+//!    again, the calls made meanwhile wait for it: none fails.
 //!
 //! The shared helpers here, a module per numbered case (1. `server_dies`, 2.
-//! `hangs`, 3. `garbage_sse`, 4. `huge_event`, 5. `status_5xx`, 6. `breaker`).
+//! `hangs`, 3. `garbage_sse`, 4. `huge_event`, 5. `status_5xx`, 6. `breaker`, 7. `bad_answer`,
+//! 8. `session_lost`).
 
+mod bad_answer;
 mod breaker;
 mod garbage_sse;
 mod hangs;
 mod huge_event;
 mod server_dies;
+mod session_lost;
 mod status_5xx;
 
 use std::time::{Duration, Instant};

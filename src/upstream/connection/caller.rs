@@ -34,6 +34,11 @@ pub trait Caller: Send + Sync {
     ) -> Result<Box<RawValue>, RpcError>;
     /// The upstream cancelled a request it had sent; tell the host (which knows it as `host_id`).
     fn cancel_forwarded(&self, host_id: &RawValue, reason: Option<&RawValue>);
+    /// Whether the host speaks a handshake-era version (it takes server requests on its
+    /// session): a server that serves both eras is then spoken to in that era.
+    fn handshake_era(&self) -> bool {
+        false
+    }
     /// What the host declared (its client capabilities), for the envelope of a request to a
     /// 2026-07-28 upstream.
     fn capabilities(&self) -> Option<&serde_json::Value> {
@@ -71,8 +76,9 @@ pub trait HostEvents: Send + Sync {
     fn resource_updated(&self, upstream: &UpstreamId, params: &RawValue);
     /// `notifications/tasks/status` for an upstream task.
     fn task_status(&self, upstream: &UpstreamId, params: &RawValue);
-    /// A request the upstream sent was refused (its host could not be known, or lacks the capability).
-    fn server_request_refused(&self, upstream: &UpstreamId, method: &str, reason: &str);
+    /// A request the upstream sent was refused with the error `code` (its host could not be
+    /// known, or lacks the capability).
+    fn server_request_refused(&self, upstream: &UpstreamId, method: &str, code: i64, reason: &str);
     /// A caller for server requests of a per-session instance with no request in flight.
     fn session_caller(&self, session_id: &str) -> Option<Arc<dyn Caller>>;
     /// Requests (method, params) that give a freshly started `upstream` what sessions had asked

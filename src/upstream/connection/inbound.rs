@@ -16,14 +16,21 @@ use crate::upstream::transport::Inbound;
 impl Connection {
     /// Handles one message (parsed by the transport that read it).
     pub(super) fn on_message(self: &Arc<Self>, inbound: Inbound, events: &impl Fn(Event)) {
-        match inbound.message {
+        let (message, on_stream_of) = match inbound {
+            Inbound::Message {
+                message,
+                on_stream_of,
+            } => (message, on_stream_of),
+            Inbound::Renewed => return events(Event::Renewed),
+        };
+        match message {
             Received::Response { id, result } => self.resolve(id.get(), Reply::Result(result)),
             Received::Error { id, error } => self.resolve(id.get(), Reply::Error(error)),
             Received::Request { id, method, params } => {
-                self.on_request(&id, &method, params.as_deref(), inbound.on_stream_of)
+                self.on_request(&id, &method, params.as_deref(), on_stream_of)
             }
             Received::Notification { method, params } => {
-                self.on_notification(&method, params.as_deref(), inbound.on_stream_of, events)
+                self.on_notification(&method, params.as_deref(), on_stream_of, events)
             }
         }
     }
@@ -61,14 +68,19 @@ impl Connection {
                 return;
             }
         }
+        // Refused as a client that does not support the method refuses it (`-32601`, as the
+        // spec says of roots): mcpmux cannot serve it here, and nothing went wrong inside it. A
+        // server that asks for roots as it starts, before any host is at work, is refused so
+        // rather than told there are none: it asks again during a call (server-everything does),
+        // and that call's host answers.
         let refuse = |why: String| {
             tracing::warn!(upstream = %self.upstream(), method, "{why}");
             if let Some(events) = &self.ctx.events {
-                events.server_request_refused(&self.ctx.id, method, &why);
+                events.server_request_refused(&self.ctx.id, method, codes::METHOD_NOT_FOUND, &why);
             }
             self.send_answer(error_line(
                 Some(id),
-                &RpcError::new(codes::INTERNAL_ERROR, why),
+                &RpcError::new(codes::METHOD_NOT_FOUND, why),
             ));
         };
         let caller = match self.caller_of_server_request(on_stream_of) {
@@ -97,7 +109,7 @@ impl Connection {
             }
             Err(e) => {
                 if let Some(events) = &self.ctx.events {
-                    events.server_request_refused(&self.ctx.id, method, &e.message);
+                    events.server_request_refused(&self.ctx.id, method, e.code, &e.message);
                 }
                 self.send_answer(error_line(Some(id), &e));
             }

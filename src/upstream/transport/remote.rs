@@ -7,12 +7,15 @@
 //! backward-compatibility section describes; what worked is remembered for the next start.
 //!
 //! A request whose POST fails — the connection refused or reset, a 5xx, an answer's stream cut
-//! off — fails alone: its caller gets an error naming the upstream and the HTTP status or
-//! transport error, every other request goes on. The link ends (and the supervisor restarts
-//! it) only once its [`Breaker`] trips: `breaker_failures` failed requests in a row within
-//! `breaker_window`, or a failed health ping (the ping exists to tell a server that is down
-//! from one request that failed). A forgotten session (404), a refused credential, an answer
-//! that is not JSON-RPC or is too long still end the link at once.
+//! off, an answer that is not JSON-RPC or is too long — fails alone: its caller gets an error
+//! naming the upstream and the HTTP status or transport error, every other request goes on. The
+//! link ends (and the supervisor restarts it) only once its [`Breaker`] trips:
+//! `breaker_failures` failed requests in a row within `breaker_window`, or a failed health ping
+//! (the ping exists to tell a server that is down from one request that failed). A Streamable
+//! HTTP session the server forgot (404) is replaced without ending the link
+//! (`streamable::renew`). A refused credential ends the link at once, and so does what comes on
+//! a stream shared by every request (the legacy transport's, the GET stream) that is not
+//! JSON-RPC: it cannot be pinned on one request.
 //!
 //! - `breaker`: when failed requests in a row end the link.
 //! - `client`: the HTTP pool, TLS, headers and credential.
@@ -113,7 +116,7 @@ impl Shared {
 
     /// Hands on a message that came on the answer stream of our request `id`.
     pub async fn deliver_on_stream_of(&self, message: Received, id: Option<u64>) {
-        let inbound = Inbound {
+        let inbound = Inbound::Message {
             message,
             on_stream_of: id,
         };
@@ -128,6 +131,11 @@ impl Shared {
             Some(Err(closed)) => self.close(closed).await,
             None => {}
         }
+    }
+
+    /// Tells the connection that the server forgot the HTTP session and a new one is open.
+    pub async fn renewed(&self) {
+        let _ = self.incoming.send(Ok(Inbound::Renewed)).await;
     }
 
     /// Ends the link for a reason the connection reports (the supervisor then restarts it, or

@@ -1,5 +1,8 @@
-//! Section 3, a remote server that answers a call with an event stream whose data is not JSON →
-//! the upstream is treated as broken and restarted; its other tools serve again after.
+//! Section 3, a remote server that answers a call with an event stream whose data is not JSON.
+//! Over Streamable HTTP the stream is that one call's: the call fails alone, naming the upstream
+//! and what it sent, and the link goes on (no restart). Over the legacy HTTP+SSE transport every
+//! answer shares one stream, which can no longer be trusted: the upstream is restarted, and its
+//! other tools serve again after.
 
 use std::time::{Duration, Instant};
 
@@ -11,8 +14,12 @@ use super::{
 };
 use crate::common::assert_upstream_error;
 
-over_both_transports!(garbage_in_an_answers_event_stream_marks_the_upstream_broken_and_restarts_it);
-async fn garbage_in_an_answers_event_stream_marks_the_upstream_broken_and_restarts_it(via: Via) {
+over_both_transports!(
+    garbage_in_an_answers_event_stream_fails_the_call_and_restarts_only_a_shared_stream
+);
+async fn garbage_in_an_answers_event_stream_fails_the_call_and_restarts_only_a_shared_stream(
+    via: Via,
+) {
     let server = web_server(&["--http-fault", "garbage-sse", "--http-fault-tool", "slow"]);
     let web = web_table(
         &server,
@@ -34,6 +41,25 @@ async fn garbage_in_an_answers_event_stream_marks_the_upstream_broken_and_restar
     assert!(took < Duration::from_secs(2), "the error took {took:?}");
     assert_goods(&client, "during").await;
 
+    if via == Via::Http {
+        // The call's own stream: nothing else noticed.
+        let (answer, _) = timed_call(&client, "web__echo", json!({})).await;
+        assert_eq!(
+            answer["result"]["structuredContent"]["upstream"], WEB,
+            "{answer}"
+        );
+        let status = daemon.upstream_status(WEB).await;
+        assert!(ready(&status), "{status}");
+        assert_eq!(
+            status["restarts"], 0,
+            "one bad answer restarted the link: {status}"
+        );
+        assert!(
+            text(&status, "last_http_error").contains("not JSON-RPC"),
+            "status does not show the bad answer: {status}"
+        );
+        return;
+    }
     let (status, _) = wait_status(&daemon, WEB, Duration::from_secs(10), |s| {
         s["state"] == "restarting" && s["restarts"] == 1
     })

@@ -22,7 +22,13 @@
 //! - `hang`: never answered (a Streamable HTTP POST stays open);
 //! - `reset`: the POST's connection is dropped without an answer (the handler panics, so the
 //!   server drops that one connection, as a reset or a crashed worker behind a proxy would);
-//! - `down-while=PATH`: every request answered HTTP 503 while PATH exists (a 5xx storm).
+//! - `down-while=PATH`: every request answered HTTP 503 while PATH exists (a 5xx storm);
+//! - `garbage-json`: answered HTTP 200 `application/json` whose body is not JSON-RPC (legacy
+//!   HTTP+SSE: that text as an event on the session's stream);
+//! - `forget-sessions`: once, the first such call makes the server forget every session (as a
+//!   restarted server does) and is answered 404; later calls are answered as usual. With
+//!   `--http-reinitialize-delay MS`, every `initialize` after the first is answered MS later
+//!   (so a client's new session takes a while to open).
 
 mod legacy;
 mod oauth;
@@ -61,6 +67,8 @@ pub(crate) enum HttpFault {
     Hang,
     Reset,
     DownWhile(PathBuf),
+    GarbageJson,
+    ForgetSessions,
 }
 
 impl std::str::FromStr for HttpFault {
@@ -73,13 +81,15 @@ impl std::str::FromStr for HttpFault {
             None if s == "garbage-sse" => Ok(Self::GarbageSse),
             None if s == "hang" => Ok(Self::Hang),
             None if s == "reset" => Ok(Self::Reset),
+            None if s == "garbage-json" => Ok(Self::GarbageJson),
+            None if s == "forget-sessions" => Ok(Self::ForgetSessions),
             Some(("huge-event", n)) => n
                 .parse()
                 .map(Self::HugeEvent)
                 .map_err(|e| format!("huge-event=BYTES: {e}")),
             Some(("down-while", path)) => Ok(Self::DownWhile(path.into())),
             _ => Err(format!(
-                "unknown fault `{s}` (status500, endless500, garbage-sse, huge-event=BYTES, hang, reset, down-while=PATH)"
+                "unknown fault `{s}` (status500, endless500, garbage-sse, garbage-json, huge-event=BYTES, hang, reset, down-while=PATH, forget-sessions)"
             )),
         }
     }
@@ -122,6 +132,8 @@ struct App {
     authorizations: Mutex<std::collections::BTreeSet<String>>,
     /// Every `traceparent` header `/mcp` received, in order.
     traceparents: Mutex<Vec<String>>,
+    /// `forget-sessions` has been met (it applies once).
+    forgot: std::sync::atomic::AtomicBool,
 }
 
 /// Serves `args` (its `--http` address, faults and record file) until the process exits.
@@ -140,6 +152,7 @@ pub(crate) async fn serve(args: Args, record: Option<std::fs::File>) {
         next_session: AtomicU64::new(1),
         authorizations: Mutex::default(),
         traceparents: Mutex::default(),
+        forgot: std::sync::atomic::AtomicBool::new(false),
     });
     let router = Router::new()
         .route(
@@ -277,6 +290,26 @@ impl App {
 
     fn session(&self, id: &str) -> Option<Arc<Session>> {
         self.sessions.lock().ok()?.get(id).cloned()
+    }
+
+    /// Forgets every session, as a restarted server would; false when `forget-sessions` was
+    /// met already (it applies once).
+    fn forget_sessions(&self) -> bool {
+        if self.forgot.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        if let Ok(mut sessions) = self.sessions.lock() {
+            sessions.clear();
+        }
+        true
+    }
+
+    /// How long to wait before answering an `initialize` (`--http-reinitialize-delay`, for
+    /// every one after the first).
+    fn initialize_delay(&self) -> Option<std::time::Duration> {
+        let ms = self.args.http_reinitialize_delay?;
+        (self.next_session.load(Ordering::Relaxed) > 1)
+            .then(|| std::time::Duration::from_millis(ms))
     }
 
     fn close_session(&self, id: &str) -> bool {

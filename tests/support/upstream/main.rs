@@ -184,7 +184,7 @@ struct Args {
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
     /// An HTTP fault to inject (with `--http`): status500, endless500, garbage-sse,
-    /// huge-event=BYTES, hang, reset, down-while=PATH. Repeatable.
+    /// garbage-json, huge-event=BYTES, hang, reset, down-while=PATH, forget-sessions. Repeatable.
     #[arg(long, value_name = "FAULT")]
     http_fault: Vec<http::HttpFault>,
     /// With `--http`: protect `/mcp` with OAuth, this process being its authorization server
@@ -208,6 +208,10 @@ struct Args {
     /// (a step-up: the tool wants a scope no token has).
     #[arg(long, value_name = "NAME")]
     oauth_scope_tool: Option<String>,
+    /// With `--http`: answer every `initialize` after the first MS milliseconds late (a new
+    /// session that takes a while to open, see the `forget-sessions` fault).
+    #[arg(long, value_name = "MS")]
+    http_reinitialize_delay: Option<u64>,
     /// Apply the `tools/call` faults of `--http-fault` to calls of this tool only.
     #[arg(long, value_name = "NAME")]
     http_fault_tool: Option<String>,

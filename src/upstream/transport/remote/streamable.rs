@@ -4,18 +4,22 @@
 //! before it, then it is resumed with `Last-Event-ID`. `Mcp-Session-Id` from the `initialize`
 //! answer and `MCP-Protocol-Version` after it go on every later request; once the session is
 //! up, the standalone GET stream carries what the server sends unasked (a 405 means it offers
-//! none) and is reconnected with backoff. A 404 on an established session or a 401/403 end the
-//! link; a server that cannot be reached, a reset, a 5xx or a redirect to another origin fail
-//! their request alone until the link's breaker trips (see `remote.rs`); a 403
-//! `insufficient_scope` fails its request saying how to get the scopes. DELETE ends the session
-//! on shutdown.
+//! none) and is reconnected with backoff. A server that forgets the session (404: it expired,
+//! or the server restarted) gets a new one in its place ([`renew`]: the same `initialize`
+//! again), the request it refused is sent again in it, and the POSTs made meanwhile wait for
+//! it; only when no new session can be opened does the link end. A 401/403 ends the link; a
+//! server that cannot be reached, a reset, a 5xx, an answer that is not JSON-RPC or too long,
+//! or a redirect to another origin fail their request alone until the link's breaker trips
+//! (see `remote.rs`); a 403 `insufficient_scope` fails its request saying how to get the
+//! scopes. DELETE ends the session on shutdown.
 //!
 //! - `stream`: the event streams (an answer's, resumed; the standalone GET stream).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use tokio::sync::watch;
@@ -39,7 +43,8 @@ const BODY_EXCERPT: usize = 300;
 /// How much of an error body is read to find the JSON-RPC error in it.
 const ERROR_BODY: usize = 64 * 1024;
 
-/// The HTTP session: its id, the version agreed, whether the GET stream runs.
+/// The HTTP session: its id, the version agreed, whether the GET stream runs, and what opens a
+/// new one when the server forgets it.
 #[derive(Debug, Clone, Default)]
 pub(in super::super) struct Session(Arc<SessionState>);
 
@@ -51,6 +56,15 @@ struct SessionState {
     /// Set once the GET stream is open (or refused): what the server sends unasked right after
     /// `notifications/initialized` (a tools/list_changed, say) then has a stream to go on.
     stream_ready: watch::Sender<bool>,
+    /// The `initialize` request that opened the session (our id and its text, shared with the
+    /// body that carried it): a session the server forgot is replaced by sending it again.
+    opening: std::sync::Mutex<Option<(u64, Bytes)>>,
+    /// Held by the one task replacing a forgotten session; POSTs made meanwhile wait for it
+    /// (`renewing` says when to, so no POST takes the lock otherwise).
+    renewal: tokio::sync::Mutex<()>,
+    renewing: AtomicBool,
+    /// Times the session was replaced.
+    renewals: AtomicU64,
 }
 
 impl Default for SessionState {
@@ -60,6 +74,10 @@ impl Default for SessionState {
             version: std::sync::Mutex::new(None),
             listening: AtomicBool::new(false),
             stream_ready: watch::channel(false).0,
+            opening: std::sync::Mutex::new(None),
+            renewal: tokio::sync::Mutex::new(()),
+            renewing: AtomicBool::new(false),
+            renewals: AtomicU64::new(0),
         }
     }
 }
@@ -78,6 +96,13 @@ impl Session {
     pub(in super::super) fn is_modern(&self) -> bool {
         self.version().as_ref().is_some_and(is_modern)
     }
+
+    /// Waits while a forgotten session is being replaced, so a POST goes in the new one.
+    async fn settled(&self) {
+        if self.0.renewing.load(Ordering::Acquire) {
+            drop(self.0.renewal.lock().await);
+        }
+    }
 }
 
 /// Whether a protocol version header names 2026-07-28.
@@ -85,8 +110,29 @@ fn is_modern(version: &HeaderValue) -> bool {
     version.as_bytes() == Version::MODERN.as_str().as_bytes()
 }
 
+/// What a POST's answer is read for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reading {
+    /// An answer for the connection.
+    Answer,
+    /// The answer to `initialize` or `server/discover`: it also says which version the session
+    /// speaks.
+    Opening,
+    /// The answer to the `initialize` that replaced a forgotten session: read for its version,
+    /// and not handed on (no one waits for it).
+    Renewal,
+}
+
+impl Reading {
+    fn opens(self) -> bool {
+        self != Self::Answer
+    }
+}
+
 /// POSTs one message; `Err(status)` when `may_fall_back` and the server refused it with a 4xx
 /// that says it does not speak Streamable HTTP here (the `auto` transport then falls back).
+/// A request the server refuses because it forgot the session (404) is sent again, once, in
+/// the new session [`renew`] opens: the server never saw it, and its caller never learns.
 pub(super) async fn post(
     shared: &Arc<Shared>,
     session: &Session,
@@ -97,145 +143,313 @@ pub(super) async fn post(
         let mut ready = session.0.stream_ready.subscribe();
         let _ = tokio::time::timeout(STREAM_WAIT, ready.wait_for(|r| *r)).await;
     }
-    let mut request = shared
-        .client
-        .post(shared.url.clone())
-        .headers(shared.headers())
-        .header(ACCEPT, "application/json, text/event-stream")
-        .header(CONTENT_TYPE, "application/json");
-    if let Some(id) = session.id() {
-        request = request.header(SESSION_HEADER, id);
+    // The message's text goes into the body (kept, shared rather than copied, should it be sent
+    // again); what the transport needs of it stays beside.
+    let payload = Bytes::from(std::mem::take(&mut message.bytes));
+    let initialize = message.is("initialize");
+    if let (true, Some(id)) = (initialize, message.id) {
+        *lock(&session.0.opening) = Some((id, payload.clone()));
     }
-    let version = session.version();
-    let modern = version.as_ref().is_some_and(is_modern) || message.is("server/discover");
-    if modern {
-        request = modern_headers(request, &message);
-    } else if let Some(version) = version {
-        request = request.header(VERSION_HEADER, version);
-    }
-    let request = super::traced(&message, request);
-    // The message's text goes into the body; what the transport needs of it stays beside.
-    let body = std::mem::take(&mut message.bytes);
-    let response = tokio::select! {
-        () = shared.stop.cancelled() => return Ok(()),
-        response = request.body(body).send() => response,
-    };
-    let response = match response {
-        Ok(response) => response,
-        Err(e) => {
-            let why = format!(
-                "upstream `{}`: cannot reach {}: {}",
-                shared.upstream,
-                shared.url,
-                error_chain(&e)
-            );
-            shared.failed(&message, why).await;
+    let mut sent_again = false;
+    loop {
+        session.settled().await;
+        let sent_id = session.id();
+        let mut request = shared
+            .client
+            .post(shared.url.clone())
+            .headers(shared.headers())
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json");
+        if let Some(id) = &sent_id {
+            request = request.header(SESSION_HEADER, id);
+        }
+        let version = session.version();
+        let modern = version.as_ref().is_some_and(is_modern) || message.is("server/discover");
+        if modern {
+            request = modern_headers(request, &message);
+        } else if let Some(version) = version {
+            request = request.header(VERSION_HEADER, version);
+        }
+        let request = super::traced(&message, request);
+        let response = tokio::select! {
+            () = shared.stop.cancelled() => return Ok(()),
+            response = request.body(payload.clone()).send() => response,
+        };
+        let response = match response {
+            Ok(response) => response,
+            Err(e) => {
+                let why = format!(
+                    "upstream `{}`: cannot reach {}: {}",
+                    shared.upstream,
+                    shared.url,
+                    error_chain(&e)
+                );
+                shared.failed(&message, why).await;
+                return Ok(());
+            }
+        };
+        let status = response.status();
+        // The answers that say which protocol version the session speaks.
+        let reading = match initialize || message.is("server/discover") {
+            true => Reading::Opening,
+            false => Reading::Answer,
+        };
+        if initialize {
+            if let Some(id) = response.headers().get(SESSION_HEADER) {
+                *lock(&session.0.id) = Some(id.clone());
+            }
+        }
+        if status.is_success() {
+            answered(shared, session, &message, response, reading).await;
             return Ok(());
         }
-    };
-    let status = response.status();
-    let initialize = message.is("initialize");
-    // The answers that say which protocol version the session speaks.
-    let opening = initialize || message.is("server/discover");
-    if initialize {
-        if let Some(id) = response.headers().get(SESSION_HEADER) {
-            *lock(&session.0.id) = Some(id.clone());
+        let challenge = challenge_of(&response);
+        if matches!(status.as_u16(), 401 | 403) {
+            shared.diagnostics.set_challenge(challenge.clone());
         }
-    }
-    if status.is_success() {
-        let answered = read_answer(shared, session, response, message.id, opening).await;
-        if message.id.is_some() && !answered {
-            let why = format!(
-                "upstream `{}` ended its answer's stream before answering",
-                shared.upstream
-            );
-            shared.failed(&message, why).await;
-        } else {
-            shared.succeeded();
+        let location = location_of(&response);
+        let (body, error) = error_body(response).await;
+        let why = format!("HTTP {status} from upstream `{}`: {body}", shared.upstream);
+        // A 2026-07-28 server answers a request it refuses with its JSON-RPC error (and a 4xx):
+        // that error is the answer. A server that refuses the probe any other way (a
+        // handshake-era server wants its session) is answered by a refusal that names no modern
+        // error.
+        let refusal = status.is_client_error() && !matches!(status.as_u16(), 401 | 403);
+        let probe = message.is("server/discover");
+        let forgotten = sent_id.is_some() && forgot_session(status, &body);
+        if let (Some(id), true, false) = (message.id, refusal, forgotten) {
+            let error = error.or_else(|| {
+                probe.then(|| {
+                    crate::jsonrpc::to_raw(&RpcError::new(codes::INVALID_REQUEST, why.clone()))
+                })
+            });
+            if let Some(error) = error {
+                if !probe {
+                    shared.note(why);
+                }
+                let id = crate::jsonrpc::raw(id.to_string());
+                shared.deliver(Received::Error { id, error }).await;
+                return Ok(());
+            }
         }
-        if opening && answered && session.is_modern() {
-            let state = "none (2026-07-28 keeps no session)".to_owned();
-            shared.diagnostics.set_http_session(Some(state));
-        } else if initialize && answered {
-            let state = match (session.id().is_some(), session.version()) {
-                (true, Some(v)) => format!("established, protocol {}", v.to_str().unwrap_or("?")),
-                (true, None) => "established".to_owned(),
-                (false, _) => "none (the server keeps no session)".to_owned(),
-            };
-            shared.diagnostics.set_http_session(Some(state));
+        // A refusal `auto` falls back on is expected, not a failure to show.
+        if may_fall_back && status.is_client_error() && !matches!(status.as_u16(), 401 | 403) {
+            return Err(status);
         }
-        // The session is up: open the GET stream before the client says it is initialized.
-        if initialize && answered && !session.0.listening.swap(true, Ordering::Relaxed) {
-            tokio::spawn(stream::listen(Arc::clone(shared), session.clone()));
+        let challenge = challenge
+            .as_deref()
+            .map(Challenge::parse)
+            .unwrap_or_default();
+        match status {
+            // Wider scopes for this request (a step-up): it fails alone, saying how to get them;
+            // the challenge is kept for `mcpmux login`.
+            StatusCode::FORBIDDEN if challenge.error.as_deref() == Some("insufficient_scope") => {
+                shared.note(why.clone());
+                let name = &shared.upstream;
+                let wanted = challenge.scope.as_deref().unwrap_or("more");
+                let why = format!(
+                    "{why}; it wants wider scopes ({wanted}) than mcpmux was granted: it needs a sign-in: run `mcpmux login {name}`"
+                );
+                shared.fail_request(&message, why).await;
+            }
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                shared.note(why.clone());
+                shared.close(Closed::Unauthorized(why)).await;
+            }
+            // 404 is the spec's answer to a session the server no longer knows (it expired, or
+            // the server restarted); servers built on the TypeScript SDK's examples answer 400
+            // "No valid session ID provided". A new session takes its place, and a request the
+            // server refused so — it never ran — is sent again in it.
+            s if forgotten => {
+                shared.note(why.clone());
+                match renew(shared, session, sent_id.as_ref()).await {
+                    Ok(()) if message.id.is_some() && !sent_again => {
+                        sent_again = true;
+                        continue;
+                    }
+                    Ok(()) if message.id.is_some() => {
+                        let why = format!(
+                            "{why}; the server forgot the new HTTP session at once as well ({s})"
+                        );
+                        shared.failed(&message, why).await;
+                    }
+                    Ok(()) => {}
+                    Err(failed) => {
+                        let why = format!(
+                            "its HTTP session expired ({s}) and a new one could not be opened ({failed}); it is started again"
+                        );
+                        shared.close(Closed::SessionExpired(why)).await;
+                    }
+                }
+            }
+            // Same-origin redirects were followed; this one leads elsewhere.
+            s if s.is_redirection() => {
+                shared.redirected(&message, s, location.as_deref()).await;
+            }
+            s if s.is_server_error() => shared.failed(&message, why).await,
+            _ => shared.refused(&message, why).await,
         }
         return Ok(());
     }
-    let challenge = challenge_of(&response);
-    if matches!(status.as_u16(), 401 | 403) {
-        shared.diagnostics.set_challenge(challenge.clone());
+}
+
+/// A POST of `message` was answered (2xx): reads what it carried, and notes what the session
+/// learned. An answer that is not JSON-RPC, or too long, fails its request alone, as a failed
+/// POST does (the breaker decides when failures mean the link is bad).
+async fn answered(
+    shared: &Arc<Shared>,
+    session: &Session,
+    message: &Outgoing,
+    response: reqwest::Response,
+    reading: Reading,
+) {
+    let initialize = message.is("initialize");
+    let answered = match read_answer(shared, session, response, message.id, reading).await {
+        Ok(answered) => answered,
+        Err(bad) => {
+            let why = format!("upstream `{}` {bad}", shared.upstream);
+            return shared.failed(message, why).await;
+        }
+    };
+    if message.id.is_some() && !answered {
+        let why = format!(
+            "upstream `{}` ended its answer's stream before answering",
+            shared.upstream
+        );
+        shared.failed(message, why).await;
+    } else {
+        shared.succeeded();
     }
-    let location = location_of(&response);
-    let (body, error) = error_body(response).await;
-    let why = format!("HTTP {status} from upstream `{}`: {body}", shared.upstream);
-    // A 2026-07-28 server answers a request it refuses with its JSON-RPC error (and a 4xx):
-    // that error is the answer. A server that refuses the probe any other way (a handshake-era
-    // server wants its session) is answered by a refusal that names no modern error.
-    let refusal = status.is_client_error() && !matches!(status.as_u16(), 401 | 403);
-    let probe = message.is("server/discover");
-    if let (Some(id), true) = (message.id, refusal) {
-        let error = error.or_else(|| {
-            probe.then(|| {
-                crate::jsonrpc::to_raw(&RpcError::new(codes::INVALID_REQUEST, why.clone()))
-            })
+    if reading.opens() && answered && session.is_modern() {
+        let state = "none (2026-07-28 keeps no session)".to_owned();
+        shared.diagnostics.set_http_session(Some(state));
+    } else if initialize && answered {
+        shared
+            .diagnostics
+            .set_http_session(Some(described(session)));
+    }
+    // The session is up: open the GET stream before the client says it is initialized.
+    if initialize && answered && !session.0.listening.swap(true, Ordering::Relaxed) {
+        tokio::spawn(stream::listen(Arc::clone(shared), session.clone()));
+    }
+}
+
+/// The session as status shows it (never its id: that is a credential).
+fn described(session: &Session) -> String {
+    let mut state = match (session.id().is_some(), session.version()) {
+        (true, Some(v)) => format!("established, protocol {}", v.to_str().unwrap_or("?")),
+        (true, None) => "established".to_owned(),
+        (false, _) => "none (the server keeps no session)".to_owned(),
+    };
+    match session.0.renewals.load(Ordering::Relaxed) {
+        0 => {}
+        1 => state.push_str("; opened again once after the server forgot it"),
+        n => state.push_str(&format!(
+            "; opened again {n} times after the server forgot it"
+        )),
+    }
+    state
+}
+
+/// Opens a new HTTP session in place of `stale`, which the server forgot (it answered 404):
+/// the `initialize` that opened the old one is sent again, then `notifications/initialized`;
+/// the connection is told ([`Shared::renewed`]) so that what the old session held is asked for
+/// again. One renewal at a time: a POST that met the same 404 finds the new session open. The
+/// requests in flight go on; those made meanwhile wait for it (see [`Session::settled`]).
+/// `Err`: why no new session could be opened (the link then ends and is started again).
+pub(super) async fn renew(
+    shared: &Arc<Shared>,
+    session: &Session,
+    stale: Option<&HeaderValue>,
+) -> Result<(), String> {
+    let state = &session.0;
+    let _renewal = state.renewal.lock().await;
+    if session.id().as_ref() != stale {
+        return Ok(());
+    }
+    state.renewing.store(true, Ordering::Release);
+    let deadline = shared.limits.open;
+    let outcome = tokio::time::timeout(deadline, reinitialize(shared, session))
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "it did not open a new session within {}s (startup_timeout)",
+                deadline.as_secs()
+            ))
         });
-        if let Some(error) = error {
-            if !probe {
-                shared.note(why);
-            }
-            let id = crate::jsonrpc::raw(id.to_string());
-            shared.deliver(Received::Error { id, error }).await;
-            return Ok(());
-        }
+    state.renewing.store(false, Ordering::Release);
+    if outcome.is_ok() {
+        state.renewals.fetch_add(1, Ordering::Relaxed);
+        shared
+            .diagnostics
+            .set_http_session(Some(described(session)));
+        tracing::info!(upstream = %shared.upstream, "The server forgot mcpmux's HTTP session; a new one is open.");
+        shared.renewed().await;
     }
-    // A refusal `auto` falls back on is expected, not a failure to show.
-    if may_fall_back && status.is_client_error() && !matches!(status.as_u16(), 401 | 403) {
-        return Err(status);
+    outcome
+}
+
+/// Sends the session's `initialize` again, and then `notifications/initialized`.
+async fn reinitialize(shared: &Arc<Shared>, session: &Session) -> Result<(), String> {
+    let opening = lock(&session.0.opening).clone();
+    let (id, initialize) = opening.ok_or("mcpmux has no initialize to open one with")?;
+    let before = session.version();
+    *lock(&session.0.id) = None;
+    let sent = |request: reqwest::RequestBuilder, body: Bytes| {
+        request
+            .headers(shared.headers())
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+    };
+    let unreachable =
+        |e: reqwest::Error| format!("cannot reach {}: {}", shared.url, error_chain(&e));
+    let response = sent(shared.client.post(shared.url.clone()), initialize)
+        .await
+        .map_err(unreachable)?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(format!(
+            "it answered initialize with HTTP {status}: {}",
+            excerpt(response).await
+        ));
     }
-    let challenge = challenge
-        .as_deref()
-        .map(Challenge::parse)
-        .unwrap_or_default();
-    match status {
-        // Wider scopes for this request (a step-up): it fails alone, saying how to get them; the
-        // challenge is kept for `mcpmux login`.
-        StatusCode::FORBIDDEN if challenge.error.as_deref() == Some("insufficient_scope") => {
-            shared.note(why.clone());
-            let name = &shared.upstream;
-            let wanted = challenge.scope.as_deref().unwrap_or("more");
-            let why = format!(
-                "{why}; it wants wider scopes ({wanted}) than mcpmux was granted: it needs a sign-in: run `mcpmux login {name}`"
-            );
-            shared.fail_request(&message, why).await;
-        }
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-            shared.note(why.clone());
-            shared.close(Closed::Unauthorized(why)).await;
-        }
-        // 404 is the spec's answer to a session the server no longer knows; servers built on the
-        // TypeScript SDK's examples answer 400 "No valid session ID provided".
-        s if session.id().is_some() && forgot_session(s, &body) => {
-            shared.note(why.clone());
-            let why = format!("its HTTP session expired ({s}); a new one is started");
-            shared.close(Closed::SessionExpired(why)).await;
-        }
-        // Same-origin redirects were followed; this one leads elsewhere.
-        s if s.is_redirection() => {
-            shared.redirected(&message, s, location.as_deref()).await;
-        }
-        s if s.is_server_error() => shared.failed(&message, why).await,
-        _ => shared.refused(&message, why).await,
+    *lock(&session.0.id) = response.headers().get(SESSION_HEADER).cloned();
+    match read_answer(shared, session, response, Some(id), Reading::Renewal).await {
+        Ok(true) => {}
+        Ok(false) => return Err("it did not answer initialize".into()),
+        Err(bad) => return Err(bad),
     }
-    Ok(())
+    let after = session.version();
+    if after != before {
+        let named = |v: Option<HeaderValue>| {
+            v.and_then(|v| v.to_str().ok().map(str::to_owned))
+                .unwrap_or_else(|| "no version".into())
+        };
+        return Err(format!(
+            "it now speaks {} instead of {}",
+            named(after),
+            named(before)
+        ));
+    }
+    let mut request = shared.client.post(shared.url.clone());
+    if let Some(id) = session.id() {
+        request = request.header(SESSION_HEADER, id);
+    }
+    if let Some(version) = after {
+        request = request.header(VERSION_HEADER, version);
+    }
+    let initialized =
+        Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let response = sent(request, initialized).await.map_err(unreachable)?;
+    match response.status() {
+        s if s.is_success() => Ok(()),
+        s => Err(format!(
+            "it answered notifications/initialized with HTTP {s}: {}",
+            excerpt(response).await
+        )),
+    }
 }
 
 /// The headers of a 2026-07-28 request: its version, its method and, for a call, a read or a
@@ -292,14 +506,15 @@ fn forgot_session(status: StatusCode, body: &str) -> bool {
 }
 
 /// Reads a successful POST's answer: JSON (one message or a batch) or an event stream (resumed
-/// with `Last-Event-ID` when it ends early). Returns whether the answer to `id` arrived.
+/// with `Last-Event-ID` when it ends early). `Ok`: whether the answer to `id` arrived; `Err`:
+/// what is wrong with the answer (not JSON-RPC, too long), said of the upstream.
 async fn read_answer(
     shared: &Arc<Shared>,
     session: &Session,
     response: reqwest::Response,
     id: Option<u64>,
-    initialize: bool,
-) -> bool {
+    reading: Reading,
+) -> Result<bool, String> {
     let content_type = response
         .headers()
         .get(CONTENT_TYPE)
@@ -307,46 +522,48 @@ async fn read_answer(
         .unwrap_or_default()
         .to_ascii_lowercase();
     if content_type.starts_with("text/event-stream") {
-        return stream::read_answer(shared, session, response, id, initialize).await;
+        return stream::read_answer(shared, session, response, id, reading).await;
     }
     if response.status() == StatusCode::ACCEPTED || id.is_none() {
-        return true;
+        return Ok(true);
     }
     let body = match read_body(shared, response).await {
         Ok(body) => body,
         // Cut off while it was read: that request failed (the caller says so).
         Err(Closed::Io(why)) => {
             shared.note(why);
-            return false;
+            return Ok(false);
         }
-        Err(why) => {
-            shared.close(why).await;
-            return true;
+        Err(Closed::TooLong(max)) => {
+            return Err(format!(
+                "answered a POST with more than {max} bytes (max_message_bytes)"
+            ));
         }
+        Err(why) => return Err(format!("answered a POST with {why}")),
     };
-    let not_json = |body: &str| {
+    let not_json = || {
         let shown: String = body.chars().take(BODY_EXCERPT).collect();
-        Closed::Protocol(format!(
-            "it answered a POST with something that is not JSON-RPC: {shown}"
-        ))
+        format!("answered a POST with something that is not JSON-RPC: {shown}")
     };
     let Some(texts) = messages_of(&body) else {
-        shared.close(not_json(&body)).await;
-        return true;
+        return Err(not_json());
     };
-    let mut answered = false;
+    let mut messages = Vec::with_capacity(texts.len());
     for text in texts {
-        let message = match super::super::receive_answer(text, || not_json(&body)) {
-            Ok(message) => message,
-            Err(closed) => {
-                shared.close(closed).await;
-                return true;
-            }
-        };
-        answered |= observe(session, &message, id, initialize);
-        shared.deliver(message).await;
+        match super::super::receive(text) {
+            Some(Ok(message)) => messages.push(message),
+            _ => return Err(not_json()),
+        }
     }
-    answered
+    let mut answered = false;
+    for message in messages {
+        let answer = observe(session, &message, id, reading.opens());
+        answered |= answer;
+        if !(answer && reading == Reading::Renewal) {
+            shared.deliver(message).await;
+        }
+    }
+    Ok(answered)
 }
 
 /// The texts of the messages in a JSON answer: one (the common case, taken as it is, parsed
@@ -432,7 +649,7 @@ async fn read_body(shared: &Shared, mut response: reqwest::Response) -> Result<S
             return Err(Closed::TooLong(max));
         }
     }
-    String::from_utf8(body).map_err(|_| Closed::Protocol("its answer is not UTF-8".into()))
+    String::from_utf8(body).map_err(|_| Closed::Protocol("an answer that is not UTF-8".into()))
 }
 
 /// The start of an error answer's body, for messages (only that much is read: an error answer

@@ -62,6 +62,11 @@ pub(super) async fn on_post(
         );
     };
     app.record(&body);
+    if message.get("method").and_then(Value::as_str) == Some("initialize") {
+        if let Some(delay) = app.initialize_delay() {
+            tokio::time::sleep(delay).await;
+        }
+    }
     let stream = session.standalone.lock().ok().and_then(|s| s.clone());
     match app.call_fault(&message) {
         Some(HttpFault::Endless500) => return super::endless_500(),
@@ -73,7 +78,7 @@ pub(super) async fn on_post(
             );
         }
         Some(HttpFault::Hang) => return StatusCode::ACCEPTED.into_response(),
-        Some(HttpFault::GarbageSse) => {
+        Some(HttpFault::GarbageSse | HttpFault::GarbageJson) => {
             if let Some(tx) = stream {
                 let garbage = "event: message\ndata: this is not JSON, just garbage\n\n";
                 let _ = tx.send(Bytes::from_static(garbage.as_bytes()));
@@ -94,7 +99,10 @@ pub(super) async fn on_post(
             }
             return StatusCode::ACCEPTED.into_response();
         }
-        Some(HttpFault::DownWhile(_)) | None => {}
+        Some(HttpFault::ForgetSessions) if app.forget_sessions() => {
+            return plain(StatusCode::NOT_FOUND, "unknown session (injected fault)");
+        }
+        Some(HttpFault::DownWhile(_) | HttpFault::ForgetSessions) | None => {}
     }
     match session.server.handle_line(&body) {
         // Through the server's own channel, so it follows what the server sent before it.

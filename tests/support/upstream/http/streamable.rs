@@ -46,6 +46,15 @@ pub(super) async fn on_post(
         return super::oauth::insufficient_scope(&super::oauth::origin(&headers));
     }
     let method = message.get("method").and_then(Value::as_str);
+    if method == Some("initialize") {
+        if let Some(delay) = app.initialize_delay() {
+            tokio::time::sleep(delay).await;
+        }
+    }
+    if matches!(app.call_fault(&message), Some(HttpFault::ForgetSessions)) && app.forget_sessions()
+    {
+        return plain(StatusCode::NOT_FOUND, "unknown session (injected fault)");
+    }
     let (new_id, session) = if method == Some("initialize") {
         let (id, session) = app.open_session(Kind::Streamable);
         (Some(id), session)
@@ -70,6 +79,13 @@ pub(super) async fn on_post(
             );
         }
         Some(HttpFault::Hang) => std::future::pending::<()>().await,
+        Some(HttpFault::GarbageJson) => {
+            return (
+                [(header::CONTENT_TYPE, "application/json")],
+                "<html><body>502 Bad Gateway (injected fault)</body></html>",
+            )
+                .into_response();
+        }
         Some(fault) => {
             if let Some(events) = fault_events(fault) {
                 return event_stream(events);

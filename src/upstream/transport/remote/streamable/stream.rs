@@ -14,7 +14,8 @@ use reqwest::StatusCode;
 use reqwest::header::ACCEPT;
 
 use super::{
-    SESSION_HEADER, Session, VERSION_HEADER, challenge_of, excerpt, forgot_session, observe,
+    Reading, SESSION_HEADER, Session, VERSION_HEADER, challenge_of, excerpt, forgot_session,
+    observe, renew,
 };
 use crate::upstream::error::Closed;
 
@@ -24,20 +25,22 @@ const MAX_RETRY: Duration = Duration::from_secs(30);
 /// Times an answer's stream is resumed before its request fails.
 const MAX_RESUMES: usize = 5;
 
-/// Reads an answer's event stream, resuming it when it ends before the answer.
+/// Reads an answer's event stream, resuming it when it ends before the answer. `Ok`: whether the
+/// answer to `id` arrived; `Err`: what is wrong with the stream (an event that is not JSON-RPC,
+/// or too long), said of the upstream — the request fails alone.
 pub(super) async fn read_answer(
     shared: &Arc<Shared>,
     session: &Session,
     mut response: reqwest::Response,
     id: Option<u64>,
-    initialize: bool,
-) -> bool {
+    reading: Reading,
+) -> Result<bool, String> {
     let mut resume = Resume::default();
     for _ in 0..=MAX_RESUMES {
         let mut stream = events(response, shared.max_message_bytes);
         loop {
             let event = tokio::select! {
-                () = shared.stop.cancelled() => return true,
+                () = shared.stop.cancelled() => return Ok(true),
                 event = stream.next() => event,
             };
             match event {
@@ -49,35 +52,37 @@ pub(super) async fn read_answer(
                     let message = match crate::upstream::transport::receive(&event.data) {
                         Some(Ok(message)) => message,
                         Some(Err(closed)) => {
-                            shared.close(closed).await;
-                            return true;
+                            return Err(format!("answered a POST with an event stream: {closed}"));
                         }
                         None => continue,
                     };
-                    let answered = observe(session, &message, id, initialize);
-                    shared.deliver_on_stream_of(message, id).await;
+                    let answered = observe(session, &message, id, reading.opens());
+                    if !(answered && reading == Reading::Renewal) {
+                        shared.deliver_on_stream_of(message, id).await;
+                    }
                     if answered {
-                        return true;
+                        return Ok(true);
                     }
                 }
                 Some(Err(Closed::TooLong(max))) => {
-                    shared.close(Closed::TooLong(max)).await;
-                    return true;
+                    return Err(format!(
+                        "answered a POST with an event of more than {max} bytes (max_message_bytes)"
+                    ));
                 }
                 Some(Err(_)) | None => break,
             }
         }
         // The stream ended before the answer: resume it, if the server numbered its events.
         let Some(last) = resume.last_id.clone() else {
-            return id.is_none();
+            return Ok(id.is_none());
         };
         tokio::time::sleep(resume.retry).await;
         match get(shared, session, Some(&last)).await {
             Ok(resumed) if resumed.status().is_success() => response = resumed,
-            _ => return id.is_none(),
+            _ => return Ok(id.is_none()),
         }
     }
-    id.is_none()
+    Ok(id.is_none())
 }
 
 /// Where an event stream left off, and how long to wait before asking for the rest.
@@ -121,6 +126,7 @@ fn is_message(event: &super::super::events::Event) -> bool {
 pub(super) async fn listen(shared: Arc<Shared>, session: Session) {
     let mut resume = Resume::default();
     loop {
+        let used = session.id();
         let response = tokio::select! {
             () = shared.stop.cancelled() => return,
             response = get(&shared, &session, resume.last_id.as_deref()) => response,
@@ -167,9 +173,21 @@ pub(super) async fn listen(shared: Arc<Shared>, session: Session) {
                     StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
                         return shared.close(Closed::Unauthorized(why)).await;
                     }
-                    s if forgot_session(s, &why) => {
-                        let why = format!("its HTTP session expired ({s}); a new one is started");
-                        return shared.close(Closed::SessionExpired(why)).await;
+                    // The server forgot the session: a new one takes its place, and this
+                    // stream is opened again in it at once (its events were the old session's).
+                    s if used.is_some() && forgot_session(s, &why) => {
+                        match renew(&shared, &session, used.as_ref()).await {
+                            Ok(()) => {
+                                resume = Resume::default();
+                                continue;
+                            }
+                            Err(failed) => {
+                                let why = format!(
+                                    "its HTTP session expired ({s}) and a new one could not be opened ({failed}); it is started again"
+                                );
+                                return shared.close(Closed::SessionExpired(why)).await;
+                            }
+                        }
                     }
                     _ => resume.back_off(),
                 }
