@@ -366,10 +366,11 @@ impl HostService {
                     self.call_named(host, (name, kind), target, members, route)
                         .await
                 }
-                Some(search::MetaTool::Search) => self.search_tools(host, target, &members, route),
+                Some(search::MetaTool::Search) => {
+                    self.search_tools(host, target, &members, route).await
+                }
                 Some(search::MetaTool::Call) => {
-                    let (target, members) = search::unwrap_call(&target, members)?;
-                    self.call_named(host, (name, kind), target, members, route)
+                    self.call_found(host, (name, kind), target, members, route)
                         .await
                 }
             },

@@ -7,7 +7,10 @@
 //! tool's exposed name (or that name without its upstream's prefix) ranks that tool first.
 //!
 //! An index is built once for a list of tools and read by any number of searches; nothing here
-//! is on the forwarding path.
+//! is on the forwarding path. Both cost time linear in what they read, and what they read is
+//! bounded whatever a caller or an upstream sends: a query's first [`MAX_QUERY_BYTES`] and at
+//! most [`MAX_QUERY_TERMS`] distinct terms of it; each field of a tool up to [`MAX_FIELD_BYTES`],
+//! and its first [`MAX_PARAMS`] parameters.
 
 mod related;
 
@@ -30,6 +33,17 @@ const PARAM_DESCRIPTION: f32 = 0.5;
 
 /// How much a related word counts, against the query's own.
 const RELATED: f32 = 0.5;
+
+/// The most of a query a search reads: enough for any question a person or a model asks.
+pub const MAX_QUERY_BYTES: usize = 4096;
+/// The most distinct terms of a query that count (each with its related terms, at most 64 in
+/// all: one bit each for what a tool matched).
+pub const MAX_QUERY_TERMS: usize = 32;
+/// The most of one field of a tool (its name, title, description, one parameter's name or
+/// description) that is indexed.
+pub const MAX_FIELD_BYTES: usize = 8192;
+/// The most parameters of one tool that are indexed.
+pub const MAX_PARAMS: usize = 256;
 
 /// How much answering only part of a query costs: a score is multiplied by the part answered
 /// to this power.
@@ -129,6 +143,7 @@ impl<'a> ToolText<'a> {
             .pointer("/inputSchema/properties")
             .and_then(Value::as_object);
         let params = (properties.into_iter().flatten())
+            .take(MAX_PARAMS)
             .map(|(param, schema)| (param.as_str(), schema.get("description").and_then(text)))
             .collect();
         Self {
@@ -172,11 +187,12 @@ impl ToolIndex {
         let mut seen: HashMap<String, u32, foldhash::fast::RandomState> = HashMap::default();
         for (i, tool) in tools.into_iter().enumerate() {
             let id = u32::try_from(i).unwrap_or(u32::MAX);
-            // A tool has a few dozen terms: a list beats a map here.
+            // Each word's (term, weight), summed per term once the tool is read (sorting costs
+            // little for the few dozen words of a tool, and stays n log n for a huge one).
             let mut weights: Vec<(u32, f32)> = Vec::new();
             let mut length = 0.0;
             let mut add = |text: &str, weight: f32| {
-                each_word(text, |word| {
+                each_word(bounded(text, MAX_FIELD_BYTES), |word| {
                     let term = match seen.get(word) {
                         Some(term) => *term,
                         None => {
@@ -185,10 +201,7 @@ impl ToolIndex {
                             term
                         }
                     };
-                    match weights.iter_mut().find(|(t, _)| *t == term) {
-                        Some((_, w)) => *w += weight,
-                        None => weights.push((term, weight)),
-                    }
+                    weights.push((term, weight));
                     length += weight;
                 });
             };
@@ -205,7 +218,18 @@ impl ToolIndex {
                     add(described, PARAM_DESCRIPTION);
                 }
             }
-            for (term, weight) in weights {
+            weights.sort_unstable_by_key(|(term, _)| *term);
+            let mut summed = weights.into_iter();
+            if let Some(first) = summed.next() {
+                let (mut term, mut weight) = first;
+                for (next, added) in summed {
+                    if next == term {
+                        weight += added;
+                    } else {
+                        index.postings[term as usize].push((id, weight));
+                        (term, weight) = (next, added);
+                    }
+                }
                 index.postings[term as usize].push((id, weight));
             }
             let lower = tool.name.to_lowercase();
@@ -237,6 +261,7 @@ impl ToolIndex {
 
     /// The `limit` tools that answer `query` best, best first; none for a query of no terms.
     pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
+        let query = bounded(query, MAX_QUERY_BYTES);
         let wanted = query.trim().to_lowercase();
         let terms = Wanted::of(query);
         let documents = self.names.len() as f32;
@@ -323,8 +348,9 @@ struct Wanted {
 }
 
 impl Wanted {
-    /// The query's terms, then their related terms; each once, at its highest weight. At most
-    /// 64 count (one bit each for what a tool matched).
+    /// The query's terms (its first [`MAX_QUERY_TERMS`] distinct ones), then their related
+    /// terms; each once, at its highest weight. At most 64 count (one bit each for what a tool
+    /// matched). Linear in the query, of which only the first [`MAX_QUERY_BYTES`] are read.
     fn of(query: &str) -> Vec<Self> {
         let mut wanted: Vec<Self> = Vec::new();
         let mut add = |term: String, weight: f32, source: usize, shown: &str| match wanted
@@ -344,9 +370,15 @@ impl Wanted {
                 shown: shown.to_owned(),
             }),
         };
-        let own: Vec<(String, String)> = (words(query).into_iter())
-            .map(|word| (stem(&word), word))
-            .collect();
+        let mut own: Vec<(String, String)> = Vec::new();
+        each_word(bounded(query, MAX_QUERY_BYTES), |word| {
+            if own.len() < MAX_QUERY_TERMS {
+                let term = stem(word);
+                if !own.iter().any(|(known, _)| *known == term) {
+                    own.push((term, word.to_owned()));
+                }
+            }
+        });
         for (source, (term, word)) in own.iter().enumerate() {
             add(term.clone(), 1.0, source, word);
         }
@@ -358,6 +390,18 @@ impl Wanted {
         wanted.truncate(64);
         wanted
     }
+}
+
+/// The first `max` bytes of `text`, cut at a character boundary.
+fn bounded(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// The terms of `text`: its [`words`], stemmed.
@@ -583,5 +627,84 @@ mod tests {
         assert_eq!(index.search("forecast", 2)[0].name, "x__t1");
         assert_eq!(index.search("latitude", 2)[0].name, "x__t2");
         assert_eq!(index.tool_count(), 2);
+    }
+
+    /// `n` distinct made-up words (`w0a`, `w1a`, … are split nowhere and stem to themselves).
+    fn distinct_words(n: usize) -> String {
+        (0..n).map(|i| format!("zq{i}x ")).collect()
+    }
+
+    /// The shortest of a few timings of `f` (what the machine's other work adds is least there).
+    fn fastest(mut f: impl FnMut()) -> std::time::Duration {
+        (0..5)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                f();
+                started.elapsed()
+            })
+            .min()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_query_counts_its_first_distinct_terms_once_each() {
+        let query = "file file files folder ".repeat(3) + &distinct_words(100);
+        let wanted = Wanted::of(&query);
+        let own: Vec<&Wanted> = wanted.iter().filter(|w| w.weight == 1.0).collect();
+        assert_eq!(own.len(), MAX_QUERY_TERMS);
+        assert_eq!(own[0].term, "file");
+        assert_eq!(own[1].term, "folder");
+        assert!(wanted.len() <= 64);
+    }
+
+    #[test]
+    fn a_huge_query_or_description_costs_what_a_bounded_one_does() {
+        // An index whose one tool has a description of 200 000 distinct words builds in about
+        // the time of one with 8 KiB of them (only that much is read, in linear time).
+        let huge = distinct_words(200_000);
+        let small = huge[..MAX_FIELD_BYTES].to_owned();
+        let build = |description: &str| {
+            let tools = [("a__big", definition(description, &[("p", description)]))];
+            index(&tools)
+        };
+        let (built_huge, built_small) = (
+            fastest(|| drop(build(&huge))),
+            fastest(|| drop(build(&small))),
+        );
+        assert!(
+            built_huge < built_small * 8 + std::time::Duration::from_millis(20),
+            "a huge description took {built_huge:?}, a bounded one {built_small:?}"
+        );
+        // A 4 MiB query of distinct words answers in about the time a 4 KiB one does.
+        let tools: Vec<(String, Value)> = (0..500)
+            .map(|i| (format!("u__tool{i}"), definition(&distinct_words(20), &[])))
+            .collect();
+        let named: Vec<(&str, Value)> =
+            tools.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
+        let index = index(&named);
+        let big = distinct_words(450_000);
+        assert!(big.len() >= 4 << 20);
+        let small = &big[..MAX_QUERY_BYTES];
+        let (searched_big, searched_small) = (
+            fastest(|| drop(index.search(&big, 5))),
+            fastest(|| drop(index.search(small, 5))),
+        );
+        assert!(
+            searched_big < searched_small * 4 + std::time::Duration::from_millis(5),
+            "a 4 MiB query took {searched_big:?}, a 4 KiB one {searched_small:?}"
+        );
+    }
+
+    proptest::proptest! {
+        /// Any text is a query: no panic, at most the bounded number of terms, at most `limit`
+        /// hits.
+        #[test]
+        fn any_text_is_a_bounded_query(query in ".{0,2000}", limit in 0usize..20) {
+            let wanted = Wanted::of(&query);
+            proptest::prop_assert!(wanted.len() <= 64);
+            proptest::prop_assert!(wanted.iter().filter(|w| w.weight == 1.0).count() <= MAX_QUERY_TERMS);
+            let tools = [("a__read_file", definition("Reads a file", &[("path", "Where")]))];
+            proptest::prop_assert!(index(&tools).search(&query, limit).len() <= limit.max(1));
+        }
     }
 }

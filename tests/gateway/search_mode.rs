@@ -1,9 +1,10 @@
 //! A profile with `tools = "search"`: its hosts list the search tool, the call tool and the
 //! `always` tools; the search tool ranks the view's tools (never a hidden one) and is audited with
 //! what it returned; the call tool calls a found tool as a direct call would — progress and
-//! sampling reach the host that called, a hidden or unknown name is the direct call's error, the
-//! audit record is the real tool's; tools/list_changed reaches the profile's hosts only when the
-//! listed set changes; the admin API and `mcpmux tools --search` run the same search.
+//! sampling reach the host that called, a hidden or unknown name is a tool result saying how to
+//! search (the same for both), the audit record is the real tool's; tools/list_changed reaches
+//! the profile's hosts only when the listed set changes; the admin API and `mcpmux tools
+//! --search` run the same search.
 
 use std::time::Duration;
 
@@ -139,27 +140,42 @@ async fn a_search_mode_profile_lists_two_tools_finds_the_rest_and_calls_them_as_
         )
         .await;
     assert_eq!(echoed, direct);
-    // A hidden or unknown name is exactly the error a direct call gets.
+    // A hidden or unknown name is a tool result the model can read, saying how to search, and
+    // the same for both (a hidden tool is as invisible as one that does not exist); called
+    // directly, both are the same JSON-RPC error.
+    let mut said = Vec::new();
     for name in ["a__crash", "nowhere__tool"] {
         let via_call = finder
-            .request(
+            .result(
                 "tools/call",
                 json!({"name": "call_tool", "arguments": {"name": name, "arguments": {}}}),
             )
             .await;
+        assert_eq!(via_call["isError"], true, "{via_call}");
+        let text = via_call["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(
+            text.contains(&format!("no tool named `{name}`")) && text.contains("`search_tools`"),
+            "{text}"
+        );
+        said.push(text.replace(name, "NAME"));
         let direct = finder
             .request("tools/call", json!({"name": name, "arguments": {}}))
             .await;
-        assert_eq!(via_call["error"], direct["error"], "{name}");
-        assert_eq!(via_call["error"]["code"], -32602, "{via_call}");
+        assert_eq!(direct["error"]["code"], -32602, "{direct}");
     }
+    assert_eq!(said[0], said[1], "a hidden tool is told apart from no tool");
     let nameless = finder
-        .request(
+        .result(
             "tools/call",
             json!({"name": "call_tool", "arguments": {"arguments": {}}}),
         )
         .await;
-    assert_eq!(nameless["error"]["code"], -32602, "{nameless}");
+    assert_eq!(nameless["isError"], true, "{nameless}");
+    let text = nameless["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("string `name`") && text.contains("`search_tools`"),
+        "{text}"
+    );
 
     // Progress and sampling of the called tool reach the host that called.
     let call = finder.start(

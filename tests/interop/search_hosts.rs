@@ -94,9 +94,16 @@ async fn the_python_sdk_finds_and_calls_tools_through_a_search_profile_in_both_e
             !strings(&summary["env_search"]).contains(&"everything__get-env"),
             "{mode}: a hidden tool is never found: {summary}"
         );
+        // A hidden tool cannot be called, and the model reads why as a tool result.
         assert_eq!(
-            summary["hidden_call"]["code"], -32602,
+            summary["hidden_call"]["is_error"], true,
             "{mode}: a hidden tool cannot be called: {summary}"
+        );
+        assert!(
+            strings(&summary["hidden_call"]["result"])
+                .concat()
+                .contains("no tool named `everything__get-env`"),
+            "{mode}: the model is told what went wrong: {summary}"
         );
     }
 }
@@ -183,10 +190,14 @@ async fn the_inspector_cli_finds_and_calls_tools_through_a_search_profile() {
         "--tool-arg",
         "name=everything__get-env",
     ]);
+    assert_eq!(
+        hidden["isError"], true,
+        "a hidden tool cannot be called: {hidden}"
+    );
     assert!(
-        hidden["error"]["message"]
+        hidden["content"][0]["text"]
             .as_str()
-            .is_some_and(|m| m.contains("Unknown tool: everything__get-env")),
+            .is_some_and(|m| m.contains("no tool named `everything__get-env`")),
         "a hidden tool cannot be called: {hidden}"
     );
 }

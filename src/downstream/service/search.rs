@@ -6,11 +6,14 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use std::sync::Arc;
+
 use super::outcome::Route;
-use super::{Answer, HostRequest, HostService, internal};
+use super::{Answer, HostRequest, HostService, internal, layers};
 use crate::config::{Profile, SearchMode};
 use crate::jsonrpc::{Members, RpcError, to_raw};
 use crate::mcp::ListKind;
+use crate::router::search::MAX_QUERY_BYTES;
 use crate::router::search_mode::{DEFAULT_LIMIT, MAX_LIMIT};
 
 /// Which of a search-mode profile's tools a `tools/call` names.
@@ -34,7 +37,9 @@ impl MetaTool {
 impl HostService {
     /// The search tool: the view's tools that answer `query` best, each with what a model needs
     /// to call it at once. Arguments it cannot use are a tool error, so a model can correct them.
-    pub(super) fn search_tools(
+    /// A search holds one of the session's request slots, as a call does, and runs off the async
+    /// workers (the view's index may be built first).
+    pub(super) async fn search_tools(
         &self,
         host: &HostRequest,
         target: String,
@@ -50,6 +55,7 @@ impl HostService {
             Ok(asked) => asked,
             Err(bad) => return Ok(Answer::Result(tool_error(&bad.to_string()))),
         };
+        let _permit = layers::permit::claim(host, self.limits.load().max_in_flight_per_session)?;
         let snapshot = self.router.view(host.profile());
         let Some(view) = snapshot.search_mode() else {
             return Err(internal(
@@ -58,7 +64,11 @@ impl HostService {
         };
         let is_meta = |name: &str| name == view.mode.search.name || name == view.mode.call.name;
         let tools = snapshot.list(ListKind::Tools);
-        let hits = snapshot.tool_index().search(&query, limit + 2);
+        let searched = Arc::clone(&snapshot);
+        let hits =
+            tokio::task::spawn_blocking(move || searched.tool_index().search(&query, limit + 2))
+                .await
+                .map_err(internal)?;
         let found: Vec<Found<'_>> = (hits.iter())
             .filter(|hit| !is_meta(&hit.name))
             .filter_map(|hit| Some((hit, tools.get(hit.tool)?)))
@@ -87,6 +97,61 @@ impl HostService {
         ))
         .map(Answer::Result)
         .map_err(internal)
+    }
+
+    /// The call tool: the call of the tool it names, routed as if the host had called that tool.
+    /// What a model got wrong — no tool name, a name that is no tool of its view — is a tool
+    /// result that says so and how to find the name (a model reads tool results, not JSON-RPC
+    /// errors). A hidden tool's name gets exactly what a name nothing has gets.
+    pub(super) async fn call_found(
+        &self,
+        host: &HostRequest,
+        (method, kind): (&str, ListKind),
+        call_tool: String,
+        members: Members<'_>,
+        route: &mut Route,
+    ) -> Result<Answer, RpcError> {
+        let (name, members) = match unwrap_call(&call_tool, members) {
+            Ok(unwrapped) => unwrapped,
+            Err(bad) => {
+                route.target = Some(call_tool);
+                return Ok(Answer::Result(tool_error(&format!(
+                    "{} {}",
+                    bad.message,
+                    self.how_to_find(host)
+                ))));
+            }
+        };
+        let snapshot = self.router.view(host.profile());
+        if snapshot.route_name(kind, &name).is_none() {
+            let error = super::unknown(&snapshot, kind, &name);
+            drop(snapshot);
+            // An upstream that is down is not the model's mistake: the direct call's error.
+            if error.code != crate::jsonrpc::codes::INVALID_PARAMS {
+                route.target = Some(name);
+                return Err(error);
+            }
+            let message = format!(
+                "There is no tool named `{name}`. {}",
+                self.how_to_find(host)
+            );
+            route.target = Some(name);
+            return Ok(Answer::Result(tool_error(&message)));
+        }
+        drop(snapshot);
+        self.call_named(host, (method, kind), name, members, route)
+            .await
+    }
+
+    /// What a model should do to find a tool's name, in the host's search-mode profile.
+    fn how_to_find(&self, host: &HostRequest) -> String {
+        let mode = host.profile().and_then(|p| p.search.as_deref());
+        let (search, call) = mode.map_or(("search_tools", "call_tool"), |m| {
+            (m.search.name.as_str(), m.call.name.as_str())
+        });
+        format!(
+            "Call `{search}` with what you want to do, in a few words, to find the exact name of a tool that does it; then call `{call}` with that `name` and the tool's `arguments`."
+        )
     }
 }
 
@@ -145,12 +210,14 @@ enum BadSearch {
     Limit(f64),
     #[error("`query` is empty: {}.", usage())]
     EmptyQuery,
+    #[error("`query` is {} bytes long: {}.", .0, usage())]
+    LongQuery(usize),
 }
 
 /// How to call the search tool.
 fn usage() -> String {
     format!(
-        "give `query` (what you want to do, in a few words) and optionally `limit` (1 to {MAX_LIMIT})"
+        "give `query` (what you want to do, in a few words: at most {MAX_QUERY_BYTES} bytes) and optionally `limit` (1 to {MAX_LIMIT})"
     )
 }
 
@@ -169,6 +236,9 @@ fn asked(arguments: Option<&RawValue>) -> Result<(String, usize), BadSearch> {
     }
     if asked.query.trim().is_empty() {
         return Err(BadSearch::EmptyQuery);
+    }
+    if asked.query.len() > MAX_QUERY_BYTES {
+        return Err(BadSearch::LongQuery(asked.query.len()));
     }
     Ok((asked.query, limit as usize))
 }

@@ -112,8 +112,9 @@ impl Snapshot {
         if let Some(mode) = profile.and_then(|p| p.search.as_ref()) {
             let tools = snapshot.list(ListKind::Tools).iter();
             let search = SearchView::build(mode, tools.map(|e| (&*e.exposed, &*e.json)));
+            // Its search index is built at its first search, off the async workers (a
+            // catalog's rebuild never waits for it).
             snapshot.search = Some(search);
-            snapshot.tool_index();
         }
         snapshot
     }
