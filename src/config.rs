@@ -35,8 +35,8 @@ pub use mcp_servers::{ImportedServer, imported_servers};
 pub use model::{ADMIN_EXPOSED, ADMIN_EXPOSED_FIX, AdminAccess};
 pub use model::{
     Authorization, CatalogConfig, Config, Credential, DEFAULT_INHERITED_ENV, DEFAULT_MAX_INSTANCES,
-    HostCredential, Isolation, JwksSource, JwtIssuer, MetaTool, OtlpProtocol, PinMode, Profile,
-    Protocol, SearchMode, ServerConfig, TelemetryConfig, UpstreamConfig,
+    HostCredential, Isolation, JwksSource, JwtIssuer, ListingBudget, MetaTool, OtlpProtocol,
+    PinMode, Profile, Protocol, SearchMode, ServerConfig, TelemetryConfig, UpstreamConfig,
 };
 pub use model::{CALL_TOOL_NAME, SEARCH_TOOL_NAME};
 pub use policy::Policy;

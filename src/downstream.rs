@@ -10,10 +10,13 @@
 //! - `stream`: a request's own stream, what it produces before its answer.
 //! - `http`: Streamable HTTP at `/mcp`, and the legacy HTTP+SSE transport (axum).
 //! - `principal`: a host's identity, limits and [`Access`]; `jwt`: hosts known by JWTs.
+//! - `holdings`: what each caller holds open for a while (listen streams, parked calls), counted
+//!   per caller.
 //! - `sealed`: tokens hosts carry that only mcpmux can open (a multi-round `requestState`).
 
 mod caller;
 mod delivery;
+mod holdings;
 mod http;
 mod jwt;
 mod principal;

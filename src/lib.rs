@@ -34,6 +34,8 @@
 //!   API).
 //! - [`private_file`]: files that hold secrets (the admin token, the cursor keys), made and read
 //!   so that only their owner can read them.
+//! - [`shown`]: how much of a string someone else chose is recorded or logged (a prefix and a
+//!   digest past a bound).
 //! - [`sync`]: the one mutex-poison policy.
 //! - [`telemetry`]: logging setup, and OpenTelemetry export (`telemetry::otel`).
 
@@ -55,6 +57,7 @@ mod oauth;
 mod pins;
 mod private_file;
 mod router;
+mod shown;
 mod supervisor;
 mod sync;
 mod telemetry;

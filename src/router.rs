@@ -182,10 +182,10 @@ impl RouterHandle {
 
     /// What a shared upstream publishes through.
     pub fn link(&self) -> CatalogLink {
-        let max_items = lock(&self.inner.sources).config.max_items_per_upstream;
+        let budget = lock(&self.inner.sources).config.budget;
         CatalogLink {
             sink: Arc::new(Sink(Arc::downgrade(&self.inner))),
-            max_items,
+            budget,
         }
     }
 
@@ -292,7 +292,7 @@ fn lenses(config: &Arc<CatalogConfig>, profiles: &[Arc<Profile>]) -> Vec<Lens> {
             profile: Some(Arc::clone(profile)),
             config: Arc::new(CatalogConfig {
                 cursor_retention: config.cursor_retention,
-                max_items_per_upstream: config.max_items_per_upstream,
+                budget: config.budget,
                 ..profile.catalog.clone()
             }),
         });

@@ -19,6 +19,22 @@ const UNCHAINED_START: &[u8] = br#"{"seq":0,"ts_us":0,"#;
 pub(super) const RECORD_BYTES: usize = 640;
 const UNCHAINED_END: &[u8] = br#","prev_hash":"","hash":""}"#;
 
+/// How much of each field a caller or an upstream chose is recorded and indexed: past it, a
+/// prefix and a digest of the whole ([`crate::shown::cut`]), so no caller can flood the log or
+/// its index with names of megabytes.
+const MAX_SESSION: usize = 128;
+const MAX_PRINCIPAL: usize = 256;
+const MAX_METHOD: usize = 128;
+const MAX_TARGET: usize = 512;
+const MAX_DETAIL: usize = 2048;
+
+/// `field` cut to `max` in place.
+fn cut_owned(field: &mut String, max: usize) {
+    if let Cow::Owned(cut) = crate::shown::cut(field, max) {
+        *field = cut;
+    }
+}
+
 /// A host request's record (direction host to upstream) as the request path knows it, borrowed: [`Body::request`] encodes
 /// it exactly as [`Body::of`] encodes the [`Record`] with the same fields, with nothing copied
 /// but into the encoding itself (a request's record is written on every call).
@@ -58,8 +74,20 @@ pub struct Body<'a> {
 }
 
 impl Body<'static> {
-    /// Encodes `record` (its arguments already redacted).
+    /// Encodes `record` (its arguments already redacted), its callers' fields cut to their
+    /// bounds.
     pub fn of(mut record: Record) -> Self {
+        for (field, max) in [
+            (&mut record.session, MAX_SESSION),
+            (&mut record.principal, MAX_PRINCIPAL),
+            (&mut record.target, MAX_TARGET),
+            (&mut record.detail, MAX_DETAIL),
+        ] {
+            if let Some(field) = field {
+                cut_owned(field, max);
+            }
+        }
+        cut_owned(&mut record.method, MAX_METHOD);
         let ts_us = record.ts_us;
         record.seq = 0;
         record.ts_us = 0;
@@ -82,8 +110,12 @@ impl Body<'static> {
 
 impl<'a> Body<'a> {
     /// Encodes a host request's `record` into `json` (cleared first), its arguments redacted
-    /// by `redactor`: the bytes [`Body::of`] writes for the same [`Record`], in its field order.
+    /// by `redactor`: the bytes [`Body::of`] writes for the same [`Record`], in its field order
+    /// (its callers' fields cut as it cuts them: nearly always they are short, and borrowed).
     pub fn request(record: &RequestRecord<'a>, redactor: &Redactor, json: &'a mut Vec<u8>) -> Self {
+        let cut = |value: Option<&'a str>, max| value.map(|v| crate::shown::cut(v, max));
+        let session = cut(record.session, MAX_SESSION);
+        let target = cut(record.target, MAX_TARGET);
         json.clear();
         json.extend_from_slice(UNCHAINED_START);
         json.extend_from_slice(br#""kind":"request","direction":"host_to_upstream""#);
@@ -93,13 +125,21 @@ impl<'a> Body<'a> {
                 string_into(json, value);
             }
         };
-        text(json, "session", record.session);
-        text(json, "principal", record.principal);
+        text(json, "session", session.as_deref());
+        text(
+            json,
+            "principal",
+            cut(record.principal, MAX_PRINCIPAL).as_deref(),
+        );
         text(json, "profile", record.profile);
         text(json, "protocol", Some(record.protocol));
         text(json, "upstream", record.upstream);
-        text(json, "method", Some(record.method));
-        text(json, "target", record.target);
+        text(
+            json,
+            "method",
+            cut(Some(record.method), MAX_METHOD).as_deref(),
+        );
+        text(json, "target", target.as_deref());
         key(json, "outcome");
         json.push(b'"');
         json.extend_from_slice(record.outcome.as_str().as_bytes());
@@ -135,14 +175,14 @@ impl<'a> Body<'a> {
                 json.truncate(start);
             }
         }
-        text(json, "detail", record.detail);
+        text(json, "detail", cut(record.detail, MAX_DETAIL).as_deref());
         json.extend_from_slice(UNCHAINED_END);
         Self {
             ts_us: record.ts_us,
             json: Cow::Borrowed(json),
             upstream: record.upstream.map(Cow::Borrowed),
-            target: record.target.map(Cow::Borrowed),
-            session: record.session.map(Cow::Borrowed),
+            target,
+            session,
         }
     }
 
@@ -249,6 +289,16 @@ mod tests {
             args: Some((&not_json, Redaction::Full)),
             ..bare
         });
+        // Names of a megabyte are recorded (and indexed) cut, alike both ways.
+        let huge = "x".repeat(1 << 20);
+        cases.push(RequestRecord {
+            session: Some(&huge),
+            principal: Some(&huge),
+            method: &huge,
+            target: Some(&huge),
+            detail: Some(&huge),
+            ..full
+        });
         for (i, case) in cases.iter().enumerate() {
             let mut json = Vec::new();
             let encoded = Body::request(case, &redactor, &mut json);
@@ -263,6 +313,14 @@ mod tests {
                 (&expected.upstream, &expected.target, &expected.session)
             );
         }
+        let mut json = Vec::new();
+        let encoded = Body::request(&cases[cases.len() - 1], &redactor, &mut json);
+        assert!(
+            encoded.json.len() < 4 * 1024,
+            "{} bytes",
+            encoded.json.len()
+        );
+        assert!(encoded.target.as_deref().is_some_and(|t| t.len() < 600));
         // A request without a trace gets one of its own.
         let mut json = Vec::new();
         let untraced = RequestRecord {

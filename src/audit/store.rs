@@ -294,13 +294,19 @@ impl Store {
         at: Location,
         head: &Head,
     ) -> Result<(), StoreError> {
+        // What the store holds counts its index too (`audit.max_bytes`): the entries' keys.
+        let index_bytes: u64 = index.iter().map(|k| k.len() as u64).sum();
         // One insert each: a sled `Batch` would make sled write and sync its log right away.
         for k in index {
             self.index.insert(k, &[])?;
         }
         self.meta.insert(HEAD, serde_json::to_vec(head)?)?;
         self.meta.update_and_fetch(BYTES, |old| {
-            Some((counter(old) + u64::from(at.len)).to_be_bytes().to_vec())
+            Some(
+                (counter(old) + u64::from(at.len) + index_bytes)
+                    .to_be_bytes()
+                    .to_vec(),
+            )
         })?;
         self.blocks.insert(key, &at.to_bytes())?;
         Ok(())
@@ -369,7 +375,8 @@ impl Store {
         self.len() == 0
     }
 
-    /// Bytes of records stored.
+    /// Bytes the store holds: its records' lines and its index entries' keys (what
+    /// `audit.max_bytes` bounds).
     pub fn bytes(&self) -> u64 {
         self.meta
             .get(BYTES)
@@ -482,7 +489,14 @@ mod tests {
             .count();
         assert_eq!(upstream_keys, 3, "one entry per upstream, not per block");
         assert!(ok(store.verify()).ok);
-        assert_eq!(store.bytes(), sealed.block(0..12).bytes().len() as u64);
+        let index_bytes: u64 = (store.index().iter().keys().map(ok))
+            .map(|k| k.len() as u64)
+            .sum();
+        assert_eq!(
+            store.bytes(),
+            sealed.block(0..12).bytes().len() as u64 + index_bytes,
+            "the block's lines and its index entries' keys"
+        );
 
         ok(store.flush());
         drop(store);

@@ -101,7 +101,9 @@ impl Syncer {
             if !open {
                 break;
             }
-            if last_retention.elapsed() >= RETENTION_EVERY {
+            // Retention runs once a minute, and as soon as the store is over its size.
+            let over = self.store.bytes() > self.max_bytes;
+            if over || last_retention.elapsed() >= RETENTION_EVERY {
                 last_retention = Instant::now();
                 // Every block handed over is indexed by now; the segments the writer writes to
                 // meanwhile are not retention's to delete (`Segments::remove_before`).

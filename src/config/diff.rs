@@ -159,7 +159,7 @@ pub enum Fixed {
     Workers,
     Telemetry,
     /// Each upstream is handed it when it is made (`RouterHandle::link`).
-    MaxItemsPerUpstream,
+    ListingBudget,
 }
 
 impl Fixed {
@@ -176,7 +176,7 @@ impl Fixed {
         Self::CursorKeys,
         Self::Workers,
         Self::Telemetry,
-        Self::MaxItemsPerUpstream,
+        Self::ListingBudget,
     ];
 
     /// The setting as the file writes it.
@@ -193,7 +193,9 @@ impl Fixed {
             Self::CursorKeys => "server.cursor_keys",
             Self::Workers => "server.workers",
             Self::Telemetry => "telemetry",
-            Self::MaxItemsPerUpstream => "catalog.max_items_per_upstream",
+            Self::ListingBudget => {
+                "catalog.max_items_per_upstream / max_bytes_per_upstream / max_definition_bytes"
+            }
         }
     }
 
@@ -212,9 +214,7 @@ impl Fixed {
             Self::CursorKeys => now.server.cursor_keys != next.server.cursor_keys,
             Self::Workers => now.server.workers != next.server.workers,
             Self::Telemetry => now.telemetry != next.telemetry,
-            Self::MaxItemsPerUpstream => {
-                now.catalog.max_items_per_upstream != next.catalog.max_items_per_upstream
-            }
+            Self::ListingBudget => now.catalog.budget != next.catalog.budget,
         }
     }
 
@@ -234,9 +234,7 @@ impl Fixed {
             Self::CursorKeys => next.server.cursor_keys.clone_from(&now.server.cursor_keys),
             Self::Workers => next.server.workers = now.server.workers,
             Self::Telemetry => next.telemetry.clone_from(&now.telemetry),
-            Self::MaxItemsPerUpstream => {
-                next.catalog.max_items_per_upstream = now.catalog.max_items_per_upstream;
-            }
+            Self::ListingBudget => next.catalog.budget = now.catalog.budget,
         }
     }
 }
@@ -397,7 +395,7 @@ mod tests {
                 "server.header_timeout",
                 "server.workers",
                 "telemetry",
-                "catalog.max_items_per_upstream"
+                "catalog.max_items_per_upstream / max_bytes_per_upstream / max_definition_bytes"
             ]
         );
         diff.keep_fixed(&now, &mut next);

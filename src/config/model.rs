@@ -134,6 +134,15 @@ pub struct ServerConfig {
     pub initialize_wait: Duration,
     /// Requests one host session may have in flight at once; more get a "busy" error.
     pub max_in_flight_per_session: usize,
+    /// `subscriptions/listen` streams one caller (a principal, or an anonymous client's address)
+    /// may hold open at once; a host with `max_sessions` may hold no more than that many.
+    pub max_listen_streams_per_caller: usize,
+    /// Calls one caller may have parked for its input at once (multi-round calls of stateless
+    /// hosts).
+    pub max_parked_per_caller: usize,
+    /// How long a call parked for a stateless host's input keeps its upstream request waiting;
+    /// then it is cancelled upstream (its slot there freed) and its retry asks to call again.
+    pub park_timeout: Duration,
     /// How long in-flight host requests may take to finish after a shutdown signal.
     pub drain_timeout: Duration,
     /// The profile a loopback client without a credential gets (`server.anonymous_profile`).
@@ -186,6 +195,9 @@ impl Default for ServerConfig {
             allowed_origins: Vec::new(),
             initialize_wait: Duration::from_secs(10),
             max_in_flight_per_session: 32,
+            max_listen_streams_per_caller: 8,
+            max_parked_per_caller: 16,
+            park_timeout: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(10),
             anonymous_profile: None,
             authorization: None,
@@ -206,8 +218,30 @@ pub struct CatalogConfig {
     pub name_budget: NameBudget,
     /// How long a replaced catalog generation stays readable through cursors.
     pub cursor_retention: Duration,
-    /// Largest number of items read from one upstream listing (guards against runaway servers).
-    pub max_items_per_upstream: usize,
+    /// What is read of one upstream's listings (guards against runaway servers).
+    pub budget: ListingBudget,
+}
+
+/// How much of one upstream's listings mcpmux reads and keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListingBudget {
+    /// Largest number of items read from one listing; the rest is ignored.
+    pub items: usize,
+    /// Largest size of one listing, in bytes of its items' JSON (`max_bytes_per_upstream`):
+    /// a listing over it is not read (the upstream does not start, or keeps its catalog).
+    pub bytes: usize,
+    /// Largest size of one item's definition (`max_definition_bytes`): a bigger one is left out.
+    pub definition_bytes: usize,
+}
+
+impl Default for ListingBudget {
+    fn default() -> Self {
+        Self {
+            items: 100_000,
+            bytes: 16 * 1024 * 1024,
+            definition_bytes: 256 * 1024,
+        }
+    }
 }
 
 impl Default for CatalogConfig {
@@ -216,7 +250,7 @@ impl Default for CatalogConfig {
             page_sizes: BTreeMap::new(),
             name_budget: NameBudget::default(),
             cursor_retention: Duration::from_secs(600),
-            max_items_per_upstream: 100_000,
+            budget: ListingBudget::default(),
         }
     }
 }

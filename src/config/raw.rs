@@ -60,6 +60,10 @@ pub(super) struct RawServer {
     #[serde(default, with = "humantime_serde")]
     pub initialize_wait: Option<Duration>,
     pub max_in_flight_per_session: Option<usize>,
+    pub max_listen_streams_per_caller: Option<usize>,
+    pub max_parked_per_caller: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    pub park_timeout: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     pub drain_timeout: Option<Duration>,
     /// The profile loopback clients without a credential get.
@@ -142,6 +146,8 @@ pub(super) struct RawCatalog {
     #[serde(default, with = "humantime_serde")]
     pub cursor_retention: Option<Duration>,
     pub max_items_per_upstream: Option<usize>,
+    pub max_bytes_per_upstream: Option<usize>,
+    pub max_definition_bytes: Option<usize>,
 }
 
 /// `[upstreams.NAME]`: the process, its namespace, and policy overrides. Unknown keys are caught

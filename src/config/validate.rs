@@ -12,7 +12,7 @@ use super::model::{
     CatalogConfig, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_NAME_MAX_LENGTH, DEFAULT_PAGE_SIZE,
     OtlpProtocol, ServerConfig, TelemetryConfig, UpstreamConfig,
 };
-use super::model::{DEFAULT_MAX_INSTANCES, Isolation, MAX_WORKERS};
+use super::model::{DEFAULT_MAX_INSTANCES, Isolation, ListingBudget, MAX_WORKERS};
 use super::policy::{POLICY_KEYS, Policy};
 use super::raw::{
     RawAdmin, RawAudit, RawCatalog, RawConfig, RawDefaults, RawServer, RawTelemetry, RawUpstream,
@@ -126,6 +126,11 @@ fn server(file: &Path, base_dir: &Path, s: RawServer) -> Result<ServerConfig, Co
         max_in_flight_per_session: s
             .max_in_flight_per_session
             .unwrap_or(d.max_in_flight_per_session),
+        max_listen_streams_per_caller: s
+            .max_listen_streams_per_caller
+            .unwrap_or(d.max_listen_streams_per_caller),
+        max_parked_per_caller: s.max_parked_per_caller.unwrap_or(d.max_parked_per_caller),
+        park_timeout: s.park_timeout.unwrap_or(d.park_timeout),
         drain_timeout: s.drain_timeout.unwrap_or(d.drain_timeout),
         // Checked against the profiles once they are read.
         anonymous_profile: None,
@@ -168,12 +173,38 @@ fn server(file: &Path, base_dir: &Path, s: RawServer) -> Result<ServerConfig, Co
             "use a duration such as \"10s\", or leave it out for the default",
         ));
     }
-    if server.max_in_flight_per_session == 0 {
+    for (key, value, example) in [
+        (
+            "server.max_in_flight_per_session",
+            server.max_in_flight_per_session,
+            32,
+        ),
+        (
+            "server.max_listen_streams_per_caller",
+            server.max_listen_streams_per_caller,
+            8,
+        ),
+        (
+            "server.max_parked_per_caller",
+            server.max_parked_per_caller,
+            16,
+        ),
+    ] {
+        if value == 0 {
+            return Err(ConfigError::invalid(
+                file,
+                key,
+                "0 would refuse every request of its kind",
+                format!("use a positive number, e.g. {example}"),
+            ));
+        }
+    }
+    if server.park_timeout.is_zero() {
         return Err(ConfigError::invalid(
             file,
-            "server.max_in_flight_per_session",
-            "0 would refuse every request",
-            "use a positive number, e.g. 32",
+            "server.park_timeout",
+            "0 would cancel every call that asks for input before the host can answer",
+            "use a duration such as \"60s\", or leave it out for the default",
         ));
     }
     Ok(server)
@@ -282,11 +313,40 @@ pub(super) fn catalog(
         )
     })?;
     let d = CatalogConfig::default();
+    let budget = ListingBudget {
+        items: c.max_items_per_upstream.unwrap_or(d.budget.items),
+        bytes: c.max_bytes_per_upstream.unwrap_or(d.budget.bytes),
+        definition_bytes: c.max_definition_bytes.unwrap_or(d.budget.definition_bytes),
+    };
+    for (key, value) in [
+        ("max_bytes_per_upstream", budget.bytes),
+        ("max_definition_bytes", budget.definition_bytes),
+    ] {
+        if value < 1024 {
+            return Err(ConfigError::invalid(
+                file,
+                format!("{section}.{key}"),
+                format!("{value} bytes cannot hold one definition"),
+                "give at least 1024",
+            ));
+        }
+    }
+    if budget.definition_bytes > budget.bytes {
+        return Err(ConfigError::invalid(
+            file,
+            format!("{section}.max_definition_bytes"),
+            format!(
+                "{} is more than max_bytes_per_upstream ({})",
+                budget.definition_bytes, budget.bytes
+            ),
+            "make it at most max_bytes_per_upstream",
+        ));
+    }
     Ok(CatalogConfig {
         page_sizes,
         name_budget,
         cursor_retention: c.cursor_retention.unwrap_or(d.cursor_retention),
-        max_items_per_upstream: c.max_items_per_upstream.unwrap_or(d.max_items_per_upstream),
+        budget,
     })
 }
 

@@ -27,6 +27,10 @@ pub struct Principal {
     /// limit).
     max_sessions: Option<usize>,
     in_flight: AtomicUsize,
+    /// Its calls parked for its input (stateless hosts' multi-round calls): with `in_flight`
+    /// they count against `max_in_flight` for a new request, not for the retry that continues
+    /// one of them.
+    parked: AtomicUsize,
     calls: AtomicU64,
     refused: AtomicU64,
 }
@@ -64,6 +68,16 @@ impl Drop for Admitted<'_> {
     }
 }
 
+/// An in-flight slot held by a parked call ([`Principal::hold_slot`]); given back when dropped.
+#[derive(Debug)]
+pub struct HeldSlot(Arc<Principal>);
+
+impl Drop for HeldSlot {
+    fn drop(&mut self) {
+        self.0.parked.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// What one request is granted: who it comes from (`None`: anonymous) and the profile it sees
 /// (`None`: the whole catalog). A session keeps the access it was opened with (as a reload
 /// updates it), and only the same access may use it.
@@ -73,6 +87,10 @@ pub struct Access {
     pub profile: Option<Arc<Profile>>,
     /// The profile is the one of the path the request came to (`/mcp/NAME`).
     pub via_path: bool,
+    /// The address the request came from (`None`: not over HTTP). What an anonymous caller
+    /// holds open is counted by it; it is not who the caller is, so [`Access::same`] does not
+    /// compare it.
+    pub peer: Option<std::net::IpAddr>,
 }
 
 impl Access {
@@ -119,6 +137,7 @@ impl Principal {
             rate,
             max_sessions: host.max_sessions,
             in_flight: AtomicUsize::new(0),
+            parked: AtomicUsize::new(0),
             calls: AtomicU64::new(0),
             refused: AtomicU64::new(0),
         }
@@ -138,6 +157,7 @@ impl Principal {
             rate: None,
             max_sessions: None,
             in_flight: AtomicUsize::new(0),
+            parked: AtomicUsize::new(0),
             calls: AtomicU64::new(0),
             refused: AtomicU64::new(0),
         }
@@ -155,13 +175,25 @@ impl Principal {
         }
     }
 
+    /// A slot of its `max_in_flight`, held by a call parked for the host's input (it stays in
+    /// flight upstream) and given back when dropped; `None` when it has no in-flight limit.
+    /// Taken whatever the count: the request that parks the call holds a slot of its own until
+    /// it ends, and the parked call counts against new requests from then on.
+    pub fn hold_slot(self: &Arc<Self>) -> Option<HeldSlot> {
+        self.max_in_flight?;
+        self.parked.fetch_add(1, Ordering::Relaxed);
+        Some(HeldSlot(Arc::clone(self)))
+    }
+
     /// Sessions it may have open at once, if it has a limit of its own.
     pub fn max_sessions(&self) -> Option<usize> {
         self.max_sessions
     }
 
-    /// Admits one request within this host's limits, or says which limit it met.
-    pub fn admit(&self) -> Result<Admitted<'_>, RpcError> {
+    /// Admits one request within this host's limits, or says which limit it met. Its calls
+    /// parked for its input count against `max_in_flight` too, unless `continues` says the
+    /// request continues one of them (asked only then, and only of a host with that limit).
+    pub fn admit(&self, continues: impl FnOnce() -> bool) -> Result<Admitted<'_>, RpcError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         if let Some(rate) = &self.rate {
             if !rate.take() {
@@ -176,13 +208,15 @@ impl Principal {
             }
         }
         if let Some(max) = self.max_in_flight {
-            if self.in_flight.fetch_add(1, Ordering::Relaxed) >= max {
+            let before = self.in_flight.fetch_add(1, Ordering::Relaxed);
+            let parked = self.parked.load(Ordering::Relaxed);
+            if before >= max || (parked > 0 && before + parked >= max && !continues()) {
                 self.in_flight.fetch_sub(1, Ordering::Relaxed);
                 self.refused.fetch_add(1, Ordering::Relaxed);
                 return Err(RpcError::new(
                     codes::BUSY,
                     format!(
-                        "host `{}` already has {max} requests in flight (hosts.{}.max_in_flight); retry when one ends",
+                        "host `{}` already has {max} requests in flight or waiting for its input (hosts.{}.max_in_flight); retry when one ends",
                         self.name, self.name
                     ),
                 ));
@@ -252,32 +286,32 @@ mod tests {
     fn in_flight_slots_are_counted_and_given_back() {
         let p = host(Some(2), None);
         let a = p
-            .admit()
+            .admit(|| false)
             .map_err(|e| e.message)
             .unwrap_or_else(|e| panic!("{e}"));
         let _b = p
-            .admit()
+            .admit(|| false)
             .map_err(|e| e.message)
             .unwrap_or_else(|e| panic!("{e}"));
         let refused = p
-            .admit()
+            .admit(|| false)
             .err()
             .map(|e| (e.code, e.message))
             .unwrap_or_default();
         assert_eq!(refused.0, codes::BUSY);
         assert!(refused.1.contains("max_in_flight"), "{}", refused.1);
         drop(a);
-        assert!(p.admit().is_ok());
+        assert!(p.admit(|| false).is_ok());
         assert_eq!(p.status().refused, 1);
     }
 
     #[test]
     fn a_rate_allows_its_burst_then_refuses_until_time_passes() {
         let p = host(None, Some(5.0));
-        let admitted = (0..20).filter(|_| p.admit().is_ok()).count();
+        let admitted = (0..20).filter(|_| p.admit(|| false).is_ok()).count();
         assert_eq!(admitted, 5);
         std::thread::sleep(std::time::Duration::from_millis(450));
-        let later = (0..20).filter(|_| p.admit().is_ok()).count();
+        let later = (0..20).filter(|_| p.admit(|| false).is_ok()).count();
         assert!((2..=3).contains(&later), "{later}");
     }
 
@@ -296,6 +330,7 @@ mod tests {
             principal: Some(Arc::clone(principal)),
             profile: Some(Arc::clone(profile)),
             via_path,
+            peer: None,
         };
         let opened = access(&robot, &a, false);
         // Admitted under the reloaded settings before the session was remapped to them.

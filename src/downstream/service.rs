@@ -80,6 +80,8 @@ pub struct HostService {
     rounds: rounds::Rounds,
     /// Cancelled when the daemon stops: listen streams then end with their result.
     stopping: tokio_util::sync::CancellationToken,
+    /// The listen streams each caller holds open.
+    listening: Arc<crate::downstream::holdings::Holdings>,
     /// `server.initialize_wait` and `server.max_in_flight_per_session`, as a reload sets them.
     limits: arc_swap::ArcSwap<Limits>,
 }
@@ -91,6 +93,10 @@ struct Limits {
     max_in_flight_per_session: usize,
     /// `server.max_sessions`.
     max_sessions: usize,
+    /// `server.max_listen_streams_per_caller`.
+    max_listen_streams_per_caller: usize,
+    /// `server.max_parked_per_caller`, `server.park_timeout`.
+    parking: rounds::Parking,
 }
 
 impl Limits {
@@ -99,6 +105,11 @@ impl Limits {
             initialize_wait: server.initialize_wait,
             max_in_flight_per_session: server.max_in_flight_per_session,
             max_sessions: server.max_sessions,
+            max_listen_streams_per_caller: server.max_listen_streams_per_caller,
+            parking: rounds::Parking {
+                per_caller: server.max_parked_per_caller,
+                timeout: server.park_timeout,
+            },
         }
     }
 }
@@ -188,6 +199,7 @@ impl HostService {
             cursors: CursorCodec::new(cursor_keys),
             rounds: rounds::Rounds::new(),
             stopping: tokio_util::sync::CancellationToken::new(),
+            listening: Arc::default(),
             limits: arc_swap::ArcSwap::from_pointee(Limits::of(server)),
         }
     }
@@ -290,9 +302,14 @@ impl HostService {
         let started = std::time::Instant::now();
         let too_deep = (params.raw).is_some_and(|p| nests_deeper_than(p, MAX_DEPTH));
         let request_bytes = params.raw.map_or(0, str::len);
-        // The host's own limits (with `[hosts]`): its slot is held until the answer.
+        // The host's own limits (with `[hosts]`): its slot is held until the answer. A stateless
+        // retry that continues a call parked for its input is not refused for that call's slot.
+        let continues = || {
+            static STATE: crate::jsonrpc::Needle = crate::jsonrpc::Needle::new("\"requestState\"");
+            host.session.is_stateless() && params.raw.is_some_and(|p| STATE.is_in(p))
+        };
         let admitted = (host.access.principal.as_ref())
-            .map(|p| p.admit())
+            .map(|p| p.admit(continues))
             .transpose();
         let mut route = Route::default();
         // How a stateless request's result is written (its errors are numbered as its revision

@@ -293,7 +293,7 @@ impl UpstreamActor {
     }
 
     fn refresh(&self, myself: &ActorRef<UpstreamMsg>, state: &UpstreamState, kind: ListKind) {
-        let Some(max_items) = state.handle.catalog_link().map(|l| l.max_items) else {
+        let Some(budget) = state.handle.catalog_link().map(|l| l.budget) else {
             return;
         };
         let conn = Arc::clone(&state.conn);
@@ -301,7 +301,7 @@ impl UpstreamActor {
         let myself = myself.clone();
         tokio::spawn(async move {
             let timeout = config.policy.request_timeout;
-            let items = handshake::read_list(&conn, kind, timeout, max_items, &config.name).await;
+            let items = handshake::read_list(&conn, kind, timeout, budget, &config.name).await;
             let _ = myself.send_message(UpstreamMsg::Refreshed(kind, items));
         });
     }
@@ -466,7 +466,7 @@ fn start(myself: &ActorRef<UpstreamMsg>, state: &UpstreamState, protocol: Protoc
     let config = state.handle.config().clone();
     let myself = myself.clone();
     // A per-session instance serves calls only; the shared instance serves the catalog.
-    let max_items = state.handle.catalog_link().map(|l| l.max_items);
+    let budget = state.handle.catalog_link().map(|l| l.budget);
     let remote = matches!(config.transport, Transport::Remote(_));
     // The legacy HTTP+SSE transport is 2024-11-05's: there is nothing to probe.
     let sse = Some(RemoteKind::Sse);
@@ -483,7 +483,7 @@ fn start(myself: &ActorRef<UpstreamMsg>, state: &UpstreamState, protocol: Protoc
                 Ok(Opened::EndedOnProbe) => return Err(StartError::EndedOnProbe),
                 Err(why) => return Err(StartError::Handshake(Arc::new(why))),
             };
-            let Some(max_items) = max_items else {
+            let Some(budget) = budget else {
                 return Ok(UpstreamCatalog {
                     info,
                     lists: Default::default(),
@@ -491,7 +491,7 @@ fn start(myself: &ActorRef<UpstreamMsg>, state: &UpstreamState, protocol: Protoc
                 });
             };
             let request_timeout = config.policy.request_timeout;
-            handshake::read_catalog(&conn, info, request_timeout, max_items, &config.name)
+            handshake::read_catalog(&conn, info, request_timeout, budget, &config.name)
                 .await
                 .map_err(|why| StartError::Handshake(Arc::new(why)))
         };

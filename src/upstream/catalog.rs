@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::config::ListingBudget;
 use crate::mcp::ListKind;
 use crate::mcp::version::Version;
 
@@ -65,14 +66,14 @@ pub trait CatalogSink: Send + Sync {
 #[derive(Clone)]
 pub struct CatalogLink {
     pub sink: Arc<dyn CatalogSink>,
-    /// Largest number of items read from one listing (guards against runaway servers).
-    pub max_items: usize,
+    /// How much of a listing is read (guards against runaway servers).
+    pub budget: ListingBudget,
 }
 
 impl std::fmt::Debug for CatalogLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CatalogLink")
-            .field("max_items", &self.max_items)
+            .field("budget", &self.budget)
             .finish()
     }
 }

@@ -187,6 +187,10 @@ pub enum HandshakeError {
         method: &'static str,
         field: &'static str,
     },
+    #[error(
+        "its {method} listing is over {max} bytes (catalog.max_bytes_per_upstream): mcpmux does not hold a catalog that large; raise catalog.max_bytes_per_upstream if it is meant to be"
+    )]
+    OverBudget { method: &'static str, max: usize },
 }
 
 /// The versions mcpmux speaks to upstreams, for people.

@@ -16,7 +16,7 @@ use super::catalog::{ServerInfo, UpstreamCatalog, UpstreamItem};
 use super::connection::Connection;
 use super::error::{HandshakeError, Reply, UpstreamError};
 use super::modern::{self, Declared, Verdict};
-use crate::config::Protocol;
+use crate::config::{ListingBudget, Protocol};
 use crate::jsonrpc::codes;
 use crate::mcp::ListKind;
 use crate::mcp::version::Version;
@@ -184,14 +184,14 @@ pub(super) async fn read_catalog(
     conn: &Arc<Connection>,
     info: Arc<ServerInfo>,
     timeout: Duration,
-    max_items: usize,
+    budget: ListingBudget,
     upstream: &str,
 ) -> Result<UpstreamCatalog, HandshakeError> {
     let mut lists = BTreeMap::new();
     let mut ttl_ms = BTreeMap::new();
     for kind in ListKind::ALL {
         if info.offers(kind) {
-            let listing = read_list(conn, kind, timeout, max_items, upstream).await?;
+            let listing = read_list(conn, kind, timeout, budget, upstream).await?;
             lists.insert(kind, Arc::new(listing.items));
             if let Some(ttl) = listing.ttl_ms {
                 ttl_ms.insert(kind, ttl);
@@ -214,15 +214,17 @@ struct Page {
 }
 
 /// Reads one listing to its last page. Stops (with a warning, keeping what it read) at a repeated
-/// or empty cursor, past `max_items` items or [`MAX_PAGES`] pages.
+/// or empty cursor, past the budget's items or [`MAX_PAGES`] pages; leaves out (with a warning)
+/// an item over the budget's definition size; fails when the listing is over the budget's
+/// bytes (reading no more of it).
 pub(super) async fn read_list(
     conn: &Arc<Connection>,
     kind: ListKind,
     timeout: Duration,
-    max_items: usize,
+    budget: ListingBudget,
     upstream: &str,
 ) -> Result<Listing, HandshakeError> {
-    let (listing, param_headers) = read_pages(conn, kind, timeout, max_items, upstream).await?;
+    let (listing, param_headers) = read_pages(conn, kind, timeout, budget, upstream).await?;
     if kind == ListKind::Tools && conn.is_modern() {
         conn.set_param_headers(param_headers);
     }
@@ -245,10 +247,11 @@ async fn read_pages(
     conn: &Arc<Connection>,
     kind: ListKind,
     timeout: Duration,
-    max_items: usize,
+    budget: ListingBudget,
     upstream: &str,
 ) -> Result<(Listing, ParamHeaders), HandshakeError> {
     let mut items = Vec::new();
+    let mut bytes = 0usize;
     let mut ttl_ms: Option<u64> = None;
     let mut seen = HashSet::new();
     // A 2026-07-28 upstream's tools with `x-mcp-header` parameters (an invalid one is left out).
@@ -304,11 +307,11 @@ async fn read_pages(
                     }
                 }
             }
-            if items.len() == max_items {
+            if items.len() == budget.items {
                 tracing::warn!(
                     upstream,
                     listing = kind.method(),
-                    max_items,
+                    max_items = budget.items,
                     "Listing is over the item limit; the rest is ignored."
                 );
                 return Ok((Listing { items, ttl_ms }, param_headers));
@@ -319,6 +322,25 @@ async fn read_pages(
                     source,
                 }
             })?;
+            let size = json.get().len();
+            if size > budget.definition_bytes {
+                tracing::warn!(
+                    upstream,
+                    listing = kind.method(),
+                    item = %crate::shown::cut(key, 120),
+                    bytes = size,
+                    max_definition_bytes = budget.definition_bytes,
+                    "Left out an item whose definition is over catalog.max_definition_bytes; raise it to list the item."
+                );
+                continue;
+            }
+            bytes += size;
+            if bytes > budget.bytes {
+                return Err(HandshakeError::OverBudget {
+                    method: kind.method(),
+                    max: budget.bytes,
+                });
+            }
             items.push(UpstreamItem {
                 key: key.to_owned(),
                 json,

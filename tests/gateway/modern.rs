@@ -443,6 +443,48 @@ fn text(answer: &Answer) -> String {
     result["content"][0]["text"].as_str().unwrap().to_owned()
 }
 
+/// A sealed `requestState` is bound to the profile it was issued in (and the principal's kind and
+/// issuer, besides its name): a state minted through a profile's path does not continue the call
+/// through another view of the same anonymous loopback host, though the tool's name is the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_state_continues_its_call_only_in_the_profile_it_was_issued_in() {
+    let daemon = Daemon::start(&format!(
+        "[profiles.reader]\nupstreams = [\"alpha\"]\npath = true\n{}",
+        test_upstream("alpha", &["--protocol-tools"]),
+    ));
+    let listed = Client::connect(&daemon.url).await;
+    daemon
+        .wait_for_tools(&listed, |n| n.iter().any(|n| n == "alpha__sample"))
+        .await;
+    let all = json!({"sampling": {}});
+    let reader = ModernHost {
+        capabilities: all.clone(),
+        ..ModernHost::new(&format!("{}/reader", daemon.url))
+    };
+    let everything = ModernHost {
+        capabilities: all,
+        ..ModernHost::new(&daemon.url)
+    };
+    let args = json!({"prompt": "which view?"});
+    let call = json!({"name": "alpha__sample", "arguments": args});
+    let first = reader.request(1, "tools/call", call.clone()).await;
+    let (key, _, state) = asked(&first, "sampling/createMessage");
+    let sampled = json!({"role": "assistant", "content": {"type": "text", "text": "reader"},
+                         "model": "test-model"});
+    let mut retry = call;
+    retry["inputResponses"] = json!({ &key: sampled });
+    retry["requestState"] = json!(state);
+    let elsewhere = everything.request(2, "tools/call", retry.clone()).await;
+    assert_eq!(
+        elsewhere.last()["error"]["code"],
+        -32602,
+        "a state issued in profile `reader` continued the call in the whole catalog: {:?}",
+        elsewhere.messages
+    );
+    let done = reader.request(3, "tools/call", retry).await;
+    assert_eq!(text(&done), "sampled: reader");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_legacy_upstreams_requests_reach_a_2026_host_as_input_required_rounds() {
     const ALICE: &str = "alice-token-for-rounds";

@@ -1,6 +1,8 @@
 //! Who may use the daemon and how much of it: hosts known by bearer tokens (`hosts`) and by JSON
 //! Web Tokens (`host_jwt`), the admin API's token, origin and record checks (`admin_security`),
-//! and the bounds on what a stranger can open (`bounds`).
+//! the bounds on what a stranger can open (`bounds`), and what nothing sent may do to everyone
+//! else: stall the daemon or grow it without bound (`stalls`), or hold open what others need
+//! beyond its caller's share (`holdings`).
 //!
 //! One test binary per area (README "Test layout"): each module here was a binary of its own
 //! and keeps its test names, so `cargo test --test security NAME` finds them.
@@ -14,5 +16,7 @@ pub mod common;
 
 mod admin_security;
 mod bounds;
+mod holdings;
 mod host_jwt;
 mod hosts;
+mod stalls;

@@ -79,12 +79,14 @@ impl Store {
             if block.last.ts_us >= min_ts_us && bytes <= max_bytes {
                 break;
             }
+            let mut index_bytes = 0;
             for mut k in block.prefixes {
                 k.extend_from_slice(&key);
+                index_bytes += k.len() as u64;
                 self.index.remove(k)?;
             }
             self.blocks.remove(&key)?;
-            bytes = bytes.saturating_sub(u64::from(at.len));
+            bytes = bytes.saturating_sub(u64::from(at.len) + index_bytes);
             checkpoint = Some(head_after(&block.last));
             removed += block.records;
         }
@@ -138,15 +140,22 @@ mod tests {
         }
         let store = ok(Store::open(dir.path()));
         assert_eq!(segment_files(dir.path()).len(), 3);
-        let lens: Vec<u64> = (store.blocks().iter().values().map(ok))
-            .filter_map(|v| Location::from_bytes(&v))
-            .map(|at| u64::from(at.len))
+        // A block's bytes: its lines and its index entries' keys (the block's key ends each).
+        let sizes: Vec<u64> = (store.blocks().iter().map(ok))
+            .map(|(key, v)| {
+                let at = Location::from_bytes(&v).unwrap_or_else(|| panic!("a location"));
+                let index: u64 = (store.index().iter().keys().map(ok))
+                    .filter(|k| k.ends_with(&key))
+                    .map(|k| k.len() as u64)
+                    .sum();
+                u64::from(at.len) + index
+            })
             .collect();
-        assert_eq!(lens.iter().sum::<u64>(), store.bytes());
+        assert_eq!(sizes.iter().sum::<u64>(), store.bytes());
 
         // By size: keep at most the last four blocks' bytes → the first segment's two blocks go.
         let (first_key, first_entry) = ok(store.blocks().first()).unwrap_or_default();
-        assert_eq!(ok(store.prune(0, lens[2..].iter().sum())), 10);
+        assert_eq!(ok(store.prune(0, sizes[2..].iter().sum())), 10);
         // A query that read the entry before retention removed the block skips it.
         assert!(ok(store.read_live(&first_key, &first_entry)).is_none());
         assert_eq!(seqs(&store), (10..30).collect::<Vec<_>>());

@@ -223,6 +223,8 @@ async fn listen(
             let events = futures_util::StreamExt::map(messages, super::event);
             super::unbuffered(super::sse(events))
         }
+        // A caller that holds as many streams as it may: 429, as for too many sessions.
+        Err(error) if error.code == codes::BUSY => refused(StatusCode::TOO_MANY_REQUESTS, error),
         Err(error) => refused(StatusCode::BAD_REQUEST, error),
     }
 }

@@ -15,6 +15,7 @@ use super::rounds::{self, Resumed, Round, Rounds};
 use super::{Answer, HostRequest, HostService, content, unknown, upstream_error};
 use crate::config::{Isolation, Profile};
 use crate::downstream::caller::SessionCaller;
+use crate::downstream::holdings::Holder;
 use crate::downstream::session::Session;
 use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, to_raw};
 use crate::mcp::ListKind;
@@ -269,7 +270,12 @@ impl HostService {
         route: &mut Route,
     ) -> Result<Reply, RpcError> {
         let bind = || binding(host, method, route, upstream);
-        match self.rounds.round(flight, &bind).await? {
+        let parks_for = || rounds::ParkedFor {
+            holder: Holder::of(&host.access),
+            principal: host.access.principal.clone(),
+            parking: self.limits.load().parking,
+        };
+        match self.rounds.round(flight, (&bind, &parks_for)).await? {
             (Round::Done(reply), started) => {
                 route.forwarded = Some(Forwarded {
                     upstream: upstream.clone(),
@@ -355,8 +361,9 @@ fn owned_method(method: &str) -> Cow<'static, str> {
 /// or URI (as routed) and upstream.
 fn binding(host: &HostRequest, method: &str, route: &Route, upstream: &UpstreamHandle) -> String {
     let target = route.target.as_deref().unwrap_or_default();
+    let profile = host.profile().map(|p| p.name.as_str());
     rounds::binding(
-        host.ctx.principal.as_deref(),
+        (host.access.principal.as_deref(), profile),
         method,
         target,
         upstream.name(),

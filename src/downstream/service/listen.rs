@@ -20,6 +20,7 @@ use super::outcome::Route;
 use super::{HostRequest, HostService};
 use crate::config::Profile;
 use crate::downstream::Access;
+use crate::downstream::holdings::{Held, Holder};
 use crate::downstream::session::{HostInfo, StreamGuard};
 use crate::jsonrpc::{Members, RpcError, codes, notification_line, response_line, to_raw};
 use crate::mcp::ListKind;
@@ -54,6 +55,7 @@ impl HostService {
         (host, access): (HostInfo, Access),
         asked: Filter,
     ) -> Result<impl Stream<Item = String> + Send + 'static, RpcError> {
+        let held = self.hold_listen_stream(&access)?;
         let profile = access.profile.clone();
         let updates = match asked.updates.is_empty() {
             true => None,
@@ -99,6 +101,7 @@ impl HostService {
         let result = json!({ "resultType": "complete", "_meta": meta });
         let last = response_line(id, &to_raw(&result));
         let state = Watching {
+            _held: held,
             ack: Some(ack),
             last: Some(last),
             stopping: self.stopping.clone(),
@@ -118,6 +121,27 @@ impl HostService {
                 Some((line, state))
             },
         ))
+    }
+
+    /// One of the listen streams the caller of `access` may hold open: at most
+    /// `server.max_listen_streams_per_caller`, and no more than a host's `max_sessions`.
+    fn hold_listen_stream(&self, access: &Access) -> Result<Held, RpcError> {
+        let configured = self.limits.load().max_listen_streams_per_caller;
+        let own = (access.principal.as_ref()).and_then(|p| p.max_sessions());
+        let limit = own.map_or(configured, |own| own.min(configured));
+        let holder = Holder::of(access);
+        self.listening.take(&holder, limit).ok_or_else(|| {
+            let key = match own {
+                Some(own) if own < configured => "its hosts.NAME.max_sessions",
+                _ => "server.max_listen_streams_per_caller",
+            };
+            RpcError::new(
+                codes::BUSY,
+                format!(
+                    "{holder} already hold {limit} subscriptions/listen streams open ({key}); close one first"
+                ),
+            )
+        })
     }
 
     /// A session for a listen stream's resource subscriptions, subscribed to each of `uris` the
@@ -179,6 +203,8 @@ impl Drop for Updates {
 
 /// A listen stream between messages.
 struct Watching {
+    /// Its place among the listen streams its caller holds open.
+    _held: Held,
     /// The acknowledgement, until it is sent.
     ack: Option<String>,
     /// The listen request's result, sent when the daemon stops.

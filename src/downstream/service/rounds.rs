@@ -7,9 +7,15 @@
 //! `inputResponses` and the sealed `requestState`; the answers go to the waiting upstream and
 //! the call goes on, for as many rounds as the upstream asks.
 //!
-//! The `requestState` names the parked call and is sealed (`sealed`) for the principal, the
-//! method, the exposed name or URI and the upstream, so no host can continue another's call or
-//! steer a retry elsewhere; it opens once (the parked call is taken).
+//! The `requestState` names the parked call and is sealed (`sealed`) for the principal (its
+//! kind, issuer and name), the profile, the method, the exposed name or URI and the upstream, so
+//! no host can continue another's call or steer a retry elsewhere; it opens once (the parked
+//! call is taken).
+//!
+//! A parked call holds an upstream's request slot, so what parks is bounded: each caller parks
+//! at most `server.max_parked_per_caller` calls, each of which counts against its host's
+//! `max_in_flight` until it ends (the host's retry continues it on that slot), and a call not
+//! continued within `server.park_timeout` is cancelled upstream.
 //!
 //! A request that needs a capability the host did not declare fails with `-32021`
 //! (`requiredCapabilities`), and the upstream's call is cancelled.
@@ -26,6 +32,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
+use crate::downstream::holdings::{Held, Holder, Holdings};
+use crate::downstream::principal::{HeldSlot, Identity, Principal};
 use crate::downstream::sealed::Sealer;
 use crate::downstream::session::Session;
 use crate::downstream::stream::Sink;
@@ -37,7 +45,8 @@ mod input;
 
 use input::{Asked, Event, InputCaller};
 
-/// How long a parked call waits for the host's retry before it is cancelled upstream.
+/// How long a state that continues no parked call (it asks for the call again, or carries a
+/// 2026-07-28 upstream's own state) stays valid.
 const PARK_TTL: Duration = Duration::from_secs(300);
 /// Parked calls the daemon holds at once; past that a call that asks for input is refused.
 const MAX_PARKED: usize = 1024;
@@ -82,6 +91,9 @@ impl Future for Call {
 pub(super) struct Flight {
     call: Call,
     caller: Arc<InputCaller>,
+    /// What it holds of its caller's since it first parked: its place among the calls the
+    /// caller has parked, and a slot of its host's `max_in_flight`.
+    held: Option<(Held, Option<HeldSlot>)>,
     /// Requests for input the host has not answered yet.
     asked: Vec<Asked>,
     /// Who may continue it, and for what (the sealed state's binding): written once the call
@@ -156,6 +168,23 @@ pub(super) enum Round {
 pub(super) struct Rounds {
     parked: Arc<Mutex<HashMap<u128, Flight>>>,
     sealer: Sealer,
+    /// The calls each caller has parked.
+    holdings: Arc<Holdings>,
+}
+
+/// How parking is bounded (`server.max_parked_per_caller`, `server.park_timeout`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Parking {
+    pub per_caller: usize,
+    pub timeout: Duration,
+}
+
+/// Who a call parks for, and how parking is bounded then.
+pub(super) struct ParkedFor {
+    pub holder: Holder,
+    /// Its principal, whose `max_in_flight` a parked call counts against.
+    pub principal: Option<Arc<Principal>>,
+    pub parking: Parking,
 }
 
 impl std::fmt::Debug for Rounds {
@@ -166,15 +195,28 @@ impl std::fmt::Debug for Rounds {
     }
 }
 
-/// What a call's rounds are bound to: its principal, method, exposed name or URI, upstream.
+/// What a call's rounds are bound to: who may continue it (the principal's kind, issuer and
+/// name — a signed-in user named like a host is not that host), the profile it sees, and the
+/// method, exposed name or URI and upstream of the call. Each part on a line of its own; a part a
+/// caller chose cannot hold a line break (names, URIs and methods are checked before they route).
 pub(super) fn binding(
-    principal: Option<&str>,
+    (principal, profile): (Option<&Principal>, Option<&str>),
     method: &str,
     target: &str,
     upstream: &str,
 ) -> String {
-    let principal = principal.unwrap_or("");
-    [principal, "\n", method, "\n", target, "\n", upstream].concat()
+    let (kind, issuer, name) = match principal {
+        None => ("anonymous", "", ""),
+        Some(p) => match &p.identity {
+            Identity::Host => ("host", "", &*p.name),
+            Identity::SignedIn { issuer } => ("signed-in", &**issuer, &*p.name),
+        },
+    };
+    let profile = profile.unwrap_or("");
+    [
+        kind, "\n", issuer, "\n", name, "\n", profile, "\n", method, "\n", target, "\n", upstream,
+    ]
+    .concat()
 }
 
 impl Rounds {
@@ -182,6 +224,7 @@ impl Rounds {
         Self {
             parked: Arc::default(),
             sealer: Sealer::random(),
+            holdings: Arc::default(),
         }
     }
 
@@ -198,6 +241,7 @@ impl Rounds {
         Flight {
             call: Call::Here(call),
             caller,
+            held: None,
             asked: Vec::new(),
             binding: None,
             started: Instant::now(),
@@ -205,16 +249,20 @@ impl Rounds {
     }
 
     /// Serves one round of `flight`: its answer, or the input it waits for (the call is parked).
-    /// `bind` spells what the call is bound to, for a state that continues it.
+    /// `bind` spells what the call is bound to, for a state that continues it; `parks_for`, who
+    /// it parks for (both spelled only when needed: most calls ask for nothing).
     pub(super) async fn round(
         &self,
         mut flight: Flight,
-        bind: &(dyn Fn() -> String + Sync),
+        (bind, parks_for): (
+            &(dyn Fn() -> String + Sync),
+            &(dyn Fn() -> ParkedFor + Sync),
+        ),
     ) -> Result<(Round, Instant), RpcError> {
         let started = flight.started;
         loop {
             if !flight.asked.is_empty() {
-                return self.park(flight, bind).map(|r| (r, started));
+                return self.park(flight, bind, parks_for).map(|r| (r, started));
             }
             // The upstream's answer first; what it said meanwhile only while it has not answered.
             // (A poll of the call and an atomic flag: no waiter list to join and leave per call.)
@@ -364,14 +412,37 @@ impl Rounds {
         Ok(Resumed::Flight(flight))
     }
 
-    /// Parks `flight` (bound as `bind` spells it) and writes its `input_required` result.
-    fn park(&self, mut flight: Flight, bind: &dyn Fn() -> String) -> Result<Round, RpcError> {
+    /// Parks `flight` (bound as `bind` spells it, for the caller `parks_for` names) and writes
+    /// its `input_required` result; refused when its caller has parked as many calls as it may.
+    fn park(
+        &self,
+        mut flight: Flight,
+        bind: &dyn Fn() -> String,
+        parks_for: &dyn Fn() -> ParkedFor,
+    ) -> Result<Round, RpcError> {
+        let ParkedFor {
+            holder,
+            principal,
+            parking,
+        } = parks_for();
+        if flight.held.is_none() {
+            let Some(place) = self.holdings.take(&holder, parking.per_caller) else {
+                return Err(RpcError::new(
+                    codes::BUSY,
+                    format!(
+                        "{holder} already have {} calls waiting for input (server.max_parked_per_caller); answer or abandon one first",
+                        parking.per_caller
+                    ),
+                ));
+            };
+            flight.held = Some((place, principal.as_ref().and_then(Principal::hold_slot)));
+        }
         flight.call.send_away();
         let id: u128 = rand::random();
         let binding = flight.binding.get_or_insert_with(bind);
         let state = self
             .sealer
-            .seal(&id.to_be_bytes(), binding.as_bytes(), PARK_TTL);
+            .seal(&id.to_be_bytes(), binding.as_bytes(), parking.timeout);
         let requests: serde_json::Map<String, Value> = flight
             .asked
             .iter()
@@ -403,13 +474,13 @@ impl Rounds {
         }
         let parked = Arc::downgrade(&self.parked);
         tokio::spawn(async move {
-            tokio::time::sleep(PARK_TTL).await;
+            tokio::time::sleep(parking.timeout).await;
             if let Some(parked) = parked.upgrade() {
                 // Dropped here, outside the lock: its call is cancelled upstream.
                 let expired = lock(&parked).remove(&id);
                 if expired.is_some() {
                     tracing::info!(
-                        "A call waiting for a host's input expired; cancelled it upstream."
+                        "A call waiting for a host's input was not continued within server.park_timeout; cancelled it upstream."
                     );
                 }
             }
@@ -438,6 +509,34 @@ mod tests {
     use crate::jsonrpc::raw_string;
     use crate::mcp::version::Version;
 
+    #[test]
+    fn a_binding_names_the_principals_kind_issuer_and_the_profile() {
+        let bound = |principal: Option<&Principal>, profile| {
+            binding((principal, profile), "tools/call", "fs__read", "fs")
+        };
+        let (a, b) = (
+            Principal::signed_in("https://a.example", "ci", None),
+            Principal::signed_in("https://b.example", "ci", None),
+        );
+        let all = [
+            bound(None, None),
+            bound(Some(&a), None),
+            bound(Some(&b), None),
+            bound(Some(&a), Some("reader")),
+            bound(Some(&a), Some("writer")),
+        ];
+        for (i, one) in all.iter().enumerate() {
+            for other in &all[i + 1..] {
+                assert_ne!(one, other);
+            }
+        }
+        assert_eq!(
+            bound(Some(&a), Some("reader")),
+            all[3],
+            "the same binding again"
+        );
+    }
+
     #[tokio::test]
     async fn what_the_host_lacks_fails_its_call_even_when_the_answer_came_first() {
         let host = HostInfo {
@@ -453,7 +552,18 @@ mod tests {
         let answered: BoxFuture<'static, Result<Reply, UpstreamError>> =
             Box::pin(async { Ok(Reply::Result(raw_string("sampling failed"))) });
         let flight = Rounds::flight(answered, caller);
-        let Err(error) = Rounds::new().round(flight, &String::new).await else {
+        let parks_for = || ParkedFor {
+            holder: Holder::Address(None),
+            principal: None,
+            parking: Parking {
+                per_caller: 1,
+                timeout: Duration::from_secs(60),
+            },
+        };
+        let Err(error) = Rounds::new()
+            .round(flight, (&String::new, &parks_for))
+            .await
+        else {
             panic!("the upstream's answer was taken");
         };
         assert_eq!(error.code, codes::MISSING_CLIENT_CAPABILITY, "{error}");

@@ -8,7 +8,10 @@ use serde_json::value::RawValue;
 
 use super::caller::{Caller, ReplyTo, ServerRequestReply};
 use super::{Connection, Event, Forwarded};
-use crate::jsonrpc::{Members, Received, RpcError, codes, error_line, raw, response_line};
+use crate::jsonrpc::{
+    MAX_DEPTH, Members, Received, RpcError, codes, error_line, nests_deeper_than, raw,
+    response_line,
+};
 use crate::mcp::ListKind;
 use crate::upstream::error::Reply;
 use crate::upstream::transport::Inbound;
@@ -23,6 +26,11 @@ impl Connection {
             } => (message, on_stream_of),
             Inbound::Renewed => return events(Event::Renewed),
         };
+        // What nests deeper than mcpmux forwards (as it bounds what hosts send) goes no further:
+        // an answer becomes an error naming the upstream, anything else is refused or dropped.
+        if let Some(deep) = too_deep(&message) {
+            return self.on_too_deep(message, deep);
+        }
         match message {
             Received::Response { id, result } => self.resolve(id.get(), Reply::Result(result)),
             Received::Error { id, error } => self.resolve(id.get(), Reply::Error(error)),
@@ -32,6 +40,26 @@ impl Connection {
             Received::Notification { method, params } => {
                 self.on_notification(&method, params.as_deref(), on_stream_of, events)
             }
+        }
+    }
+
+    /// A message whose `deep` part nests deeper than [`MAX_DEPTH`].
+    fn on_too_deep(&self, message: Received, deep: &'static str) {
+        let why = format!(
+            "upstream `{}` sent {deep} nested deeper than {MAX_DEPTH} levels, mcpmux's limit; it is not passed on",
+            self.upstream()
+        );
+        tracing::warn!(upstream = %self.upstream(), "{why}");
+        match message {
+            Received::Response { id, .. } | Received::Error { id, .. } => {
+                let error = RpcError::new(codes::UPSTREAM_UNAVAILABLE, why)
+                    .with_data(serde_json::json!({ "upstream": self.upstream() }));
+                self.resolve(id.get(), Reply::Error(crate::jsonrpc::to_raw(&error)));
+            }
+            Received::Request { id, .. } => {
+                self.send_answer(error_line(Some(&id), &RpcError::invalid_params(why)));
+            }
+            Received::Notification { .. } => {}
         }
     }
 
@@ -255,6 +283,19 @@ impl Connection {
                 .cancel_forwarded(&forwarded.host_id, members.get("reason"));
         }
     }
+}
+
+/// Which part of `message` nests deeper than [`MAX_DEPTH`], if one does (a message too short to
+/// nest that deep is not scanned).
+fn too_deep(message: &Received) -> Option<&'static str> {
+    let (part, what) = match message {
+        Received::Response { result, .. } => (Some(result), "an answer"),
+        Received::Error { error, .. } => (Some(error), "an error answer"),
+        Received::Request { params, .. } => (params.as_ref(), "a request"),
+        Received::Notification { params, .. } => (params.as_ref(), "a notification"),
+    };
+    part.filter(|p| nests_deeper_than(p.get(), MAX_DEPTH))
+        .map(|_| what)
 }
 
 /// Why a server request has no host to go to (each names the upstream).

@@ -111,6 +111,10 @@ pub(crate) fn fault_tools() -> Vec<Value> {
                    "count": {"type": "integer", "minimum": 0}}}}),
         json!({"name": "stop_pings", "description": "Ignores pings from now on",
                "inputSchema": no_args}),
+        json!({"name": "deep",
+               "description": "Answers with structured content nested `depth` levels deep",
+               "inputSchema": {"type": "object", "properties": {
+                   "depth": {"type": "integer", "minimum": 0}}}}),
     ]
 }
 

@@ -14,7 +14,8 @@
 //!   `crash` (exits with status 3 mid-call), `huge` (one very long line),
 //!   `add_tool` (adds an echo tool named `name`, or with an added tool's name gives it the
 //!   new `description` — a rug pull — and sends `notifications/tools/list_changed`), plus
-//!   `--tools N` generated tools `tool_00000`, `tool_00001`, ...;
+//!   `--tools N` generated tools `tool_00000`, `tool_00001`, ... (descriptions padded to about
+//!   `--tool-description-bytes N` bytes, for a catalog big in bytes);
 //! - protocol-routing tools, always callable but listed in `tools/list` only
 //!   with `--protocol-tools` (so the default listing stays the 7 tools above):
 //!   - `progress` {`steps` = 3, `delay_ms` = 20}: with `_meta.progressToken`,
@@ -77,7 +78,8 @@
 //!   `count` `notifications/message` and `count`
 //!   `notifications/tools/list_changed`, interleaved, as fast as it can, then
 //!   answers "flooded <count>"), `stop_pings` (from then on ignores `ping`, as
-//!   `--ignore-pings` does; answers "pings stopped").
+//!   `--ignore-pings` does; answers "pings stopped"), `deep` {`depth` = 200000} (answers with
+//!   structured content nested `depth` levels deep).
 //!
 //! Design: the main task reads stdin and handles each line synchronously;
 //! `slow`, `progress` and the tools that wait for the client spawn tokio
@@ -125,6 +127,9 @@ struct Args {
     /// Additionally generate N tools named tool_00000, tool_00001, ...
     #[arg(long, value_name = "N", default_value_t = 0)]
     tools: usize,
+    /// Pad each generated tool's description to about N bytes (a catalog big in bytes).
+    #[arg(long, value_name = "N")]
+    tool_description_bytes: Option<usize>,
     /// Paginate every list by K items (0 = no pagination).
     #[arg(long, value_name = "K", default_value_t = 0)]
     page_size: usize,

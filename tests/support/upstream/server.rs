@@ -105,8 +105,14 @@ impl Server {
             }
         }
         tools.extend((0..args.tools).map(|i| {
+            let mut description = format!("Generated tool number {i} of upstream {name}");
+            if let Some(bytes) = args.tool_description_bytes {
+                description.push(' ');
+                let pad = bytes.saturating_sub(description.len());
+                description.push_str(&"x".repeat(pad));
+            }
             json!({"name": format!("tool_{i:05}"),
-                   "description": format!("Generated tool number {i} of upstream {name}"),
+                   "description": description,
                    "inputSchema": {"type": "object", "properties": {}}})
         }));
         let prompts = [json!({"name": "greet", "description": "Greets someone",

@@ -132,6 +132,7 @@ impl Admission {
                 principal: None,
                 via_path: at.is_some(),
                 profile: at.or_else(|| self.anonymous.clone()),
+                peer: Some(peer.ip()),
             });
         }
         // Boxed: the anonymous fast path keeps a small future.
@@ -155,6 +156,7 @@ impl Admission {
             principal: Some(principal),
             profile,
             via_path,
+            peer: Some(peer.ip()),
         })
     }
 
@@ -232,6 +234,7 @@ impl Admission {
             via_path: old.via_path,
             principal,
             profile,
+            peer: old.peer,
         })
     }
 }

@@ -1,5 +1,5 @@
-//! The fault injection tools (listed with `--fault-tools`): `hang`, `garbage`, `flood` and
-//! `stop_pings`.
+//! The fault injection tools (listed with `--fault-tools`): `hang`, `garbage`, `flood`,
+//! `stop_pings` and `deep`.
 
 use std::sync::atomic::Ordering;
 
@@ -37,6 +37,16 @@ impl Server {
             "stop_pings" => {
                 self.ignore_pings.store(true, Ordering::Relaxed);
                 reply(&text_result("pings stopped"))
+            }
+            // Written as text: serde_json would not write (nor read) a value that deep.
+            "deep" => {
+                let depth = uint_arg(params.get("arguments"), "depth", 200_000)?;
+                let depth = usize::try_from(depth).unwrap_or(usize::MAX);
+                let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+                let id = serde_json::to_string(id).unwrap_or_default();
+                Ok(Outcome::Reply(format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"deep"}}],"structuredContent":{{"deep":{nested}}}}}}}"#
+                )))
             }
             _ => return Ok(None),
         };
