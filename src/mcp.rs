@@ -1,6 +1,8 @@
 //! What mcpmux knows about MCP itself: protocol versions, the listable kinds, the namespacing codec,
-//! the aggregate-listing cursors, URI-template matching and canonical URIs. No I/O here.
+//! the aggregate-listing cursors, URI-template matching, canonical URIs, and the MCP Apps
+//! extension's fields (`apps`). No I/O here.
 
+pub mod apps;
 pub mod cursor;
 pub mod envelope;
 pub mod names;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
-pub use catalog::{Lens, Snapshot};
+pub use catalog::{AppRoute, Lens, Shown, Snapshot};
 
 use crate::config::{CatalogConfig, Profile};
 use crate::mcp::ListKind;

@@ -6,11 +6,13 @@
 //!
 //! Every handler starts from an admitted request (`admission`: the origin checks, then its
 //! access — the host its bearer token names and the profile it sees — and, where it names
-//! one, its session); what it does with the message is the host service's.
+//! one, its session); what it does with the message is the host service's. `cors` lets the
+//! pages of web hosts from `server.allowed_origins` call it from the browser.
 
 mod accepts;
 mod admission;
 mod body;
+mod cors;
 mod legacy;
 mod modern;
 mod posted;
@@ -122,10 +124,19 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> (Rou
     });
     let control = EdgeControl(Arc::clone(&state));
     let router = Router::new()
-        .route("/mcp", post(post_message).get(get_stream).delete(delete))
+        .route(
+            "/mcp",
+            post(post_message)
+                .get(get_stream)
+                .delete(delete)
+                .options(cors::preflight),
+        )
         .route(
             "/mcp/{profile}",
-            post(post_message).get(get_stream).delete(delete),
+            post(post_message)
+                .get(get_stream)
+                .delete(delete)
+                .options(cors::preflight),
         )
         .route(
             "/.well-known/oauth-protected-resource",
@@ -138,9 +149,16 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> (Rou
         .route("/sse", get(legacy::handle_sse))
         .route("/messages", post(legacy::handle_message))
         // Bodies are read within the limit by `body::read`, which answers 413 cleanly.
-        .layer(DefaultBodyLimit::disable())
-        .with_state(state);
-    (router, control)
+        .layer(DefaultBodyLimit::disable());
+    // Web hosts' pages, from origins configured for them: a layer only then.
+    let router = match config.allowed_origins.is_empty() {
+        true => router,
+        false => router.layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            cors::allow,
+        )),
+    };
+    (router.with_state(state), control)
 }
 
 impl Edge {

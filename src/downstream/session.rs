@@ -95,6 +95,15 @@ impl HostInfo {
             .get(capability)
             .is_some_and(|c| !c.is_null())
     }
+
+    /// Whether the host declared that it renders MCP Apps (`extensions` names the UI
+    /// extension).
+    pub fn renders_apps(&self) -> bool {
+        let extensions = self.capabilities.value().get("extensions");
+        extensions
+            .and_then(|e| e.get(crate::mcp::apps::UI_EXTENSION))
+            .is_some_and(|ui| !ui.is_null())
+    }
 }
 
 /// One host connection.

@@ -7,6 +7,7 @@
 //! map, never by splitting strings. The empty prefix ([`Prefix::none`], `prefix = ""`, allowed for
 //! the only upstream a host sees) exposes names and URIs unchanged.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use regex::Regex;
@@ -157,12 +158,30 @@ impl NameBudget {
     }
 }
 
-/// `{prefix}+{uri}` for resources and resource templates.
+/// The scheme a URI keeps when it is exposed: MCP Apps' pages are `ui://` resources, and hosts
+/// render a tool's page only from a URI of that scheme (SEP-1865).
+const KEPT_SCHEME: &str = "ui://";
+
+/// How resources, resource templates (and task ids) are exposed: `{prefix}+{uri}`; a `ui://`
+/// URI keeps its scheme and carries the prefix in front of its authority,
+/// `ui://{prefix}+{authority}{path}` (a prefix has no `+`, so the split is unambiguous, and no
+/// prefix contains `:`, so the two forms never meet). [`split_uri`] undoes either.
 pub fn expose_uri(prefix: &Prefix, uri: &str) -> String {
     if prefix.is_none() {
         return uri.to_owned();
     }
-    format!("{prefix}+{uri}")
+    match kept_scheme(uri) {
+        Some((scheme, rest)) => format!("{scheme}{prefix}+{rest}"),
+        None => format!("{prefix}+{uri}"),
+    }
+}
+
+/// `uri`'s kept scheme (as it is spelled) and the rest, if it has that scheme.
+fn kept_scheme(uri: &str) -> Option<(&str, &str)> {
+    let scheme = uri.get(..KEPT_SCHEME.len())?;
+    scheme
+        .eq_ignore_ascii_case(KEPT_SCHEME)
+        .then(|| (scheme, &uri[KEPT_SCHEME.len()..]))
 }
 
 /// The prefix an exposed tool or prompt name starts with, if it has one. Only for messages about
@@ -172,11 +191,17 @@ pub fn prefix_of(exposed: &str) -> Option<&str> {
     Prefix::parse(prefix).ok().map(|_| prefix)
 }
 
-/// Splits an exposed URI into the prefix text and the upstream's own URI.
-pub fn split_uri(exposed: &str) -> Option<(&str, &str)> {
+/// Splits an exposed URI ([`expose_uri`]) into the prefix text and the upstream's own URI
+/// (borrowed but for a `ui://` one, whose scheme is put back in front of it).
+pub fn split_uri(exposed: &str) -> Option<(&str, Cow<'_, str>)> {
+    if let Some((scheme, rest)) = kept_scheme(exposed) {
+        let (prefix, tail) = rest.split_once('+')?;
+        Prefix::parse(prefix).ok()?;
+        return Some((prefix, Cow::Owned(format!("{scheme}{tail}"))));
+    }
     let (prefix, uri) = exposed.split_once('+')?;
     Prefix::parse(prefix).ok()?;
-    Some((prefix, uri))
+    Some((prefix, Cow::Borrowed(uri)))
 }
 
 #[cfg(test)]
@@ -272,12 +297,23 @@ mod tests {
             "test://x/item/{id}",
             "memory://",
             "a+b://c",
+            "ui://system-monitor/mcp-app.html",
+            "UI://a+b/c",
+            "ui://",
         ] {
             let exposed = expose_uri(&prefix("fs"), uri);
-            assert_eq!(split_uri(&exposed), Some(("fs", uri)));
+            assert_eq!(split_uri(&exposed), Some(("fs", Cow::Borrowed(uri))));
         }
         assert_eq!(split_uri("file:///x"), None);
         assert_eq!(split_uri("Bad+x"), None);
+        // A page's URI keeps its scheme, the prefix in front of its authority.
+        assert_eq!(
+            expose_uri(&prefix("sysmon"), "ui://system-monitor/mcp-app.html"),
+            "ui://sysmon+system-monitor/mcp-app.html"
+        );
+        // A `ui://` URI that names no prefix is no exposed URI.
+        assert_eq!(split_uri("ui://system-monitor/mcp-app.html"), None);
+        assert_eq!(split_uri("ui://Bad+x/y"), None);
     }
 }
 
@@ -332,13 +368,26 @@ mod properties {
         #[test]
         fn every_uri_round_trips(prefix in prefix(), uri in "\\PC{0,120}") {
             let exposed = expose_uri(&prefix, &uri);
-            prop_assert_eq!(split_uri(&exposed), Some((prefix.as_str(), uri.as_str())));
+            prop_assert_eq!(split_uri(&exposed), Some((prefix.as_str(), Cow::Borrowed(uri.as_str()))));
+        }
+
+        #[test]
+        fn every_ui_uri_round_trips_keeping_its_scheme(
+            prefix in prefix(),
+            scheme in "[uU][iI]://",
+            rest in "\\PC{0,100}",
+        ) {
+            let uri = format!("{scheme}{rest}");
+            let exposed = expose_uri(&prefix, &uri);
+            prop_assert!(exposed.starts_with(&scheme), "{}", exposed);
+            prop_assert_eq!(split_uri(&exposed), Some((prefix.as_str(), Cow::Borrowed(uri.as_str()))));
         }
 
         #[test]
         fn splitting_any_text_does_not_panic(text in "\\PC{0,120}") {
             if let Some((prefix, uri)) = split_uri(&text) {
-                prop_assert_eq!(format!("{prefix}+{uri}"), text.clone());
+                let prefix = Prefix::parse(prefix).unwrap_or_else(|_| Prefix::none());
+                prop_assert_eq!(expose_uri(&prefix, &uri), text.clone());
             }
             let _ = prefix_of(&text);
             let _ = Prefix::derive(&text);

@@ -12,12 +12,16 @@ use super::search_mode::{Listed, SearchView};
 
 use crate::config::{CatalogConfig, Profile};
 use crate::mcp::ListKind;
+use crate::mcp::apps::ToolApp;
 use crate::mcp::names::{self, Prefix};
 use crate::mcp::param_headers::ParamHeader;
 use crate::mcp::{template, uri};
 use crate::upstream::{ServerInfo, UpstreamHandle};
 
+mod apps;
 mod build;
+
+pub use apps::AppRoute;
 
 /// One exposed item.
 #[derive(Debug)]
@@ -32,6 +36,8 @@ pub struct Entry {
     /// A tool's `x-mcp-header` parameters, which a 2026-07-28 host mirrors into headers that
     /// mcpmux checks (read when the catalog is built, never per call).
     pub param_headers: Option<Arc<[ParamHeader]>>,
+    /// A tool's MCP App (its page, and whether only the page may call it), when it has one.
+    pub app: Option<ToolApp>,
 }
 
 #[derive(Debug, Default)]
@@ -78,6 +84,8 @@ pub struct Snapshot {
     /// first search (a person's, through the admin API); carried over from the previous
     /// generation while the tools stay the same.
     index: OnceLock<Arc<ToolIndex>>,
+    /// What it knows of the MCP Apps in it.
+    apps: apps::Apps,
 }
 
 /// The items a listing shows hosts, in order: the catalog's entries, or a search-mode view's.
@@ -85,6 +93,8 @@ pub struct Snapshot {
 pub enum Shown<'a> {
     Catalog(&'a [Entry]),
     Search(&'a [Listed]),
+    /// The entries at these positions (the tools a host that renders no apps is shown).
+    Picked(&'a [Entry], &'a [usize]),
 }
 
 impl<'a> Shown<'a> {
@@ -92,6 +102,7 @@ impl<'a> Shown<'a> {
         match self {
             Self::Catalog(items) => items.len(),
             Self::Search(items) => items.len(),
+            Self::Picked(_, picked) => picked.len(),
         }
     }
 
@@ -100,6 +111,9 @@ impl<'a> Shown<'a> {
         match self {
             Self::Catalog(items) => items.get(i).map(|e| (&*e.exposed, &*e.json)),
             Self::Search(items) => items.get(i).map(|e| (&*e.exposed, &*e.json)),
+            Self::Picked(items, picked) => (picked.get(i))
+                .and_then(|at| items.get(*at))
+                .map(|e| (&*e.exposed, &*e.json)),
         }
     }
 
@@ -108,6 +122,9 @@ impl<'a> Shown<'a> {
         match self {
             Self::Catalog(items) => items.partition_point(|e| *e.exposed <= *last),
             Self::Search(items) => items.partition_point(|e| *e.exposed <= *last),
+            Self::Picked(items, picked) => {
+                picked.partition_point(|at| items.get(*at).is_some_and(|e| *e.exposed <= *last))
+            }
         }
     }
 }
@@ -136,6 +153,7 @@ impl Snapshot {
             withheld: HashMap::new(),
             search: None,
             index: OnceLock::new(),
+            apps: apps::Apps::default(),
         }
     }
 
@@ -162,6 +180,17 @@ impl Snapshot {
         match (&self.search, kind) {
             (Some(search), ListKind::Tools) => Shown::Search(search.listed()),
             _ => Shown::Catalog(self.list(kind)),
+        }
+    }
+
+    /// [`Self::shown`] for a host that renders no MCP Apps (`renders_apps` false): the tools only
+    /// an app's page may call are left out.
+    pub fn shown_to(&self, kind: ListKind, renders_apps: bool) -> Shown<'_> {
+        match (kind, renders_apps, &self.search) {
+            (ListKind::Tools, false, None) => {
+                self.tools_for_models().unwrap_or_else(|| self.shown(kind))
+            }
+            _ => self.shown(kind),
         }
     }
 
@@ -274,11 +303,11 @@ impl Snapshot {
         let (prefix, original) = match decided {
             Cow::Borrowed(exposed) => {
                 let (prefix, uri) = names::split_uri(exposed)?;
-                (prefix.to_owned(), Cow::Borrowed(uri))
+                (prefix.to_owned(), uri)
             }
             Cow::Owned(canonical) => {
                 let (prefix, uri) = names::split_uri(&canonical)?;
-                (prefix.to_owned(), Cow::Owned(uri.to_owned()))
+                (prefix.to_owned(), Cow::Owned(uri.into_owned()))
             }
         };
         self.by_prefix.get(prefix.as_str()).map(|h| (h, original))
@@ -313,10 +342,10 @@ impl Snapshot {
 
     /// The upstream an exposed task id belongs to and the upstream's own id. Task ids carry the
     /// upstream's configured prefix in every view (they are opaque to hosts).
-    pub fn route_task<'a>(&self, exposed: &'a str) -> Option<(&UpstreamHandle, &'a str)> {
+    pub fn route_task<'a>(&self, exposed: &'a str) -> Option<(&UpstreamHandle, Cow<'a, str>)> {
         let mut held = self.by_prefix.values();
         if let Some(bare) = held.clone().find(|h| h.prefix().is_none()) {
-            return Some((bare, exposed));
+            return Some((bare, Cow::Borrowed(exposed)));
         }
         let (prefix, id) = names::split_uri(exposed)?;
         held.find(|h| h.prefix().as_str() == prefix)

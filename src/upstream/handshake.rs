@@ -146,10 +146,15 @@ async fn initialize(conn: &Arc<Connection>, timeout: Duration) -> Result<ServerI
         "protocolVersion": Version::LATEST.as_str(),
         // mcpmux forwards these to the host session a request comes from (or answers roots
         // itself when the upstream has configured roots).
+        // …and relays MCP Apps: tools' pages and a page's own calls (a server may list its app
+        // tools only to a client that renders them).
         "capabilities": {
             "sampling": {},
             "elicitation": {"form": {}, "url": {}},
             "roots": {"listChanged": false},
+            "extensions": {
+                crate::mcp::apps::UI_EXTENSION: {"mimeTypes": [crate::mcp::apps::APP_MIME_TYPE]},
+            },
         },
         "clientInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")},
     })

@@ -6,7 +6,8 @@
 //!
 //! The envelope is mcpmux's own, never a host's: its protocol version, its `clientInfo`, the
 //! capabilities of the host the request serves cut to what mcpmux can relay (sampling,
-//! elicitation, roots), and `logLevel` only when that host asked for log messages.
+//! elicitation, roots, and the extensions it declared), and `logLevel` only when that host asked
+//! for log messages.
 
 use std::collections::BTreeSet;
 
@@ -22,8 +23,9 @@ use crate::mcp::version::Version;
 /// `_meta` key: the log level a request wants messages at (none without it).
 pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 
-/// The client capabilities mcpmux can carry between an upstream and a host.
-const RELAYABLE: [&str; 3] = ["sampling", "elicitation", "roots"];
+/// The client capabilities mcpmux can carry between an upstream and a host: the three it relays
+/// requests for, and the extensions the host declared (their values pass as they are).
+const RELAYABLE: [&str; 4] = ["sampling", "elicitation", "roots", "extensions"];
 
 /// What a request to a 2026-07-28 upstream declares on behalf of the host it serves.
 #[derive(Debug, Default)]

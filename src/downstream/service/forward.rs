@@ -21,7 +21,7 @@ use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, to_raw};
 use crate::mcp::ListKind;
 use crate::mcp::envelope::ENVELOPE_PREFIX;
 use crate::mcp::names::{self, Prefix};
-use crate::router::Snapshot;
+use crate::router::{AppRoute, Snapshot};
 use crate::telemetry::otel::TraceParent;
 use crate::upstream::{CallContext, ProgressTokens, Reply, UpstreamHandle};
 
@@ -47,14 +47,29 @@ impl HostService {
         let mut members = members;
         tracing::Span::current().record("target", name.as_str());
         let snapshot = self.router.view(host.profile());
-        let Some((upstream, original_name)) = snapshot.route_name(kind, &name) else {
-            let error = unknown(&snapshot, kind, &name);
-            route.target = Some(name);
-            return Err(error);
+        let routed = match snapshot.route_name(kind, &name) {
+            Some((upstream, original)) => Ok((upstream.clone(), original.to_owned(), None)),
+            // An app's page calls its own server's tools by their own names.
+            None => match snapshot.route_app(kind, &name) {
+                AppRoute::One(entry) => Ok((
+                    entry.upstream.clone(),
+                    entry.original.to_string(),
+                    Some(entry.exposed.to_string()),
+                )),
+                AppRoute::Several(exposed) => Err(several_apps(&name, &exposed)),
+                AppRoute::Unknown => Err(unknown(&snapshot, kind, &name)),
+            },
         };
-        let (upstream, original_name) = (upstream.clone(), original_name.to_owned());
         drop(snapshot);
-        route.target = Some(name);
+        // Audit and metrics name what the host's view calls it.
+        let (upstream, original_name, exposed) = match routed {
+            Ok(routed) => routed,
+            Err(error) => {
+                route.target = Some(name);
+                return Err(error);
+            }
+        };
+        route.target = Some(exposed.unwrap_or(name));
         let tool = (kind == ListKind::Tools).then_some(&*original_name);
         route.upstream = Some(upstream.name().to_owned());
         route.redaction = upstream.config().redaction_for(tool);
@@ -93,11 +108,27 @@ impl HostService {
         route: &mut Route,
     ) -> Result<Answer, RpcError> {
         let mut members = members;
-        let (upstream, original) = match self.route_uri(host.profile(), ListKind::Resources, &uri) {
-            Ok(routed) => routed,
+        let routed = match self.route_uri(host.profile(), ListKind::Resources, &uri) {
+            Ok((upstream, original)) => Ok((upstream, original, uri)),
+            // An app's page reads its own server's resources by their own URIs.
             Err(unknown) => {
+                let snapshot = self.router.view(host.profile());
+                match snapshot.route_app(ListKind::Resources, &uri) {
+                    AppRoute::One(entry) => Ok((
+                        entry.upstream.clone(),
+                        entry.original.to_string(),
+                        entry.exposed.to_string(),
+                    )),
+                    AppRoute::Several(exposed) => Err((several_apps(&uri, &exposed), uri)),
+                    AppRoute::Unknown => Err((unknown, uri)),
+                }
+            }
+        };
+        let (upstream, original, uri) = match routed {
+            Ok(routed) => routed,
+            Err((error, uri)) => {
                 route.target = Some(uri);
-                return Err(unknown);
+                return Err(error);
             }
         };
         route.routed(&upstream, &uri);
@@ -340,6 +371,15 @@ impl HostService {
             .await
             .map_err(upstream_error)
     }
+}
+
+/// The refusal of an app's request for `name`, which several upstreams' items have as their own
+/// name: never guessed; the host (or a person) can pick one by its exposed name.
+fn several_apps(name: &str, exposed: &[&str]) -> RpcError {
+    RpcError::invalid_params(format!(
+        "`{name}` is the name of several apps' tools or resources here: {}; call one of them by that name (to make one app's own calls route, rename or prefix the other upstream, or leave it out of this profile)",
+        exposed.join(", ")
+    ))
 }
 
 /// `method` for a call that outlives the borrow of its request: a method a stateless call is

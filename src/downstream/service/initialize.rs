@@ -136,6 +136,20 @@ pub(super) fn capabilities(snapshot: &Snapshot, version: Version) -> Value {
     if offered("/completions") && version.has_completions() {
         capabilities.insert("completions".to_owned(), json!({}));
     }
+    // The extensions the ready upstreams declare, as values (but the tasks extension, whose
+    // methods mcpmux does not route).
+    let mut extensions = Value::Null;
+    for (_, info) in snapshot.ready() {
+        if let Some(declared) = info.capabilities.get("extensions") {
+            merge(&mut extensions, declared);
+        }
+    }
+    if let Value::Object(declared) = &mut extensions {
+        declared.remove(UNROUTED_EXTENSION);
+        if !declared.is_empty() {
+            capabilities.insert("extensions".to_owned(), extensions);
+        }
+    }
     if version.has_tasks() {
         let mut tasks = Value::Null;
         for (_, info) in snapshot.ready() {
@@ -149,6 +163,9 @@ pub(super) fn capabilities(snapshot: &Snapshot, version: Version) -> Value {
     }
     Value::Object(capabilities)
 }
+
+/// The extension whose methods mcpmux does not route: not offered to hosts.
+const UNROUTED_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// The ready upstreams' instructions, each under a heading that names it (and its prefix).
 pub(super) fn instructions(snapshot: &Snapshot) -> Option<String> {

@@ -8,6 +8,7 @@ use super::{Answer, HostRequest, HostService, internal};
 use crate::jsonrpc::RpcError;
 use crate::mcp::ListKind;
 use crate::mcp::cursor::{CursorError, Position};
+use crate::router::{Shown, Snapshot};
 
 impl HostService {
     /// One page of an aggregate listing: a handshake session pages one generation of the
@@ -30,7 +31,7 @@ impl HostService {
                     .cursors
                     .decode_after(kind, profile, &cursor)
                     .map_err(invalid)?;
-                let offset = current.shown(kind).after(&last);
+                let offset = shown(host, &current, kind).after(&last);
                 (current, offset)
             }
             Some(cursor) => {
@@ -48,7 +49,7 @@ impl HostService {
                 (snapshot, offset as usize)
             }
         };
-        let shown = snapshot.shown(kind);
+        let shown = shown(host, &snapshot, kind);
         let size = snapshot.config().page_size(kind);
         let end = offset.saturating_add(size).min(shown.len());
         let page = || (offset.min(end)..end).filter_map(|i| shown.item(i));
@@ -84,5 +85,14 @@ impl HostService {
         RawValue::from_string(out)
             .map(Answer::Result)
             .map_err(internal)
+    }
+}
+
+/// What `host` is shown of `kind` in `snapshot`: a host that renders no apps is never shown the
+/// tools only an app's page may call (asked only of a view that has such tools).
+fn shown<'a>(host: &HostRequest, snapshot: &'a Snapshot, kind: ListKind) -> Shown<'a> {
+    match kind == ListKind::Tools && snapshot.has_app_only_tools() {
+        true => snapshot.shown_to(kind, host.session.host.renders_apps()),
+        false => snapshot.shown(kind),
     }
 }

@@ -65,13 +65,16 @@ impl HostService {
         let is_meta = |name: &str| name == view.mode.search.name || name == view.mode.call.name;
         let tools = snapshot.list(ListKind::Tools);
         let searched = Arc::clone(&snapshot);
-        let hits =
-            tokio::task::spawn_blocking(move || searched.tool_index().search(&query, limit + 2))
-                .await
-                .map_err(internal)?;
+        // Room for the hits left out below: the two search-mode tools, the app-only ones.
+        let wanted = limit + 2 + snapshot.app_only_tools();
+        let hits = tokio::task::spawn_blocking(move || searched.tool_index().search(&query, wanted))
+            .await
+            .map_err(internal)?;
         let found: Vec<Found<'_>> = (hits.iter())
             .filter(|hit| !is_meta(&hit.name))
             .filter_map(|hit| Some((hit, tools.get(hit.tool)?)))
+            // What only an app's page may call is never offered to a model.
+            .filter(|(_, entry)| !entry.app.as_ref().is_some_and(|app| app.app_only))
             .take(limit)
             .map(|(hit, entry)| {
                 let definition = Members::of(&entry.json);

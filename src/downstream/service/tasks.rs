@@ -48,7 +48,7 @@ impl HostService {
         }
         let snapshot = self.router.view(host.profile());
         let (upstream, original) = snapshot.route_task(&task).ok_or_else(not_found)?;
-        let (upstream, original) = (upstream.clone(), original.to_owned());
+        let (upstream, original) = (upstream.clone(), original.into_owned());
         drop(snapshot);
         route.routed(&upstream, &task);
         let original = raw_string(&original);

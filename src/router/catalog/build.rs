@@ -10,8 +10,10 @@ use std::sync::Arc;
 use super::{Entry, Lens, Listing, Snapshot};
 use crate::config::{PinMode, Profile};
 use crate::jsonrpc::{Members, raw_string};
+use serde_json::value::RawValue;
 use crate::mcp::ListKind;
 use crate::mcp::names::{self, NameBudget, Prefix};
+use crate::mcp::apps::{self, ToolApp};
 use crate::mcp::{param_headers, uri};
 use crate::router::search_mode::SearchView;
 use crate::upstream::{UpstreamCatalog, UpstreamHandle, UpstreamItem};
@@ -109,6 +111,10 @@ impl Snapshot {
         if let Some(index) = unchanged.and_then(|p| p.index.get()) {
             let _ = snapshot.index.set(Arc::clone(index));
         }
+        snapshot.apps = super::apps::Apps::of(
+            snapshot.list(ListKind::Tools),
+            snapshot.list(ListKind::Resources),
+        );
         if let Some(mode) = profile.and_then(|p| p.search.as_ref()) {
             let tools = snapshot.list(ListKind::Tools).iter();
             let search = SearchView::build(mode, tools.map(|e| (&*e.exposed, &*e.json)));
@@ -173,7 +179,11 @@ impl Exposer<'_> {
         if let Some(description) = &description {
             members.insert("description", description);
         }
-        let json = members.to_raw();
+        let mut json = members.to_raw();
+        let app = (kind == ListKind::Tools).then(|| ToolApp::of(&item.json)).flatten();
+        if let Some(rewritten) = app.as_ref().and_then(|app| self.expose_app(app, &exposed, &json)) {
+            json = rewritten;
+        }
         let param_headers = (kind == ListKind::Tools && item.json.get().contains("x-mcp-header"))
             .then(|| {
                 let tool: serde_json::Value = serde_json::from_str(item.json.get()).ok()?;
@@ -188,6 +198,25 @@ impl Exposer<'_> {
             original: item.key.as_str().into(),
             json,
             param_headers,
+            app,
         })
+    }
+
+    /// A tool's definition `json` with its app's page named as this view exposes it; without its
+    /// app when the view does not show that page (the tool stays, but points nowhere a host
+    /// cannot read). `None` when nothing changes.
+    fn expose_app(&self, app: &ToolApp, tool: &str, json: &RawValue) -> Option<Box<RawValue>> {
+        let page = app.resource_uri.as_deref()?;
+        let exposed = names::expose_uri(self.prefix, page);
+        let shown = self.profile.is_none_or(|profile| {
+            (profile.filter).admits(ListKind::Resources, &uri::canonical(&exposed))
+        });
+        if !shown {
+            tracing::info!(upstream = %self.handle.name(), tool, page, "A tool's app page is hidden in this profile; the tool is listed without its app.");
+        }
+        if shown && self.prefix.is_none() {
+            return None;
+        }
+        apps::rewrite_tool(json, |uri| names::expose_uri(self.prefix, uri), shown)
     }
 }
