@@ -154,4 +154,40 @@ mod tests {
         let plain = raw(&json!({"name": "echo", "_meta": {"other": 1}}));
         assert!(rewrite_tool(&plain, exposed, true).is_none());
     }
+
+    proptest::proptest! {
+        /// Whatever a tool's `_meta.ui` holds, only the page's URI changes, and the exposed URI
+        /// names the upstream and the page it was.
+        #[test]
+        fn only_the_page_uri_changes(
+            uri in "ui://[a-z0-9.-]{1,20}/\\PC{0,40}",
+            keys in proptest::collection::btree_map("[a-zA-Z]{1,12}", "\\PC{0,20}", 0..6),
+            flat in proptest::bool::ANY,
+        ) {
+            let mut ui = serde_json::Map::new();
+            for (k, v) in &keys {
+                if k != "resourceUri" {
+                    ui.insert(k.clone(), json!(v));
+                }
+            }
+            ui.insert("resourceUri".into(), json!(uri));
+            let mut meta = json!({"ui": ui});
+            if flat {
+                meta["ui/resourceUri"] = json!(uri);
+            }
+            let tool = json!({"name": "t", "_meta": meta});
+            let rewritten: Value =
+                serde_json::from_str(rewrite_tool(&raw(&tool), exposed, true).unwrap().get()).unwrap();
+            let page = rewritten["_meta"]["ui"]["resourceUri"].as_str().unwrap().to_owned();
+            let (prefix, back) = crate::mcp::names::split_uri(&page).unwrap();
+            proptest::prop_assert_eq!(prefix, "sysmon");
+            proptest::prop_assert_eq!(back.as_ref(), uri.as_str());
+            let mut expected = tool.clone();
+            expected["_meta"]["ui"]["resourceUri"] = json!(page);
+            if flat {
+                expected["_meta"]["ui/resourceUri"] = json!(page);
+            }
+            proptest::prop_assert_eq!(rewritten, expected);
+        }
+    }
 }
