@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::super::{AdminState, read_store};
 use super::events::{Pace, live};
 use super::pages::{Signed, page, time_of};
-use crate::audit::{FilterArgs, Page, Record, now_us};
+use crate::audit::{FilterArgs, Page, Record, csv_cell, now_us};
 
 /// Query-string fields left empty by the form are no filter.
 fn filled(mut args: FilterArgs) -> FilterArgs {
@@ -398,14 +398,9 @@ pub(super) async fn audit_export(
     }
 }
 
+/// One record as a CSV row; every text cell through [`csv_cell`] (no formula, quoted as needed).
 fn csv_line(r: &Record) -> String {
-    let field = |v: &str| {
-        if v.contains([',', '"', '\n']) {
-            format!("\"{}\"", v.replace('"', "\"\""))
-        } else {
-            v.to_owned()
-        }
-    };
+    let field = csv_cell;
     let text = |v: &Option<String>| field(v.as_deref().unwrap_or_default());
     format!(
         "{},{},{},{},{},{},{},{},{},{},{}\n",
