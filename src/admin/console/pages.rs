@@ -490,7 +490,8 @@ pub(super) async fn config(
             }
         }
         h2 { "The file" }
-        p { "As it is on disk now, with the values of " code { "env" } " tables and of keys that name a secret masked." }
+        p { "As it is on disk now, with what may be a secret masked: the values of " code { "env" } " and "
+            code { "headers" } " and of keys that name a secret, header and secret arguments, and URLs' userinfo and query values." }
         @match &text {
             Ok(text) => pre.file { @for (i, line) in text.lines().enumerate() { span.line { span.number aria-hidden="true" { (i + 1) } (line) } "\n" } },
             Err(e) => p.error role="alert" { "Cannot read it: " (e) },
