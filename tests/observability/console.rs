@@ -137,6 +137,20 @@ async fn the_console_works_in_a_real_browser_and_refuses_forgeries() {
     assert_eq!(cookie["name"], "mcpmux_console");
     assert_eq!(cookie["httpOnly"], true);
     assert_eq!(cookie["sameSite"], "Strict");
+    // The session's pages, and its cookie, are below a path of its own.
+    let base = summary["base"].as_str().unwrap();
+    assert!(base.starts_with("/console/s/") && base.len() > 40, "{base}");
+    assert_eq!(cookie["path"], base, "{summary}");
+    // A listener on a sibling port, visited by the signed-in browser, receives no console cookie,
+    // and nothing it received opens a console page.
+    let sibling = &summary["sibling"];
+    assert!(
+        !sibling["received"].to_string().contains("mcpmux_console"),
+        "a sibling port received the console cookie: {sibling}"
+    );
+    for replay in sibling["replayed"].as_array().unwrap() {
+        assert_eq!(replay["csrf"], false, "a replay opened a page: {sibling}");
+    }
 
     // Upstreams, live.
     assert_eq!(
