@@ -16,7 +16,7 @@
 //! a few counter reads every few seconds ([`events::Pace`]).
 //!
 //! - `session`: console sessions, the cookie, CSRF tokens, the key of a session's pages.
-//! - `sign_in`: signing in and out.
+//! - `sign_in`: signing in (the limit on wrong tokens) and out.
 //! - `pages`: the pages and their actions (`overview`: the overview's and the upstreams'; `audit`:
 //!   the audit page's).
 //! - `events`: the live stream an open overview listens to (the audit page's live tail is in
@@ -31,10 +31,12 @@ mod pages;
 mod session;
 mod sign_in;
 
-/// What the console keeps: who is signed in, and the upstreams' last hour.
+/// What the console keeps: who is signed in, the limit on wrong tokens, and the upstreams' last
+/// hour.
 #[derive(Debug, Default)]
 pub struct ConsoleState {
     pub(super) sessions: session::ConsoleSessions,
+    pub(super) sign_ins: sign_in::SignInLimit,
     pub(super) history: history::History,
 }
 

@@ -1,12 +1,13 @@
 //! The web console as another local user meets it: a listener on a sibling port of 127.0.0.1
-//! that the user's browser visits (a browser binds cookies to a host, not to a port), and
-//! upstream-chosen names that a console button would put into the URL it posts to.
+//! that the user's browser visits (a browser binds cookies to a host, not to a port), sign-ins
+//! guessed at request rate, and upstream-chosen names that a console button would put into the
+//! URL it posts to.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::daemon;
+use super::{admin, daemon};
 use crate::common::console::forms;
 use crate::common::{Client, ConsoleSession, Daemon, poll_until, test_upstream};
 
@@ -170,4 +171,65 @@ async fn an_upstream_chosen_tool_name_cannot_aim_a_console_button() {
         .find(|p| p["tool"] == AIMED)
         .unwrap();
     assert!(row["changed_to"].is_null(), "approved: {row}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_console_sign_ins_are_limited_and_logged_sparingly() {
+    let daemon = daemon();
+    let admin = admin(&daemon);
+    let browser = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let sign_in = |token: String| {
+        let (admin, browser) = (admin.clone(), browser.clone());
+        async move {
+            (browser.post(format!("{admin}/console/login")))
+                .header("origin", &admin)
+                .form(&[("token", token)])
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let mut statuses = Vec::new();
+    let mut retry_after = None;
+    for i in 0..40 {
+        let answer = sign_in(format!("guess-{i}")).await;
+        statuses.push(answer.status().as_u16());
+        if answer.status() == 429 {
+            retry_after = answer.headers().get("retry-after").cloned();
+            let why = answer.text().await.unwrap();
+            assert!(why.contains("Too many"), "the refusal says why: {why}");
+        }
+    }
+    assert_eq!(statuses[0], 401, "{statuses:?}");
+    assert!(
+        statuses.contains(&429),
+        "40 wrong tokens in a row are never refused as too many: {statuses:?}"
+    );
+    let retry: u64 = retry_after
+        .expect("a 429 says when to try again (Retry-After)")
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "Retry-After: {retry}");
+    // While refused, even the right token is refused: a guess cannot be told apart.
+    let token = super::token(&daemon);
+    assert_eq!(sign_in(token.clone()).await.status(), 429);
+    // The log: a line now and then for all of them, not a line each.
+    let lines = daemon.log_count(&["console sign-in"]);
+    assert!(
+        (1..=3).contains(&lines),
+        "{lines} log lines for 40 refused sign-ins:\n{}",
+        daemon.stderr()
+    );
+    // Once the limit has eased, the right token signs in.
+    let eased = poll_until(Duration::from_secs(retry + 30), || async {
+        sign_in(token.clone()).await.status() == 303
+    })
+    .await;
+    assert!(eased, "the right token signs in once the limit eases");
 }
