@@ -50,8 +50,9 @@
 //!
 //! `--mode idle` makes no calls: it measures the daemon's CPU at rest (audit on, U upstreams) for
 //! `--idle-seconds`, then signs `--consoles` console sessions in, opens for each the streams an
-//! open console page holds (`/console/events`, `/console/audit/tail`) and measures again: what an
-//! open console costs the daemon at idle (`idle_cpu_us_per_s` without and with them).
+//! open console page holds (`events`, `audit/tail` below the session's `/console/s/<key>/`) and
+//! measures again: what an open console costs the daemon at idle (`idle_cpu_us_per_s` without and
+//! with them).
 //!
 //! `cargo bench` builds release binaries (this package's two are the defaults). `--json` prints
 //! one JSON object on stdout instead of the table. The load generator shares the machine's cores
@@ -784,7 +785,7 @@ async fn audit_status(admin: &str, state_dir: &Path) -> Res<Value> {
 /// `--mode idle`: the daemon's CPU (µs per second) over an idle window, then over one with
 /// `--consoles` console sessions holding their pages' live streams open.
 async fn run_idle(args: &Args, cmd: &[String]) -> Res<Value> {
-    use reqwest::header::{COOKIE, ORIGIN, SET_COOKIE};
+    use reqwest::header::{COOKIE, LOCATION, ORIGIN, SET_COOKIE};
     let n = args.upstreams.max(1);
     eprintln!(
         "loadgen: idle: starting {} with {n} upstream(s), audit on",
@@ -828,7 +829,13 @@ async fn run_idle(args: &Args, cmd: &[String]) -> Res<Value> {
         let cookie = (signed_in.headers().get(SET_COOKIE))
             .and_then(|c| c.to_str().ok()?.split(';').next().map(str::to_owned))
             .ok_or_else(|| format!("console sign-in: HTTP {}, no cookie", signed_in.status()))?;
-        for path in ["/console/events", "/console/audit/tail"] {
+        // The session's pages are below the path the sign-in leads to, `/console/s/<key>/`.
+        let base = (signed_in.headers().get(LOCATION))
+            .and_then(|l| l.to_str().ok().map(str::to_owned))
+            .ok_or_else(|| format!("console sign-in: HTTP {}, no location", signed_in.status()))?;
+        for page in ["events", "audit/tail"] {
+            let path = format!("{base}{page}");
+            let path = path.as_str();
             let opened = (client.get(format!("{admin}{path}")))
                 .header(COOKIE, &cookie)
                 .send()

@@ -11,9 +11,11 @@
 //! - `writer`: the writer thread and [`AuditHandle`], the never-blocking way in.
 //! - `syncer`: the thread that puts written blocks on disk, indexes them and applies retention.
 //! - `query`: filtered pages, cursors, statistics.
+//! - `csv`: a cell of a CSV export, safe to open in a spreadsheet.
 
 mod batch;
 mod body;
+mod csv;
 mod query;
 mod record;
 mod segment;
@@ -24,6 +26,7 @@ mod writer;
 use std::path::Path;
 
 pub use body::RequestRecord;
+pub use csv::csv_cell;
 pub use query::{
     Filter, FilterArgs, FilterError, MAX_PAGE, Page, QueryError, ReadError, StatRow, cursor_after,
     cursor_at, parse_time,

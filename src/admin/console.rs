@@ -1,17 +1,22 @@
-//! The web console, on the admin listener: `/` leads to `/console/`, where a person who signs in
-//! with the admin token watches and runs the daemon — upstreams live, the catalog per profile,
-//! hosts and sessions, the audit log, pins, the config and its reloads.
+//! The web console, on the admin listener: `/` leads to the sign-in at `/console/login`, after
+//! which a person who gave the admin token watches and runs the daemon at their session's own
+//! `/console/s/<key>/` — upstreams live, the catalog per profile, hosts and sessions, the audit
+//! log, pins, the config and its reloads.
 //!
 //! Pages are rendered here (`maud`), styled and scripted by two files of our own compiled into the
 //! binary (`assets/`); nothing is fetched from elsewhere. Every console response carries a strict
 //! `Content-Security-Policy` (no inline script or style, no other origin, no framing). A request
 //! passes the admin API's own origin and host checks ([`super::guard::same_site`]); then every
-//! page wants a console session (its cookie is HttpOnly and SameSite=Strict), and every POST wants
-//! the session's CSRF token and a same-origin `Origin`. The console reads what the admin API reads
-//! (the same status, searches and audit queries); it never touches the forwarding path, and an
-//! open page at rest costs the daemon a few counter reads every few seconds ([`events::Pace`]).
+//! page wants a console session — its cookie (HttpOnly, SameSite=Strict, scoped to the session's
+//! path) and its key in the path, which binds it to this listener ([`session`] says why) — and
+//! every POST wants the session's CSRF token and a same-origin `Origin`. No URL holds a name an
+//! upstream or a host chose: an action's upstream and tool are fields of its form, a page's are
+//! in its query string. The console reads what the admin API reads (the same status, searches and
+//! audit queries); it never touches the forwarding path, and an open page at rest costs the daemon
+//! a few counter reads every few seconds ([`events::Pace`]).
 //!
-//! - `session`: console sessions, the cookie, CSRF tokens.
+//! - `session`: console sessions, the cookie, CSRF tokens, the key of a session's pages.
+//! - `sign_in`: signing in (the limit on wrong tokens) and out.
 //! - `pages`: the pages and their actions (`overview`: the overview's and the upstreams'; `audit`:
 //!   the audit page's).
 //! - `events`: the live stream an open overview listens to (the audit page's live tail is in
@@ -24,11 +29,14 @@ mod history;
 mod overview;
 mod pages;
 mod session;
+mod sign_in;
 
-/// What the console keeps: who is signed in, and the upstreams' last hour.
+/// What the console keeps: who is signed in, the limit on wrong tokens, and the upstreams' last
+/// hour.
 #[derive(Debug, Default)]
 pub struct ConsoleState {
     pub(super) sessions: session::ConsoleSessions,
+    pub(super) sign_ins: sign_in::SignInLimit,
     pub(super) history: history::History,
 }
 
@@ -51,43 +59,56 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 /// A POST form's largest body.
 const MAX_FORM: usize = 64 * 1024;
 
-/// The console's routes: sign-in and its assets open, every other page behind a session.
+/// The console's routes: sign-in and its assets open, every other page behind a session, below
+/// the session's own path (`/console/s/{key}/`).
 pub(super) fn routes(state: Arc<AdminState>) -> Router {
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         runtime.spawn(history::sample_forever(Arc::downgrade(&state)));
     }
     let signed_in = Router::new()
-        .route("/console/", get(overview::overview))
-        .route("/console/events", get(events::stream))
-        .route("/console/catalog", get(pages::catalog))
-        .route("/console/hosts", get(pages::hosts))
-        .route("/console/audit", get(audit::audit))
-        .route("/console/audit/tail", get(audit::audit_tail))
-        .route("/console/audit/verify", get(audit::audit_verify))
-        .route("/console/audit/export", get(audit::audit_export))
-        .route("/console/audit/record/{seq}", get(audit::audit_record))
-        .route("/console/pins", get(pages::pins))
-        .route("/console/config", get(pages::config))
-        .route("/console/logout", post(pages::logout))
-        .route("/console/reload", post(pages::reload))
-        .route("/console/upstreams/{name}/restart", post(overview::restart))
+        .route("/console/s/{key}/", get(overview::overview))
+        .route("/console/s/{key}/events", get(events::stream))
+        .route("/console/s/{key}/catalog", get(pages::catalog))
+        .route("/console/s/{key}/hosts", get(pages::hosts))
+        .route("/console/s/{key}/audit", get(audit::audit))
+        .route("/console/s/{key}/audit/tail", get(audit::audit_tail))
+        .route("/console/s/{key}/audit/verify", get(audit::audit_verify))
+        .route("/console/s/{key}/audit/export", get(audit::audit_export))
         .route(
-            "/console/upstreams/{name}/login",
+            "/console/s/{key}/audit/record/{at}",
+            get(audit::audit_record),
+        )
+        .route("/console/s/{key}/pins", get(pages::pins))
+        .route("/console/s/{key}/pins/approve", post(pages::approve))
+        .route("/console/s/{key}/config", get(pages::config))
+        .route("/console/s/{key}/logout", post(sign_in::logout))
+        .route("/console/s/{key}/reload", post(pages::reload))
+        .route(
+            "/console/s/{key}/upstreams/restart",
+            post(overview::restart),
+        )
+        .route(
+            "/console/s/{key}/upstreams/login",
             get(overview::sign_in_state).post(overview::sign_in),
         )
-        .route("/console/upstreams/{name}/logout", post(overview::sign_out))
         .route(
-            "/console/pins/{upstream}/{tool}/approve",
-            post(pages::approve),
+            "/console/s/{key}/upstreams/logout",
+            post(overview::sign_out),
         )
         .route_layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             signed_in,
         ));
+    // Without the session's path no cookie comes: the way in is the sign-in.
+    let to_sign_in = || async { Redirect::to("/console/login") };
     Router::new()
-        .route("/", get(|| async { Redirect::to("/console/") }))
-        .route("/console", get(|| async { Redirect::to("/console/") }))
-        .route("/console/login", get(pages::login_page).post(pages::login))
+        .route("/", get(to_sign_in))
+        .route("/console", get(to_sign_in))
+        .route("/console/", get(to_sign_in))
+        .route(
+            "/console/login",
+            get(sign_in::login_page).post(sign_in::login),
+        )
         .route("/console/assets/console.css", get(pages::stylesheet))
         .route("/console/assets/console.js", get(pages::script))
         .merge(signed_in)
@@ -130,10 +151,12 @@ fn secure(headers: &mut HeaderMap) {
     }
 }
 
-/// Pages want a console session (else the sign-in page); a POST also the session's CSRF token
-/// in its `csrf` field. The session rides along to the page as an extension.
+/// Pages want a console session — its cookie, and its key in the path — else the sign-in page;
+/// a POST also the session's CSRF token in its `csrf` field. The session rides along to the page
+/// as an extension.
 async fn signed_in(State(admin): State<Arc<AdminState>>, request: Request, next: Next) -> Response {
-    let Some((id, session)) = admin.console.sessions.of(request.headers()) else {
+    let key = session_key(request.uri().path()).unwrap_or_default();
+    let Some((id, session)) = admin.console.sessions.of(request.headers(), key) else {
         return match *request.method() {
             Method::GET => Redirect::to("/console/login").into_response(),
             _ => (
@@ -160,6 +183,12 @@ async fn signed_in(State(admin): State<Arc<AdminState>>, request: Request, next:
     } else {
         body
     };
-    parts.extensions.insert(pages::Signed { id, session });
+    let base = session.base();
+    parts.extensions.insert(pages::Signed { id, session, base });
     next.run(Request::from_parts(parts, body)).await
+}
+
+/// The session key in a path below `/console/s/`.
+fn session_key(path: &str) -> Option<&str> {
+    path.strip_prefix(session::SESSIONS)?.split('/').next()
 }

@@ -8,7 +8,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use reqwest::Method;
 
 use super::admin::Admin;
-use crate::audit::{FilterArgs, Page, Record, StatRow, Store, Verification, cursor_after, now_us};
+use crate::audit::{
+    FilterArgs, Page, Record, StatRow, Store, Verification, csv_cell, cursor_after, now_us,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
@@ -326,7 +328,11 @@ impl Printer {
                     }
                     emit!(
                         "{}",
-                        cells.iter().map(|c| csv(c)).collect::<Vec<_>>().join(",")
+                        cells
+                            .iter()
+                            .map(|c| csv_cell(c))
+                            .collect::<Vec<_>>()
+                            .join(",")
                     );
                 }
                 Format::Table => {
@@ -364,14 +370,6 @@ impl Printer {
     }
 }
 
-fn csv(cell: &str) -> String {
-    if cell.contains([',', '"', '\n']) {
-        format!("\"{}\"", cell.replace('"', "\"\""))
-    } else {
-        cell.to_owned()
-    }
-}
-
 fn print_stats(rows: &[StatRow], format: Format) {
     match format {
         Format::Json => rows
@@ -387,16 +385,26 @@ fn print_stats(rows: &[StatRow], format: Format) {
                 "{}",
                 ["upstream", "target", "calls", "errors", "p50_ms", "p99_ms"].join(sep)
             );
+            // A missing upstream or target: `-` in a table, an empty cell in CSV.
+            let none = match format {
+                Format::Csv => "",
+                _ => "-",
+            };
             for r in rows {
                 let ms = |us: u64| format!("{:.2}", us as f64 / 1000.0);
                 let cells = [
-                    r.upstream.clone().unwrap_or_else(|| "-".into()),
-                    r.target.clone().unwrap_or_else(|| "-".into()),
+                    r.upstream.clone().unwrap_or_else(|| none.into()),
+                    r.target.clone().unwrap_or_else(|| none.into()),
                     r.calls.to_string(),
                     r.errors.to_string(),
                     ms(r.p50_us),
                     ms(r.p99_us),
                 ];
+                // The upstream and target are chosen by the config, hosts and upstreams.
+                let cells = match format {
+                    Format::Csv => cells.iter().map(|c| csv_cell(c)).collect(),
+                    _ => cells.to_vec(),
+                };
                 emit!("{}", cells.join(sep));
             }
         }

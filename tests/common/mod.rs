@@ -10,6 +10,7 @@
 
 mod bridge;
 mod client;
+pub mod console;
 mod daemon;
 pub mod healthy;
 mod legacy;
@@ -22,6 +23,7 @@ mod schema;
 
 pub use bridge::{Bridge, spawn_bridge, spawn_bridge_as};
 pub use client::{Call, Client};
+pub use console::ConsoleSession;
 pub use daemon::{AdminApi, Daemon, assert_upstream_error, poll_until};
 pub use legacy::LegacyHost;
 pub use messages::{Messages, Next, SseReader, read_messages};

@@ -11,14 +11,16 @@
 //!    record, and an untouched store verifies (directly and through the admin API);
 //! 5. `kill -9` under load: after a restart on the same store the chain verifies and every call that
 //!    completed 100 ms before the kill is there;
-//! 6. with the daemon stopped, `mcpmux audit query --state-dir` reads what the admin API served.
+//! 6. with the daemon stopped, `mcpmux audit query --state-dir` reads what the admin API served;
+//! 7. CSV exports (CLI and console) neutralize host-chosen text a spreadsheet would evaluate.
 //!
 //! The workload (`workload`), reading the log (`reading`) and the checks
 //! (`checks`) as helper modules, then a module per test: 1. `every_call`, 2 and 3.
-//! `filters_and_pages`, 4 and 6. `stopped_store`, 5. `kill_under_load`.
+//! `filters_and_pages`, 4 and 6. `stopped_store`, 5. `kill_under_load`, 7. `export`.
 
 mod checks;
 mod every_call;
+mod export;
 mod filters_and_pages;
 mod kill_under_load;
 mod reading;

@@ -7,7 +7,8 @@
 // `b` and `c` (pin = "strict", whose tool `helper` changed since it was pinned) and `web`, a
 // remote one that signs in with OAuth and has not yet; `a__echo` was called a few times. Every
 // action is taken from the keyboard alone (Tab to it, then Enter). The script signs in (after
-// being refused without the token), watches `a` restart live after its process is killed,
+// being refused without the token), sees that a listener on a sibling port the browser visits
+// receives no console cookie, watches `a` restart live after its process is killed,
 // restarts `b` from its button, signs in to `web` through its authorization server and sees it
 // ready live, signs out of it, queries the audit log and opens a record, watches the live tail add
 // a record, verifies the chain and exports CSV, approves the changed pin and finds the tool in the
@@ -16,6 +17,7 @@
 
 import { createRequire } from 'node:module';
 import { appendFileSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 
 const [adminUrl, tokenFile, configFile, shots] = process.argv.slice(2);
@@ -98,9 +100,35 @@ try {
     page.keyboard.press('Enter'),
   ]);
   summary.wrong_token = { status: refused.status(), alert: await page.locator('[role=alert]').textContent() };
-  await submit(page, '#token', token, `${adminUrl}/console/`);
-  summary.cookie = (await context.cookies()).map((c) => ({ name: c.name, httpOnly: c.httpOnly, sameSite: c.sameSite }));
+  // The session's pages are below a path of its own: `/console/s/<key>/`.
+  await submit(page, '#token', token, /\/console\/s\/[0-9a-f]+\/$/);
+  const base = page.url();
+  summary.base = new URL(base).pathname;
+  summary.cookie = (await context.cookies()).map((c) => ({ name: c.name, httpOnly: c.httpOnly, sameSite: c.sameSite, path: c.path }));
   step('signed in');
+
+  // Another local user's listener on a sibling port of 127.0.0.1, which the signed-in browser
+  // visits: the cookies it receives, replayed to the admin port, must open no console page.
+  const received = [];
+  const sibling = createServer((request, response) => {
+    received.push(request.headers.cookie ?? '');
+    response.end('<!doctype html><title>sibling</title>');
+  });
+  await new Promise((resolve) => sibling.listen(0, '127.0.0.1', resolve));
+  const siblingUrl = `http://127.0.0.1:${sibling.address().port}`;
+  const visitor = await context.newPage();
+  for (const path of ['/', '/console/', '/console/config']) await visitor.goto(`${siblingUrl}${path}`);
+  await visitor.close();
+  sibling.close();
+  const replayed = [];
+  for (const cookies of received) {
+    for (const path of ['/console/', '/console/config']) {
+      const answer = await fetch(`${adminUrl}${path}`, { redirect: 'manual', headers: { cookie: cookies } });
+      replayed.push({ path, status: answer.status, csrf: (await answer.text()).includes('name="csrf"') });
+    }
+  }
+  summary.sibling = { received, replayed };
+  step('a sibling port got nothing to replay');
 
   // The overview: every upstream and its state.
   await page.waitForFunction(() => document.querySelectorAll('tr[data-upstream]').length >= 4);
@@ -132,7 +160,7 @@ try {
   step('a restarted live');
 
   // Restart `b` from its button, by keyboard alone.
-  await page.goto(`${adminUrl}/console/`);
+  await page.goto(base);
   await press(page, 'Restart b', /notice=/);
   summary.restart_notice = await page.locator('.notice').textContent();
   await page.waitForFunction(
@@ -149,25 +177,25 @@ try {
     [name, wanted],
     { timeout: 60000 },
   );
-  await page.goto(`${adminUrl}/console/`);
-  await press(page, 'Sign in to web', /\/console\/upstreams\/web\/login$/);
+  await page.goto(base);
+  await press(page, 'Sign in to web', /\/upstreams\/login\?name=web$/);
   summary.sign_in_page = await page.locator('main [role=status]').textContent();
   await inspect(page, 'sign-in-upstream');
   await press(page, { css: '#authorize' }, /\/callback\?/);
   summary.callback = await page.locator('body').textContent();
   // The callback page (mcpmux's own loopback listener) links back to the console's page for
   // this sign-in, which says it is done once the tokens are stored.
-  await press(page, 'Back to the mcpmux console', `${adminUrl}/console/upstreams/web/login`);
+  await press(page, 'Back to the mcpmux console', `${base}upstreams/login?name=web`);
   for (let i = 0; i < 60; i += 1) {
     summary.sign_in_done = await page.locator('main [role=status]').textContent();
     if (summary.sign_in_done.includes('Signed in to web')) break;
     await page.waitForTimeout(500);
     await page.reload();
   }
-  await page.goto(`${adminUrl}/console/`);
+  await page.goto(base);
   await waitState('web', 'ready');
   summary.web_after_sign_in = await rowState(page, 'web');
-  await page.goto(`${adminUrl}/console/`);
+  await page.goto(base);
   await press(page, 'Sign out of web', /notice=/);
   summary.sign_out_notice = await page.locator('.notice').textContent();
   await waitState('web', 'needs-login');
@@ -175,22 +203,22 @@ try {
   step('signed in to web and out');
 
   // The audit log: a query, a record, the chain, an export.
-  await page.goto(`${adminUrl}/console/audit`);
+  await page.goto(`${base}audit`);
   await submit(page, 'input[name=tool]', 'a__echo', /tool=a__echo/);
   summary.audit_rows = await page.locator('tbody tr').count();
   const exportHref = await page.locator('a:has-text("Export CSV")').getAttribute('href');
   await inspect(page, 'audit');
-  await press(page, { css: 'tbody tr th a' }, /\/console\/audit\/record\//);
+  await press(page, { css: 'tbody tr th a' }, /\/audit\/record\//);
   summary.record = await page.locator('pre').textContent();
   await inspect(page, 'audit-record');
-  await page.goto(`${adminUrl}/console/audit`);
-  await press(page, 'Verify the chain', /\/console\/audit\/verify$/);
+  await page.goto(`${base}audit`);
+  await press(page, 'Verify the chain', /\/audit\/verify$/);
   summary.verify = await page.locator('main p').first().textContent();
   const csv = await page.request.get(`${adminUrl}${exportHref}`);
   summary.csv = { status: csv.status(), type: csv.headers()['content-type'], head: (await csv.text()).split('\n').slice(0, 2) };
 
   // The live tail: an open audit page gains the records of a restart asked through the admin API.
-  await page.goto(`${adminUrl}/console/audit?upstream=a`);
+  await page.goto(`${base}audit?upstream=a`);
   const before = await page.locator('#records tbody tr').count();
   const asked = await fetch(`${adminUrl}/upstreams/a/restart`, {
     method: 'POST',
@@ -211,12 +239,12 @@ try {
   summary.tail.after = await page.locator('#records tbody tr').count();
   summary.tail.status = await page.locator('#tail-status').textContent();
   summary.tail.added = await page.evaluate(() => window.__tailAdded());
-  await press(page, { css: '#records tbody tr th a' }, /\/console\/audit\/record\//);
+  await press(page, { css: '#records tbody tr th a' }, /\/audit\/record\//);
   summary.tail.record = await page.locator('pre').textContent();
   step('audit');
 
   // Pins: the changed tool, approved; then listed in the catalog again.
-  await page.goto(`${adminUrl}/console/pins`);
+  await page.goto(`${base}pins`);
   summary.changed_pins = await page.locator('h2:has-text("Changed") + table tbody tr').count();
   summary.diff = {
     removed: (await page.locator('table.diff td.del').allTextContents()).filter((t) => t.trim()),
@@ -225,18 +253,18 @@ try {
   await inspect(page, 'pins');
   await press(page, 'Approve helper', /notice=/);
   summary.approve_notice = await page.locator('.notice').textContent();
-  await page.goto(`${adminUrl}/console/catalog`);
+  await page.goto(`${base}catalog`);
   await submit(page, 'input[name=query]', 'helper', /query=helper/);
   summary.catalog_found = await page.locator('details.tool summary code').allTextContents();
   await inspect(page, 'catalog');
   step('pin approved');
 
-  await page.goto(`${adminUrl}/console/hosts`);
+  await page.goto(`${base}hosts`);
   await inspect(page, 'hosts');
 
   // A reload the daemon refuses shows why, with the file and line.
   appendFileSync(configFile, '\n[upstreams.broken]\ncommand = 5\n');
-  await page.goto(`${adminUrl}/console/config`);
+  await page.goto(`${base}config`);
   await press(page, 'Reload the config', /notice=/);
   summary.reload_notice = await page.locator('.notice').textContent();
   summary.reload_error = await page.locator('.error').textContent();
@@ -247,7 +275,7 @@ try {
   // Forged requests: no CSRF token, another origin, no origin; a cross-site form in the browser.
   const cookie = (await context.cookies()).find((c) => c.name === 'mcpmux_console');
   const forge = async (headers, body) =>
-    (await fetch(`${adminUrl}/console/upstreams/b/restart`, {
+    (await fetch(`${base}upstreams/restart`, {
       method: 'POST',
       redirect: 'manual',
       headers: { cookie: `${cookie.name}=${cookie.value}`, 'content-type': 'application/x-www-form-urlencoded', ...headers },
@@ -255,29 +283,29 @@ try {
     })).status;
   const csrf = await page.locator('input[name=csrf]').first().inputValue();
   summary.forged = {
-    no_csrf: await forge({ origin: adminUrl }, ''),
-    wrong_csrf: await forge({ origin: adminUrl }, 'csrf=forged'),
-    other_origin: await forge({ origin: 'http://evil.example' }, `csrf=${csrf}`),
-    no_origin: await forge({}, `csrf=${csrf}`),
-    genuine: await forge({ origin: adminUrl }, `csrf=${csrf}`),
+    no_csrf: await forge({ origin: adminUrl }, 'name=b'),
+    wrong_csrf: await forge({ origin: adminUrl }, 'csrf=forged&name=b'),
+    other_origin: await forge({ origin: 'http://evil.example' }, `csrf=${csrf}&name=b`),
+    no_origin: await forge({}, `csrf=${csrf}&name=b`),
+    genuine: await forge({ origin: adminUrl }, `csrf=${csrf}&name=b`),
   };
   const evil = await context.newPage();
   await evil.route('http://evil.example/**', (route) => route.fulfill({
     contentType: 'text/html',
-    body: `<!doctype html><title>evil</title><form method="post" action="${adminUrl}/console/upstreams/b/restart"><input name="csrf" value="x"><button>go</button></form>`,
+    body: `<!doctype html><title>evil</title><form method="post" action="${base}upstreams/restart"><input name="csrf" value="x"><input name="name" value="b"><button>go</button></form>`,
   }));
   await evil.goto('http://evil.example/');
   const [crossSite] = await Promise.all([
-    evil.waitForResponse((r) => r.url().includes('/console/upstreams/b/restart')),
+    evil.waitForResponse((r) => r.url().includes('/upstreams/restart')),
     evil.click('button'),
   ]);
   summary.cross_site_form = crossSite.status();
   step('forgeries refused');
 
   // Signing out ends the session.
-  await page.goto(`${adminUrl}/console/`);
+  await page.goto(base);
   await press(page, 'Sign out', /\/console\/login/);
-  await page.goto(`${adminUrl}/console/pins`);
+  await page.goto(`${base}pins`);
   summary.after_sign_out = new URL(page.url()).pathname;
   summary.csp_errors = csp;
   summary.ok = true;

@@ -9,11 +9,16 @@
 //! refused reload's error, forged cross-site requests refused, no serious or critical
 //! accessibility violation, nothing blocked by the page's own CSP. Screenshots of every page are
 //! written under the target directory (`tmp/console-screens/`).
+//!
+//! Without the browser: the config page shows no secret of a TOML or an `mcpServers` JSON file.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::common::{Client, Daemon, RemoteServer, peers, poll_until, test_upstream};
+use crate::common::console::unescape;
+use crate::common::{
+    Client, ConsoleSession, Daemon, RemoteServer, peers, poll_until, test_upstream,
+};
 use serde_json::{Value, json};
 
 /// An API key in an upstream's `env`, which the config page must not show.
@@ -132,6 +137,20 @@ async fn the_console_works_in_a_real_browser_and_refuses_forgeries() {
     assert_eq!(cookie["name"], "mcpmux_console");
     assert_eq!(cookie["httpOnly"], true);
     assert_eq!(cookie["sameSite"], "Strict");
+    // The session's pages, and its cookie, are below a path of its own.
+    let base = summary["base"].as_str().unwrap();
+    assert!(base.starts_with("/console/s/") && base.len() > 40, "{base}");
+    assert_eq!(cookie["path"], base, "{summary}");
+    // A listener on a sibling port, visited by the signed-in browser, receives no console cookie,
+    // and nothing it received opens a console page.
+    let sibling = &summary["sibling"];
+    assert!(
+        !sibling["received"].to_string().contains("mcpmux_console"),
+        "a sibling port received the console cookie: {sibling}"
+    );
+    for replay in sibling["replayed"].as_array().unwrap() {
+        assert_eq!(replay["csrf"], false, "a replay opened a page: {sibling}");
+    }
 
     // Upstreams, live.
     assert_eq!(
@@ -303,4 +322,99 @@ async fn the_console_works_in_a_real_browser_and_refuses_forgeries() {
         json!([]),
         "nothing of ours is blocked by our CSP"
     );
+}
+
+/// A TOML config with a secret in every place the config page once showed one: `--header`
+/// arguments, a URL's userinfo and query, a multi-line string in `env`, quoted dotted keys under
+/// `headers`. Its upstreams need not start (the page shows the file).
+const TOML_SECRETS: &str = r#"
+[upstreams.cli]
+command = "/nonexistent/mcp-server"
+args = ["--header", "Authorization: Bearer sk-toml-arg-1", "X-Api-Key: sk-toml-arg-2",
+        "-H", "Cookie: sk-toml-arg-3"]
+env.CERT = """
+sk-toml-multi-4
+"""
+env.LITERAL = '''sk-toml-literal-5'''
+
+[upstreams.remote]
+url = "http://user:sk-toml-userinfo-6@127.0.0.1:9/mcp?api_key=sk-toml-query-7&x=1"
+headers."X-Api-Key" = "sk-toml-quoted-8"
+"headers".'X-Other' = "sk-toml-quoted-9"
+"#;
+
+/// What of [`TOML_SECRETS`] must not be shown.
+const TOML_SHOWS_NOT: [&str; 9] = [
+    "sk-toml-arg-1",
+    "sk-toml-arg-2",
+    "sk-toml-arg-3",
+    "sk-toml-multi-4",
+    "sk-toml-literal-5",
+    "sk-toml-userinfo-6",
+    "sk-toml-query-7",
+    "sk-toml-quoted-8",
+    "sk-toml-quoted-9",
+];
+
+/// The lines of the file the config page shows, as text.
+async fn shown_config(daemon: &Daemon) -> Vec<String> {
+    let console = ConsoleSession::sign_in(&daemon.admin()).await;
+    let page = console.page("config").await;
+    let file = page
+        .split("<pre class=\"file\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</pre>").next())
+        .unwrap_or_else(|| panic!("no file on the config page: {page}"));
+    (file.split("<span class=\"line\">").skip(1))
+        .map(|line| unescape(line.split("</span>").nth(1).unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_config_page_shows_no_secret_of_a_toml_or_mcp_servers_file() {
+    let daemon = Daemon::start(TOML_SECRETS);
+    let shown = shown_config(&daemon).await;
+    let file = std::fs::read_to_string(daemon.dir.path().join("mcpmux.toml")).unwrap();
+    let text = shown.join("\n");
+    for secret in TOML_SHOWS_NOT {
+        assert!(!text.contains(secret), "{secret} shown:\n{text}");
+    }
+    assert_eq!(
+        shown.len(),
+        file.lines().count(),
+        "one line for each:\n{text}"
+    );
+    assert!(text.contains("\"Authorization: ••••••\""), "{text}");
+    assert!(
+        text.contains("command = \"/nonexistent/mcp-server\""),
+        "{text}"
+    );
+
+    // The same for the `mcpServers` JSON that Claude Desktop writes.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("claude_desktop_config.json");
+    let servers = json!({"mcpServers": {
+        "local": {
+            "command": "/nonexistent/mcp-server",
+            "args": ["--header", "Authorization: Bearer sk-json-arg-1", "--api-key", "sk-json-arg-2"],
+            "env": {"API_KEY": "sk-json-env-3", "DEBUG": "1"}
+        },
+        "remote": {
+            "type": "http",
+            "url": "http://u:sk-json-userinfo-4@127.0.0.1:9/mcp?token=sk-json-query-5",
+            "headers": {"Authorization": "Bearer sk-json-header-6"}
+        }
+    }});
+    std::fs::write(&path, serde_json::to_string_pretty(&servers).unwrap()).unwrap();
+    let daemon = Daemon::start_file(dir, &path, &["--listen", "127.0.0.1:0"]);
+    let shown = shown_config(&daemon).await;
+    let file = std::fs::read_to_string(&path).unwrap();
+    let text = shown.join("\n");
+    assert!(!text.contains("sk-json"), "a secret shown:\n{text}");
+    assert_eq!(
+        shown.len(),
+        file.lines().count(),
+        "one line for each:\n{text}"
+    );
+    assert!(text.contains("\"DEBUG\""), "{text}");
 }

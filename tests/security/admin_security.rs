@@ -3,9 +3,12 @@
 //! Every admin route wants the token `<state dir>/admin.token` (0600) names; a foreign `Origin`
 //! or `Host` is refused, a POST must be JSON; health and readiness stay open; the CLI finds the
 //! token with no flag (here). The OAuth callback answers only the redirect it waits for
-//! (`sign_in`). The daemon record: a planted `/tmp/mcpmux-UID` is refused, the runtime directory
-//! is created 0700, and `HTTP_PROXY` does not break the loopback clients (`records`).
+//! (`sign_in`). The web console's cookie opens nothing from a sibling port, wrong sign-ins are
+//! limited, an upstream-chosen name cannot aim a button (`console`). The daemon record: a planted
+//! `/tmp/mcpmux-UID` is refused, the runtime directory is created 0700, and `HTTP_PROXY` does not
+//! break the loopback clients (`records`).
 
+mod console;
 mod records;
 mod sign_in;
 

@@ -1,5 +1,7 @@
 //! The console's audit page: the filters of `mcpmux audit query` as a form, a record in full,
-//! the chain's verification, and the matching records as CSV or JSON lines.
+//! the chain's verification, and the matching records as CSV or JSON lines. Every address is
+//! below the session's path; what a host chose (a tool, a method) is only ever in a query string,
+//! encoded.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -10,12 +12,12 @@ use axum::http::{StatusCode, Uri, header};
 use axum::response::sse::Event;
 use axum::response::{Html, IntoResponse, Response};
 use maud::{Markup, html};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::super::{AdminState, read_store};
 use super::events::{Pace, live};
 use super::pages::{Signed, page, time_of};
-use crate::audit::{FilterArgs, Page, Record, now_us};
+use crate::audit::{FilterArgs, Page, Record, csv_cell, now_us};
 
 /// Query-string fields left empty by the form are no filter.
 fn filled(mut args: FilterArgs) -> FilterArgs {
@@ -72,14 +74,18 @@ pub(super) async fn audit(
                 || crate::audit::cursor_at(now_us(), 0),
                 crate::audit::cursor_after,
             );
+            let after = form_urlencoded::Serializer::new(String::new())
+                .append_pair("after", &after)
+                .finish();
             Some(format!(
-                "/console/audit/tail?{query_without_cursor}&after={after}"
+                "{}audit/tail?{query_without_cursor}&{after}",
+                signed.base
             ))
         }
         _ => None,
     };
     let body = html! {
-        form.grid method="get" action="/console/audit" {
+        form.grid method="get" action={ (signed.base) "audit" } {
             label { "Since" input type="text" name="since" placeholder="1h, 2d" value=(text(&args.since)); }
             label { "From" input type="text" name="from" placeholder="2026-12-01T10:00:00Z" value=(text(&args.from)); }
             label { "To" input type="text" name="to" value=(text(&args.to)); }
@@ -97,9 +103,9 @@ pub(super) async fn audit(
             label { "Trace id" input type="text" name="trace_id" value=(text(&args.trace_id)); }
             div.actions {
                 button type="submit" { "Query" }
-                a href={ "/console/audit/export?format=csv&" (query_without_cursor) } { "Export CSV" }
-                a href={ "/console/audit/export?format=json&" (query_without_cursor) } { "Export JSON" }
-                a href="/console/audit/verify" { "Verify the chain" }
+                a href={ (signed.base) "audit/export?format=csv&" (query_without_cursor) } { "Export CSV" }
+                a href={ (signed.base) "audit/export?format=json&" (query_without_cursor) } { "Export JSON" }
+                a href={ (signed.base) "audit/verify" } { "Verify the chain" }
             }
         }
         @match &page_of {
@@ -109,14 +115,15 @@ pub(super) async fn audit(
                 @if tail.is_some() {
                     p #tail-status role="status" aria-live="polite" { "New records appear at the top as they are written." }
                 }
-                (records_table(records, tail.as_deref()))
+                (records_table(&signed.base, records, tail.as_deref()))
                 @if let Some(next) = next_cursor {
-                    a href={ "/console/audit?" (query_without_cursor) "&cursor=" (next) } { "Older records" }
+                    @let next = form_urlencoded::Serializer::new(String::new()).append_pair("cursor", next).finish();
+                    a href={ (signed.base) "audit?" (query_without_cursor) "&" (next) } { "Older records" }
                 }
             }
         }
     };
-    page("/console/audit", "Audit log", Some(&signed), None, body)
+    page("audit", "Audit log", Some(&signed), None, body)
 }
 
 /// A record's cells after its number, as the records table and the live tail show them.
@@ -141,14 +148,14 @@ fn cells(r: &Record) -> [String; 7] {
     ]
 }
 
-/// Where a record's page is.
-fn record_href(r: &Record) -> String {
-    format!("/console/audit/record/{}-{}", r.ts_us, r.seq)
+/// Where a record's page is, below the session's path `base`.
+fn record_href(base: &str, r: &Record) -> String {
+    format!("{base}audit/record/{}-{}", r.ts_us, r.seq)
 }
 
 /// The records, newest first; `tail` (the live tail's address) makes the page add what is
 /// recorded from now on at the top.
-fn records_table(records: &[Record], tail: Option<&str>) -> Markup {
+fn records_table(base: &str, records: &[Record], tail: Option<&str>) -> Markup {
     html! {
         table #records data-tail=[tail] {
             thead { tr {
@@ -159,7 +166,7 @@ fn records_table(records: &[Record], tail: Option<&str>) -> Markup {
             tbody {
                 @for r in records {
                     tr {
-                        th scope="row" { a href=(record_href(r)) { "Record " (r.seq) } }
+                        th scope="row" { a href=(record_href(base, r)) { "Record " (r.seq) } }
                         @for cell in cells(r) { td { (cell) } }
                     }
                 }
@@ -240,9 +247,10 @@ pub(super) async fn audit_tail(
         None => filter.from_us = Some(filter.from_us.unwrap_or(0).max(now_us())),
     }
     let seen = admin.audit.queued();
-    let state = (admin, signed.id, store, filter, seen, 2u8, Pace::default());
+    let session = (signed.id, signed.base);
+    let state = (admin, session, store, filter, seen, 2u8, Pace::default());
     let stream = futures_util::stream::unfold(state, |mut state| async move {
-        let (admin, id, store, filter, seen, pending, pace) = &mut state;
+        let (admin, (id, base), store, filter, seen, pending, pace) = &mut state;
         loop {
             tokio::time::sleep(pace.wait()).await;
             if !admin.console.sessions.is_open(id) {
@@ -272,7 +280,7 @@ pub(super) async fn audit_tail(
             }
             let rows: Vec<TailRow> = (page.records.iter())
                 .map(|r| TailRow {
-                    href: record_href(r),
+                    href: record_href(base, r),
                     seq: r.seq,
                     cells: cells(r),
                 })
@@ -285,10 +293,16 @@ pub(super) async fn audit_tail(
     live(stream)
 }
 
+/// Which record a record's page shows: `{ts_us}-{seq}`.
+#[derive(Debug, Deserialize)]
+pub(super) struct RecordAt {
+    at: String,
+}
+
 pub(super) async fn audit_record(
     State(admin): State<Arc<AdminState>>,
     Extension(signed): Extension<Signed>,
-    Path(at): Path<String>,
+    Path(RecordAt { at }): Path<RecordAt>,
 ) -> Response {
     let Some((ts, seq)) = at
         .split_once('-')
@@ -311,13 +325,13 @@ pub(super) async fn audit_record(
         Ok(Some(record)) => html! {
             p { "Recorded " (time_of(record.ts_us)) "." }
             pre { (serde_json::to_string_pretty(&record).unwrap_or_default()) }
-            a href="/console/audit" { "Back to the audit log" }
+            a href={ (signed.base) "audit" } { "Back to the audit log" }
         },
         Ok(None) => html! { p.error role="alert" { "No record " (seq) " at that time." } },
         Err((_, error)) => html! { p.error role="alert" { (error) } },
     };
     page(
-        "/console/audit",
+        "audit",
         &format!("Audit record {seq}"),
         Some(&signed),
         None,
@@ -338,7 +352,7 @@ pub(super) async fn audit_verify(
         },
         Err((_, error)) => html! { p.error role="alert" { "The chain does not verify: " (error) } },
     };
-    page("/console/audit", "Audit chain", Some(&signed), None, body)
+    page("audit", "Audit chain", Some(&signed), None, body)
 }
 
 /// Every matching record (up to 100 000), as CSV or JSON lines.
@@ -398,14 +412,9 @@ pub(super) async fn audit_export(
     }
 }
 
+/// One record as a CSV row; every text cell through [`csv_cell`] (no formula, quoted as needed).
 fn csv_line(r: &Record) -> String {
-    let field = |v: &str| {
-        if v.contains([',', '"', '\n']) {
-            format!("\"{}\"", v.replace('"', "\"\""))
-        } else {
-            v.to_owned()
-        }
-    };
+    let field = csv_cell;
     let text = |v: &Option<String>| field(v.as_deref().unwrap_or_default());
     format!(
         "{},{},{},{},{},{},{},{},{},{},{}\n",

@@ -1,14 +1,16 @@
 //! The overview: every upstream, updated live (`events`), with its last hour (`history`), and
 //! what a person does to one: restart it, sign in to it (the OAuth flow, from a page that links
-//! to its authorization server), sign out of it.
+//! to its authorization server), sign out of it. The upstream an action is for is a field of its
+//! form (the sign-in's page: its query string), never a part of a path.
 
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Form, Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::html;
+use serde::Deserialize;
 
 use super::super::{AdminState, start_login, status_of};
 use super::events::Row;
@@ -25,7 +27,7 @@ pub(super) async fn overview(
     let body = html! {
         p { "mcpmux " (status.version) " · catalog generation " (status.catalog_generation) " · "
             (status.sessions) " of " (status.max_sessions) " host sessions open" }
-        table #upstreams data-live="/console/events" {
+        table #upstreams data-live={ (signed.base) "events" } {
             caption { "Upstreams (updated live)" }
             thead { tr {
                 th scope="col" { "Upstream" } th scope="col" { "State" } th scope="col" { "Era" }
@@ -49,12 +51,13 @@ pub(super) async fn overview(
                         td data-field="last_error" { (row.last_error) }
                         td.charts { (charts(&admin.console.history.points(&row.name))) }
                         td {
-                            (action(&signed, &format!("/console/upstreams/{}/restart", row.name), &format!("Restart {}", row.name)))
+                            @let named = [("name", row.name.as_str())];
+                            (action(&signed, "upstreams/restart", &named, &format!("Restart {}", row.name)))
                             @if upstream.oauth && row.state != "ready" {
-                                (action(&signed, &format!("/console/upstreams/{}/login", row.name), &format!("Sign in to {}", row.name)))
+                                (action(&signed, "upstreams/login", &named, &format!("Sign in to {}", row.name)))
                             }
                             @if upstream.oauth && row.state == "ready" {
-                                (action(&signed, &format!("/console/upstreams/{}/logout", row.name), &format!("Sign out of {}", row.name)))
+                                (action(&signed, "upstreams/logout", &named, &format!("Sign out of {}", row.name)))
                             }
                         }
                     }
@@ -63,7 +66,7 @@ pub(super) async fn overview(
         }
     };
     page(
-        "/console/",
+        "",
         "Overview",
         Some(&signed),
         notice.notice.as_deref(),
@@ -71,14 +74,29 @@ pub(super) async fn overview(
     )
 }
 
+/// The upstream an action or the sign-in's page is for.
+#[derive(Debug, Deserialize)]
+pub(super) struct Named {
+    name: String,
+}
+
 pub(super) async fn restart(
     State(admin): State<Arc<AdminState>>,
-    Path(name): Path<String>,
+    Extension(signed): Extension<Signed>,
+    Form(Named { name }): Form<Named>,
 ) -> Response {
     match admin.supervisor.restart(&name).await {
-        Ok(()) => done("/console/", &format!("Restarting {name}.")),
-        Err(e) => done("/console/", &format!("Could not restart {name}: {e}")),
+        Ok(()) => done(&signed, "", &format!("Restarting {name}.")),
+        Err(e) => done(&signed, "", &format!("Could not restart {name}: {e}")),
     }
+}
+
+/// The address of the page that follows upstream `name`'s sign-in, below the session's path.
+fn sign_in_page(signed: &Signed, name: &str) -> String {
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("name", name)
+        .finish();
+    format!("{}upstreams/login?{query}", signed.base)
 }
 
 /// Starts a sign-in, then shows where it is. The authorization server is reached by a link, not
@@ -86,23 +104,30 @@ pub(super) async fn restart(
 /// on another origin.
 pub(super) async fn sign_in(
     State(admin): State<Arc<AdminState>>,
-    Path(name): Path<String>,
+    Extension(signed): Extension<Signed>,
     headers: HeaderMap,
+    Form(Named { name }): Form<Named>,
 ) -> Response {
+    let page = sign_in_page(&signed, &name);
     // The sign-in page's own address as the person's browser reached the console (its `Host`,
     // which the admin guard has checked), for the callback page to link back to.
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    let path = format!("/console/upstreams/{name}/login");
     let return_to = host
-        .and_then(|host| url::Url::parse(&format!("http://{host}{path}")).ok())
+        .and_then(|host| url::Url::parse(&format!("http://{host}")).ok())
         // A `Host` that is not just an authority would make another address of it.
-        .filter(|url| url.path() == path && url.query().is_none() && url.fragment().is_none());
+        .filter(|url| {
+            url.path() == "/"
+                && url.query().is_none()
+                && url.fragment().is_none()
+                && url.username().is_empty()
+        })
+        .and_then(|url| url.join(&page).ok());
     match start_login(&admin, name.clone(), return_to).await {
         Ok(started) if started.authorization_url.is_none() => {
-            done("/console/", &format!("{name} is signed in."))
+            done(&signed, "", &format!("{name} is signed in."))
         }
-        Ok(_) => Redirect::to(&format!("/console/upstreams/{name}/login")).into_response(),
-        Err((_, why)) => done("/console/", &why),
+        Ok(_) => Redirect::to(&page).into_response(),
+        Err((_, why)) => done(&signed, "", &why),
     }
 }
 
@@ -111,7 +136,7 @@ pub(super) async fn sign_in(
 pub(super) async fn sign_in_state(
     State(admin): State<Arc<AdminState>>,
     Extension(signed): Extension<Signed>,
-    Path(name): Path<String>,
+    Query(Named { name }): Query<Named>,
 ) -> Html<String> {
     let state = crate::sync::lock(&admin.logins).get(&name).cloned();
     let body = match state.unwrap_or(LoginState::None) {
@@ -119,39 +144,35 @@ pub(super) async fn sign_in_state(
             p role="status" { "mcpmux is waiting for you to sign in to " (name) " at its authorization server." }
             p { a #authorize href=(authorization_url) rel="noreferrer" { "Continue to the sign-in for " (name) } }
             p { "Once you have signed in there, " (name) " restarts with its new tokens; "
-                a href="/console/" { "the overview" } " shows it ready." }
+                a href=(signed.base) { "the overview" } " shows it ready." }
         },
         LoginState::Done => html! {
             p role="status" { "Signed in to " (name) "; it restarts with its new tokens." }
-            p { a href="/console/" { "Back to the overview" } }
+            p { a href=(signed.base) { "Back to the overview" } }
         },
         LoginState::Failed { error } => html! {
             p.error role="alert" { "The sign-in to " (name) " failed: " (error) }
-            p { a href="/console/" { "Back to the overview" } }
+            p { a href=(signed.base) { "Back to the overview" } }
         },
         LoginState::None => html! {
             p { "No sign-in to " (name) " was started here." }
-            p { a href="/console/" { "Back to the overview" } }
+            p { a href=(signed.base) { "Back to the overview" } }
         },
     };
-    page(
-        "/console/",
-        &format!("Sign in to {name}"),
-        Some(&signed),
-        None,
-        body,
-    )
+    page("", &format!("Sign in to {name}"), Some(&signed), None, body)
 }
 
 pub(super) async fn sign_out(
     State(admin): State<Arc<AdminState>>,
-    Path(name): Path<String>,
+    Extension(signed): Extension<Signed>,
+    Form(Named { name }): Form<Named>,
 ) -> Response {
     match super::super::forget_login(&admin, &name).await {
         Ok(()) => done(
-            "/console/",
+            &signed,
+            "",
             &format!("Signed out of {name}; it needs a sign-in again."),
         ),
-        Err((_, why)) => done("/console/", &why),
+        Err((_, why)) => done(&signed, "", &why),
     }
 }

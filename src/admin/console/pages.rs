@@ -1,17 +1,19 @@
 //! The console's pages and the actions their forms post. A page is read from what the admin API
 //! reads; an action does what its admin API route does, then leads back to its page with a notice.
+//! Every address is below the session's own path ([`Signed::base`]); what names an upstream or a
+//! tool is a form field, never a part of a path (a tool named `x/../../restart` stays a name).
 
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::extract::{Form, Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::extract::{Form, Query, State};
+use axum::http::header;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
 use super::super::{AdminState, status_of};
-use super::session::{ConsoleSession, set_cookie};
+use super::session::ConsoleSession;
 use crate::mcp::ListKind;
 
 /// The signed-in session a page is shown to (its CSRF token goes into every form).
@@ -19,19 +21,22 @@ use crate::mcp::ListKind;
 pub struct Signed {
     pub id: String,
     pub session: ConsoleSession,
+    /// Where the session's pages are (`/console/s/<key>/`): every address a page writes starts so.
+    pub base: String,
 }
 
-/// The console's pages, in the order the navigation lists them.
+/// The console's pages (below [`Signed::base`]), in the order the navigation lists them.
 const PAGES: [(&str, &str); 6] = [
-    ("/console/", "Overview"),
-    ("/console/catalog", "Catalog"),
-    ("/console/hosts", "Hosts"),
-    ("/console/audit", "Audit"),
-    ("/console/pins", "Pins"),
-    ("/console/config", "Config"),
+    ("", "Overview"),
+    ("catalog", "Catalog"),
+    ("hosts", "Hosts"),
+    ("audit", "Audit"),
+    ("pins", "Pins"),
+    ("config", "Config"),
 ];
 
-/// A page: the navigation (marking `here`), the sign-out form, the notice if any, `body`.
+/// A page: the navigation (marking `here`, a page of [`PAGES`]), the sign-out form, the notice
+/// if any, `body`.
 pub(super) fn page(
     here: &str,
     title: &str,
@@ -59,18 +64,15 @@ pub(super) fn page(
                                 @for (href, name) in PAGES {
                                     li {
                                         @if href == here {
-                                            a href=(href) aria-current="page" { (name) }
+                                            a href={ (signed.base) (href) } aria-current="page" { (name) }
                                         } @else {
-                                            a href=(href) { (name) }
+                                            a href={ (signed.base) (href) } { (name) }
                                         }
                                     }
                                 }
                             }
                         }
-                        form.inline method="post" action="/console/logout" {
-                            (csrf(signed))
-                            button type="submit" { "Sign out" }
-                        }
+                        (action(signed, "logout", &[], "Sign out"))
                     }
                 }
                 main id="main" {
@@ -90,90 +92,31 @@ fn csrf(signed: &Signed) -> Markup {
     html! { input type="hidden" name="csrf" value=(signed.session.csrf); }
 }
 
-/// A button that posts to `action` (with the session's CSRF token).
-pub(super) fn action(signed: &Signed, action: &str, label: &str) -> Markup {
+/// A button that posts `fields` (and the session's CSRF token) to `to`, a path below the
+/// session's. Names go as fields, never into the path.
+pub(super) fn action(signed: &Signed, to: &str, fields: &[(&str, &str)], label: &str) -> Markup {
     html! {
-        form.inline method="post" action=(action) {
+        form.inline method="post" action={ (signed.base) (to) } {
             (csrf(signed))
+            @for (name, value) in fields {
+                input type="hidden" name=(name) value=(value);
+            }
             button type="submit" { (label) }
         }
     }
 }
 
-/// Back to `to` after an action, saying what happened.
-pub(super) fn done(to: &str, notice: &str) -> Response {
+/// Back to the page `to` (below the session's path) after an action, saying what happened.
+pub(super) fn done(signed: &Signed, to: &str, notice: &str) -> Response {
     let query = form_urlencoded::Serializer::new(String::new())
         .append_pair("notice", notice)
         .finish();
-    Redirect::to(&format!("{to}?{query}")).into_response()
+    Redirect::to(&format!("{}{to}?{query}", signed.base)).into_response()
 }
 
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct Notice {
     pub(super) notice: Option<String>,
-}
-
-// ---------------------------------------------------------------------------------------------
-// Signing in and out.
-
-#[derive(Debug, Deserialize)]
-pub(super) struct TokenForm {
-    token: String,
-}
-
-pub(super) async fn login_page(
-    State(admin): State<Arc<AdminState>>,
-    Query(notice): Query<Notice>,
-) -> Response {
-    sign_in_form(&admin, notice.notice.as_deref(), StatusCode::OK)
-}
-
-fn sign_in_form(admin: &AdminState, error: Option<&str>, status: StatusCode) -> Response {
-    let file = admin.guard.token.file.display().to_string();
-    let body = html! {
-        @if let Some(error) = error {
-            p.error role="alert" { (error) }
-        }
-        form.stacked method="post" action="/console/login" {
-            label for="token" { "Admin token" }
-            input #token type="password" name="token" autocomplete="current-password" required autofocus;
-            p.hint { "It is in " code { (file) } " (" code { "mcpmux status" } " reads it too)." }
-            button type="submit" { "Sign in" }
-        }
-    };
-    (status, page("", "Sign in", None, None, body)).into_response()
-}
-
-/// The admin token, checked in constant time: a session and its cookie, or the form again.
-pub(super) async fn login(
-    State(admin): State<Arc<AdminState>>,
-    Form(form): Form<TokenForm>,
-) -> Response {
-    if !admin.guard.token.matches(form.token.trim()) {
-        tracing::warn!("Refused a console sign-in with a wrong admin token.");
-        let error = "That is not the admin token.";
-        return sign_in_form(&admin, Some(error), StatusCode::UNAUTHORIZED);
-    }
-    let (id, _) = admin.console.sessions.open();
-    tracing::info!("A console session was opened.");
-    redirect_setting_cookie("/console/", Some(&id))
-}
-
-pub(super) async fn logout(
-    State(admin): State<Arc<AdminState>>,
-    Extension(signed): Extension<Signed>,
-) -> Response {
-    admin.console.sessions.close(&signed.id);
-    redirect_setting_cookie("/console/login", None)
-}
-
-/// A redirect to `to` that keeps session `id`'s cookie (or, with `None`, removes it).
-fn redirect_setting_cookie(to: &str, id: Option<&str>) -> Response {
-    let mut response = Redirect::to(to).into_response();
-    if let Ok(cookie) = set_cookie(id).parse() {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
-    }
-    response
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -194,7 +137,7 @@ pub(super) async fn catalog(
     let profile = asked.profile.filter(|p| !p.is_empty());
     let Some(view) = views.named(profile.as_deref()).cloned() else {
         let notice = format!("No profile {} is configured.", profile.unwrap_or_default());
-        return done("/console/catalog", &notice);
+        return done(&signed, "catalog", &notice);
     };
     let profiles: Vec<String> = (admin.router.views().all())
         .filter_map(|v| v.profile_name().map(str::to_owned))
@@ -215,7 +158,7 @@ pub(super) async fn catalog(
         None => (0..tools.len()).map(|i| (i, None)).collect(),
     };
     let body = html! {
-        form.row method="get" action="/console/catalog" role="search" {
+        form.row method="get" action={ (signed.base) "catalog" } role="search" {
             label for="profile" { "View" }
             select #profile name="profile" {
                 option value="" selected[profile.is_none()] { "The whole catalog" }
@@ -246,7 +189,7 @@ pub(super) async fn catalog(
             }
         }
     };
-    page("/console/catalog", "Catalog", Some(&signed), None, body).into_response()
+    page("catalog", "Catalog", Some(&signed), None, body).into_response()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -310,13 +253,7 @@ pub(super) async fn hosts(
             }
         }
     };
-    page(
-        "/console/hosts",
-        "Hosts and sessions",
-        Some(&signed),
-        None,
-        body,
-    )
+    page("hosts", "Hosts and sessions", Some(&signed), None, body)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -350,7 +287,7 @@ pub(super) async fn pins(
                                     td { code { (short(&row.digest)) } }
                                     td { code { (short(row.changed_to.as_deref().unwrap_or_default())) } }
                                     td { (row.changed_us.map(time_of).unwrap_or_default()) }
-                                    td { (action(&signed, &format!("/console/pins/{}/{}/approve", row.upstream, row.tool), &format!("Approve {}", row.tool))) }
+                                    td { (action(&signed, "pins/approve", &[("upstream", &row.upstream), ("tool", &row.tool)], &format!("Approve {}", row.tool))) }
                                 }
                             }
                         }
@@ -377,7 +314,7 @@ pub(super) async fn pins(
         }
     };
     page(
-        "/console/pins",
+        "pins",
         "Pins",
         Some(&signed),
         notice.notice.as_deref(),
@@ -439,16 +376,25 @@ fn short(digest: &str) -> &str {
     digest.get(..16).unwrap_or(digest)
 }
 
+/// The tool a pin's approve button names.
+#[derive(Debug, Deserialize)]
+pub(super) struct PinForm {
+    upstream: String,
+    tool: String,
+}
+
 pub(super) async fn approve(
     State(admin): State<Arc<AdminState>>,
-    Path((upstream, tool)): Path<(String, String)>,
+    Extension(signed): Extension<Signed>,
+    Form(PinForm { upstream, tool }): Form<PinForm>,
 ) -> Response {
     match super::super::approve_pin(&admin, &upstream, &tool) {
         Ok(()) => done(
-            "/console/pins",
+            &signed,
+            "pins",
             &format!("Approved the new definition of {upstream}/{tool}."),
         ),
-        Err(why) => done("/console/pins", &why.to_string()),
+        Err(why) => done(&signed, "pins", &why.to_string()),
     }
 }
 
@@ -466,7 +412,7 @@ pub(super) async fn config(
         std::fs::read_to_string(&status.file).map(|text| crate::config::masked(&text, &keys));
     let body = html! {
         p { "File " code { (status.file) } ": " (status.reloads) " reloads applied, " (status.rejected) " refused." }
-        (action(&signed, "/console/reload", "Reload the config"))
+        (action(&signed, "reload", &[], "Reload the config"))
         h2 { "Last reload" }
         @match &status.last_reload {
             None => p { "None since the daemon started." },
@@ -490,14 +436,15 @@ pub(super) async fn config(
             }
         }
         h2 { "The file" }
-        p { "As it is on disk now, with the values of " code { "env" } " tables and of keys that name a secret masked." }
+        p { "As it is on disk now, with what may be a secret masked: the values of " code { "env" } " and "
+            code { "headers" } " and of keys that name a secret, header and secret arguments, and URLs' userinfo and query values." }
         @match &text {
             Ok(text) => pre.file { @for (i, line) in text.lines().enumerate() { span.line { span.number aria-hidden="true" { (i + 1) } (line) } "\n" } },
             Err(e) => p.error role="alert" { "Cannot read it: " (e) },
         }
     };
     page(
-        "/console/config",
+        "config",
         "Config",
         Some(&signed),
         notice.notice.as_deref(),
@@ -513,10 +460,13 @@ fn list(names: &[String]) -> String {
     }
 }
 
-pub(super) async fn reload(State(admin): State<Arc<AdminState>>) -> Response {
+pub(super) async fn reload(
+    State(admin): State<Arc<AdminState>>,
+    Extension(signed): Extension<Signed>,
+) -> Response {
     match admin.reloader.reload().await {
-        Ok(_) => done("/console/config", "Reloaded."),
-        Err(_) => done("/console/config", "The reload was refused; see why below."),
+        Ok(_) => done(&signed, "config", "Reloaded."),
+        Err(_) => done(&signed, "config", "The reload was refused; see why below."),
     }
 }
 
