@@ -319,7 +319,11 @@ impl Cli {
                 admin,
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let path = format!("/pins/{upstream}/{tool}/approve");
+                let path = format!(
+                    "/pins/{}/{}/approve",
+                    admin::segment(&upstream)?,
+                    admin::segment(&tool)?
+                );
                 let _: api::Approved = runtime()?.block_on(admin.post(&path))?;
                 println!("approved the new definition of {upstream}/{tool}");
                 Ok(ExitCode::SUCCESS)
@@ -351,8 +355,8 @@ impl Cli {
                 admin,
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let _: api::Restarted =
-                    runtime()?.block_on(admin.post(&format!("/upstreams/{name}/restart")))?;
+                let path = format!("/upstreams/{}/restart", admin::segment(&name)?);
+                let _: api::Restarted = runtime()?.block_on(admin.post(&path))?;
                 println!("restarted {name}");
                 Ok(ExitCode::SUCCESS)
             }
@@ -372,8 +376,8 @@ impl Cli {
                 admin,
             } => {
                 let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let _: api::LoggedOut =
-                    runtime()?.block_on(admin.post(&format!("/upstreams/{name}/logout")))?;
+                let path = format!("/upstreams/{}/logout", admin::segment(&name)?);
+                let _: api::LoggedOut = runtime()?.block_on(admin.post(&path))?;
                 println!("signed out of {name}; it needs `mcpmux login {name}` again");
                 Ok(ExitCode::SUCCESS)
             }

@@ -265,3 +265,36 @@ impl Admin {
         Ok(serde_json::from_str(&text)?)
     }
 }
+
+/// `name` (an upstream's or a tool's, which an upstream chose) as one segment of an admin API
+/// path: percent-encoded, so `/`, `?`, `#` and `%` in it stay in it. A name that is `.` or `..`
+/// cannot be one (a URL parser removes such a segment, however it is encoded).
+pub(super) fn segment(name: &str) -> anyhow::Result<String> {
+    use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+    /// What stays as it is: RFC 3986's unreserved characters.
+    const KEPT: &AsciiSet = &NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    if matches!(name, "." | "..") {
+        anyhow::bail!("`{name}` cannot be named in the admin API's paths; use the web console");
+    }
+    Ok(utf8_percent_encode(name, KEPT).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::segment;
+
+    #[test]
+    fn a_name_stays_one_path_segment() {
+        assert_eq!(segment("fs").unwrap_or_default(), "fs");
+        assert_eq!(
+            segment("x/../../../upstreams/ev/restart?").unwrap_or_default(),
+            "x%2F..%2F..%2F..%2Fupstreams%2Fev%2Frestart%3F"
+        );
+        assert_eq!(segment("a b%").unwrap_or_default(), "a%20b%25");
+        assert!(segment("..").is_err());
+    }
+}

@@ -6,7 +6,7 @@ use crate::api;
 
 /// `mcpmux login NAME`: starts the sign-in in the daemon, shows where to go, waits for the end.
 pub(super) async fn login(admin: &Admin, name: &str, browser: bool) -> anyhow::Result<()> {
-    let path = format!("/upstreams/{name}/login");
+    let path = format!("/upstreams/{}/login", super::admin::segment(name)?);
     let started: api::LoginStarted = admin.post(&path).await?;
     if let Some(url) = started.authorization_url.as_deref() {
         say(&format!(

@@ -14,7 +14,7 @@ use axum::response::{Html, IntoResponse, Response};
 use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
 
-use super::super::{AdminState, read_store};
+use super::super::{AdminState, SYNC_DEADLINE, read_store};
 use super::events::{Pace, live};
 use super::pages::{Signed, page, time_of};
 use crate::audit::{FilterArgs, Page, Record, csv_cell, now_us};
@@ -355,7 +355,8 @@ pub(super) async fn audit_verify(
     page("audit", "Audit chain", Some(&signed), None, body)
 }
 
-/// Every matching record (up to 100 000), as CSV or JSON lines.
+/// The matching records as a download (CSV or JSON lines), oldest first: streamed a page at a
+/// time as a blocking task reads them, so an export of any size holds one page in memory.
 pub(super) async fn audit_export(
     State(admin): State<Arc<AdminState>>,
     RawQuery(query): RawQuery,
@@ -367,15 +368,34 @@ pub(super) async fn audit_export(
     let csv = format.as_deref() == Some("csv");
     let mut args = filled(args);
     args.newest_first = None;
-    let read = read_store(&admin, move |store| {
-        let mut out = String::new();
+    let mut filter = match args.to_filter(now_us()) {
+        Ok(filter) => filter,
+        Err(why) => return (StatusCode::BAD_REQUEST, why.to_string()).into_response(),
+    };
+    filter.limit = Some(crate::audit::MAX_PAGE);
+    let audit = admin.audit.clone();
+    let Some(store) = audit.store().cloned() else {
+        let why = "the audit log is turned off (audit.enabled = false)";
+        return (StatusCode::NOT_FOUND, why).into_response();
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(2);
+    tokio::task::spawn_blocking(move || {
+        audit.sync(SYNC_DEADLINE);
         if csv {
-            out.push_str("seq,time,principal,profile,method,upstream,target,outcome,error_code,latency_us,trace_id\n");
+            let head = "seq,time,principal,profile,method,upstream,target,outcome,error_code,latency_us,trace_id\n";
+            if tx.blocking_send(Ok(head.to_owned())).is_err() {
+                return;
+            }
         }
-        let mut filter = args.to_filter(now_us())?;
-        filter.limit = Some(crate::audit::MAX_PAGE);
-        for _ in 0..100 {
-            let page = store.query(&filter)?;
+        loop {
+            let page = match store.query(&filter) {
+                Ok(page) => page,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+                    return;
+                }
+            };
+            let mut out = String::new();
             for r in &page.records {
                 if csv {
                     out.push_str(&csv_line(r));
@@ -384,32 +404,30 @@ pub(super) async fn audit_export(
                     out.push('\n');
                 }
             }
+            // The browser went away: nothing more to read.
+            if tx.blocking_send(Ok(out)).is_err() {
+                return;
+            }
             match page.next_cursor {
                 Some(next) => filter.cursor = Some(next),
-                None => break,
+                None => return,
             }
         }
-        Ok(out)
-    })
-    .await;
-    match read {
-        Ok(out) => {
-            let (kind, file) = match csv {
-                true => ("text/csv; charset=utf-8", "mcpmux-audit.csv"),
-                false => ("application/x-ndjson", "mcpmux-audit.jsonl"),
-            };
-            let disposition = format!("attachment; filename=\"{file}\"");
-            (
-                [
-                    (header::CONTENT_TYPE, kind.to_owned()),
-                    (header::CONTENT_DISPOSITION, disposition),
-                ],
-                out,
-            )
-                .into_response()
-        }
-        Err(refusal) => refusal.into_response(),
-    }
+    });
+    let (kind, file) = match csv {
+        true => ("text/csv; charset=utf-8", "mcpmux-audit.csv"),
+        false => ("application/x-ndjson", "mcpmux-audit.jsonl"),
+    };
+    let disposition = format!("attachment; filename=\"{file}\"");
+    let pages = tokio_stream::wrappers::ReceiverStream::new(rx);
+    (
+        [
+            (header::CONTENT_TYPE, kind.to_owned()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        axum::body::Body::from_stream(pages),
+    )
+        .into_response()
 }
 
 /// One record as a CSV row; every text cell through [`csv_cell`] (no formula, quoted as needed).

@@ -67,9 +67,10 @@ impl HostService {
         let searched = Arc::clone(&snapshot);
         // Room for the hits left out below: the two search-mode tools, the app-only ones.
         let wanted = limit + 2 + snapshot.app_only_tools();
-        let hits = tokio::task::spawn_blocking(move || searched.tool_index().search(&query, wanted))
-            .await
-            .map_err(internal)?;
+        let hits =
+            tokio::task::spawn_blocking(move || searched.tool_index().search(&query, wanted))
+                .await
+                .map_err(internal)?;
         let found: Vec<Found<'_>> = (hits.iter())
             .filter(|hit| !is_meta(&hit.name))
             .filter_map(|hit| Some((hit, tools.get(hit.tool)?)))

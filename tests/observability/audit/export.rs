@@ -1,6 +1,7 @@
 //! CSV exports (`mcpmux audit query --format csv` and the console's) of records whose
 //! host-chosen text a spreadsheet would take for a formula: each such cell starts with `'`
-//! (OWASP's advice against CSV injection), and a cell holding a carriage return is quoted.
+//! (OWASP's advice against CSV injection), and a cell holding a carriage return is quoted. The
+//! console's export is streamed, a page of records at a time.
 
 use std::time::Duration;
 
@@ -47,6 +48,12 @@ async fn csv_exports_neutralize_what_a_spreadsheet_would_evaluate() {
     let console = ConsoleSession::sign_in(&admin).await;
     let export = console.get("audit/export?format=csv").await;
     assert_eq!(export.status(), 200);
+    // Streamed a page at a time, never held whole: no length is known before it ends.
+    assert!(
+        export.headers().get("content-length").is_none(),
+        "the export was built whole: {:?}",
+        export.headers()
+    );
     let export = export.text().await.unwrap();
     for (what, csv) in [("the CLI's CSV", cli), ("the console's CSV", export)] {
         let cells: Vec<String> = rows(&csv).into_iter().flatten().collect();
