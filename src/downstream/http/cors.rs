@@ -71,7 +71,11 @@ pub(super) async fn preflight(State(state): State<Arc<AppState>>, headers: Heade
 }
 
 /// The layer: an answer to an allowed origin's request says that origin may read it.
-pub(super) async fn allow(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+pub(super) async fn allow(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let origin = allowed_origin(&state, request.headers());
     let mut response = next.run(request).await;
     if let Some(origin) = origin {

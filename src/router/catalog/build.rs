@@ -10,13 +10,13 @@ use std::sync::Arc;
 use super::{Entry, Lens, Listing, Snapshot};
 use crate::config::{PinMode, Profile};
 use crate::jsonrpc::{Members, raw_string};
-use serde_json::value::RawValue;
 use crate::mcp::ListKind;
-use crate::mcp::names::{self, NameBudget, Prefix};
 use crate::mcp::apps::{self, ToolApp};
+use crate::mcp::names::{self, NameBudget, Prefix};
 use crate::mcp::{param_headers, uri};
 use crate::router::search_mode::SearchView;
 use crate::upstream::{UpstreamCatalog, UpstreamHandle, UpstreamItem};
+use serde_json::value::RawValue;
 
 impl Snapshot {
     /// The view `lens` gives of `catalogs`; `previous` is the same view's last generation, whose
@@ -180,8 +180,13 @@ impl Exposer<'_> {
             members.insert("description", description);
         }
         let mut json = members.to_raw();
-        let app = (kind == ListKind::Tools).then(|| ToolApp::of(&item.json)).flatten();
-        if let Some(rewritten) = app.as_ref().and_then(|app| self.expose_app(app, &exposed, &json)) {
+        let app = (kind == ListKind::Tools)
+            .then(|| ToolApp::of(&item.json))
+            .flatten();
+        if let Some(rewritten) = app
+            .as_ref()
+            .and_then(|app| self.expose_app(app, &exposed, &json))
+        {
             json = rewritten;
         }
         let param_headers = (kind == ListKind::Tools && item.json.get().contains("x-mcp-header"))
