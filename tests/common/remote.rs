@@ -1,7 +1,8 @@
 //! MCP servers reached over HTTP, on a free port of 127.0.0.1, stopped with their process group
-//! when dropped: server-everything in its `streamableHttp` or `sse` mode (a preload keeps it on
-//! loopback), stdio servers published by PyPI's `mcp-proxy` (Streamable HTTP at `/mcp`, SSE at
-//! `/sse`), and our own test upstream in its `--http` mode (with HTTP faults to inject).
+//! when dropped: server-everything in its `streamableHttp` or `sse` mode and the published MCP App
+//! servers in their HTTP mode (a preload keeps them on loopback), stdio servers published by
+//! PyPI's `mcp-proxy` (Streamable HTTP at `/mcp`, SSE at `/sse`), and our own test upstream in
+//! its `--http` mode (with HTTP faults to inject).
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -23,14 +24,26 @@ impl RemoteServer {
 
     /// [`Self::everything`] on `port` (a restarted server on the port of the one before).
     pub fn everything_on(mode: &str, port: u16) -> Self {
+        let mut command = Command::new(peers::npm_bin("mcp-server-everything"));
+        command.arg(mode);
+        Self::node_on_loopback(command, port, &format!("server-everything {mode}"))
+    }
+
+    /// The npm peers' `bin` in its HTTP mode, which serves on `PORT` (the published MCP App
+    /// servers: stateless Streamable HTTP at `/mcp`), kept on loopback by the preload.
+    pub fn npm_http(bin: &str) -> Self {
+        Self::node_on_loopback(Command::new(peers::npm_bin(bin)), free_port(), bin)
+    }
+
+    /// Starts the Node server `command` with `PORT` set to `port` and the preload that makes a
+    /// `listen(PORT)` bind 127.0.0.1 only.
+    fn node_on_loopback(mut command: Command, port: u16, what: &str) -> Self {
         let preload =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/loopback.cjs");
-        let mut command = Command::new(peers::npm_bin("mcp-server-everything"));
         command
-            .arg(mode)
             .env("PORT", port.to_string())
             .env("NODE_OPTIONS", format!("--require {}", preload.display()));
-        Self::listening(command, port, &format!("server-everything {mode}"))
+        Self::listening(command, port, what)
     }
 
     /// `mcp-proxy` publishing the stdio server `program args` over HTTP.
@@ -141,7 +154,7 @@ impl Drop for RemoteServer {
 }
 
 /// A port nothing listens on now (the OS picks it; the server binds it right after).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
 }

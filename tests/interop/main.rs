@@ -1,7 +1,9 @@
 //! Independent MCP implementations against mcpmux: clients on the official Python SDK and rmcp
 //! (`interop`), the Python SDK's protocol checks (`protocol_python`), the npm reference servers as
-//! upstreams (`real_servers`), and the official conformance suite (`conformance`). The Python
-//! scripts these drive live beside this file.
+//! upstreams (`real_servers`), the official conformance suite (`conformance`), and MCP Apps — the
+//! published app servers rendered by an ext-apps host in a real browser (`apps`), an app tool's
+//! `_meta.ui` as hosts see it (`apps_meta`). The Python and Node scripts these drive live beside
+//! this file.
 //!
 //! One test binary per area (README "Test layout"): each module here was a binary of its own
 //! and keeps its test names, so `cargo test --test interop NAME` finds them.
@@ -13,6 +15,8 @@
 #[path = "../common/mod.rs"]
 pub mod common;
 
+mod apps;
+mod apps_meta;
 mod conformance;
 mod interop;
 mod modern_upstream;

@@ -85,6 +85,7 @@ impl HostService {
                     title: field("title"),
                     description: field("description"),
                     input_schema: field("inputSchema"),
+                    meta: field("_meta"),
                     why: match hit.matched.as_slice() {
                         [exact] if exact == "(exact name)" => "its name is the query".to_owned(),
                         matched => format!("matches {}", matched.join(", ")),
@@ -194,6 +195,10 @@ struct Found<'a> {
     description: Option<&'a RawValue>,
     #[serde(rename = "inputSchema", skip_serializing_if = "Option::is_none")]
     input_schema: Option<&'a RawValue>,
+    /// The tool's `_meta` as the view lists it (its app's page named as exposed): what a host
+    /// that renders MCP Apps reads to show the tool's page.
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a RawValue>,
     /// The query's words it matched.
     why: String,
 }
