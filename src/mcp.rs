@@ -7,6 +7,7 @@ pub mod cursor;
 pub mod envelope;
 pub mod names;
 pub mod param_headers;
+pub mod skills;
 pub mod template;
 pub mod uri;
 pub mod version;
@@ -28,21 +29,24 @@ pub fn log_rank(level: &str) -> Option<usize> {
     LOG_LEVELS.iter().position(|l| *l == level)
 }
 
-/// The four aggregate listings, with the wire names that belong to each.
+/// The aggregate listings, with the wire names that belong to each: the four of the core
+/// protocol, and the skills of the Skills extension (SEP-2640, `skills`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ListKind {
     Tools,
     Prompts,
     Resources,
     ResourceTemplates,
+    Skills,
 }
 
 impl ListKind {
-    pub const ALL: [ListKind; 4] = [
+    pub const ALL: [ListKind; 5] = [
         Self::Tools,
         Self::Prompts,
         Self::Resources,
         Self::ResourceTemplates,
+        Self::Skills,
     ];
 
     /// The `*/list` method.
@@ -52,6 +56,7 @@ impl ListKind {
             Self::Prompts => "prompts/list",
             Self::Resources => "resources/list",
             Self::ResourceTemplates => "resources/templates/list",
+            Self::Skills => "skills/list",
         }
     }
 
@@ -62,6 +67,7 @@ impl ListKind {
             Self::Prompts => "prompts",
             Self::Resources => "resources",
             Self::ResourceTemplates => "resourceTemplates",
+            Self::Skills => "skills",
         }
     }
 
@@ -69,26 +75,37 @@ impl ListKind {
     pub fn key(self) -> &'static str {
         match self {
             Self::Tools | Self::Prompts => "name",
-            Self::Resources => "uri",
+            Self::Resources | Self::Skills => "uri",
             Self::ResourceTemplates => "uriTemplate",
         }
     }
 
-    /// The server capability that says an upstream offers this listing.
+    /// Where in a server's capabilities it says it offers this listing: a capability, or (the
+    /// skills) an extension's key in `extensions`.
     pub fn capability(self) -> &'static str {
         match self {
             Self::Tools => "tools",
             Self::Prompts => "prompts",
             Self::Resources | Self::ResourceTemplates => "resources",
+            Self::Skills => skills::EXTENSION,
         }
     }
 
-    /// The notification that tells a client this listing changed.
+    /// Whether the capability is an extension's (under `extensions`).
+    pub fn is_extension(self) -> bool {
+        self == Self::Skills
+    }
+
+    /// The notification that tells a client this listing changed. The skills extension has none
+    /// of its own: a server says its skills changed as its resources changing (the SDK's
+    /// `SkillCatalog` does), and a host lists both again.
     pub fn changed_notification(self) -> &'static str {
         match self {
             Self::Tools => "notifications/tools/list_changed",
             Self::Prompts => "notifications/prompts/list_changed",
-            Self::Resources | Self::ResourceTemplates => "notifications/resources/list_changed",
+            Self::Resources | Self::ResourceTemplates | Self::Skills => {
+                "notifications/resources/list_changed"
+            }
         }
     }
 
@@ -99,12 +116,16 @@ impl ListKind {
             Self::Prompts => b'p',
             Self::Resources => b'r',
             Self::ResourceTemplates => b'T',
+            Self::Skills => b's',
         }
     }
 
     /// Whether items are namespaced as URIs (`{prefix}+{uri}`) rather than names (`{prefix}__{name}`).
     pub fn is_uri(self) -> bool {
-        matches!(self, Self::Resources | Self::ResourceTemplates)
+        matches!(
+            self,
+            Self::Resources | Self::ResourceTemplates | Self::Skills
+        )
     }
 }
 

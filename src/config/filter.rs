@@ -6,8 +6,9 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 
 use crate::mcp::ListKind;
 
-/// `allow` and `deny` globs on exposed names (tools, prompts) and URIs (resources, templates).
-/// A pattern may name its kind (`tool:`, `prompt:`, `resource:`, `template:`) or apply to all.
+/// `allow` and `deny` globs on exposed names (tools, prompts) and URIs (resources, templates,
+/// skills — a skill by its `SKILL.md` URI). A pattern may name its kind (`tool:`, `prompt:`,
+/// `resource:`, `template:`, `skill:`) or apply to all.
 /// An item passes when no `deny` pattern matches it and, if any `allow` pattern applies to its
 /// kind, one of them matches it: deny wins.
 #[derive(Debug, Clone, Default)]
@@ -17,11 +18,12 @@ pub struct NameFilter {
 }
 
 /// The kind qualifiers a pattern may start with.
-pub const KIND_QUALIFIERS: [(&str, ListKind); 4] = [
+pub const KIND_QUALIFIERS: [(&str, ListKind); 5] = [
     ("tool:", ListKind::Tools),
     ("prompt:", ListKind::Prompts),
     ("resource:", ListKind::Resources),
     ("template:", ListKind::ResourceTemplates),
+    ("skill:", ListKind::Skills),
 ];
 
 impl NameFilter {

@@ -141,6 +141,7 @@ pub(super) struct RawCatalog {
     pub prompts_page_size: Option<usize>,
     pub resources_page_size: Option<usize>,
     pub resource_templates_page_size: Option<usize>,
+    pub skills_page_size: Option<usize>,
     pub name_pattern: Option<String>,
     pub name_max_length: Option<usize>,
     #[serde(default, with = "humantime_serde")]
@@ -260,6 +261,7 @@ pub(super) struct RawProfile {
     pub prompts_page_size: Option<usize>,
     pub resources_page_size: Option<usize>,
     pub resource_templates_page_size: Option<usize>,
+    pub skills_page_size: Option<usize>,
     pub name_pattern: Option<String>,
     pub name_max_length: Option<usize>,
     /// `"all"` (the default) or `"search"`.

@@ -288,6 +288,7 @@ pub(super) fn catalog(
             "resource_templates_page_size",
             c.resource_templates_page_size,
         ),
+        (ListKind::Skills, "skills_page_size", c.skills_page_size),
     ] {
         let size = value.or(c.page_size).unwrap_or(DEFAULT_PAGE_SIZE);
         if size == 0 {

@@ -36,6 +36,7 @@ mod notices;
 mod outcome;
 mod rounds;
 mod search;
+mod skills;
 mod subscriptions;
 mod tasks;
 
@@ -393,6 +394,14 @@ impl HostService {
             },
             HostMethod::ReadResource { uri, members } => {
                 self.read_resource(host, uri, members, route).await
+            }
+            HostMethod::ReadSkill {
+                uri,
+                directory,
+                members,
+            } => {
+                self.read_skill(host, (uri, directory), members, route)
+                    .await
             }
             HostMethod::Subscribe { uri, on } => self.subscribe(host, uri, on, route).await,
             HostMethod::SetLogLevel { level } => self.set_log_level(host, level).await,

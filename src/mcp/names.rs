@@ -158,30 +158,36 @@ impl NameBudget {
     }
 }
 
-/// The scheme a URI keeps when it is exposed: MCP Apps' pages are `ui://` resources, and hosts
-/// render a tool's page only from a URI of that scheme (SEP-1865).
-const KEPT_SCHEME: &str = "ui://";
+/// The schemes a URI keeps when it is exposed, each with what follows the prefix: MCP Apps' pages
+/// are `ui://` resources, and hosts render a tool's page only from a URI of that scheme
+/// (SEP-1865); skills are `skill://` resources whose last directory segment is the skill's name,
+/// which hosts check (SEP-2640), so there the prefix is a directory of its own.
+const KEPT_SCHEMES: [(&str, char); 2] = [("ui://", '+'), ("skill://", '/')];
 
 /// How resources, resource templates (and task ids) are exposed: `{prefix}+{uri}`; a `ui://`
 /// URI keeps its scheme and carries the prefix in front of its authority,
-/// `ui://{prefix}+{authority}{path}` (a prefix has no `+`, so the split is unambiguous, and no
-/// prefix contains `:`, so the two forms never meet). [`split_uri`] undoes either.
+/// `ui://{prefix}+{authority}{path}`, and a `skill://` URI carries it as its first segment,
+/// `skill://{prefix}/{rest}` (a prefix has neither `+` nor `/`, so the split is unambiguous,
+/// and no prefix contains `:`, so the forms never meet). [`split_uri`] undoes any of them.
 pub fn expose_uri(prefix: &Prefix, uri: &str) -> String {
     if prefix.is_none() {
         return uri.to_owned();
     }
     match kept_scheme(uri) {
-        Some((scheme, rest)) => format!("{scheme}{prefix}+{rest}"),
+        Some((scheme, after, rest)) => format!("{scheme}{prefix}{after}{rest}"),
         None => format!("{prefix}+{uri}"),
     }
 }
 
-/// `uri`'s kept scheme (as it is spelled) and the rest, if it has that scheme.
-fn kept_scheme(uri: &str) -> Option<(&str, &str)> {
-    let scheme = uri.get(..KEPT_SCHEME.len())?;
-    scheme
-        .eq_ignore_ascii_case(KEPT_SCHEME)
-        .then(|| (scheme, &uri[KEPT_SCHEME.len()..]))
+/// `uri`'s kept scheme (as it is spelled), what follows the prefix there, and the rest, if it has
+/// one of those schemes.
+fn kept_scheme(uri: &str) -> Option<(&str, char, &str)> {
+    KEPT_SCHEMES.iter().find_map(|(kept, after)| {
+        let scheme = uri.get(..kept.len())?;
+        scheme
+            .eq_ignore_ascii_case(kept)
+            .then(|| (scheme, *after, &uri[kept.len()..]))
+    })
 }
 
 /// The prefix an exposed tool or prompt name starts with, if it has one. Only for messages about
@@ -192,10 +198,10 @@ pub fn prefix_of(exposed: &str) -> Option<&str> {
 }
 
 /// Splits an exposed URI ([`expose_uri`]) into the prefix text and the upstream's own URI
-/// (borrowed but for a `ui://` one, whose scheme is put back in front of it).
+/// (borrowed but for one of a kept scheme, which is put back in front of it).
 pub fn split_uri(exposed: &str) -> Option<(&str, Cow<'_, str>)> {
-    if let Some((scheme, rest)) = kept_scheme(exposed) {
-        let (prefix, tail) = rest.split_once('+')?;
+    if let Some((scheme, after, rest)) = kept_scheme(exposed) {
+        let (prefix, tail) = rest.split_once(after)?;
         Prefix::parse(prefix).ok()?;
         return Some((prefix, Cow::Owned(format!("{scheme}{tail}"))));
     }
@@ -300,6 +306,9 @@ mod tests {
             "ui://system-monitor/mcp-app.html",
             "UI://a+b/c",
             "ui://",
+            "skill://a/SKILL.md",
+            "Skill:///x/y",
+            "skill://",
         ] {
             let exposed = expose_uri(&prefix("fs"), uri);
             assert_eq!(split_uri(&exposed), Some(("fs", Cow::Borrowed(uri))));
@@ -314,6 +323,14 @@ mod tests {
         // A `ui://` URI that names no prefix is no exposed URI.
         assert_eq!(split_uri("ui://system-monitor/mcp-app.html"), None);
         assert_eq!(split_uri("ui://Bad+x/y"), None);
+        // A skill's URI keeps its scheme and its last segment (the skill's name), the prefix a
+        // directory in front.
+        assert_eq!(
+            expose_uri(&prefix("docs"), "skill://pdf/tools/SKILL.md"),
+            "skill://docs/pdf/tools/SKILL.md"
+        );
+        assert_eq!(split_uri("skill://Bad/x/SKILL.md"), None);
+        assert_eq!(split_uri("skill://docs"), None);
     }
 }
 
@@ -380,6 +397,18 @@ mod properties {
             let uri = format!("{scheme}{rest}");
             let exposed = expose_uri(&prefix, &uri);
             prop_assert!(exposed.starts_with(&scheme), "{}", exposed);
+            prop_assert_eq!(split_uri(&exposed), Some((prefix.as_str(), Cow::Borrowed(uri.as_str()))));
+        }
+
+        #[test]
+        fn every_skill_uri_round_trips_keeping_its_scheme(
+            prefix in prefix(),
+            scheme in "[sS][kK][iI][lL][lL]://",
+            rest in "\\PC{0,100}",
+        ) {
+            let uri = format!("{scheme}{rest}");
+            let exposed = expose_uri(&prefix, &uri);
+            prop_assert!(exposed.starts_with(&format!("{scheme}{prefix}/")), "{}", exposed);
             prop_assert_eq!(split_uri(&exposed), Some((prefix.as_str(), Cow::Borrowed(uri.as_str()))));
         }
 

@@ -86,6 +86,9 @@ pub struct Snapshot {
     index: OnceLock<Arc<ToolIndex>>,
     /// What it knows of the MCP Apps in it.
     apps: apps::Apps,
+    /// The directories (exposed, canonical) of the skills its profile hides: their files are
+    /// hidden with them.
+    hidden_skills: Vec<String>,
 }
 
 /// The items a listing shows hosts, in order: the catalog's entries, or a search-mode view's.
@@ -154,6 +157,7 @@ impl Snapshot {
             search: None,
             index: OnceLock::new(),
             apps: apps::Apps::default(),
+            hidden_skills: Vec::new(),
         }
     }
 
@@ -181,6 +185,19 @@ impl Snapshot {
             (Some(search), ListKind::Tools) => Shown::Search(search.listed()),
             _ => Shown::Catalog(self.list(kind)),
         }
+    }
+
+    /// Whether `exposed` (a URI) is, or lies inside, the directory of a skill this view hides.
+    pub fn hides_skill(&self, exposed: &str) -> bool {
+        if self.hidden_skills.is_empty() {
+            return false;
+        }
+        let canonical = uri::canonical(exposed);
+        self.hidden_skills.iter().any(|root| {
+            canonical
+                .strip_prefix(root.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
     }
 
     /// [`Self::shown`] for a host that renders no MCP Apps (`renders_apps` false): the tools only

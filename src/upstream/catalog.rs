@@ -24,8 +24,12 @@ pub struct ServerInfo {
 impl ServerInfo {
     /// Whether the server declared the capability behind `kind`.
     pub fn offers(&self, kind: ListKind) -> bool {
-        self.capabilities
-            .get(kind.capability())
+        let declared = match kind.is_extension() {
+            true => self.capabilities.get("extensions"),
+            false => Some(&self.capabilities),
+        };
+        declared
+            .and_then(|d| d.get(kind.capability()))
             .is_some_and(|c| !c.is_null())
     }
 }

@@ -212,3 +212,34 @@ fn run(what: &str, command: &mut Command, fix: &str) -> Result<(), String> {
         output.status
     ))
 }
+
+/// Starts the Node script `tests/interop/<script>` with `args` (and `MCP_NODE_MODULES` naming the
+/// peers' `node_modules`), which serves MCP over HTTP on a loopback port and prints
+/// `listening <url>` first: its process (killed when dropped) and that URL.
+pub async fn node_http_server(script: &str, args: &[String]) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop")
+        .join(script);
+    let mut child = tokio::process::Command::new(npm_bin("node"))
+        .arg(path)
+        .args(args)
+        .env("MCP_NODE_MODULES", npm_modules())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("could not start node {script}: {e}"));
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(std::time::Duration::from_secs(120), lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("{script} did not listen within 120 s"))
+        .unwrap_or_default()
+        .unwrap_or_default();
+    let url = line
+        .strip_prefix("listening ")
+        .unwrap_or_else(|| panic!("{script} did not say where it listens: {line:?}"))
+        .to_owned();
+    (child, url)
+}

@@ -4,11 +4,9 @@
 //! with `server/discover`, speaks the new protocol to it (envelope, headers, listen stream), and
 //! bridges its multi-round requests for the legacy host into real server requests.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 
 use crate::common::{Client, Daemon, peers, read_messages, toml_list, toml_str};
 
@@ -30,37 +28,27 @@ fn node_modules() -> String {
 /// Starts the modern-only server over HTTP on a free loopback port: its process (killed when
 /// dropped) and its URL.
 async fn http_server() -> (tokio::process::Child, String) {
-    let mut child = tokio::process::Command::new(peers::npm_bin("node"))
-        .args([script(), "http".into()])
-        .env("MCP_NODE_MODULES", node_modules())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
-        .await
-        .expect("the modern server listens in time")
-        .unwrap()
-        .expect("a listening line");
-    let url = line
-        .strip_prefix("listening ")
-        .expect("listening URL")
-        .to_owned();
-    (child, url)
+    peers::node_http_server("modern_server.mjs", &["http".into()]).await
 }
 
 /// A 2026-07-28 host: each request a POST with the envelope and the mirrored headers.
-struct ModernHost {
+pub(crate) struct ModernHost {
     http: reqwest::Client,
     url: String,
     capabilities: Value,
 }
 
 impl ModernHost {
-    async fn request(&self, method: &str, params: Value) -> Value {
+    /// A host of `url` whose envelope declares `capabilities`.
+    pub(crate) fn new(url: &str, capabilities: Value) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            url: url.to_owned(),
+            capabilities,
+        }
+    }
+
+    pub(crate) async fn request(&self, method: &str, params: Value) -> Value {
         self.request_with(method, params, &[]).await
     }
 
@@ -237,11 +225,7 @@ async fn a_modern_only_upstream_serves_a_legacy_and_a_modern_host_at_once() {
     assert_eq!(asked["method"], "elicitation/create", "{asked}");
     assert_eq!(asked["params"]["message"], "Your name?");
 
-    let modern = ModernHost {
-        http: reqwest::Client::new(),
-        url: daemon.url.clone(),
-        capabilities: json!({"elicitation": {}}),
-    };
+    let modern = ModernHost::new(&daemon.url, json!({"elicitation": {}}));
     let first = modern
         .request(
             "tools/call",
@@ -446,11 +430,7 @@ async fn a_dual_era_server_is_spoken_to_in_2026_under_auto() {
         daemon.upstream_status("old").await["protocol_version"],
         "2025-11-25"
     );
-    let modern = ModernHost {
-        http: reqwest::Client::new(),
-        url: daemon.url.clone(),
-        capabilities: json!({}),
-    };
+    let modern = ModernHost::new(&daemon.url, json!({}));
     for name in ["auto__shout", "old__shout"] {
         assert_eq!(legacy.tool_text(name, json!({"text": "hi"})).await, "HI");
         let answer = modern
@@ -491,11 +471,7 @@ async fn a_handshake_era_host_is_asked_by_a_dual_era_server_as_it_is_direct() {
         daemon.upstream_status("dual").await["protocol_version"],
         MODERN
     );
-    let modern = ModernHost {
-        http: reqwest::Client::new(),
-        url: daemon.url.clone(),
-        capabilities: json!({}),
-    };
+    let modern = ModernHost::new(&daemon.url, json!({}));
     let asking = async {
         let mut call = legacy.start_tool("dual__ask", json!({"question": "Favourite colour?"}));
         let asked = call.next().await;

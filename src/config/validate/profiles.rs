@@ -134,6 +134,7 @@ fn profile(
         resource_templates_page_size: p
             .resource_templates_page_size
             .or(global.resource_templates_page_size),
+        skills_page_size: p.skills_page_size.or(global.skills_page_size),
         name_pattern: p
             .name_pattern
             .clone()

@@ -108,7 +108,12 @@ impl HostService {
         route: &mut Route,
     ) -> Result<Answer, RpcError> {
         let mut members = members;
+        let hidden = self
+            .router
+            .with_view(host.profile(), |view| view.hides_skill(&uri));
         let routed = match self.route_uri(host.profile(), ListKind::Resources, &uri) {
+            // A file of a skill the view hides is as unknown as a file nothing has.
+            Ok(_) if hidden => Err((unknown_resource(&uri), uri)),
             Ok((upstream, original)) => Ok((upstream, original, uri)),
             // An app's page reads its own server's resources by their own URIs.
             Err(unknown) => {
@@ -157,13 +162,9 @@ impl HostService {
         uri: &str,
     ) -> Result<(UpstreamHandle, String), RpcError> {
         let snapshot = self.router.view(profile);
-        let (upstream, original) = snapshot.route_uri(kind, uri).ok_or_else(|| {
-            RpcError::new(
-                codes::RESOURCE_NOT_FOUND,
-                format!("Resource not found: {uri}"),
-            )
-            .with_data(json!({ "uri": uri }))
-        })?;
+        let (upstream, original) = snapshot
+            .route_uri(kind, uri)
+            .ok_or_else(|| unknown_resource(uri))?;
         Ok((upstream.clone(), original.into_owned()))
     }
 
@@ -325,7 +326,7 @@ impl HostService {
     /// Forwards a routed request, or, for a stateless host's retry of a call that asked for
     /// input, continues the parked call its `requestState` names with its `inputResponses` (or
     /// sends the call again, when the state came with URL elicitations).
-    async fn forward_or_resume(
+    pub(super) async fn forward_or_resume(
         &self,
         host: &HostRequest,
         (method, upstream): (&str, &UpstreamHandle),
@@ -371,6 +372,15 @@ impl HostService {
             .await
             .map_err(upstream_error)
     }
+}
+
+/// The error for a resource URI the view does not have.
+fn unknown_resource(uri: &str) -> RpcError {
+    RpcError::new(
+        codes::RESOURCE_NOT_FOUND,
+        format!("Resource not found: {uri}"),
+    )
+    .with_data(json!({ "uri": uri }))
 }
 
 /// The refusal of an app's request for `name`, which several upstreams' items have as their own

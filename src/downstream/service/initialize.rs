@@ -146,6 +146,22 @@ pub(super) fn capabilities(snapshot: &Snapshot, version: Version) -> Value {
     }
     if let Value::Object(declared) = &mut extensions {
         declared.remove(UNROUTED_EXTENSION);
+        // A directory can be read through mcpmux when every upstream that serves skills here
+        // can read one (a request goes to one of them).
+        if let Some(skills) = declared.get_mut(crate::mcp::skills::EXTENSION) {
+            let all = (snapshot.ready().iter())
+                .filter(|(_, info)| info.offers(ListKind::Skills))
+                .all(|(_, info)| {
+                    info.capabilities["extensions"][crate::mcp::skills::EXTENSION]["directoryRead"]
+                        == true
+                });
+            if let Value::Object(skills) = skills {
+                match all {
+                    true => skills.insert("directoryRead".to_owned(), Value::Bool(true)),
+                    false => skills.remove("directoryRead"),
+                };
+            }
+        }
         if !declared.is_empty() {
             capabilities.insert("extensions".to_owned(), extensions);
         }

@@ -41,7 +41,8 @@ impl Filter {
         match kind {
             ListKind::Tools => self.tools,
             ListKind::Prompts => self.prompts,
-            ListKind::Resources | ListKind::ResourceTemplates => self.resources,
+            // A server says its skills changed as its resources changing.
+            ListKind::Resources | ListKind::ResourceTemplates | ListKind::Skills => self.resources,
         }
     }
 }

@@ -52,7 +52,7 @@ pub(super) enum HostMethod<'a> {
     Listen {
         filter: Filter,
     },
-    /// `tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`.
+    /// `tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`, `skills/list`.
     List {
         kind: ListKind,
         cursor: Option<String>,
@@ -66,6 +66,13 @@ pub(super) enum HostMethod<'a> {
     /// `resources/read`: routed by the exposed `uri`.
     ReadResource {
         uri: String,
+        members: Members<'a>,
+    },
+    /// `skills/get` (`directory` false) and `resources/directory/read` (true), of the Skills
+    /// extension: routed by the exposed `uri`.
+    ReadSkill {
+        uri: String,
+        directory: bool,
         members: Members<'a>,
     },
     /// `resources/subscribe` (`on`) and `resources/unsubscribe`.
@@ -126,6 +133,19 @@ impl<'a> HostMethod<'a> {
             "prompts/list" => list(ListKind::Prompts, params),
             "resources/list" => list(ListKind::Resources, params),
             "resources/templates/list" => list(ListKind::ResourceTemplates, params),
+            "skills/list" => list(ListKind::Skills, params),
+            "skills/get" | "resources/directory/read" => {
+                let members = needs(params, "uri")?;
+                let uri = members
+                    .string("uri")
+                    .ok_or_else(|| RpcError::invalid_params("needs a string `uri`"))?;
+                let directory = method == "resources/directory/read";
+                Ok(Self::ReadSkill {
+                    uri,
+                    directory,
+                    members,
+                })
+            }
             "tools/call" => Self::named(ListKind::Tools, method, params),
             "prompts/get" => Self::named(ListKind::Prompts, method, params),
             "resources/read" => {
@@ -249,8 +269,8 @@ impl<'a> HostMethod<'a> {
     }
 }
 
-/// Every request method mcpmux answers, of either era.
-const METHODS: [&str; 19] = [
+/// Every request method mcpmux answers, of either era (and of the extensions it routes).
+const METHODS: [&str; 22] = [
     "initialize",
     "subscriptions/listen",
     "ping",
@@ -270,6 +290,9 @@ const METHODS: [&str; 19] = [
     "tasks/result",
     "tasks/cancel",
     "tasks/list",
+    "skills/list",
+    "skills/get",
+    "resources/directory/read",
 ];
 
 /// Whether mcpmux answers `method` in a request of `version`.

@@ -60,7 +60,9 @@ impl Fit {
         let cache = match method {
             HostMethod::List { kind, .. } => Some((by_view(), Some(ttl_ms(*kind)))),
             HostMethod::Discover => Some((by_view(), Some(0))),
-            HostMethod::ReadResource { .. } => Some((CacheScope::Private, None)),
+            HostMethod::ReadResource { .. } | HostMethod::ReadSkill { .. } => {
+                Some((CacheScope::Private, None))
+            }
             _ => None,
         };
         Self { cache }

@@ -13,6 +13,7 @@ use crate::jsonrpc::{Members, raw_string};
 use crate::mcp::ListKind;
 use crate::mcp::apps::{self, ToolApp};
 use crate::mcp::names::{self, NameBudget, Prefix};
+use crate::mcp::skills;
 use crate::mcp::{param_headers, uri};
 use crate::router::search_mode::SearchView;
 use crate::upstream::{UpstreamCatalog, UpstreamHandle, UpstreamItem};
@@ -51,6 +52,7 @@ impl Snapshot {
                     .insert(handle.name().to_owned(), tools.clone());
             }
         }
+        let hidden_skills = hidden_skills(&snapshot, profile, catalogs);
         for kind in ListKind::ALL {
             let mut entries = Vec::new();
             let mut ttl_ms: Option<u64> = None;
@@ -72,6 +74,7 @@ impl Snapshot {
                     withheld: (kind == ListKind::Tools)
                         .then(|| snapshot.withheld.get(handle.name()))
                         .flatten(),
+                    hidden_skills: &hidden_skills,
                 };
                 entries.extend(items.iter().filter_map(|item| exposer.expose(item)));
             }
@@ -111,6 +114,7 @@ impl Snapshot {
         if let Some(index) = unchanged.and_then(|p| p.index.get()) {
             let _ = snapshot.index.set(Arc::clone(index));
         }
+        snapshot.hidden_skills = hidden_skills;
         snapshot.apps = super::apps::Apps::of(
             snapshot.list(ListKind::Tools),
             snapshot.list(ListKind::Resources),
@@ -126,6 +130,45 @@ impl Snapshot {
     }
 }
 
+/// The directories (exposed, canonical) of the skills `profile` hides in a view that holds the
+/// upstreams `snapshot` names: each skill of a ready upstream whose `SKILL.md` URI the profile's
+/// filter does not admit.
+fn hidden_skills(
+    snapshot: &Snapshot,
+    profile: Option<&Profile>,
+    catalogs: &BTreeMap<String, UpstreamCatalog>,
+) -> Vec<String> {
+    let Some(profile) = profile.filter(|p| p.filter.restricts(ListKind::Skills)) else {
+        return Vec::new();
+    };
+    let mut hidden = Vec::new();
+    for (handle, _) in &snapshot.ready {
+        let Some(skills) = catalogs
+            .get(handle.name())
+            .and_then(|c| c.lists.get(&ListKind::Skills))
+        else {
+            continue;
+        };
+        let prefix = Profile::prefix_for(Some(profile), handle.prefix());
+        for skill in skills.iter() {
+            let exposed = uri::canonical(&names::expose_uri(prefix, &skill.key)).into_owned();
+            if !profile.filter.admits(ListKind::Skills, &exposed) {
+                if let Some(root) = skills::root_of(&exposed) {
+                    hidden.push(root.to_owned());
+                }
+            }
+        }
+    }
+    hidden
+}
+
+/// Whether `uri` (exposed) lies inside the directory `root` (exposed, canonical).
+fn under(root: &str, uri: &str) -> bool {
+    uri::canonical(uri)
+        .strip_prefix(root)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// Exposes one upstream's items of one listing in one view.
 struct Exposer<'a> {
     kind: ListKind,
@@ -135,6 +178,8 @@ struct Exposer<'a> {
     profile: Option<&'a Profile>,
     /// Changed tools (by the upstream's name) left out until approved.
     withheld: Option<&'a BTreeSet<String>>,
+    /// The directories (exposed, canonical) of the skills the view hides.
+    hidden_skills: &'a [String],
 }
 
 impl Exposer<'_> {
@@ -154,6 +199,12 @@ impl Exposer<'_> {
             tracing::warn!(upstream = %handle.name(), name = %item.key, "Left out an item whose name cannot fit the name budget.");
             return None;
         };
+        // A file of a skill the view hides is hidden with it.
+        if kind == ListKind::Resources
+            && self.hidden_skills.iter().any(|root| under(root, &exposed))
+        {
+            return None;
+        }
         let mut description = None;
         if let Some(profile) = self.profile {
             // URIs are judged as what they mean, not as they are spelled.
@@ -176,6 +227,14 @@ impl Exposer<'_> {
         };
         let exposed_raw = raw_string(&exposed);
         members.insert(kind.key(), &exposed_raw);
+        // A skill's files are named where they live, as the view exposes them.
+        let files = (kind == ListKind::Skills)
+            .then(|| members.get("resources"))
+            .flatten()
+            .and_then(|r| skills::rewrite_uris(r, "uri", &|u| names::expose_uri(self.prefix, u)));
+        if let Some(files) = &files {
+            members.insert("resources", files);
+        }
         if let Some(description) = &description {
             members.insert("description", description);
         }

@@ -209,9 +209,11 @@ impl Connection {
         match method {
             "notifications/tools/list_changed" => events(Event::ListChanged(ListKind::Tools)),
             "notifications/prompts/list_changed" => events(Event::ListChanged(ListKind::Prompts)),
+            // Skills are resources too: a catalog of them that changed says so with this.
             "notifications/resources/list_changed" => {
                 events(Event::ListChanged(ListKind::Resources));
                 events(Event::ListChanged(ListKind::ResourceTemplates));
+                events(Event::ListChanged(ListKind::Skills));
             }
             "notifications/progress" => self.on_progress(params),
             "notifications/cancelled" => self.on_cancelled(params),

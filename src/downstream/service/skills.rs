@@ -1,0 +1,92 @@
+//! The Skills extension's own methods (the listing is `skills/list`, served as every listing
+//! is): `skills/get` and `resources/directory/read`, routed by the exposed URI's prefix, their
+//! answers with the URIs of where files live exposed as the view exposes them. A skill the
+//! host's profile hides — and everything inside its directory — does not exist for it.
+
+use serde_json::value::RawValue;
+
+use super::outcome::Route;
+use super::{Answer, HostRequest, HostService};
+use crate::jsonrpc::{Members, RpcError, raw_string};
+use crate::mcp::ListKind;
+use crate::mcp::names::{self, Prefix};
+use crate::mcp::skills;
+use crate::upstream::Reply;
+
+impl HostService {
+    /// `skills/get` (`directory` false) or `resources/directory/read` (true) of `uri`.
+    pub(super) async fn read_skill(
+        &self,
+        host: &HostRequest,
+        (uri, directory): (String, bool),
+        members: Members<'_>,
+        route: &mut Route,
+    ) -> Result<Answer, RpcError> {
+        let method = if directory {
+            skills::READ_DIRECTORY
+        } else {
+            skills::GET
+        };
+        let mut members = members;
+        let not_found = || match directory {
+            true => RpcError::invalid_params(format!("{uri} is not a directory resource")),
+            false => RpcError::invalid_params(format!("No skill is served at {uri}")),
+        };
+        let hidden = self
+            .router
+            .with_view(host.profile(), |view| view.hides_skill(&uri));
+        let routed = match hidden {
+            true => Err(not_found()),
+            false => self
+                .route_uri(host.profile(), ListKind::Resources, &uri)
+                .map_err(|_| not_found()),
+        };
+        let (upstream, original) = match routed {
+            Ok(routed) => routed,
+            Err(error) => {
+                route.target = Some(uri);
+                return Err(error);
+            }
+        };
+        route.routed(&upstream, &uri);
+        let original = raw_string(&original);
+        members.insert("uri", &original);
+        let reply = self
+            .forward_or_resume(host, (method, &upstream), members, None, route)
+            .await?;
+        let Reply::Result(result) = reply else {
+            return Ok(Answer::Upstream(reply));
+        };
+        let prefix = host.prefix_of(&upstream);
+        let exposed = match directory {
+            true => expose_children(prefix, &result),
+            false => expose_skill(prefix, &result),
+        };
+        Ok(Answer::Result(exposed.unwrap_or(result)))
+    }
+}
+
+/// A `skills/get` result with its skill's URIs exposed under `prefix`.
+fn expose_skill(prefix: &Prefix, result: &RawValue) -> Option<Box<RawValue>> {
+    if prefix.is_none() {
+        return None;
+    }
+    let mut members = Members::of(result)?;
+    let skill = skills::rewrite_skill(members.get("skill")?, &|u| names::expose_uri(prefix, u))?;
+    members.insert("skill", &skill);
+    Some(members.to_raw())
+}
+
+/// A `resources/directory/read` result with its children's URIs exposed under `prefix` (its
+/// cursor is the upstream's own, for a request that names the same directory).
+fn expose_children(prefix: &Prefix, result: &RawValue) -> Option<Box<RawValue>> {
+    if prefix.is_none() {
+        return None;
+    }
+    let mut members = Members::of(result)?;
+    let children = skills::rewrite_uris(members.get("resources")?, "uri", &|u| {
+        names::expose_uri(prefix, u)
+    })?;
+    members.insert("resources", &children);
+    Some(members.to_raw())
+}
