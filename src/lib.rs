@@ -1,6 +1,6 @@
 //! mcpmux: one daemon that merges many MCP servers into one namespaced, paginated MCP endpoint.
 //!
-//! Module map (see README "Architecture"):
+//! Module map (see docs/architecture.md):
 //! - [`cli`]: the command line (`serve`, `stdio`, `check`, `tools`, `status`, `sessions`, `pins`,
 //!   `approve`, `reload`, `restart`, `login`, `logout`, `audit`, `import`, `completions`, `man`).
 //! - [`admin`]: the admin API (status, restart, health, readiness, audit, metrics) on its own

@@ -1,7 +1,7 @@
-//! The arrows the architecture allows (README "Architecture"), checked on the source itself so
+//! The arrows the architecture allows (docs/architecture.md), checked on the source itself so
 //! they stay true: which top-level modules may use which, no import cycles between top-level
 //! modules nor between the sibling files of one module, and sled only inside `src/audit/`; and that
-//! README's map of concepts to files names every source file, and only files that exist.
+//! the map of concepts to files names every source file, and only files that exist.
 
 #![allow(clippy::unwrap_used)]
 
@@ -348,14 +348,15 @@ fn the_request_path_parses_once_and_admits_in_one_place() {
     );
 }
 
-/// The paths README's architecture table names, `{a,b}` groups spelled out (`src/x/` names a
+/// The paths docs/architecture.md's table names, `{a,b}` groups spelled out (`src/x/` names a
 /// whole directory).
 fn mapped_paths() -> BTreeSet<String> {
     let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .unwrap();
     let start = readme
         .find("| concept | file |")
-        .expect("README's architecture table");
+        .expect("docs/architecture.md's table");
     let table = &readme[start..];
     let table = &table[..table.find("\n\n").unwrap_or(table.len())];
     let quoted = Regex::new(r"`([^`]+)`").unwrap();
@@ -400,17 +401,19 @@ fn test_only(sources: &[Source], rel: &Path) -> bool {
     })
 }
 
-/// README's map of concepts to files matches the tree: every file it names exists, and every
+/// docs/architecture.md's map of concepts to files matches the tree: every file it names exists, and every
 /// source file is named (the crate's roots, module files that only declare the files of their
 /// directory, and test-only modules aside).
 #[test]
-fn the_readme_maps_every_source_file_and_only_files_that_exist() {
+fn the_architecture_doc_maps_every_source_file_and_only_files_that_exist() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mapped = mapped_paths();
     let mut wrong = Vec::new();
     for path in &mapped {
         if !root.join(path).exists() {
-            wrong.push(format!("README names {path}, which does not exist"));
+            wrong.push(format!(
+                "docs/architecture.md names {path}, which does not exist"
+            ));
         }
     }
     let sources = sources();
@@ -431,7 +434,7 @@ fn the_readme_maps_every_source_file_and_only_files_that_exist() {
             || declares_only
             || test_only(&sources, &source.rel);
         if !mapped.contains(&path) && !in_mapped_dir && !exempt {
-            wrong.push(format!("{path} is not in README's architecture table"));
+            wrong.push(format!("{path} is not in docs/architecture.md's table"));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));

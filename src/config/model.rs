@@ -170,7 +170,7 @@ pub struct ServerConfig {
 /// this process may use, at least one. The daemon shares the machine with the upstreams it
 /// starts (each call is work for one of them too) and the hosts that call it; and a request
 /// handed between two threads costs more than it gains while one thread keeps up — on two
-/// cores one thread served more calls, at less CPU each, than two (README, "Threads").
+/// cores one thread served more calls, at less CPU each, than two (docs/benchmarks.md, "Threads").
 pub fn default_workers() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     (cores / 2).max(1)

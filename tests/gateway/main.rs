@@ -4,7 +4,7 @@
 //! (`lifecycle`, `first_start`), the CLI's own documents, `import`, the systemd units, and how the
 //! CLI finds its daemon (`discovery`).
 //!
-//! One test binary per area (README "Test layout"): each module here was a binary of its own
+//! One test binary per area (docs/testing.md, "Test layout"): each module here was a binary of its own
 //! and keeps its test names, so `cargo test --test gateway NAME` finds them.
 
 // Tests unwrap: a failure there is the test failing.

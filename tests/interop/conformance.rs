@@ -171,7 +171,7 @@ const REFERENCE_ONLY_CHECKS: [&str; 2] = [
 /// server, so every answer is mcpmux's own stateless serving: every scenario that calls no
 /// reference-server name passes, and so does `server-stateless` (discovery, the envelope and
 /// header checks, -32022, removed methods, listen), but for the checks of the reference server's
-/// own diagnostic tool. (Through mcpmux in front of the suite's reference server, the README's
+/// own diagnostic tool. (Through mcpmux in front of the suite's reference server, docs/hosts.md's
 /// conformance section says what passes.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_2026_conformance_suite_passes_what_mcpmux_serves_itself() {

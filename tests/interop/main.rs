@@ -5,7 +5,7 @@
 //! `_meta.ui` as hosts see it (`apps_meta`) — and Skills, served and read by the TypeScript SDK's
 //! Skills extension (`skills`). The Python and Node scripts these drive live beside this file.
 //!
-//! One test binary per area (README "Test layout"): each module here was a binary of its own
+//! One test binary per area (docs/testing.md, "Test layout"): each module here was a binary of its own
 //! and keeps its test names, so `cargo test --test interop NAME` finds them.
 
 // Tests unwrap: a failure there is the test failing.

@@ -2,7 +2,7 @@
 //! real OTLP receiver (`telemetry`), the admin API's Prometheus `/metrics` (`metrics`), and the
 //! web console in a real browser (`console`).
 //!
-//! One test binary per area (README "Test layout"): each module here was a binary of its own
+//! One test binary per area (docs/testing.md, "Test layout"): each module here was a binary of its own
 //! and keeps its test names, so `cargo test --test observability NAME` finds them.
 
 // Tests unwrap: a failure there is the test failing.

@@ -1,7 +1,7 @@
 //! Remote upstreams: Streamable HTTP and legacy HTTP+SSE servers behind the gateway (`remote`),
 //! their faults (`remote_faults`), and signing in to them with OAuth (`oauth`).
 //!
-//! One test binary per area (README "Test layout"): each module here was a binary of its own
+//! One test binary per area (docs/testing.md, "Test layout"): each module here was a binary of its own
 //! and keeps its test names, so `cargo test --test remotes NAME` finds them.
 
 // Tests unwrap: a failure there is the test failing.

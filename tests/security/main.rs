@@ -4,7 +4,7 @@
 //! else: stall the daemon or grow it without bound (`stalls`), or hold open what others need
 //! beyond its caller's share (`holdings`).
 //!
-//! One test binary per area (README "Test layout"): each module here was a binary of its own
+//! One test binary per area (docs/testing.md, "Test layout"): each module here was a binary of its own
 //! and keeps its test names, so `cargo test --test security NAME` finds them.
 
 // Tests unwrap: a failure there is the test failing.

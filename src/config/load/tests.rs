@@ -428,3 +428,112 @@ fn a_search_mode_profile_names_its_tools_and_refuses_what_it_cannot_use() {
         );
     }
 }
+
+/// `config/example.toml` is the one reference of every key: each field of the raw config
+/// structs (`raw.rs`, `policy.rs`) appears there, set or commented out, in the section it belongs
+/// to. A key added to the parser and not to the example fails here.
+#[test]
+fn every_key_the_parser_accepts_is_in_the_example() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let example = include_str!("../../../config/example.toml");
+    // The keys written (or commented out) under each section, `[upstreams.x]` as `upstreams.*`.
+    let mut written: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut section = String::new();
+    for line in example.lines() {
+        let line = line.trim_start_matches(['#', ' ']).trim_end();
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let parts: Vec<&str> = header.split('.').collect();
+            section = match parts.as_slice() {
+                [table @ ("upstreams" | "hosts" | "profiles"), _, rest @ ..] => {
+                    std::iter::once(format!("{table}.*"))
+                        .chain(rest.iter().map(|s| (*s).to_owned()))
+                        .collect::<Vec<_>>()
+                        .join(".")
+                }
+                _ => header.to_owned(),
+            };
+            continue;
+        }
+        if let Some((key, _)) = line.split_once('=') {
+            let key = key.trim();
+            if !key.is_empty()
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            {
+                written
+                    .entry(section.clone())
+                    .or_default()
+                    .insert(key.to_owned());
+            }
+        }
+    }
+    // Each raw struct's fields, and the sections they may be written in.
+    let sources = [include_str!("../raw.rs"), include_str!("../policy.rs")];
+    let homes: [(&str, &[&str]); 11] = [
+        ("RawConfig", &[""]),
+        ("RawServer", &["server"]),
+        ("RawAuthorization", &["server.authorization"]),
+        ("RawAudit", &["audit"]),
+        ("RawAdmin", &["admin"]),
+        ("RawTelemetry", &["telemetry"]),
+        ("RawCatalog", &["catalog"]),
+        ("RawUpstream", &["upstreams.*"]),
+        ("RawOAuth", &["upstreams.*.oauth"]),
+        ("RawHost", &["hosts.*"]),
+        ("RawProfile", &["profiles.*"]),
+    ];
+    let policy: (&str, &[&str]) = ("RawPolicy", &["defaults", "upstreams.*"]);
+    let mut missing = Vec::new();
+    let mut seen = 0;
+    for (name, sections) in homes.iter().chain([&policy]) {
+        let source = sources
+            .iter()
+            .find_map(|s| s.split_once(&format!("pub(super) struct {name} {{")))
+            .map(|(_, body)| body.split_once("\n}").map_or(body, |(fields, _)| fields))
+            .unwrap_or_else(|| panic!("no struct {name} in raw.rs or policy.rs"));
+        let mut flatten = false;
+        for line in source.lines().map(str::trim) {
+            if line.starts_with("#[serde(flatten") {
+                flatten = true;
+                continue;
+            }
+            let Some(field) = line.strip_prefix("pub ").and_then(|l| l.split_once(':')) else {
+                continue;
+            };
+            let (field, ty) = (field.0.trim(), field.1.trim());
+            // A flattened table's keys are its own struct's.
+            if std::mem::take(&mut flatten) {
+                continue;
+            }
+            seen += 1;
+            // A table is written as its section (`[server.authorization]`, `[hosts.NAME]`).
+            let ty = ty.strip_prefix("Option<").unwrap_or(ty);
+            let section_of = |s: &str| match (s, ty.starts_with("BTreeMap<String, Raw")) {
+                ("", true) => format!("{field}.*"),
+                ("", false) => field.to_owned(),
+                (s, _) => format!("{s}.{field}"),
+            };
+            let table = ty.starts_with("Raw") || ty.starts_with("BTreeMap<String, Raw");
+            let present = sections.iter().any(|s| {
+                written.get(*s).is_some_and(|keys| keys.contains(field))
+                    || (table && written.contains_key(&section_of(s)))
+            });
+            if !present {
+                missing.push(format!(
+                    "{field} (of {name}, under [{}])",
+                    sections.join("] or [")
+                ));
+            }
+        }
+    }
+    assert!(
+        seen > 100,
+        "read only {seen} keys: the struct parsing is broken"
+    );
+    assert!(
+        missing.is_empty(),
+        "config/example.toml does not document: {}",
+        missing.join(", ")
+    );
+}
