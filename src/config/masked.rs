@@ -223,6 +223,12 @@ fn mask_url(text: &str) -> Option<String> {
             out.push_str(&text[copied..authority]);
             out.push_str(MASK);
             copied = authority + at;
+        } else if authority_end == text.len() && authority < authority_end {
+            // Cut short inside its authority (a file being written, an error quoting part of
+            // it): what is there may be the start of a userinfo.
+            out.push_str(&text[copied..authority]);
+            out.push_str(MASK);
+            copied = authority_end;
         }
         let rest = &text[authority_end..];
         let url_end = authority_end + rest.find(ends_url).unwrap_or(rest.len());

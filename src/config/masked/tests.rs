@@ -167,6 +167,15 @@ args = ["mcp-remote", "https://mcp.example/sse", "--header", "Authorization: Bea
     );
 }
 
+/// A file cut short inside a URL's authority (being written, or quoted in part by an error):
+/// what is there may be the start of its userinfo, and is not shown.
+#[test]
+fn a_url_cut_inside_its_authority_is_masked() {
+    let text = "[upstreams.u4]\ncommand = \"server\"\nurl = \"https://sk-aaaaa000a0";
+    let shown = mask(text);
+    assert_hidden(text, &shown, &["sk-aaaaa000a0"]);
+}
+
 #[test]
 fn a_url_shows_neither_its_userinfo_nor_its_query_values() {
     let text = r#"[upstreams.remote]
