@@ -12,6 +12,11 @@ pub mod template;
 pub mod uri;
 pub mod version;
 
+/// HTTP header naming a request's protocol version (Streamable HTTP, 2025-06-18 on).
+pub const VERSION_HEADER: &str = "mcp-protocol-version";
+/// HTTP header carrying a handshake-era session's id (Streamable HTTP).
+pub const SESSION_HEADER: &str = "mcp-session-id";
+
 /// RFC 5424 severities, as MCP's `logging/setLevel` names them, least severe first.
 pub const LOG_LEVELS: [&str; 8] = [
     "debug",

@@ -6,7 +6,7 @@
 //! Files: `challenge.rs` (the `WWW-Authenticate: Bearer` parameters), `discovery.rs` (Protected
 //! Resource Metadata, authorization server metadata, the resource check), `client.rs` (who
 //! mcpmux is to the authorization server: pre-registered, a Client ID Metadata Document, or
-//! dynamically registered), `token.rs` (PKCE, the authorization URL, token requests and their
+//! dynamically registered), `identity.rs` (that client's identity, as a token file keeps it), `token.rs` (PKCE, the authorization URL, token requests and their
 //! client authentication), `store.rs` (token files, 0600, written atomically), `login.rs` (a
 //! whole sign-in: discovery, the loopback redirect, the exchange).
 //!
@@ -19,6 +19,7 @@
 mod challenge;
 mod client;
 mod discovery;
+mod identity;
 pub mod login;
 pub mod store;
 mod token;

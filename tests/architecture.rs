@@ -11,11 +11,12 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-/// `crate::a::b…` paths, `use crate::{a, b::c}` groups, and `super::x` in a file.
+/// `crate::a::b…` paths and `use crate::{a, b::c}` groups in a file.
 static CRATE_PATH: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"crate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)").unwrap());
 static CRATE_GROUP: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"crate::\{([^}]*)\}").unwrap());
-static SUPER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"super::([a-z_][a-z0-9_]*)").unwrap());
+/// Where a module path starts: `crate::`, `super::`, `super::super::`….
+static STARTS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:crate::|(?:super::)+)").unwrap());
 
 /// Top-level modules that must not use the listed ones.
 const FORBIDDEN: &[(&str, &[&str])] = &[
@@ -206,6 +207,14 @@ fn modules_use_only_what_the_architecture_allows_and_form_no_cycles() {
         .filter_map(|s| component(&s.rel, 0))
         .filter(|m| m != "lib" && m != "main")
         .collect();
+    // Every module below `src/` that is a file or a folder, as `a/b`.
+    let children: BTreeSet<String> = sources
+        .iter()
+        .flat_map(|s| {
+            let path = module_path(&s.rel);
+            (1..=path.len()).map(move |n| path[..n].join("/"))
+        })
+        .collect();
     let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut siblings: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     let mut broken = Vec::new();
@@ -221,25 +230,29 @@ fn modules_use_only_what_the_architecture_allows_and_form_no_cycles() {
         if code.contains("sled::") && module != "audit" {
             broken.push(format!("{file} uses sled outside src/audit/"));
         }
-        let node = component(&source.rel, 1);
-        let nested = source.rel.components().count() > 2;
+        let own = module_path(&source.rel);
+        let named = module_paths(&code, &own);
+        // Within each folder, an arrow from the child this file is in (or is) to each other
+        // child of that folder it names.
+        for depth in 1..own.len() {
+            let (folder, node) = (&own[..depth], &own[depth]);
+            for path in &named {
+                let Some(other) = path.strip_prefix(folder).and_then(<[String]>::first) else {
+                    continue;
+                };
+                if other != node && children.contains(&folder_child(folder, other)) {
+                    siblings
+                        .entry(folder.join("/"))
+                        .or_default()
+                        .entry(node.clone())
+                        .or_default()
+                        .insert(other.clone());
+                }
+            }
+        }
         for path in crate_paths(&code) {
             let target = &path[0];
             if !modules.contains(target) || *target == module {
-                // A file's own module: an arrow between its sibling files, if it names one.
-                if *target == module {
-                    if let (Some(node), Some(other)) = (&node, path.get(1)) {
-                        let other = other.to_owned();
-                        if *node != other && modules_file_exists(&sources, &module, &other) {
-                            siblings
-                                .entry(module.clone())
-                                .or_default()
-                                .entry(node.clone())
-                                .or_default()
-                                .insert(other);
-                        }
-                    }
-                }
                 continue;
             }
             top.entry(module.clone())
@@ -248,20 +261,6 @@ fn modules_use_only_what_the_architecture_allows_and_form_no_cycles() {
             if let Some((_, banned)) = FORBIDDEN.iter().find(|(m, _)| *m == module) {
                 if banned.contains(&target.as_str()) {
                     broken.push(format!("{file}: `{module}` must not use `{target}`"));
-                }
-            }
-        }
-        // `super::x` in a direct child file names a sibling.
-        if let (Some(node), false) = (&node, nested) {
-            for c in SUPER.captures_iter(&code) {
-                let other = c[1].to_owned();
-                if other != *node && modules_file_exists(&sources, &module, &other) {
-                    siblings
-                        .entry(module.clone())
-                        .or_default()
-                        .entry(node.clone())
-                        .or_default()
-                        .insert(other);
                 }
             }
         }
@@ -275,7 +274,7 @@ fn modules_use_only_what_the_architecture_allows_and_form_no_cycles() {
     for (module, graph) in &siblings {
         if let Some(cycle) = find_cycle(graph) {
             broken.push(format!(
-                "files of `{module}` form a cycle: {}",
+                "files of `src/{module}/` form a cycle: {}",
                 cycle.join(" → ")
             ));
         }
@@ -287,10 +286,107 @@ fn modules_use_only_what_the_architecture_allows_and_form_no_cycles() {
     );
 }
 
-/// Whether `src/{module}/{name}.rs` exists (so `name` is a sibling file, not an item).
-fn modules_file_exists(sources: &[Source], module: &str, name: &str) -> bool {
-    let want = PathBuf::from(module).join(format!("{name}.rs"));
-    sources.iter().any(|s| s.rel == want)
+/// `folder/child` as [`children`] spells it.
+fn folder_child(folder: &[String], child: &str) -> String {
+    let mut path = folder.join("/");
+    path.push('/');
+    path.push_str(child);
+    path
+}
+
+/// The module path of a file below `src/` (`downstream/http/modern.rs` → downstream, http,
+/// modern).
+fn module_path(rel: &Path) -> Vec<String> {
+    rel.components()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Every module path a file's code names, absolute (from `src/`): `crate::a::b`, `super::x`
+/// (from the file's own module path `own`), `super::super::y`, and the groups of each
+/// (`super::{a, b::c}`, `crate::x::{y, z}`), nested ones too.
+fn module_paths(code: &str, own: &[String]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let bytes = code.as_bytes();
+    let mut at = 0;
+    while let Some(found) = STARTS.find_at(code, at) {
+        at = found.end();
+        // A word that only ends in `crate`/`super` (`my_super::`) is not one.
+        if found.start() > 0
+            && (bytes[found.start() - 1].is_ascii_alphanumeric()
+                || bytes[found.start() - 1] == b'_')
+        {
+            continue;
+        }
+        let head = found.as_str().trim_end_matches("::");
+        let base: Vec<String> = if head == "crate" {
+            Vec::new()
+        } else {
+            let ups = head.split("::").count();
+            own[..own.len().saturating_sub(ups)].to_vec()
+        };
+        let (paths, end) = expand(code, found.end(), base);
+        at = at.max(end);
+        out.extend(paths);
+    }
+    out
+}
+
+/// The paths written at `code[start..]` after a `prefix::` (a path, or a `{…}` group of them),
+/// and where they end.
+fn expand(code: &str, start: usize, prefix: Vec<String>) -> (Vec<Vec<String>>, usize) {
+    let rest = &code[start..];
+    if let Some(group) = rest.strip_prefix('{') {
+        // The group's items, split at top-level commas.
+        let (mut depth, mut item_start, mut out) = (0usize, 0usize, Vec::new());
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    out.extend(item(&group[item_start..i], &prefix));
+                    return (out, start + 1 + i + 1);
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.extend(item(&group[item_start..i], &prefix));
+                    item_start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return (out, code.len());
+    }
+    let len = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .unwrap_or(rest.len());
+    let path = rest[..len].trim_end_matches(':');
+    let mut full = prefix.clone();
+    full.extend(
+        path.split("::")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+    );
+    if rest[len..].starts_with('{') && rest[..len].ends_with("::") {
+        let (paths, end) = expand(code, start + len, full);
+        return (paths, end);
+    }
+    (vec![full], start + len)
+}
+
+/// One item of a group (`b::c`, `self`, `x::{y, z}`, `Type as Alias`) under `prefix`.
+fn item(text: &str, prefix: &[String]) -> Vec<Vec<String>> {
+    let text = text.trim();
+    let text = text.split(" as ").next().unwrap_or(text).trim();
+    if text.is_empty() || text == "self" || text == "*" {
+        return vec![prefix.to_vec()];
+    }
+    let (paths, _) = expand(text, 0, prefix.to_vec());
+    paths
 }
 
 /// The seams of the request path (issue 19), each in one place: a transport never parses what

@@ -10,8 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::mcp::envelope;
 
-const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
+use crate::mcp::{SESSION_HEADER, VERSION_HEADER};
 
 /// Why a message could not be exchanged with the daemon.
 #[derive(Debug, thiserror::Error)]

@@ -44,7 +44,7 @@ use posted::Posted;
 
 /// `Mcp-Session-Id`, as a name made at compile time (a lookup by text checks and hashes it each
 /// time).
-const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
+const SESSION: HeaderName = HeaderName::from_static(crate::mcp::SESSION_HEADER);
 /// Messages a request may produce before its answer without waiting for the host to read.
 const REQUEST_STREAM: usize = 64;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);

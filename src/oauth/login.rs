@@ -23,8 +23,9 @@ use axum::response::{Html, IntoResponse, Response};
 use tokio::sync::{mpsc, oneshot};
 use url::Url;
 
-use super::client::{self, ClientIdentity};
+use super::client;
 use super::discovery::{Discovered, discover};
+use super::identity::ClientIdentity;
 use super::token::{Authorize, Grant, Pkce, random_text};
 use super::{Challenge, OAuthError, TokenFile};
 use crate::config::{OAuthConfig, OAuthGrant};

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
-use super::client::ClientIdentity;
+use super::identity::ClientIdentity;
 
 /// An upstream's tokens, and what refreshing them needs.
 #[derive(Clone, Serialize, Deserialize)]
@@ -100,7 +100,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::oauth::client::AuthMethod;
+    use crate::oauth::identity::AuthMethod;
 
     #[test]
     fn token_files_are_private_whole_and_never_printed() {

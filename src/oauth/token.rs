@@ -12,7 +12,7 @@ use serde::Deserialize;
 use sha2::Digest;
 use url::Url;
 
-use super::client::{AuthMethod, ClientIdentity};
+use super::identity::{AuthMethod, ClientIdentity};
 use super::{OAuthError, TokenFile, redirected, secure_url};
 use crate::http_body::error_chain;
 

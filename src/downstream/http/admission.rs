@@ -21,18 +21,23 @@ use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts, OptionalFromRequestParts, Path};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+pub(super) use crate::mcp::VERSION_HEADER;
 pub(super) use access::{Admission, protected_resource};
 pub use access::{Gate, ProtectedResource};
-pub(super) use origin::{VERSION, VERSION_HEADER, check_version};
+pub(super) use origin::check_version;
 pub(super) use refusal::{Refusal, refuse};
 
 use super::{AppState, Edge, SESSION};
 use crate::downstream::principal::Access;
 use crate::downstream::session::Session;
 use crate::jsonrpc::codes;
+
+/// [`VERSION_HEADER`] as a name made at compile time (a lookup by text checks and hashes it each
+/// time).
+pub(super) const VERSION: HeaderName = HeaderName::from_static(VERSION_HEADER);
 
 /// A request that passed the origin checks and its credential: who it is and what it sees, and
 /// the running settings it was admitted under (read once for the whole request).

@@ -14,13 +14,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::value::RawValue;
 
-use super::admission::{Admitted, VERSION, VERSION_HEADER, refuse};
+use super::admission::{Admitted, VERSION_HEADER, refuse};
 use super::posted::{Posted, Read};
 use super::{AppState, accepts::Accepts, answer};
 use crate::downstream::session::{ClientInfo, HostInfo, Session};
 use crate::jsonrpc::{Message, RpcError, codes};
 use crate::mcp::envelope::{self, Declared, Envelope, METHOD_HEADER, NAME_HEADER};
-use crate::mcp::version::Version;
 use crate::telemetry::otel::TraceParent;
 
 /// The request headers the stateless edge reads, found in one pass over the request's few
@@ -65,26 +64,6 @@ impl<'h> Sent<'h> {
 fn mirror<'h>(slot: &mut (Option<&'h HeaderValue>, usize), value: &'h HeaderValue) {
     slot.0.get_or_insert(value);
     slot.1 += 1;
-}
-
-/// Whether a POST's `MCP-Protocol-Version` header makes it a stateless (2026-07-28) request
-/// rather than one of the handshake era (`None`: there is no such header).
-pub(super) fn stateless_by_header(headers: &HeaderMap) -> Option<bool> {
-    let version = headers.get(&VERSION)?.to_str().unwrap_or_default();
-    Some(Version::known(version).is_none())
-}
-
-/// Whether a POST is a stateless (2026-07-28) request rather than one of the handshake era.
-pub(super) fn is_stateless(headers: &HeaderMap, message: &Message<'_>) -> bool {
-    if let Some(stateless) = stateless_by_header(headers) {
-        return stateless;
-    }
-    match message {
-        Message::Request { method, params, .. } => {
-            envelope::stateless_version(method, *params).is_some()
-        }
-        _ => false,
-    }
 }
 
 /// Serves one stateless POST.
@@ -311,6 +290,7 @@ fn mismatch(why: String) -> RpcError {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::downstream::http::posted::is_stateless;
     use crate::jsonrpc::{Incoming, raw};
 
     #[test]

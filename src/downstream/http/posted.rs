@@ -10,10 +10,11 @@ use axum::http::HeaderMap;
 use self_cell::self_cell;
 use serde_json::value::RawValue;
 
-use super::modern;
+use super::admission::VERSION;
 use crate::downstream::service::Params;
 use crate::jsonrpc::{Incoming, Message, OnePass, RpcError, codes};
-use crate::mcp::envelope::{Declared, ReadParams};
+use crate::mcp::envelope::{self, Declared, ReadParams};
+use crate::mcp::version::Version;
 
 /// What the edge read of a POST's body.
 #[derive(Debug)]
@@ -23,7 +24,7 @@ pub(super) struct Read<'a> {
     pub message: Message<'a>,
     /// A request's params as sent (JSON text).
     pub params: Option<&'a str>,
-    /// Whether it is a 2026-07-28 message ([`modern::is_stateless`]).
+    /// Whether it is a 2026-07-28 message ([`is_stateless`]).
     pub stateless: bool,
     /// A stateless request's envelope, read in one pass with its other params (the error is the
     /// host's answer).
@@ -50,7 +51,7 @@ impl Posted {
     pub(super) fn read(body: Bytes, headers: &HeaderMap) -> Result<Self, RpcError> {
         Self::try_new(body, |body| {
             let text = std::str::from_utf8(body).map_err(|_| not_utf8())?;
-            if modern::stateless_by_header(headers) == Some(true) {
+            if stateless_by_header(headers) == Some(true) {
                 if let Some(request) = OnePass::<ReadParams<'_>>::request(text) {
                     let (read, params) = request.params.unzip();
                     let declared = Declared::of(&request.method, read);
@@ -67,7 +68,7 @@ impl Posted {
                 }
             }
             let message = Incoming::parse(text)?;
-            let stateless = modern::is_stateless(headers, &message);
+            let stateless = is_stateless(headers, &message);
             let (declared, params) = match &message {
                 Message::Request { method, params, .. } => {
                     let declared = stateless.then(|| Declared::read(method, *params));
@@ -121,6 +122,26 @@ impl Posted {
 /// What a body that is not UTF-8 is answered.
 pub(super) fn not_utf8() -> RpcError {
     RpcError::new(codes::PARSE_ERROR, "Parse error: body is not UTF-8")
+}
+
+/// Whether a POST's `MCP-Protocol-Version` header makes it a stateless (2026-07-28) request
+/// rather than one of the handshake era (`None`: there is no such header).
+pub(super) fn stateless_by_header(headers: &HeaderMap) -> Option<bool> {
+    let version = headers.get(&VERSION)?.to_str().unwrap_or_default();
+    Some(Version::known(version).is_none())
+}
+
+/// Whether a POST is a stateless (2026-07-28) request rather than one of the handshake era.
+pub(super) fn is_stateless(headers: &HeaderMap, message: &Message<'_>) -> bool {
+    if let Some(stateless) = stateless_by_header(headers) {
+        return stateless;
+    }
+    match message {
+        Message::Request { method, params, .. } => {
+            envelope::stateless_version(method, *params).is_some()
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]

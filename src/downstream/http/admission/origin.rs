@@ -2,16 +2,13 @@
 //! a loopback `Host` while listening on loopback (DNS-rebinding protection), and an
 //! `MCP-Protocol-Version` mcpmux speaks.
 
-use axum::http::{HeaderMap, HeaderName, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 
+use super::VERSION;
 use super::refusal::{Refusal, refuse};
 use crate::jsonrpc::codes;
 use crate::loopback::{is_loopback_host, is_loopback_origin};
 use crate::mcp::version::Version;
-
-pub(in super::super) const VERSION_HEADER: &str = "mcp-protocol-version";
-/// The same, as a name made at compile time (a lookup by text checks and hashes it each time).
-pub(in super::super) const VERSION: HeaderName = HeaderName::from_static(VERSION_HEADER);
 
 /// DNS-rebinding protection: a browser `Origin` must be local (or allowed), and while listening
 /// on loopback the `Host` must name loopback.

@@ -5,8 +5,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::value::RawValue;
 
-use super::origin::VERSION_HEADER;
 use crate::jsonrpc::{RpcError, codes, error_line, error_line_without_id};
+use crate::mcp::VERSION_HEADER;
 use crate::mcp::version::Version;
 
 /// An HTTP-level refusal, sent with a JSON-RPC error body as the spec's examples do.

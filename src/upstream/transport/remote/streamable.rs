@@ -34,8 +34,7 @@ use crate::oauth::Challenge;
 use crate::sync::lock;
 use crate::upstream::error::Closed;
 
-const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
+use crate::mcp::{SESSION_HEADER, VERSION_HEADER};
 /// Longest wait for the GET stream before `notifications/initialized` goes anyway.
 const STREAM_WAIT: Duration = Duration::from_secs(5);
 /// How much of an error body is quoted.
