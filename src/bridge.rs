@@ -19,6 +19,7 @@ use tokio::sync::{RwLock, mpsc};
 use tokio::task::JoinSet;
 
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
+use crate::mcp::method::Method;
 use daemon_client::{ClientError, HttpSession, Mirror};
 
 struct Bridge {
@@ -62,7 +63,7 @@ pub async fn run(url: String, token: Option<String>) -> std::io::Result<()> {
         let (is_request, is_initialize, id, mirror, cancels) = match Incoming::parse(&line) {
             Ok(Message::Request { id, method, params }) => (
                 true,
-                method == "initialize",
+                method == Method::Initialize.as_str(),
                 Some(id.get().to_owned()),
                 Mirror::of(&method, params),
                 None,

@@ -15,6 +15,7 @@ mod import;
 mod login;
 mod render;
 
+use crate::mcp::method::Method;
 use admin::Admin;
 use render::{search_table, status_table, tools_table, upstream_table};
 
@@ -531,7 +532,7 @@ async fn list_tools(url: String) -> anyhow::Result<Vec<render::ListedTool>> {
             None => serde_json::json!({}),
         };
         let mut page: ToolsPage =
-            serde_json::from_value(session.request("tools/list", params).await?)?;
+            serde_json::from_value(session.request(Method::ToolsList.as_str(), params).await?)?;
         tools.append(&mut page.tools);
         match page.next_cursor {
             Some(next) => cursor = Some(next),

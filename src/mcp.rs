@@ -1,10 +1,11 @@
-//! What mcpmux knows about MCP itself: protocol versions, the listable kinds, the namespacing codec,
+//! What mcpmux knows about MCP itself: protocol versions, the request methods, the listable kinds, the namespacing codec,
 //! the aggregate-listing cursors, URI-template matching, canonical URIs, and the MCP Apps
 //! extension's fields (`apps`). No I/O here.
 
 pub mod apps;
 pub mod cursor;
 pub mod envelope;
+pub mod method;
 pub mod names;
 pub mod param_headers;
 pub mod skills;
@@ -55,14 +56,19 @@ impl ListKind {
     ];
 
     /// The `*/list` method.
-    pub fn method(self) -> &'static str {
+    pub fn list_method(self) -> method::Method {
         match self {
-            Self::Tools => "tools/list",
-            Self::Prompts => "prompts/list",
-            Self::Resources => "resources/list",
-            Self::ResourceTemplates => "resources/templates/list",
-            Self::Skills => "skills/list",
+            Self::Tools => method::Method::ToolsList,
+            Self::Prompts => method::Method::PromptsList,
+            Self::Resources => method::Method::ResourcesList,
+            Self::ResourceTemplates => method::Method::ResourceTemplatesList,
+            Self::Skills => method::Method::SkillsList,
         }
+    }
+
+    /// The `*/list` method's name.
+    pub fn method(self) -> &'static str {
+        self.list_method().as_str()
     }
 
     /// The array field of the list result.

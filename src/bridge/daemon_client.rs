@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::mcp::envelope;
 
+use crate::mcp::method::Method;
 use crate::mcp::{SESSION_HEADER, VERSION_HEADER};
 
 /// Why a message could not be exchanged with the daemon.
@@ -302,7 +303,7 @@ impl HttpSession {
             "capabilities": {},
             "clientInfo": {"name": "mcpmux-cli", "version": env!("CARGO_PKG_VERSION")},
         });
-        let result = self.request("initialize", params).await?;
+        let result = self.request(Method::Initialize.as_str(), params).await?;
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)

@@ -14,6 +14,7 @@ use super::tables::{LogLevels, StatelessInstances, Subscriptions, TaskOwners, in
 use crate::audit::{AuditHandle, Direction, Kind, Outcome, Record};
 use crate::config::Profile;
 use crate::jsonrpc::{Members, notification_line, raw_string};
+use crate::mcp::method::Method;
 use crate::mcp::names::{self, Prefix};
 use crate::mcp::{LOG_LEVELS, log_rank};
 use crate::upstream::{Caller, HostEvents, UpstreamId};
@@ -163,7 +164,7 @@ impl HostEvents for Delivery {
             .into_iter()
             .map(|uri| {
                 let params = serde_json::json!({ "uri": uri }).to_string();
-                ("resources/subscribe".to_owned(), params)
+                (Method::ResourcesSubscribe.as_str().to_owned(), params)
             })
             .collect();
         // A session's own instance gets that session's level; a shared one the most verbose asked.
@@ -179,7 +180,7 @@ impl HostEvents for Delivery {
         };
         if let Some(level) = level {
             replay.push((
-                "logging/setLevel".to_owned(),
+                Method::SetLogLevel.as_str().to_owned(),
                 serde_json::json!({ "level": LOG_LEVELS[level] }).to_string(),
             ));
         }

@@ -36,6 +36,7 @@ use super::session::Session;
 use super::stream::request_stream;
 use crate::config::ServerConfig;
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
+use crate::mcp::method::Method;
 use crate::telemetry::otel::TraceParent;
 use accepts::Accepts;
 use admission::{Admitted, InSession, Refusal, check_version, refuse};
@@ -264,7 +265,7 @@ async fn post_message(
         return refusal.answering(request_id, &headers).into_response();
     }
     match &posted.borrow_dependent().message {
-        Message::Request { id, method, params } if method == "initialize" => {
+        Message::Request { id, method, params } if method == Method::Initialize.as_str() => {
             // A host that initializes again naming its session replaces it (the stdio bridge
             // does when its host initializes twice): that one is closed, not left to expire.
             let replaces = admitted.session(&state, &headers).ok();
@@ -461,7 +462,7 @@ async fn handle_batch(
     let mut lines: Vec<String> = Vec::new();
     for item in items {
         match Incoming::parse(item.get()) {
-            Ok(Message::Request { id, method, .. }) if method == "initialize" => {
+            Ok(Message::Request { id, method, .. }) if method == Method::Initialize.as_str() => {
                 let error = RpcError::new(
                     codes::INVALID_REQUEST,
                     "initialize cannot be part of a batch",

@@ -58,6 +58,7 @@ use crate::jsonrpc::{
 };
 use crate::mcp::ListKind;
 use crate::mcp::cursor::CursorCodec;
+use crate::mcp::method::Method;
 use crate::mcp::names;
 use crate::router::{RouterHandle, Snapshot};
 use crate::supervisor::SupervisorHandle;
@@ -65,7 +66,7 @@ use crate::telemetry::otel::{HostSpan, TraceParent};
 use crate::upstream::{Phase, Reply, UpstreamError};
 use method::HostMethod;
 pub use method::Params;
-use outcome::{Outcome, Route};
+use outcome::{Asked, Outcome, Route};
 
 /// Everything a host request needs, shared by all transports.
 #[derive(Debug)]
@@ -233,7 +234,7 @@ impl HostService {
     /// Whether mcpmux answers `method` in a request of `version` (an unknown method, or one its
     /// revision does not have, is "method not found").
     pub fn serves(&self, method: &str, version: crate::mcp::version::Version) -> bool {
-        method::exists(method, version)
+        Method::parse(method).is_some_and(|m| m.exists_in(version))
     }
 
     /// Checks a stateless host's `Mcp-Param-*` headers (`header(name)`: the values a header was
@@ -276,9 +277,9 @@ impl HostService {
             raw: params,
             read: None,
         };
-        match HostMethod::parse("subscriptions/listen", params, version)? {
+        match HostMethod::parse(Method::Listen, params, version)? {
             HostMethod::Listen { filter } => self.listen_stream(id, who, filter).await,
-            _ => Err(RpcError::method_not_found("subscriptions/listen")),
+            _ => Err(RpcError::method_not_found(Method::Listen.as_str())),
         }
     }
 
@@ -299,7 +300,7 @@ impl HostService {
         self.dispatch(host, method, params).instrument(span).await
     }
 
-    async fn dispatch(&self, host: &HostRequest, method: &str, params: Params<'_>) -> String {
+    async fn dispatch(&self, host: &HostRequest, name: &str, params: Params<'_>) -> String {
         let started = std::time::Instant::now();
         let too_deep = (params.raw).is_some_and(|p| nests_deeper_than(p, MAX_DEPTH));
         let request_bytes = params.raw.map_or(0, str::len);
@@ -316,23 +317,26 @@ impl HostService {
         // How a stateless request's result is written (its errors are numbered as its revision
         // numbers them at once).
         let mut fit = None;
-        let answer = match admitted {
-            Err(refused) => Err(refused),
-            Ok(_admitted) if too_deep => Err(RpcError::new(
+        let method = Method::parse(name);
+        let asked = method.map_or(Asked::Unknown(name), Asked::Method);
+        let answer = match (admitted, method) {
+            (Err(refused), _) => Err(refused),
+            (Ok(_admitted), _) if too_deep => Err(RpcError::new(
                 codes::INVALID_PARAMS,
                 format!("Invalid params: nested deeper than {MAX_DEPTH} levels, mcpmux's limit"),
             )),
-            Ok(_admitted) => {
+            (Ok(_admitted), None) => Err(RpcError::method_not_found(name)),
+            (Ok(_admitted), Some(method)) => {
                 let version = host.session.host.version;
                 match HostMethod::parse(method, params, version) {
                     Ok(parsed) if version.is_modern() => {
                         fit = Some(modern::Fit::of(&parsed, host, |kind| {
                             self.router.view(host.profile()).ttl_ms(kind)
                         }));
-                        let answer = self.handle(host, method, parsed, &mut route).await;
+                        let answer = self.handle(host, parsed, &mut route).await;
                         modern::Fit::errors(answer)
                     }
-                    Ok(parsed) => self.handle(host, method, parsed, &mut route).await,
+                    Ok(parsed) => self.handle(host, parsed, &mut route).await,
                     Err(error) => Err(error),
                 }
             }
@@ -349,12 +353,12 @@ impl HostService {
                 error_line(Some(id), error)
             }
         };
-        let outcome = Outcome::of(method, &answer, route, started, self.audit.is_enabled());
+        let outcome = Outcome::of(asked, &answer, route, started, self.audit.is_enabled());
         let sizes = layers::Sizes {
             request: request_bytes,
             response: line.len(),
         };
-        self.report(host, method, outcome, sizes);
+        self.report(host, asked, outcome, sizes);
         line
     }
 
@@ -362,10 +366,10 @@ impl HostService {
     async fn handle(
         &self,
         host: &HostRequest,
-        name: &str,
         method: HostMethod<'_>,
         route: &mut Route,
     ) -> Result<Answer, RpcError> {
+        let name = method.method();
         match method {
             HostMethod::Ping => Ok(Answer::Result(to_raw(&json!({})))),
             HostMethod::Discover => self.discover(host).await,
@@ -413,8 +417,13 @@ impl HostService {
                 self.complete(host, (reference, reference_members, members), route)
                     .await
             }
-            HostMethod::Task { task, members } => {
-                self.task_request(host, name, (task, members), route).await
+            HostMethod::Task {
+                method,
+                task,
+                members,
+            } => {
+                self.task_request(host, method, (task, members), route)
+                    .await
             }
             HostMethod::ListTasks => self.list_tasks(host).await,
         }

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use super::method::Method;
 use super::version::Version;
 use crate::jsonrpc::{Key, Members, Needle, RpcError, codes, text_of};
 
@@ -79,7 +80,7 @@ pub fn declared_version(params: Option<&RawValue>) -> Option<String> {
 /// not a handshake revision (an unknown one included, which is then refused with `-32022`), on
 /// any request but `initialize` (which is the handshake era's, whatever its `_meta` says).
 pub fn stateless_version(method: &str, params: Option<&RawValue>) -> Option<String> {
-    if method == "initialize" {
+    if method == Method::Initialize.as_str() {
         return None;
     }
     declared_version(params).filter(|v| Version::known(v).is_none())
@@ -88,11 +89,7 @@ pub fn stateless_version(method: &str, params: Option<&RawValue>) -> Option<Stri
 /// The body value a request's `Mcp-Name` header mirrors — `params.name` of `tools/call` and
 /// `prompts/get`, `params.uri` of `resources/read` — with the member it came from.
 pub fn mirrored_name(method: &str, params: Option<&RawValue>) -> Option<(&'static str, String)> {
-    let key = match method {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" => "uri",
-        _ => return None,
-    };
+    let key = Method::parse(method)?.mirrored_key()?;
     Members::of(params?)?.string(key).map(|name| (key, name))
 }
 
@@ -270,11 +267,7 @@ impl<'a> Declared<'a> {
         // Who the host is matters to a session only; a request's `clientInfo` is checked, not kept.
         within_limit("`io.modelcontextprotocol/clientInfo`", meta.client_info)?;
         let log_level = meta.log_level.map(log_level).transpose()?;
-        let mirrored = match method {
-            "tools/call" | "prompts/get" => Some("name"),
-            "resources/read" => Some("uri"),
-            _ => None,
-        };
+        let mirrored = Method::parse(method).and_then(Method::mirrored_key);
         let name = mirrored.and_then(|key| Some((key, text_of(params.members.get(key)?)?)));
         Ok(Self {
             version,

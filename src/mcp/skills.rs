@@ -11,10 +11,6 @@ use crate::jsonrpc::{Members, raw_string, to_raw};
 
 /// The extension's key in `capabilities.extensions`.
 pub const EXTENSION: &str = "io.modelcontextprotocol/skills";
-/// `skills/get`: one skill by its `SKILL.md` URI.
-pub const GET: &str = "skills/get";
-/// `resources/directory/read`: a directory's children.
-pub const READ_DIRECTORY: &str = "resources/directory/read";
 /// What ends a skill's URI; its directory is what comes before.
 const MANIFEST: &str = "/SKILL.md";
 

@@ -30,6 +30,7 @@ use super::token::{Authorize, Grant, Pkce, random_text};
 use super::{Challenge, OAuthError, TokenFile};
 use crate::config::{OAuthConfig, OAuthGrant};
 use crate::http_body::error_chain;
+use crate::mcp::method::Method;
 
 /// How long a started sign-in waits for the person to finish it.
 const LOGIN_WAIT: Duration = Duration::from_secs(600);
@@ -202,7 +203,7 @@ impl Login {
     /// Asks the upstream without a credential, for its challenge.
     async fn probe(&self) -> Result<Challenge, OAuthError> {
         let body = serde_json::json!({
-            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "jsonrpc": "2.0", "id": 0, "method": Method::Initialize.as_str(),
             "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                        "clientInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")}}
         });

@@ -22,6 +22,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 
 use crate::config::{OtlpProtocol, TelemetryConfig};
+use crate::mcp::method::Method;
 
 /// The tracer, once a collector is configured.
 static TRACER: OnceLock<SdkTracer> = OnceLock::new();
@@ -112,9 +113,9 @@ impl HostSpan {
         }
         if let Some(target) = target {
             span.update_name(format!("{method} {target}"));
-            let key = match method {
-                "tools/call" => TOOL_ATTRIBUTE,
-                "prompts/get" => "gen_ai.prompt.name",
+            let key = match Method::parse(method) {
+                Some(Method::ToolsCall) => TOOL_ATTRIBUTE,
+                Some(Method::PromptsGet) => "gen_ai.prompt.name",
                 _ => "mcp.resource.uri",
             };
             span.set_attribute(KeyValue::new(key, target.to_owned()));
@@ -212,24 +213,10 @@ impl opentelemetry::propagation::Extractor for TraceParent {
     }
 }
 
-/// A method name as an attribute value: the methods mcpmux forwards without an allocation.
+/// A method name as an attribute value: a method mcpmux knows without an allocation.
 fn method_value(method: &str) -> opentelemetry::Value {
-    const KNOWN: [&str; 12] = [
-        "tools/call",
-        "tools/list",
-        "prompts/get",
-        "prompts/list",
-        "resources/read",
-        "resources/list",
-        "resources/templates/list",
-        "resources/subscribe",
-        "resources/unsubscribe",
-        "completion/complete",
-        "logging/setLevel",
-        "ping",
-    ];
-    match KNOWN.iter().find(|m| **m == method) {
-        Some(known) => opentelemetry::Value::from(*known),
+    match Method::parse(method) {
+        Some(known) => opentelemetry::Value::from(known.as_str()),
         None => opentelemetry::Value::from(method.to_owned()),
     }
 }
@@ -244,7 +231,7 @@ pub const TOOL_ATTRIBUTE: &str = "gen_ai.tool.name";
 /// Records a forwarded request's latency in the OTLP histogram, when metrics go over OTLP.
 pub fn record_latency(
     upstream: &str,
-    method: &str,
+    method: Method,
     tool: Option<&str>,
     elapsed: Duration,
     failed: bool,
@@ -254,7 +241,7 @@ pub fn record_latency(
     };
     let mut attributes = vec![
         KeyValue::new(UPSTREAM_ATTRIBUTE, upstream.to_owned()),
-        KeyValue::new(METHOD_ATTRIBUTE, method_value(method)),
+        KeyValue::new(METHOD_ATTRIBUTE, method.as_str()),
     ];
     if let Some(tool) = tool {
         attributes.push(KeyValue::new(TOOL_ATTRIBUTE, tool.to_owned()));

@@ -23,6 +23,7 @@ use super::status::Phase;
 use super::transport::{self, Teardown};
 use crate::config::{Protocol, RemoteKind, Transport};
 use crate::mcp::ListKind;
+use crate::mcp::method::Method;
 
 /// Bounds of the health/idle timer.
 const MIN_TICK: Duration = Duration::from_millis(100);
@@ -364,8 +365,8 @@ impl UpstreamActor {
             let myself = myself.clone();
             // A 2026-07-28 server has no ping: its discover answers as cheaply.
             let method = match conn.is_modern() {
-                true => "server/discover",
-                false => "ping",
+                true => Method::Discover.as_str(),
+                false => Method::Ping.as_str(),
             };
             tokio::spawn(async move {
                 let answer = conn.request(method, None, timeout, None).await;
@@ -531,7 +532,7 @@ fn listen(
                 continue;
             };
             let listened = tokio::select! {
-                answer = conn.request("subscriptions/listen", Some(&params), timeout, None) => Some(answer),
+                answer = conn.request(Method::Listen.as_str(), Some(&params), timeout, None) => Some(answer),
                 changed = resources.changed() => match changed {
                     Ok(()) => None,
                     Err(_) => return,

@@ -24,6 +24,7 @@ use super::error::{Closed, HandshakeError, StartError};
 use super::handshake::{self, Opened};
 use super::transport::{self, Diagnostics, Teardown};
 use crate::config::{Protocol, UpstreamConfig};
+use crate::mcp::method::Method;
 use crate::sync::lock;
 
 /// How long after a failed opening handshake-era hosts stay on the 2026-07-28 link.
@@ -164,7 +165,7 @@ async fn open(
     }
     if let Some(events) = events {
         let levels = events.resume(&id).into_iter();
-        for (method, params) in levels.filter(|(m, _)| m == "logging/setLevel") {
+        for (method, params) in levels.filter(|(m, _)| m == Method::SetLogLevel.as_str()) {
             if let Err(e) = conn.request(&method, Some(&params), wait, None).await {
                 tracing::warn!(upstream = %config.name, error = %e, "Could not set the log level of a handshake-era session.");
             }

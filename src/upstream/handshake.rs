@@ -19,6 +19,7 @@ use super::modern::{self, Declared, Verdict};
 use crate::config::{ListingBudget, Protocol};
 use crate::jsonrpc::codes;
 use crate::mcp::ListKind;
+use crate::mcp::method::Method;
 use crate::mcp::version::Version;
 
 /// Most pages read from one listing before giving up on it.
@@ -94,9 +95,9 @@ fn modern_opened(conn: &Arc<Connection>, info: ServerInfo) -> ServerInfo {
 /// The probe: `server/discover` with mcpmux's envelope, and what its answer says of the era.
 /// An error of mcpmux's own (the server could not be reached, a 5xx) is no verdict.
 async fn discover(conn: &Arc<Connection>, wait: Duration) -> Result<Verdict, UpstreamError> {
-    let (params, _) = modern::enveloped("server/discover", None, &Declared::default());
+    let (params, _) = modern::enveloped(Method::Discover.as_str(), None, &Declared::default());
     match conn
-        .request("server/discover", Some(&params), wait, None)
+        .request(Method::Discover.as_str(), Some(&params), wait, None)
         .await?
     {
         Reply::Result(result) => Ok(modern::discovered(&result)),
@@ -160,17 +161,17 @@ async fn initialize(conn: &Arc<Connection>, timeout: Duration) -> Result<ServerI
     })
     .to_string();
     let answer = conn
-        .request("initialize", Some(&params), timeout, None)
+        .request(Method::Initialize.as_str(), Some(&params), timeout, None)
         .await;
     if let Ok(Reply::Error(error)) = &answer {
         if let Verdict::Serves(versions) = modern::refused(error) {
             return Err(Refusal::Modern(versions));
         }
     }
-    let result = expect_result(answer, "initialize")?;
+    let result = expect_result(answer, Method::Initialize.as_str())?;
     let init: InitializeResult =
         serde_json::from_str(result.get()).map_err(|source| HandshakeError::Invalid {
-            what: "initialize",
+            what: Method::Initialize.as_str(),
             source,
         })?;
     let protocol_version = Version::known(&init.protocol_version)

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
+use crate::mcp::method::Method;
+
 /// Buckets of a [`Histogram`]: four per doubling up to 2^28 µs, and one beyond.
 const BUCKETS: usize = 4 * 28 + 1;
 
@@ -151,13 +153,13 @@ impl Series {
     }
 }
 
-/// The methods that have a series of their own; the rest are counted as `other`.
-const METHODS: [&str; 5] = [
-    "tools/call",
-    "prompts/get",
-    "resources/read",
-    "completion/complete",
-    "other",
+/// The methods that have a series of their own; the rest are counted as `other` (`None`).
+const METHODS: [Option<Method>; 5] = [
+    Some(Method::ToolsCall),
+    Some(Method::PromptsGet),
+    Some(Method::ResourcesRead),
+    Some(Method::Complete),
+    None,
 ];
 
 /// Everything one upstream (with its per-session instances) was asked by hosts.
@@ -183,7 +185,7 @@ const MAX_TOOL_SERIES: usize = 1000;
 
 impl CallMetrics {
     /// Records a host request to this upstream: `tool` for `tools/call`.
-    pub fn record(&self, method: &str, tool: Option<&str>, elapsed: Duration, failed: bool) {
+    pub fn record(&self, method: Method, tool: Option<&str>, elapsed: Duration, failed: bool) {
         if let Some(tool) = tool {
             if let Some(series) = self.tool(tool) {
                 series.record(elapsed, failed);
@@ -192,7 +194,7 @@ impl CallMetrics {
         }
         let i = METHODS
             .iter()
-            .position(|m| *m == method)
+            .position(|m| *m == Some(method))
             .unwrap_or(METHODS.len() - 1);
         self.methods[i].record(elapsed, failed);
     }
@@ -222,7 +224,7 @@ impl CallMetrics {
         for (method, series) in METHODS.iter().zip(&self.methods) {
             if series.requests() > 0 {
                 f(SeriesView {
-                    method,
+                    method: method.map_or("other", Method::as_str),
                     tool: None,
                     series,
                 });
@@ -233,7 +235,7 @@ impl CallMetrics {
         names.sort();
         for name in names {
             f(SeriesView {
-                method: "tools/call",
+                method: Method::ToolsCall.as_str(),
                 tool: Some(name),
                 series: &tools[name],
             });
@@ -305,10 +307,25 @@ mod tests {
     #[test]
     fn tools_get_their_own_series_and_the_rest_their_method() {
         let m = CallMetrics::default();
-        m.record("tools/call", Some("echo"), Duration::from_micros(80), false);
-        m.record("tools/call", Some("echo"), Duration::from_micros(90), true);
-        m.record("resources/read", None, Duration::from_micros(50), false);
-        m.record("ping", None, Duration::from_micros(50), false);
+        m.record(
+            Method::ToolsCall,
+            Some("echo"),
+            Duration::from_micros(80),
+            false,
+        );
+        m.record(
+            Method::ToolsCall,
+            Some("echo"),
+            Duration::from_micros(90),
+            true,
+        );
+        m.record(
+            Method::ResourcesRead,
+            None,
+            Duration::from_micros(50),
+            false,
+        );
+        m.record(Method::Ping, None, Duration::from_micros(50), false);
         let mut seen = Vec::new();
         m.each(|v| {
             seen.push((

@@ -20,6 +20,7 @@ use crate::downstream::service::{HostRequest, HostService};
 use crate::downstream::session::new_id;
 use crate::downstream::stream::Sink;
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
+use crate::mcp::method::Method;
 use crate::telemetry::otel::TraceParent;
 
 /// Messages a legacy stream may fall behind by.
@@ -124,7 +125,7 @@ pub(super) async fn handle_message(
     };
     let service = Arc::clone(&state.service);
     match message {
-        Message::Request { id, method, params } if method == "initialize" => {
+        Message::Request { id, method, params } if method == Method::Initialize.as_str() => {
             // Initializing again on the same stream replaces the session it had: that one is
             // closed first (its instances stopped, its subscriptions dropped).
             let session_id = target.session_id.clone();

@@ -20,6 +20,7 @@ use super::{AppState, accepts::Accepts, answer};
 use crate::downstream::session::{ClientInfo, HostInfo, Session};
 use crate::jsonrpc::{Message, RpcError, codes};
 use crate::mcp::envelope::{self, Declared, Envelope, METHOD_HEADER, NAME_HEADER};
+use crate::mcp::method::Method;
 use crate::telemetry::otel::TraceParent;
 
 /// The request headers the stateless edge reads, found in one pass over the request's few
@@ -152,7 +153,7 @@ fn check(
     let declared = declared.as_ref().map_err(|error| bad(error.clone()))?;
     let (method, params) = (&**method, *params);
     check_headers(sent, declared, method).map_err(bad)?;
-    let listens = method == "subscriptions/listen";
+    let listens = method == Method::Listen.as_str();
     // A call's capabilities are kept as a part of its body, which it holds anyway while it is
     // served; a listen stream's are copied (it may stay open for hours, its body long unused).
     static NOWHERE: Bytes = Bytes::new();
@@ -161,7 +162,7 @@ fn check(
         let error = RpcError::method_not_found(method);
         return Err((StatusCode::NOT_FOUND, error));
     }
-    if method == "tools/call" {
+    if method == Method::ToolsCall.as_str() {
         let sent = |name: &str| -> Vec<&str> {
             (headers.get_all(name).iter())
                 .map(|v| v.to_str().unwrap_or("\u{0}"))

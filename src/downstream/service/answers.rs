@@ -9,6 +9,7 @@ use crate::audit::Outcome;
 use crate::config::Isolation;
 use crate::downstream::session::Session;
 use crate::jsonrpc::{Members, codes, to_raw};
+use crate::mcp::method::Method;
 
 impl HostService {
     /// A notification from a host.
@@ -122,7 +123,7 @@ impl HostService {
             {
                 let params = serde_json::json!({ "uri": original }).to_string();
                 let _ = upstream
-                    .request("resources/unsubscribe", Some(&params), None)
+                    .request(Method::ResourcesUnsubscribe.as_str(), Some(&params), None)
                     .await;
             }
         }

@@ -6,6 +6,7 @@ use super::outcome::Route;
 use super::{Answer, HostRequest, HostService, unknown};
 use crate::jsonrpc::{Members, RpcError, raw_string};
 use crate::mcp::ListKind;
+use crate::mcp::method::Method;
 
 impl HostService {
     /// `completion/complete`: `ref.name` (a prompt) or `ref.uri` (a resource template) names the upstream.
@@ -36,7 +37,7 @@ impl HostService {
         reference.insert(key, &original);
         let reference = reference.to_raw();
         members.insert("ref", &reference);
-        self.forward(host, &upstream, "completion/complete", members, route)
+        self.forward(host, &upstream, Method::Complete, members, route)
             .await
             .map(Answer::Upstream)
     }

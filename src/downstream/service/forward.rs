@@ -3,7 +3,6 @@
 //! which picks the instance that serves it, swaps the host's progress token for ours, makes it
 //! cancellable by the host and ties server requests it causes to this host only.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
@@ -20,6 +19,7 @@ use crate::downstream::session::Session;
 use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, to_raw};
 use crate::mcp::ListKind;
 use crate::mcp::envelope::ENVELOPE_PREFIX;
+use crate::mcp::method::Method;
 use crate::mcp::names::{self, Prefix};
 use crate::router::{AppRoute, Snapshot};
 use crate::telemetry::otel::TraceParent;
@@ -39,7 +39,7 @@ impl HostService {
     pub(super) async fn call_named(
         &self,
         host: &HostRequest,
-        (method, kind): (&str, ListKind),
+        (method, kind): (Method, ListKind),
         name: String,
         members: Members<'_>,
         route: &mut Route,
@@ -140,7 +140,13 @@ impl HostService {
         let original = raw_string(&original);
         members.insert("uri", &original);
         match self
-            .forward_or_resume(host, ("resources/read", &upstream), members, None, route)
+            .forward_or_resume(
+                host,
+                (Method::ResourcesRead, &upstream),
+                members,
+                None,
+                route,
+            )
             .await?
         {
             Reply::Result(result) => Ok(Answer::Result(expose_contents(
@@ -202,7 +208,7 @@ impl HostService {
         &self,
         host: &HostRequest,
         upstream: &UpstreamHandle,
-        method: &str,
+        method: Method,
         members: Members<'_>,
         route: &mut Route,
     ) -> Result<Reply, RpcError> {
@@ -215,7 +221,7 @@ impl HostService {
         &self,
         host: &HostRequest,
         upstream: &UpstreamHandle,
-        method: &str,
+        method: Method,
         mut members: Members<'_>,
         tool: Option<&str>,
         route: &mut Route,
@@ -253,10 +259,9 @@ impl HostService {
                 progress,
                 trace: trace.carried(host),
             };
-            let called = owned_method(method);
             let request = Box::pin(async move {
                 target
-                    .request_within(&called, Some(&params), Some(call), timeout)
+                    .request_within(method.as_str(), Some(&params), Some(call), timeout)
                     .await
             });
             let flight = Rounds::flight(request, caller);
@@ -281,7 +286,7 @@ impl HostService {
         });
         let started = std::time::Instant::now();
         let reply = target
-            .request_within(method, Some(&params), call, timeout)
+            .request_within(method.as_str(), Some(&params), call, timeout)
             .await;
         // The metrics count it once the host's answer is decided (`layers::metrics`).
         route.forwarded = Some(Forwarded {
@@ -298,7 +303,7 @@ impl HostService {
     async fn round(
         &self,
         flight: rounds::Flight,
-        (host, method, upstream): (&HostRequest, &str, &UpstreamHandle),
+        (host, method, upstream): (&HostRequest, Method, &UpstreamHandle),
         route: &mut Route,
     ) -> Result<Reply, RpcError> {
         let bind = || binding(host, method, route, upstream);
@@ -329,7 +334,7 @@ impl HostService {
     pub(super) async fn forward_or_resume(
         &self,
         host: &HostRequest,
-        (method, upstream): (&str, &UpstreamHandle),
+        (method, upstream): (Method, &UpstreamHandle),
         mut members: Members<'_>,
         tool: Option<&str>,
         route: &mut Route,
@@ -364,11 +369,11 @@ impl HostService {
     pub(super) async fn upstream_request(
         &self,
         upstream: &UpstreamHandle,
-        method: &str,
+        method: Method,
         params: &Value,
     ) -> Result<Reply, RpcError> {
         upstream
-            .request(method, Some(&params.to_string()), None)
+            .request(method.as_str(), Some(&params.to_string()), None)
             .await
             .map_err(upstream_error)
     }
@@ -392,29 +397,14 @@ fn several_apps(name: &str, exposed: &[&str]) -> RpcError {
     ))
 }
 
-/// `method` for a call that outlives the borrow of its request: a method a stateless call is
-/// forwarded with is a constant, not copied per call.
-fn owned_method(method: &str) -> Cow<'static, str> {
-    const FORWARDED: [&str; 4] = [
-        "tools/call",
-        "prompts/get",
-        "resources/read",
-        "completion/complete",
-    ];
-    match FORWARDED.iter().find(|m| **m == method) {
-        Some(constant) => Cow::Borrowed(constant),
-        None => Cow::Owned(method.to_owned()),
-    }
-}
-
 /// What a stateless host's call to `upstream` is bound to: its principal, method, exposed name
 /// or URI (as routed) and upstream.
-fn binding(host: &HostRequest, method: &str, route: &Route, upstream: &UpstreamHandle) -> String {
+fn binding(host: &HostRequest, method: Method, route: &Route, upstream: &UpstreamHandle) -> String {
     let target = route.target.as_deref().unwrap_or_default();
     let profile = host.profile().map(|p| p.name.as_str());
     rounds::binding(
         (host.access.principal.as_deref(), profile),
-        method,
+        method.as_str(),
         target,
         upstream.name(),
     )

@@ -18,7 +18,7 @@ pub(super) mod trace;
 
 pub(super) use trace::traceparent_of;
 
-use super::outcome::Outcome;
+use super::outcome::{Asked, Outcome};
 use super::{HostRequest, HostService};
 
 /// The sizes of a request and its answer, for the audit record.
@@ -30,9 +30,17 @@ pub(super) struct Sizes {
 
 impl HostService {
     /// Hands a finished request's outcome to every layer.
-    pub(super) fn report(&self, host: &HostRequest, method: &str, outcome: Outcome, sizes: Sizes) {
-        trace::report(host, method, &outcome);
-        metrics::report(method, &outcome);
-        self.audit_request(host, method, outcome, sizes);
+    pub(super) fn report(
+        &self,
+        host: &HostRequest,
+        asked: Asked<'_>,
+        outcome: Outcome,
+        sizes: Sizes,
+    ) {
+        trace::report(host, asked.as_str(), &outcome);
+        if let Asked::Method(method) = asked {
+            metrics::report(method, &outcome);
+        }
+        self.audit_request(host, asked.as_str(), outcome, sizes);
     }
 }

@@ -8,6 +8,7 @@ use super::forward::Start;
 use super::{Answer, HostRequest, HostService};
 use crate::downstream::tables::instance_key;
 use crate::jsonrpc::{RpcError, to_raw};
+use crate::mcp::method::Method;
 use crate::mcp::{LOG_LEVELS, log_rank};
 use crate::upstream::UpstreamHandle;
 
@@ -74,7 +75,7 @@ impl HostService {
         }
         let params = json!({ "level": LOG_LEVELS[rank] });
         if let Err(e) = self
-            .upstream_request(upstream, "logging/setLevel", &params)
+            .upstream_request(upstream, Method::SetLogLevel, &params)
             .await
         {
             tracing::warn!(upstream = %upstream.name(), error = %e, "Could not set the log level.");

@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 
 use crate::jsonrpc::{Members, RpcError, codes};
 use crate::mcp::ListKind;
+use crate::mcp::method::Method;
 use crate::mcp::version::Version;
 
 use super::listen::Filter;
@@ -91,8 +92,9 @@ pub(super) enum HostMethod<'a> {
         reference_members: Members<'a>,
         members: Members<'a>,
     },
-    /// `tasks/get`, `tasks/result`, `tasks/cancel`: routed by the task id's prefix.
+    /// `tasks/get`, `tasks/result`, `tasks/cancel` (`method`): routed by the task id's prefix.
     Task {
+        method: Method,
         task: String,
         members: Members<'a>,
     },
@@ -109,46 +111,45 @@ pub(super) enum Reference {
 }
 
 impl<'a> HostMethod<'a> {
-    /// Parses `method` and its `params` of a request of `version`; the error is the host's answer
+    /// Parses the params of a request of `method` in `version`; the error is the host's answer
     /// (a method that is not part of the host's revision, missing or malformed params).
     pub(super) fn parse(
-        method: &str,
+        method: Method,
         params: Params<'a>,
         version: Version,
     ) -> Result<Self, RpcError> {
-        if !in_revision(method, version) {
-            return Err(RpcError::method_not_found(method));
+        if !method.exists_in(version) {
+            return Err(RpcError::method_not_found(method.as_str()));
         }
-        let list = |kind, params| {
-            Ok(Self::List {
+        let uri = |params: Params<'a>| {
+            let members = needs(params, "uri")?;
+            let uri = members
+                .string("uri")
+                .ok_or_else(|| RpcError::invalid_params("needs a string `uri`"))?;
+            Ok::<_, RpcError>((uri, members))
+        };
+        if let Some(kind) = method.listing() {
+            return Ok(Self::List {
                 kind,
                 cursor: cursor(params)?,
-            })
-        };
+            });
+        }
         match method {
-            "ping" => Ok(Self::Ping),
-            "server/discover" => Ok(Self::Discover),
-            "subscriptions/listen" => Self::listen(params.raw),
-            "tools/list" => list(ListKind::Tools, params),
-            "prompts/list" => list(ListKind::Prompts, params),
-            "resources/list" => list(ListKind::Resources, params),
-            "resources/templates/list" => list(ListKind::ResourceTemplates, params),
-            "skills/list" => list(ListKind::Skills, params),
-            "skills/get" | "resources/directory/read" => {
-                let members = needs(params, "uri")?;
-                let uri = members
-                    .string("uri")
-                    .ok_or_else(|| RpcError::invalid_params("needs a string `uri`"))?;
-                let directory = method == "resources/directory/read";
+            Method::Ping => Ok(Self::Ping),
+            Method::Discover => Ok(Self::Discover),
+            Method::Listen => Self::listen(params.raw),
+            Method::SkillsGet | Method::ReadDirectory => {
+                let (uri, members) = uri(params)?;
+                let directory = method == Method::ReadDirectory;
                 Ok(Self::ReadSkill {
                     uri,
                     directory,
                     members,
                 })
             }
-            "tools/call" => Self::named(ListKind::Tools, method, params),
-            "prompts/get" => Self::named(ListKind::Prompts, method, params),
-            "resources/read" => {
+            Method::ToolsCall => Self::named(ListKind::Tools, method, params),
+            Method::PromptsGet => Self::named(ListKind::Prompts, method, params),
+            Method::ResourcesRead => {
                 let members = params.members().ok_or_else(|| {
                     RpcError::invalid_params("resources/read needs params with a `uri`")
                 })??;
@@ -157,39 +158,71 @@ impl<'a> HostMethod<'a> {
                 })?;
                 Ok(Self::ReadResource { uri, members })
             }
-            "resources/subscribe" | "resources/unsubscribe" => {
-                let members = needs(params, "uri")?;
-                let uri = members
-                    .string("uri")
-                    .ok_or_else(|| RpcError::invalid_params("needs a string `uri`"))?;
-                let on = method == "resources/subscribe";
+            Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
+                let (uri, _) = uri(params)?;
+                let on = method == Method::ResourcesSubscribe;
                 Ok(Self::Subscribe { uri, on })
             }
-            "logging/setLevel" => {
+            Method::SetLogLevel => {
                 let members = needs(params, "level")?;
                 let level = members
                     .string("level")
                     .ok_or_else(|| RpcError::invalid_params("needs a string `level`"))?;
                 Ok(Self::SetLogLevel { level })
             }
-            "completion/complete" => Self::complete(params),
-            "tasks/get" | "tasks/result" | "tasks/cancel" => {
+            Method::Complete => Self::complete(params),
+            Method::TasksGet | Method::TasksResult | Method::TasksCancel => {
                 let members = needs(params, "taskId")?;
                 let task = members
                     .string("taskId")
                     .ok_or_else(|| RpcError::invalid_params("needs a string `taskId`"))?;
-                Ok(Self::Task { task, members })
+                Ok(Self::Task {
+                    method,
+                    task,
+                    members,
+                })
             }
-            "tasks/list" => Ok(Self::ListTasks),
-            "initialize" => Err(RpcError::new(
+            Method::TasksList => Ok(Self::ListTasks),
+            Method::Initialize => Err(RpcError::new(
                 codes::INVALID_REQUEST,
                 "this session is already initialized",
             )),
-            other => Err(RpcError::method_not_found(other)),
+            // Pages: answered above.
+            Method::ToolsList
+            | Method::PromptsList
+            | Method::ResourcesList
+            | Method::ResourceTemplatesList
+            | Method::SkillsList => Err(RpcError::method_not_found(method.as_str())),
         }
     }
 
-    fn named(kind: ListKind, method: &str, params: Params<'a>) -> Result<Self, RpcError> {
+    /// The method it is a request of.
+    pub(super) fn method(&self) -> Method {
+        match self {
+            Self::Ping => Method::Ping,
+            Self::Discover => Method::Discover,
+            Self::Listen { .. } => Method::Listen,
+            Self::List { kind, .. } => kind.list_method(),
+            Self::CallNamed {
+                kind: ListKind::Prompts,
+                ..
+            } => Method::PromptsGet,
+            Self::CallNamed { .. } => Method::ToolsCall,
+            Self::ReadResource { .. } => Method::ResourcesRead,
+            Self::ReadSkill {
+                directory: true, ..
+            } => Method::ReadDirectory,
+            Self::ReadSkill { .. } => Method::SkillsGet,
+            Self::Subscribe { on: true, .. } => Method::ResourcesSubscribe,
+            Self::Subscribe { .. } => Method::ResourcesUnsubscribe,
+            Self::SetLogLevel { .. } => Method::SetLogLevel,
+            Self::Complete { .. } => Method::Complete,
+            Self::Task { method, .. } => *method,
+            Self::ListTasks => Method::TasksList,
+        }
+    }
+
+    fn named(kind: ListKind, method: Method, params: Params<'a>) -> Result<Self, RpcError> {
         let members = params.members().ok_or_else(|| {
             RpcError::invalid_params(format!("{method} needs params with a `name`"))
         })??;
@@ -269,59 +302,6 @@ impl<'a> HostMethod<'a> {
     }
 }
 
-/// Every request method mcpmux answers, of either era (and of the extensions it routes).
-const METHODS: [&str; 22] = [
-    "initialize",
-    "subscriptions/listen",
-    "ping",
-    "server/discover",
-    "tools/list",
-    "prompts/list",
-    "resources/list",
-    "resources/templates/list",
-    "tools/call",
-    "prompts/get",
-    "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "logging/setLevel",
-    "completion/complete",
-    "tasks/get",
-    "tasks/result",
-    "tasks/cancel",
-    "tasks/list",
-    "skills/list",
-    "skills/get",
-    "resources/directory/read",
-];
-
-/// Whether mcpmux answers `method` in a request of `version`.
-pub(super) fn exists(method: &str, version: Version) -> bool {
-    METHODS.contains(&method) && in_revision(method, version)
-}
-
-/// Whether `method` is part of `version`: 2026-07-28 has `server/discover` and
-/// `subscriptions/listen`, and drops `ping`,
-/// `logging/setLevel`, `resources/(un)subscribe` (a `subscriptions/listen` stream replaces them),
-/// the handshake and the core tasks (now an extension, which mcpmux does not route).
-fn in_revision(method: &str, version: Version) -> bool {
-    const HANDSHAKE_ONLY: [&str; 9] = [
-        "initialize",
-        "ping",
-        "logging/setLevel",
-        "resources/subscribe",
-        "resources/unsubscribe",
-        "tasks/get",
-        "tasks/result",
-        "tasks/cancel",
-        "tasks/list",
-    ];
-    match version.is_modern() {
-        true => !HANDSHAKE_ONLY.contains(&method),
-        false => !matches!(method, "server/discover" | "subscriptions/listen"),
-    }
-}
-
 /// The params' members, which must include `key`.
 fn needs<'a>(params: Params<'a>, key: &str) -> Result<Members<'a>, RpcError> {
     params
@@ -347,9 +327,19 @@ mod tests {
     use super::*;
     use crate::jsonrpc::raw;
 
+    /// A request of the method named `name` parsed, as the service does.
+    fn host_method<'a>(
+        name: &str,
+        params: Params<'a>,
+        version: Version,
+    ) -> Result<HostMethod<'a>, RpcError> {
+        let method = Method::parse(name).ok_or_else(|| RpcError::method_not_found(name))?;
+        HostMethod::parse(method, params, version)
+    }
+
     fn parse(method: &str, params: &str) -> Result<String, RpcError> {
         let params = raw(params.to_owned());
-        HostMethod::parse(method, Some(&*params).into(), Version::LATEST).map(|m| format!("{m:?}"))
+        host_method(method, Some(&*params).into(), Version::LATEST).map(|m| format!("{m:?}"))
     }
 
     #[test]
@@ -371,8 +361,8 @@ mod tests {
         )
         .unwrap();
         assert!(complete.contains("Prompt(\"a__p\")"), "{complete}");
-        assert!(HostMethod::parse("tasks/list", Params::default(), Version::LATEST).is_ok());
-        assert!(HostMethod::parse("ping", Params::default(), Version::LATEST).is_ok());
+        assert!(host_method("tasks/list", Params::default(), Version::LATEST).is_ok());
+        assert!(host_method("ping", Params::default(), Version::LATEST).is_ok());
     }
 
     #[test]
@@ -384,7 +374,7 @@ mod tests {
                 raw: Some(params.get()),
                 read: Some(members),
             };
-            HostMethod::parse(method, given, Version::MODERN).map(|m| format!("{m:?}"))
+            host_method(method, given, Version::MODERN).map(|m| format!("{m:?}"))
         };
         for (method, text) in [
             ("tools/call", r#"{"name":"a__echo","arguments":{}}"#),
@@ -403,8 +393,7 @@ mod tests {
 
     #[test]
     fn what_is_missing_is_named_in_the_error() {
-        let missing =
-            HostMethod::parse("tools/call", Params::default(), Version::LATEST).unwrap_err();
+        let missing = host_method("tools/call", Params::default(), Version::LATEST).unwrap_err();
         assert_eq!(missing.message, "tools/call needs params with a `name`");
         let no_name = parse("prompts/get", r#"{"arguments":{}}"#).unwrap_err();
         assert_eq!(no_name.message, "prompts/get needs a string `name`");
@@ -418,11 +407,9 @@ mod tests {
             "{}",
             cursor.message
         );
-        let again =
-            HostMethod::parse("initialize", Params::default(), Version::LATEST).unwrap_err();
+        let again = host_method("initialize", Params::default(), Version::LATEST).unwrap_err();
         assert_eq!(again.code, codes::INVALID_REQUEST);
-        let unknown =
-            HostMethod::parse("tools/unknown", Params::default(), Version::LATEST).unwrap_err();
+        let unknown = host_method("tools/unknown", Params::default(), Version::LATEST).unwrap_err();
         assert_eq!(unknown.code, codes::METHOD_NOT_FOUND);
     }
 
@@ -430,7 +417,7 @@ mod tests {
     fn each_revision_has_its_own_methods() {
         let modern = Version::MODERN;
         assert!(matches!(
-            HostMethod::parse("server/discover", Params::default(), modern),
+            host_method("server/discover", Params::default(), modern),
             Ok(HostMethod::Discover)
         ));
         for gone in [
@@ -440,11 +427,11 @@ mod tests {
             "initialize",
             "tasks/list",
         ] {
-            let error = HostMethod::parse(gone, Params::default(), modern).unwrap_err();
+            let error = host_method(gone, Params::default(), modern).unwrap_err();
             assert_eq!(error.code, codes::METHOD_NOT_FOUND, "{gone}");
         }
         let legacy =
-            HostMethod::parse("server/discover", Params::default(), Version::LATEST).unwrap_err();
+            host_method("server/discover", Params::default(), Version::LATEST).unwrap_err();
         assert_eq!(legacy.code, codes::METHOD_NOT_FOUND);
     }
 }

@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use super::Answer;
 use crate::config::Redaction;
 use crate::jsonrpc::{Needle, RpcError};
+use crate::mcp::method::Method;
 use crate::upstream::{Reply, UpstreamHandle};
 
 /// What routing learned about a request, as its handler goes.
@@ -53,6 +54,23 @@ impl Route {
     }
 }
 
+/// What a host asked for: a method mcpmux serves, or (refused) the name of one it does not.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Asked<'a> {
+    Method(Method),
+    Unknown(&'a str),
+}
+
+impl Asked<'_> {
+    /// The method's name, as the host sent it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Method(method) => method.as_str(),
+            Self::Unknown(name) => name,
+        }
+    }
+}
+
 /// What a request came to.
 #[derive(Debug)]
 pub(super) struct Outcome {
@@ -69,7 +87,7 @@ impl Outcome {
     /// Decides the outcome of `answer` to `method`; a tool result's `isError` is read only with
     /// `tool_errors` (the audit log wants it, nothing else does).
     pub fn of(
-        method: &str,
+        asked: Asked<'_>,
         answer: &Result<Answer, RpcError>,
         route: Route,
         started: Instant,
@@ -89,7 +107,7 @@ impl Outcome {
             Ok(Answer::Result(result) | Answer::Upstream(Reply::Result(result))) => {
                 // Only a result that mentions `isError` is parsed to read it.
                 let tool_error = tool_errors
-                    && method == "tools/call"
+                    && matches!(asked, Asked::Method(Method::ToolsCall))
                     && IS_ERROR.is_in(result.get())
                     && serde_json::from_str::<ToolResult>(result.get()).is_ok_and(|r| r.is_error);
                 (None, tool_error)
@@ -122,18 +140,24 @@ mod tests {
     use super::*;
     use crate::jsonrpc::{codes, raw};
 
-    fn of(method: &str, answer: Result<Answer, RpcError>) -> Outcome {
-        Outcome::of(method, &answer, Route::default(), Instant::now(), true)
+    fn of(method: Method, answer: Result<Answer, RpcError>) -> Outcome {
+        Outcome::of(
+            Asked::Method(method),
+            &answer,
+            Route::default(),
+            Instant::now(),
+            true,
+        )
     }
 
     #[test]
     fn an_error_is_its_code_whoever_answered_it() {
-        let ours = of("tools/call", Err(RpcError::invalid_params("no")));
+        let ours = of(Method::ToolsCall, Err(RpcError::invalid_params("no")));
         assert_eq!(ours.code, Some(codes::INVALID_PARAMS));
         let theirs = Answer::Upstream(Reply::Error(raw(
             r#"{"code":-32001,"message":"x"}"#.to_owned()
         )));
-        let theirs = of("tools/call", Ok(theirs));
+        let theirs = of(Method::ToolsCall, Ok(theirs));
         assert_eq!(theirs.code, Some(-32001));
         assert!(theirs.failed());
     }
@@ -141,14 +165,14 @@ mod tests {
     #[test]
     fn a_tool_error_is_a_result_not_a_failure() {
         let result = raw(r#"{"content":[],"isError":true}"#.to_owned());
-        let outcome = of("tools/call", Ok(Answer::Result(result)));
+        let outcome = of(Method::ToolsCall, Ok(Answer::Result(result)));
         assert!(outcome.tool_error && !outcome.failed());
         let prompt = raw(r#"{"messages":[],"isError":true}"#.to_owned());
-        assert!(!of("prompts/get", Ok(Answer::Result(prompt))).tool_error);
+        assert!(!of(Method::PromptsGet, Ok(Answer::Result(prompt))).tool_error);
         let unread = raw(r#"{"isError":true}"#.to_owned());
         let answer = Ok(Answer::Upstream(Reply::Result(unread)));
         let outcome = Outcome::of(
-            "tools/call",
+            Asked::Method(Method::ToolsCall),
             &answer,
             Route::default(),
             Instant::now(),

@@ -13,6 +13,7 @@ use super::{Answer, HostRequest, HostService, internal, layers};
 use crate::config::{Profile, SearchMode};
 use crate::jsonrpc::{Members, RpcError, to_raw};
 use crate::mcp::ListKind;
+use crate::mcp::method::Method;
 use crate::router::search::MAX_QUERY_BYTES;
 use crate::router::search_mode::{DEFAULT_LIMIT, MAX_LIMIT};
 
@@ -111,7 +112,7 @@ impl HostService {
     pub(super) async fn call_found(
         &self,
         host: &HostRequest,
-        (method, kind): (&str, ListKind),
+        (method, kind): (Method, ListKind),
         call_tool: String,
         members: Members<'_>,
         route: &mut Route,

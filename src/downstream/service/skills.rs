@@ -9,6 +9,7 @@ use super::outcome::Route;
 use super::{Answer, HostRequest, HostService};
 use crate::jsonrpc::{Members, RpcError, raw_string};
 use crate::mcp::ListKind;
+use crate::mcp::method::Method;
 use crate::mcp::names::{self, Prefix};
 use crate::mcp::skills;
 use crate::upstream::Reply;
@@ -22,10 +23,9 @@ impl HostService {
         members: Members<'_>,
         route: &mut Route,
     ) -> Result<Answer, RpcError> {
-        let method = if directory {
-            skills::READ_DIRECTORY
-        } else {
-            skills::GET
+        let method = match directory {
+            true => Method::ReadDirectory,
+            false => Method::SkillsGet,
         };
         let mut members = members;
         let not_found = || match directory {

@@ -8,6 +8,7 @@ use super::forward::Start;
 use super::outcome::Route;
 use super::{Answer, HostRequest, HostService, upstream_error};
 use crate::jsonrpc::{RpcError, to_raw};
+use crate::mcp::method::Method;
 use crate::mcp::{ListKind, names};
 use crate::upstream::Reply;
 
@@ -42,7 +43,11 @@ impl HostService {
                     return Ok(Answer::Result(to_raw(&json!({}))));
                 }
                 let outcome = self
-                    .upstream_request(&target, "resources/subscribe", &json!({ "uri": original }))
+                    .upstream_request(
+                        &target,
+                        Method::ResourcesSubscribe,
+                        &json!({ "uri": original }),
+                    )
                     .await;
                 if !matches!(outcome, Ok(Reply::Result(_))) {
                     session.tables().subscriptions.remove(&uri);
@@ -58,7 +63,7 @@ impl HostService {
             } else {
                 self.upstream_request(
                     &target,
-                    "resources/unsubscribe",
+                    Method::ResourcesUnsubscribe,
                     &json!({ "uri": original }),
                 )
                 .await?;

@@ -9,6 +9,7 @@ use super::forward::Start;
 use super::outcome::Route;
 use super::{Answer, HostRequest, HostService, internal};
 use crate::jsonrpc::{Members, RpcError, raw_string, to_raw};
+use crate::mcp::method::Method;
 use crate::mcp::names;
 use crate::upstream::{Reply, UpstreamHandle};
 
@@ -37,7 +38,7 @@ impl HostService {
     pub(super) async fn task_request(
         &self,
         host: &HostRequest,
-        method: &str,
+        method: Method,
         (task, members): (String, Members<'_>),
         route: &mut Route,
     ) -> Result<Answer, RpcError> {
@@ -91,7 +92,9 @@ impl HostService {
                 let params = cursor
                     .as_ref()
                     .map_or(json!({}), |c| json!({ "cursor": c }));
-                let value: Value = match self.upstream_request(&target, "tasks/list", &params).await
+                let value: Value = match self
+                    .upstream_request(&target, Method::TasksList, &params)
+                    .await
                 {
                     Ok(Reply::Result(result)) => {
                         serde_json::from_str(result.get()).map_err(internal)?

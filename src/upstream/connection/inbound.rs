@@ -13,6 +13,7 @@ use crate::jsonrpc::{
     response_line,
 };
 use crate::mcp::ListKind;
+use crate::mcp::method::Method;
 use crate::upstream::error::Reply;
 use crate::upstream::transport::Inbound;
 
@@ -86,7 +87,7 @@ impl Connection {
         params: Option<&RawValue>,
         on_stream_of: Option<u64>,
     ) {
-        if method == "ping" {
+        if method == Method::Ping.as_str() {
             self.send_answer(response_line(id, &raw("{}".to_owned())));
             return;
         }

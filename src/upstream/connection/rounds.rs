@@ -15,6 +15,7 @@ use tokio::sync::oneshot;
 use super::caller::{Caller, ReplyTo, ServerRequestReply};
 use super::{CallContext, Connection};
 use crate::jsonrpc::{RpcError, codes, to_raw};
+use crate::mcp::method::Method;
 use crate::upstream::error::{Reply, UpstreamError};
 use crate::upstream::modern::{self, Declared, InputRequired};
 use crate::upstream::transport::Modern;
@@ -90,7 +91,7 @@ impl Connection {
         tool: Option<&str>,
         params: &str,
     ) -> Vec<(String, String)> {
-        let (Some(tool), "tools/call") = (tool, method) else {
+        let (Some(tool), true) = (tool, method == Method::ToolsCall.as_str()) else {
             return Vec::new();
         };
         let headers = crate::sync::lock(&self.param_headers).get(tool).cloned();

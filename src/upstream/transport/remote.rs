@@ -45,6 +45,7 @@ use super::Inbound;
 use super::{Diagnostics, Link, Outgoing, Teardown};
 use crate::config::{RemoteConfig, RemoteKind};
 use crate::jsonrpc::{Received, RpcError, codes};
+use crate::mcp::method::Method;
 use crate::sync::lock;
 use crate::upstream::error::{Closed, StartError};
 
@@ -169,7 +170,7 @@ impl Shared {
     /// flight fails with why. A failed health ping trips it at once.
     pub async fn failed(&self, out: &Outgoing, why: String) {
         self.note(why.clone());
-        if out.is_request("ping") {
+        if out.is_request(Method::Ping.as_str()) {
             let why = format!("its health ping failed: {why}");
             return self.close(Closed::Io(why)).await;
         }
@@ -449,7 +450,7 @@ async fn post(shared: &Arc<Shared>, message: Outgoing) {
     match shared.mode() {
         Mode::Legacy(endpoint) => legacy::post(shared, &endpoint, message).await,
         Mode::Streamable(session) => {
-            let probe = message.is("server/discover");
+            let probe = message.is(Method::Discover.as_str());
             let _ = streamable::post(shared, &session, message, false).await;
             if probe {
                 shared.note_era(&session);
@@ -457,7 +458,7 @@ async fn post(shared: &Arc<Shared>, message: Outgoing) {
         }
         // The probe decides the era, not the transport: a server that refuses it may still speak
         // Streamable HTTP (with the handshake) or the legacy transport.
-        Mode::Auto if message.is("server/discover") => {
+        Mode::Auto if message.is(Method::Discover.as_str()) => {
             let session = streamable::Session::default();
             let _ = streamable::post(shared, &session, message, false).await;
             if session.is_modern() {

@@ -3,8 +3,9 @@
 //! series behind `/metrics`, and the OTLP histogram when telemetry is exported).
 
 use super::super::outcome::Outcome;
+use crate::mcp::method::Method;
 
-pub(super) fn report(method: &str, outcome: &Outcome) {
+pub(super) fn report(method: Method, outcome: &Outcome) {
     let Some(forwarded) = &outcome.route.forwarded else {
         return;
     };

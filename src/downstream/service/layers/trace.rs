@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use super::super::HostRequest;
 use super::super::outcome::Outcome;
+use crate::mcp::method::Method;
 use crate::telemetry::otel::{TraceParent, UpstreamSpan};
 
 /// The trace a forwarded request continues upstream.
@@ -20,13 +21,13 @@ pub(in super::super) struct UpstreamTrace {
 /// else the host's own (already in `_meta`, unless it came in HTTP headers: then it is written).
 pub(in super::super) fn upstream(
     host: &HostRequest,
-    method: &str,
+    method: Method,
     tool: Option<&str>,
     upstream: &str,
 ) -> UpstreamTrace {
     match (crate::telemetry::otel::tracer(), host.span.get()) {
         (Some(tracer), Some(span)) => {
-            let (child, trace) = span.child(tracer, method, tool, upstream);
+            let (child, trace) = span.child(tracer, method.as_str(), tool, upstream);
             UpstreamTrace {
                 span: Some(child),
                 meta: Some(trace),

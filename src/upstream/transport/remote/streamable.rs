@@ -34,6 +34,7 @@ use crate::oauth::Challenge;
 use crate::sync::lock;
 use crate::upstream::error::Closed;
 
+use crate::mcp::method::Method;
 use crate::mcp::{SESSION_HEADER, VERSION_HEADER};
 /// Longest wait for the GET stream before `notifications/initialized` goes anyway.
 const STREAM_WAIT: Duration = Duration::from_secs(5);
@@ -145,7 +146,7 @@ pub(super) async fn post(
     // The message's text goes into the body (kept, shared rather than copied, should it be sent
     // again); what the transport needs of it stays beside.
     let payload = Bytes::from(std::mem::take(&mut message.bytes));
-    let initialize = message.is("initialize");
+    let initialize = message.is(Method::Initialize.as_str());
     if let (true, Some(id)) = (initialize, message.id) {
         *lock(&session.0.opening) = Some((id, payload.clone()));
     }
@@ -163,7 +164,8 @@ pub(super) async fn post(
             request = request.header(SESSION_HEADER, id);
         }
         let version = session.version();
-        let modern = version.as_ref().is_some_and(is_modern) || message.is("server/discover");
+        let modern =
+            version.as_ref().is_some_and(is_modern) || message.is(Method::Discover.as_str());
         if modern {
             request = modern_headers(request, &message);
         } else if let Some(version) = version {
@@ -189,7 +191,7 @@ pub(super) async fn post(
         };
         let status = response.status();
         // The answers that say which protocol version the session speaks.
-        let reading = match initialize || message.is("server/discover") {
+        let reading = match initialize || message.is(Method::Discover.as_str()) {
             true => Reading::Opening,
             false => Reading::Answer,
         };
@@ -214,7 +216,7 @@ pub(super) async fn post(
         // handshake-era server wants its session) is answered by a refusal that names no modern
         // error.
         let refusal = status.is_client_error() && !matches!(status.as_u16(), 401 | 403);
-        let probe = message.is("server/discover");
+        let probe = message.is(Method::Discover.as_str());
         let forgotten = sent_id.is_some() && forgot_session(status, &body);
         if let (Some(id), true, false) = (message.id, refusal, forgotten) {
             let error = error.or_else(|| {
@@ -302,7 +304,7 @@ async fn answered(
     response: reqwest::Response,
     reading: Reading,
 ) {
-    let initialize = message.is("initialize");
+    let initialize = message.is(Method::Initialize.as_str());
     let answered = match read_answer(shared, session, response, message.id, reading).await {
         Ok(answered) => answered,
         Err(bad) => {
