@@ -31,7 +31,7 @@ use axum::routing::{get, post};
 use futures_util::Stream;
 use serde_json::value::RawValue;
 
-use super::service::{HostRequest, HostService};
+use super::service::{HostService, RequestCx, Who};
 use super::session::Session;
 use super::stream::request_stream;
 use crate::config::ServerConfig;
@@ -297,7 +297,7 @@ async fn post_message(
                 let service = Arc::clone(&state.service);
                 let trace = TraceParent::from_headers(&headers);
                 let ok = |_: &str| StatusCode::OK;
-                answer(service, (session, trace), posted, accepts, ok).await
+                answer(service, (Who::Session(session), trace), posted, accepts, ok).await
             }
             Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
         },
@@ -341,7 +341,7 @@ fn accept(service: &HostService, session: &Session, message: &Message<'_>) {
 /// 400), told from what follows the id in its line (`,"result":…` or `,"error":…`).
 async fn answer(
     service: Arc<HostService>,
-    (session, trace): (Arc<Session>, Option<TraceParent>),
+    (who, trace): (Who, Option<TraceParent>),
     posted: Posted,
     accepts: Accepts,
     status: fn(&str) -> StatusCode,
@@ -356,11 +356,11 @@ async fn answer(
     let after_id = r#"{"jsonrpc":"2.0","id":"#.len() + id.get().len();
     // The params are looked into for a trace context unless their `_meta` is known to hold none.
     let traced = params.filter(|_| !posted.meta_is_envelope());
-    let host = HostRequest::new(session, id.to_owned(), sink, traced, trace);
+    let cx = RequestCx::new(who, id.to_owned(), sink, traced, trace);
     // The future takes the body along: the handler is given the params where the edge read them.
     let mut answer = Box::pin(async move {
         match posted.handled() {
-            Some((method, params)) => service.request(&host, method, params).await,
+            Some((method, params)) => service.request(&cx, method, params).await,
             None => String::new(),
         }
     });
@@ -471,8 +471,8 @@ async fn handle_batch(
             }
             Ok(Message::Request { id, method, params }) => {
                 let trace = TraceParent::from_headers(headers);
-                let host = HostRequest::new(
-                    Arc::clone(&session),
+                let cx = RequestCx::new(
+                    Who::Session(Arc::clone(&session)),
                     id.to_owned(),
                     None,
                     params.map(RawValue::get),
@@ -482,7 +482,7 @@ async fn handle_batch(
                 let service = &state.service;
                 answers.push(async move {
                     service
-                        .request(&host, &method, params.as_deref().into())
+                        .request(&cx, &method, params.as_deref().into())
                         .await
                 });
             }

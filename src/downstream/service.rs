@@ -48,6 +48,7 @@ use serde_json::value::RawValue;
 use tracing::Instrument;
 
 use super::delivery::Delivery;
+use super::principal::Access;
 use super::session::{HostInfo, Session};
 use super::stream::Sink;
 use crate::audit::AuditHandle;
@@ -116,38 +117,43 @@ impl Limits {
     }
 }
 
-/// What one request carries, apart from the session state it belongs to: who is asking, and
-/// the trace it continues. (What the host declared is its session's: negotiated once in the
-/// handshake era, and, for a stateless request, brought by the request itself.)
+/// Whose request it is: a handshake-era session's, or a stateless (2026-07-28) host's, which
+/// brings what it declares and is admitted with each request.
 #[derive(Debug)]
-pub struct RequestContext {
-    /// The principal the request was authenticated as (`None` while hosts are anonymous).
-    pub principal: Option<Arc<str>>,
-    /// The W3C trace context the request carried in `params._meta` (or, failing that, its HTTP
-    /// headers), if any.
-    pub trace: Option<crate::telemetry::otel::TraceParent>,
+pub enum Who {
+    Session(Arc<Session>),
+    Stateless {
+        host: Arc<HostInfo>,
+        access: Arc<Access>,
+    },
 }
 
-/// One host request: its context, its session, the id it came under, and its response stream
-/// (for messages that belong to it before its answer).
+/// One host request: the id it came under, what its host declared, who is asking and what they
+/// see, the trace it continues, its response stream (for what belongs to it before its answer)
+/// and, in the handshake era, its session.
 #[derive(Debug)]
-pub struct HostRequest {
-    pub ctx: RequestContext,
-    pub session: Arc<Session>,
+pub struct RequestCx {
     pub id: Box<RawValue>,
+    /// What the host declared: at its session's `initialize`, or in this request's envelope.
+    pub host: Arc<HostInfo>,
+    /// Who is asking and the profile they see, read once as the request began (a reload may
+    /// change a session's meanwhile).
+    pub access: Arc<Access>,
+    /// The W3C trace context it carried in `params._meta` (or, failing that, its HTTP headers).
+    pub trace: Option<TraceParent>,
     pub sink: Option<Sink>,
+    /// The session it belongs to; `None`: a stateless request, which belongs to none.
+    pub session: Option<Arc<Session>>,
     /// Its span, when traces are exported.
     span: std::sync::OnceLock<HostSpan>,
-    /// The session's access as the request began (read once: a reload may change it meanwhile).
-    access: Arc<crate::downstream::Access>,
 }
 
-impl HostRequest {
-    /// A request whose trace context is looked for in `params._meta` (`None`: it is known to
-    /// carry none there); `headers_trace` is the trace context of its HTTP headers, used when
-    /// `params._meta` carries none.
+impl RequestCx {
+    /// A request of `who` under `id`, whose trace context is looked for in `params._meta`
+    /// (`None`: it is known to carry none there); `headers_trace` is the trace context of its
+    /// HTTP headers, used when `params._meta` carries none.
     pub fn new(
-        session: Arc<Session>,
+        who: Who,
         id: Box<RawValue>,
         sink: Option<Sink>,
         params: Option<&str>,
@@ -158,23 +164,52 @@ impl HostRequest {
             .filter(|p| TRACEPARENT.is_in(p))
             .and_then(layers::traceparent_of)
             .or(headers_trace);
-        let access = session.access();
+        let (host, access, session) = match who {
+            Who::Session(session) => (Arc::clone(&session.host), session.access(), Some(session)),
+            Who::Stateless { host, access } => (host, access, None),
+        };
         Self {
-            ctx: RequestContext {
-                principal: (access.principal.as_ref()).map(|p| Arc::clone(&p.name)),
-                trace,
-            },
-            session,
             id,
-            sink,
-            span: std::sync::OnceLock::new(),
+            host,
             access,
+            trace,
+            sink,
+            session,
+            span: std::sync::OnceLock::new(),
         }
     }
 
     /// The profile the request sees (`None`: the whole catalog).
     pub fn profile(&self) -> Option<&crate::config::Profile> {
         self.access.profile.as_deref()
+    }
+
+    /// The principal it was authenticated as (`None` while hosts are anonymous).
+    pub fn principal(&self) -> Option<&str> {
+        self.access.principal.as_ref().map(|p| &*p.name)
+    }
+
+    /// The session of a method only a session has (the handshake era's own): never missing, as
+    /// the parse refuses those methods to a stateless request.
+    fn own_session(&self) -> Result<&Arc<Session>, RpcError> {
+        self.session
+            .as_ref()
+            .ok_or_else(|| RpcError::new(codes::INVALID_REQUEST, "this method needs a session"))
+    }
+
+    /// Whose instances of a per-session upstream serve it: its session's, or — a stateless
+    /// request has none — its principal's and profile's (what stays the same from one of its
+    /// host's requests to the next). Never a session id for a stateless request.
+    /// (Borrowed for a session, owned for a stateless request.)
+    fn instance_key(&self) -> std::borrow::Cow<'_, str> {
+        match &self.session {
+            Some(session) => std::borrow::Cow::Borrowed(&session.id),
+            None => std::borrow::Cow::Owned(format!(
+                "stateless {}/{}",
+                self.principal().unwrap_or("(anyone)"),
+                self.profile().map_or("(all)", |p| p.name.as_str())
+            )),
+        }
     }
 }
 
@@ -284,23 +319,24 @@ impl HostService {
     }
 
     /// Handles one request of an initialized session; returns the response line.
-    pub async fn request(&self, host: &HostRequest, method: &str, params: Params<'_>) -> String {
+    pub async fn request(&self, cx: &RequestCx, method: &str, params: Params<'_>) -> String {
         if let Some(tracer) = crate::telemetry::otel::tracer() {
-            let who = (host.session.id.as_str(), host.session.host.version.as_str());
-            let span = HostSpan::start(tracer, method, host.ctx.trace.as_ref(), who);
-            let _ = host.span.set(span);
+            let session = cx.session.as_ref().map(|s| s.id.as_str());
+            let who = (session, cx.host.version.as_str());
+            let span = HostSpan::start(tracer, method, cx.trace.as_ref(), who);
+            let _ = cx.span.set(span);
         }
         // Debug level: at the default level the span costs nothing.
         let span = tracing::debug_span!(
             "host_request",
-            session = %host.session.id,
+            session = cx.session.as_ref().map_or("", |s| s.id.as_str()),
             method,
             target = tracing::field::Empty,
         );
-        self.dispatch(host, method, params).instrument(span).await
+        self.dispatch(cx, method, params).instrument(span).await
     }
 
-    async fn dispatch(&self, host: &HostRequest, name: &str, params: Params<'_>) -> String {
+    async fn dispatch(&self, cx: &RequestCx, name: &str, params: Params<'_>) -> String {
         let started = std::time::Instant::now();
         let too_deep = (params.raw).is_some_and(|p| nests_deeper_than(p, MAX_DEPTH));
         let request_bytes = params.raw.map_or(0, str::len);
@@ -308,9 +344,9 @@ impl HostService {
         // retry that continues a call parked for its input is not refused for that call's slot.
         let continues = || {
             static STATE: crate::jsonrpc::Needle = crate::jsonrpc::Needle::new("\"requestState\"");
-            host.session.is_stateless() && params.raw.is_some_and(|p| STATE.is_in(p))
+            cx.session.is_none() && params.raw.is_some_and(|p| STATE.is_in(p))
         };
-        let admitted = (host.access.principal.as_ref())
+        let admitted = (cx.access.principal.as_ref())
             .map(|p| p.admit(continues))
             .transpose();
         let mut route = Route::default();
@@ -327,21 +363,21 @@ impl HostService {
             )),
             (Ok(_admitted), None) => Err(RpcError::method_not_found(name)),
             (Ok(_admitted), Some(method)) => {
-                let version = host.session.host.version;
+                let version = cx.host.version;
                 match HostMethod::parse(method, params, version) {
                     Ok(parsed) if version.is_modern() => {
-                        fit = Some(modern::Fit::of(&parsed, host, |kind| {
-                            self.router.view(host.profile()).ttl_ms(kind)
+                        fit = Some(modern::Fit::of(&parsed, cx, |kind| {
+                            self.router.view(cx.profile()).ttl_ms(kind)
                         }));
-                        let answer = self.handle(host, parsed, &mut route).await;
+                        let answer = self.handle(cx, parsed, &mut route).await;
                         modern::Fit::errors(answer)
                     }
-                    Ok(parsed) => self.handle(host, parsed, &mut route).await,
+                    Ok(parsed) => self.handle(cx, parsed, &mut route).await,
                     Err(error) => Err(error),
                 }
             }
         };
-        let id = &host.id;
+        let id = &cx.id;
         let line = match &answer {
             Ok(Answer::Result(result) | Answer::Upstream(Reply::Result(result))) => match fit {
                 Some(fit) => fit.response_line(id, result, route.interim),
@@ -358,74 +394,68 @@ impl HostService {
             request: request_bytes,
             response: line.len(),
         };
-        self.report(host, asked, outcome, sizes);
+        self.report(cx, asked, outcome, sizes);
         line
     }
 
     /// What the request answers, by method family.
     async fn handle(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         method: HostMethod<'_>,
         route: &mut Route,
     ) -> Result<Answer, RpcError> {
         let name = method.method();
         match method {
             HostMethod::Ping => Ok(Answer::Result(to_raw(&json!({})))),
-            HostMethod::Discover => self.discover(host).await,
+            HostMethod::Discover => self.discover(cx).await,
             // A stream, which the transport serves through [`HostService::listen`].
             HostMethod::Listen { .. } => Err(RpcError::new(
                 codes::INVALID_REQUEST,
                 "subscriptions/listen is answered with an event stream; send it accepting text/event-stream",
             )),
-            HostMethod::List { kind, cursor } => self.list(host, kind, cursor),
+            HostMethod::List { kind, cursor } => self.list(cx, kind, cursor),
             HostMethod::CallNamed {
                 kind,
                 name: target,
                 members,
-            } => match search::MetaTool::named(host.profile(), kind, &target) {
+            } => match search::MetaTool::named(cx.profile(), kind, &target) {
                 None => {
-                    self.call_named(host, (name, kind), target, members, route)
+                    self.call_named(cx, (name, kind), target, members, route)
                         .await
                 }
                 Some(search::MetaTool::Search) => {
-                    self.search_tools(host, target, &members, route).await
+                    self.search_tools(cx, target, &members, route).await
                 }
                 Some(search::MetaTool::Call) => {
-                    self.call_found(host, (name, kind), target, members, route)
+                    self.call_found(cx, (name, kind), target, members, route)
                         .await
                 }
             },
             HostMethod::ReadResource { uri, members } => {
-                self.read_resource(host, uri, members, route).await
+                self.read_resource(cx, uri, members, route).await
             }
             HostMethod::ReadSkill {
                 uri,
                 directory,
                 members,
-            } => {
-                self.read_skill(host, (uri, directory), members, route)
-                    .await
-            }
-            HostMethod::Subscribe { uri, on } => self.subscribe(host, uri, on, route).await,
-            HostMethod::SetLogLevel { level } => self.set_log_level(host, level).await,
+            } => self.read_skill(cx, (uri, directory), members, route).await,
+            HostMethod::Subscribe { uri, on } => self.subscribe(cx, uri, on, route).await,
+            HostMethod::SetLogLevel { level } => self.set_log_level(cx, level).await,
             HostMethod::Complete {
                 reference,
                 reference_members,
                 members,
             } => {
-                self.complete(host, (reference, reference_members, members), route)
+                self.complete(cx, (reference, reference_members, members), route)
                     .await
             }
             HostMethod::Task {
                 method,
                 task,
                 members,
-            } => {
-                self.task_request(host, method, (task, members), route)
-                    .await
-            }
-            HostMethod::ListTasks => self.list_tasks(host).await,
+            } => self.task_request(cx, method, (task, members), route).await,
+            HostMethod::ListTasks => self.list_tasks(cx).await,
         }
     }
 }

@@ -106,58 +106,34 @@ impl HostInfo {
     }
 }
 
-/// One host connection.
+/// One handshake-era host session (or the session a 2026-07-28 listen stream's resource
+/// subscriptions live in). A stateless request has none: its context says what its host
+/// declared ([`crate::downstream::service::RequestCx`]).
 #[derive(Debug)]
 pub struct Session {
     pub id: String,
-    /// What the host declared: at `initialize`, or with the one stateless request it serves.
-    pub host: HostInfo,
+    /// What the host declared at `initialize`.
+    pub host: Arc<HostInfo>,
     /// Who opened it and the profile it sees; only the same access may use it. A reload that
     /// changes the host or the profile gives the session the new one.
-    access: Granted,
+    access: arc_swap::ArcSwap<super::Access>,
     /// When it was opened.
     pub opened: Instant,
     /// Milliseconds since the store's epoch when the host last used this session.
     last_seen: AtomicU64,
-    /// Messages for the host that belong to no open request stream (`None`: a stateless
-    /// request's, which has no stream of its own to hold them for; they are dropped).
-    outbox: Option<mpsc::Sender<String>>,
+    /// Messages for the host that belong to no open request stream.
+    outbox: mpsc::Sender<String>,
     /// The receiving end, while no event stream has it.
     outbox_rx: Mutex<Option<mpsc::Receiver<String>>>,
     /// Whether an event stream is attached (an attached session never idles out).
     streaming: AtomicBool,
-    /// Made on first use: a stateless request's session never uses them.
+    /// Made on first use.
     tables: OnceLock<Mutex<SessionTables>>,
     next_server_request: AtomicU64,
-    /// Cancelled when the session ends, so its event streams end too (`None`: a stateless
-    /// request's, which is in no store and never ends that way).
-    closed: Option<CancellationToken>,
+    /// Cancelled when the session ends, so its event streams end too.
+    closed: CancellationToken,
     /// Requests of this session being served upstream now.
     in_flight: AtomicUsize,
-}
-
-/// A session's access: swapped by a reload for a session in the store, fixed for the one
-/// request a stateless session lives for (no swap to pay for on each request).
-#[derive(Debug)]
-enum Granted {
-    Swappable(arc_swap::ArcSwap<super::Access>),
-    Fixed(Arc<super::Access>),
-}
-
-impl Granted {
-    fn full(&self) -> Arc<super::Access> {
-        match self {
-            Self::Swappable(access) => access.load_full(),
-            Self::Fixed(access) => Arc::clone(access),
-        }
-    }
-
-    fn read<T>(&self, f: impl FnOnce(&super::Access) -> T) -> T {
-        match self {
-            Self::Swappable(access) => f(&access.load()),
-            Self::Fixed(access) => f(access),
-        }
-    }
 }
 
 /// One of a session's in-flight slots, given back when dropped.
@@ -193,84 +169,43 @@ pub(super) struct SessionTables {
 }
 
 impl Session {
-    fn new(
-        id: String,
-        host: HostInfo,
-        access: Granted,
-        (outbox, rx): (Option<mpsc::Sender<String>>, Option<mpsc::Receiver<String>>),
-        (now_ms, closed): (u64, Option<CancellationToken>),
-    ) -> Self {
+    fn new(id: String, host: HostInfo, access: super::Access, now_ms: u64) -> Self {
+        let (outbox, rx) = mpsc::channel(OUTBOX);
         Self {
             id,
-            host,
-            access,
+            host: Arc::new(host),
+            access: arc_swap::ArcSwap::from_pointee(access),
             opened: Instant::now(),
             last_seen: AtomicU64::new(now_ms),
             outbox,
-            outbox_rx: Mutex::new(rx),
+            outbox_rx: Mutex::new(Some(rx)),
             streaming: AtomicBool::new(false),
             tables: OnceLock::new(),
             next_server_request: AtomicU64::new(1),
-            closed,
+            closed: CancellationToken::new(),
             in_flight: AtomicUsize::new(0),
         }
     }
 
-    /// The state of one stateless (2026-07-28) request, which belongs to no session: what its
-    /// envelope declared, its in-flight entry and permit. Not kept in the store; it ends with the
-    /// request, and what would go to a session's event stream has nowhere to go.
-    pub fn stateless(host: HostInfo, access: super::Access) -> Arc<Self> {
-        // Unique in the process, which is all a request's own id must be (it is not a credential).
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        let mut number = itoa::Buffer::new();
-        let mut id = String::with_capacity(28);
-        id.push_str("request-");
-        id.push_str(number.format(NEXT.fetch_add(1, Ordering::Relaxed)));
-        let access = Granted::Fixed(Arc::new(access));
-        Arc::new(Self::new(id, host, access, (None, None), (0, None)))
-    }
-
-    /// The key of the instances of per-session upstreams that serve a stateless request: its
-    /// principal's and profile's (a stateless host has no session of its own; its credential
-    /// and view are what stay the same from one request to the next). Never a session id.
-    pub fn stateless_key(&self) -> String {
-        let access = self.access();
-        let principal = access.principal.as_ref().map(|p| p.name.to_string());
-        let profile = access.profile.as_ref().map(|p| p.name.as_str());
-        format!(
-            "stateless {}/{}",
-            principal.as_deref().unwrap_or("(anyone)"),
-            profile.unwrap_or("(all)")
-        )
-    }
-
-    /// Whether this is a stateless request's state rather than a host session.
-    pub fn is_stateless(&self) -> bool {
-        self.host.version.is_modern()
-    }
-
     /// Who opened it and what it sees, as of the running config.
     pub fn access(&self) -> Arc<super::Access> {
-        self.access.full()
+        self.access.load_full()
     }
 
     /// Gives it the access a reloaded config grants it.
     pub fn set_access(&self, access: super::Access) {
-        match &self.access {
-            Granted::Swappable(granted) => granted.store(Arc::new(access)),
-            // A stateless request keeps the access it began with, as any request does.
-            Granted::Fixed(_) => {}
-        }
+        self.access.store(Arc::new(access));
     }
 
     /// The profile this session sees (`None`: the whole catalog).
     pub fn profile(&self) -> Option<Arc<crate::config::Profile>> {
-        self.access.read(|access| access.profile.clone())
+        self.access.load().profile.clone()
     }
 
     /// Whether the session's profile holds `upstream`: what it does not hold does not exist for it.
     pub fn sees(&self, upstream: &str) -> bool {
-        (self.access).read(|access| (access.profile.as_ref()).is_none_or(|p| p.holds(upstream)))
+        let access = self.access.load();
+        (access.profile.as_ref()).is_none_or(|p| p.holds(upstream))
     }
 
     /// What status shows of it: the start of its id, who, which profile, age, in flight.
@@ -300,10 +235,7 @@ impl Session {
 
     /// Queues a message for the host's event stream; dropped (with a warning) if it is full.
     pub fn deliver(&self, line: String) {
-        let Some(outbox) = &self.outbox else {
-            return;
-        };
-        if let Err(e) = outbox.try_send(line) {
+        if let Err(e) = self.outbox.try_send(line) {
             if matches!(e, mpsc::error::TrySendError::Full(_)) {
                 tracing::warn!(session = %self.id, "Dropped a message for the host: its event stream is not being read.");
             }
@@ -354,9 +286,7 @@ impl StreamGuard {
     /// The next message for the host; `None` once the session has ended.
     pub async fn recv(&mut self) -> Option<String> {
         let rx = self.rx.as_mut()?;
-        let Some(closed) = &self.session.closed else {
-            return rx.recv().await;
-        };
+        let closed = &self.session.closed;
         tokio::select! {
             line = rx.recv() => line,
             () = closed.cancelled() => None,
@@ -400,16 +330,7 @@ impl SessionStore {
         max_sessions: usize,
     ) -> Result<Arc<Session>, SessionRefused> {
         let id = id.unwrap_or_else(new_id);
-        let (outbox, rx) = mpsc::channel(OUTBOX);
-        let outbox = (Some(outbox), Some(rx));
-        let access = Granted::Swappable(arc_swap::ArcSwap::from_pointee(access));
-        let session = Arc::new(Session::new(
-            id.clone(),
-            host,
-            access,
-            outbox,
-            (self.now_ms(), Some(CancellationToken::new())),
-        ));
+        let session = Arc::new(Session::new(id.clone(), host, access, self.now_ms()));
         let principal = session.access().principal.clone();
         {
             // Counted and inserted under one lock, so racing initializes cannot pass a limit.
@@ -464,9 +385,7 @@ impl SessionStore {
     pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
         let removed = self.write().remove(id);
         if let Some(session) = &removed {
-            if let Some(closed) = &session.closed {
-                closed.cancel();
-            }
+            session.closed.cancel();
             tracing::info!(session = %id, "Host session closed.");
         }
         removed
@@ -527,7 +446,7 @@ pub enum SessionRefused {
 /// How many of `sessions` belong to the principal named `name`.
 fn count_of<'a>(sessions: impl Iterator<Item = &'a Arc<Session>>, name: &str) -> usize {
     sessions
-        .filter(|s| (s.access).read(|a| (a.principal.as_ref()).is_some_and(|p| &*p.name == name)))
+        .filter(|s| (s.access.load().principal.as_ref()).is_some_and(|p| &*p.name == name))
         .count()
 }
 

@@ -84,18 +84,22 @@ impl HostSpan {
         tracer: &SdkTracer,
         method: &str,
         parent: Option<&TraceParent>,
-        (session, protocol): (&str, &'static str),
+        (session, protocol): (Option<&str>, &'static str),
     ) -> Self {
         let parent = parent.map_or_else(Context::new, remote_context);
+        let mut attributes = vec![
+            KeyValue::new(METHOD_ATTRIBUTE, method_value(method)),
+            KeyValue::new("mcp.protocol.version", protocol),
+            KeyValue::new("network.transport", "tcp"),
+        ];
+        // A stateless request belongs to no session.
+        if let Some(session) = session {
+            attributes.push(KeyValue::new("mcp.session.id", session.to_owned()));
+        }
         let span = tracer
             .span_builder(method.to_owned())
             .with_kind(SpanKind::Server)
-            .with_attributes([
-                KeyValue::new(METHOD_ATTRIBUTE, method_value(method)),
-                KeyValue::new("mcp.session.id", session.to_owned()),
-                KeyValue::new("mcp.protocol.version", protocol),
-                KeyValue::new("network.transport", "tcp"),
-            ])
+            .with_attributes(attributes)
             .start_with_context(tracer, &parent);
         Self(parent.with_span(span))
     }

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use super::admission::{Admitted, refuse};
 use super::{AppState, accept, sse};
 use crate::downstream::Access;
-use crate::downstream::service::{HostRequest, HostService};
+use crate::downstream::service::{HostService, RequestCx, Who};
 use crate::downstream::session::new_id;
 use crate::downstream::stream::Sink;
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
@@ -154,8 +154,8 @@ pub(super) async fn handle_message(
         Message::Request { id, method, params } => match service.session(&target.session_id) {
             Some(session) => {
                 let trace = TraceParent::from_headers(&headers);
-                let host = HostRequest::new(
-                    session,
+                let cx = RequestCx::new(
+                    Who::Session(session),
                     id.to_owned(),
                     Some(Sink::Session(stream.clone())),
                     params.map(serde_json::value::RawValue::get),
@@ -164,7 +164,7 @@ pub(super) async fn handle_message(
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
                 tokio::spawn(async move {
                     let line = service
-                        .request(&host, &method, params.as_deref().into())
+                        .request(&cx, &method, params.as_deref().into())
                         .await;
                     let _ = stream.send(line).await;
                 });

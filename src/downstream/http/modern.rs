@@ -17,7 +17,8 @@ use serde_json::value::RawValue;
 use super::admission::{Admitted, VERSION_HEADER, refuse};
 use super::posted::{Posted, Read};
 use super::{AppState, accepts::Accepts, answer};
-use crate::downstream::session::{ClientInfo, HostInfo, Session};
+use crate::downstream::service::Who;
+use crate::downstream::session::{ClientInfo, HostInfo};
 use crate::jsonrpc::{Message, RpcError, codes};
 use crate::mcp::envelope::{self, Declared, Envelope, METHOD_HEADER, NAME_HEADER};
 use crate::mcp::method::Method;
@@ -123,11 +124,14 @@ pub(super) async fn post(
         );
         return refused(StatusCode::NOT_ACCEPTABLE, error);
     }
-    let session = Session::stateless(host, admitted.access);
+    let who = Who::Stateless {
+        host: Arc::new(host),
+        access: Arc::new(admitted.access),
+    };
     let service = Arc::clone(&state.service);
     let trace = TraceParent::from_values(sent.traceparent, sent.tracestate);
     // An answer on an event stream comes `unbuffered`, as every request's stream does.
-    answer(service, (session, trace), posted, accepts, status_of).await
+    answer(service, (who, trace), posted, accepts, status_of).await
 }
 
 /// A stateless request's envelope and the headers that mirror its body, checked in the

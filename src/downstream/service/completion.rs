@@ -3,7 +3,7 @@
 
 use super::method::Reference;
 use super::outcome::Route;
-use super::{Answer, HostRequest, HostService, unknown};
+use super::{Answer, HostService, RequestCx, unknown};
 use crate::jsonrpc::{Members, RpcError, raw_string};
 use crate::mcp::ListKind;
 use crate::mcp::method::Method;
@@ -12,14 +12,14 @@ impl HostService {
     /// `completion/complete`: `ref.name` (a prompt) or `ref.uri` (a resource template) names the upstream.
     pub(super) async fn complete(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         (referenced, reference_members, members): (Reference, Members<'_>, Members<'_>),
         route: &mut Route,
     ) -> Result<Answer, RpcError> {
         let (mut reference, mut members) = (reference_members, members);
         let (upstream, key, original) = match referenced {
             Reference::Prompt(name) => {
-                let snapshot = self.router.view(host.profile());
+                let snapshot = self.router.view(cx.profile());
                 let (upstream, original) = snapshot
                     .route_name(ListKind::Prompts, &name)
                     .ok_or_else(|| unknown(&snapshot, ListKind::Prompts, &name))?;
@@ -28,7 +28,7 @@ impl HostService {
             }
             Reference::Resource(uri) => {
                 let (upstream, original) =
-                    self.route_uri(host.profile(), ListKind::ResourceTemplates, &uri)?;
+                    self.route_uri(cx.profile(), ListKind::ResourceTemplates, &uri)?;
                 route.routed(&upstream, &uri);
                 (upstream, "uri", original)
             }
@@ -37,7 +37,7 @@ impl HostService {
         reference.insert(key, &original);
         let reference = reference.to_raw();
         members.insert("ref", &reference);
-        self.forward(host, &upstream, Method::Complete, members, route)
+        self.forward(cx, &upstream, Method::Complete, members, route)
             .await
             .map(Answer::Upstream)
     }

@@ -3,6 +3,7 @@
 //! which picks the instance that serves it, swaps the host's progress token for ours, makes it
 //! cancellable by the host and ties server requests it causes to this host only.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
@@ -11,11 +12,10 @@ use serde_json::{Value, json};
 use super::layers;
 use super::outcome::{Forwarded, Route};
 use super::rounds::{self, Resumed, Round, Rounds};
-use super::{Answer, HostRequest, HostService, content, unknown, upstream_error};
+use super::{Answer, HostService, RequestCx, content, unknown, upstream_error};
 use crate::config::{Isolation, Profile};
 use crate::downstream::caller::SessionCaller;
 use crate::downstream::holdings::Holder;
-use crate::downstream::session::Session;
 use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, to_raw};
 use crate::mcp::ListKind;
 use crate::mcp::envelope::ENVELOPE_PREFIX;
@@ -23,7 +23,7 @@ use crate::mcp::method::Method;
 use crate::mcp::names::{self, Prefix};
 use crate::router::{AppRoute, Snapshot};
 use crate::telemetry::otel::TraceParent;
-use crate::upstream::{CallContext, ProgressTokens, Reply, UpstreamHandle};
+use crate::upstream::{CallContext, Caller, ProgressTokens, Reply, UpstreamHandle};
 
 /// Whether [`HostService::instance`] may start a session's own instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,7 @@ impl HostService {
     /// `tools/call` and `prompts/get`: route by exposed name, rewrite `name`, forward.
     pub(super) async fn call_named(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         (method, kind): (Method, ListKind),
         name: String,
         members: Members<'_>,
@@ -46,7 +46,7 @@ impl HostService {
     ) -> Result<Answer, RpcError> {
         let mut members = members;
         tracing::Span::current().record("target", name.as_str());
-        let snapshot = self.router.view(host.profile());
+        let snapshot = self.router.view(cx.profile());
         let routed = match snapshot.route_name(kind, &name) {
             Some((upstream, original)) => Ok((upstream.clone(), original.to_owned(), None)),
             // An app's page calls its own server's tools by their own names.
@@ -81,19 +81,19 @@ impl HostService {
         members.insert("name", &original);
         let task_augmented = kind == ListKind::Tools && members.contains("task");
         let reply = self
-            .forward_or_resume(host, (method, &upstream), members, tool, route)
+            .forward_or_resume(cx, (method, &upstream), members, tool, route)
             .await;
         if let (Some(forwarded), ListKind::Tools) = (&mut route.forwarded, kind) {
             forwarded.tool = Some(original_name);
         }
         match reply? {
             Reply::Result(result) if task_augmented => Ok(Answer::Result(
-                self.expose_created_task(host, &upstream, result),
+                self.expose_created_task(cx, &upstream, result),
             )),
             Reply::Result(result) => Ok(Answer::Result(content::fit(
-                host.prefix_of(&upstream),
+                cx.prefix_of(&upstream),
                 result,
-                host.session.host.version,
+                cx.host.version,
             ))),
             reply => Ok(Answer::Upstream(reply)),
         }
@@ -102,7 +102,7 @@ impl HostService {
     /// `resources/read`: route by the URI's prefix, rewrite `uri` both ways.
     pub(super) async fn read_resource(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         uri: String,
         members: Members<'_>,
         route: &mut Route,
@@ -110,14 +110,14 @@ impl HostService {
         let mut members = members;
         let hidden = self
             .router
-            .with_view(host.profile(), |view| view.hides_skill(&uri));
-        let routed = match self.route_uri(host.profile(), ListKind::Resources, &uri) {
+            .with_view(cx.profile(), |view| view.hides_skill(&uri));
+        let routed = match self.route_uri(cx.profile(), ListKind::Resources, &uri) {
             // A file of a skill the view hides is as unknown as a file nothing has.
             Ok(_) if hidden => Err((unknown_resource(&uri), uri)),
             Ok((upstream, original)) => Ok((upstream, original, uri)),
             // An app's page reads its own server's resources by their own URIs.
             Err(unknown) => {
-                let snapshot = self.router.view(host.profile());
+                let snapshot = self.router.view(cx.profile());
                 match snapshot.route_app(ListKind::Resources, &uri) {
                     AppRoute::One(entry) => Ok((
                         entry.upstream.clone(),
@@ -140,18 +140,12 @@ impl HostService {
         let original = raw_string(&original);
         members.insert("uri", &original);
         match self
-            .forward_or_resume(
-                host,
-                (Method::ResourcesRead, &upstream),
-                members,
-                None,
-                route,
-            )
+            .forward_or_resume(cx, (Method::ResourcesRead, &upstream), members, None, route)
             .await?
         {
             Reply::Result(result) => Ok(Answer::Result(expose_contents(
-                host,
-                &self.router.view(host.profile()),
+                cx,
+                &self.router.view(cx.profile()),
                 &upstream,
                 result,
             ))),
@@ -174,72 +168,86 @@ impl HostService {
         Ok((upstream.clone(), original.into_owned()))
     }
 
-    /// The one place that decides which connection serves `session`'s request to `upstream`:
-    /// the shared instance, or the session's own instance of a per-session upstream (started on
-    /// first use with [`Start::IfNeeded`]; `None` when there is none and it may not be started).
-    ///
-    /// A stateless (2026-07-28) request belongs to no session: its principal's and profile's
-    /// instance serves it ([`Session::stateless_key`]), kept until it has been idle as long as a
-    /// session may be.
+    /// The one place that decides which connection serves a request to `upstream`: the shared
+    /// instance, or the request's own instance of a per-session upstream (started on first use
+    /// with [`Start::IfNeeded`]; `None` when there is none and it may not be started) — its
+    /// session's, or for a stateless request, which belongs to no session, its principal's and
+    /// profile's ([`RequestCx::instance_key`]), kept until it has been idle as long as a session
+    /// may be.
     pub(super) async fn instance(
         &self,
-        session: &Session,
+        cx: &RequestCx,
         upstream: &UpstreamHandle,
         start: Start,
     ) -> Result<Option<UpstreamHandle>, RpcError> {
         if upstream.config().isolation == Isolation::Shared {
             return Ok(Some(upstream.clone()));
         }
-        let stateless_key = session.is_stateless().then(|| session.stateless_key());
-        let key = stateless_key.as_deref().unwrap_or(&session.id);
-        if let Some(key) = &stateless_key {
-            self.delivery.stateless_instances.touch(key);
+        let key = cx.instance_key();
+        if let Cow::Owned(stateless) = &key {
+            self.delivery.stateless_instances.touch(stateless);
         }
         match start {
-            Start::IfNeeded => (self.supervisor.instance(upstream, key).await)
+            Start::IfNeeded => (self.supervisor.instance(upstream, &key).await)
                 .map(Some)
                 .map_err(upstream_error),
-            Start::No => Ok(self.supervisor.existing_instance(upstream.name(), key)),
+            Start::No => Ok(self.supervisor.existing_instance(upstream.name(), &key)),
         }
     }
 
     /// Forwards a request whose params are already rewritten, with the upstream's request timeout.
     pub(super) async fn forward(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         upstream: &UpstreamHandle,
         method: Method,
         members: Members<'_>,
         route: &mut Route,
     ) -> Result<Reply, RpcError> {
-        self.forward_within(host, upstream, method, members, None, route)
+        self.forward_within(cx, upstream, method, members, None, route)
             .await
     }
 
-    /// [`Self::forward`] for a tool call, whose deadline may be set per tool.
+    /// [`Self::forward`] for a tool call, whose deadline may be set per tool: the one upstream
+    /// call, built once; the era chooses its caller — the session's, to which the upstream's
+    /// own requests go as they are, or a stateless request's rounds, which turn them into
+    /// requests for input — and how it is flown (awaited, or in rounds that may outlive this
+    /// request of the host's).
     async fn forward_within(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         upstream: &UpstreamHandle,
         method: Method,
         mut members: Members<'_>,
         tool: Option<&str>,
         route: &mut Route,
     ) -> Result<Reply, RpcError> {
-        let Some(target) = self
-            .instance(&host.session, upstream, Start::IfNeeded)
-            .await?
-        else {
+        let Some(target) = self.instance(cx, upstream, Start::IfNeeded).await? else {
             return Err(upstream_error(upstream.unavailable()));
         };
-        let stateless = host.session.is_stateless();
-        if stateless {
-            self.level_for_request(host, &target).await;
-        }
-        let mut trace = layers::trace::upstream(host, method, tool, upstream.name());
+        // The era decides, once: whom the upstream's own requests go to — the session's host as
+        // they are, or a stateless request's rounds, which turn them into requests for input
+        // (and whose log level goes with the request).
+        let (caller, rounds): (Arc<dyn Caller>, _) = match &cx.session {
+            Some(session) => {
+                let caller = SessionCaller {
+                    session: Arc::clone(session),
+                    host_id: Some(cx.id.clone()),
+                    sink: cx.sink.clone(),
+                };
+                (Arc::new(caller), None)
+            }
+            None => {
+                self.level_for_request(cx, &target).await;
+                let caller = Rounds::caller(Arc::clone(&cx.host), cx.sink.clone());
+                (Arc::clone(&caller) as Arc<dyn Caller>, Some(caller))
+            }
+        };
+        let mut trace = layers::trace::upstream(cx, method, tool, upstream.name());
         // A stateless request's `_meta` is here only when it holds more than the envelope (the
         // edge serves the params without one that holds nothing else).
-        let (meta, progress) = rewrite_meta(members.get("_meta"), trace.meta(), stateless)?;
+        let enveloped = rounds.is_some();
+        let (meta, progress) = rewrite_meta(members.get("_meta"), trace.meta(), enveloped)?;
         match &meta {
             Some(Meta::Rewritten(meta)) => members.insert("_meta", meta),
             Some(Meta::Gone) => {
@@ -248,54 +256,45 @@ impl HostService {
             None => {}
         }
         let params = members.to_json();
-        let _permit = layers::permit::claim(host, self.limits.load().max_in_flight_per_session)?;
+        let _permit = layers::permit::claim(cx, self.limits.load().max_in_flight_per_session)?;
         let timeout = layers::deadline::of(upstream, tool);
-        if stateless {
-            let scoped = target.scope().is_some();
-            // Its call may take rounds: it runs on while the host answers what it asks.
-            let caller = Rounds::caller(Arc::clone(&host.session), host.sink.clone());
-            let call = CallContext {
-                caller: Arc::clone(&caller) as Arc<dyn crate::upstream::Caller>,
-                progress,
-                trace: trace.carried(host),
-            };
-            let request = Box::pin(async move {
-                target
-                    .request_within(method.as_str(), Some(&params), Some(call), timeout)
-                    .await
-            });
-            let flight = Rounds::flight(request, caller);
-            let reply = self.round(flight, (host, method, upstream), route).await;
-            if scoped {
-                // Idle time counts from a call's end (one in flight is never stopped under it).
-                let key = host.session.stateless_key();
-                self.delivery.stateless_instances.touch(&key);
-            }
-            trace.end(matches!(reply, Ok(Reply::Result(_))));
-            return reply;
-        }
-        let caller = Arc::new(SessionCaller {
-            session: Arc::clone(&host.session),
-            host_id: Some(host.id.clone()),
-            sink: host.sink.clone(),
-        });
-        let call = Some(CallContext {
+        let call = CallContext {
             caller,
             progress,
-            trace: trace.carried(host),
-        });
-        let started = std::time::Instant::now();
-        let reply = target
-            .request_within(method.as_str(), Some(&params), call, timeout)
-            .await;
-        // The metrics count it once the host's answer is decided (`layers::metrics`).
-        route.forwarded = Some(Forwarded {
-            upstream: upstream.clone(),
-            tool: None,
-            elapsed: started.elapsed(),
-        });
+            trace: trace.carried(cx),
+        };
+        let scoped = target.scope().is_some();
+        let request = async move {
+            target
+                .request_within(method.as_str(), Some(&params), Some(call), timeout)
+                .await
+        };
+        let reply = match rounds {
+            None => {
+                let started = std::time::Instant::now();
+                let reply = request.await;
+                // The metrics count it once the host's answer is decided (`layers::metrics`).
+                route.forwarded = Some(Forwarded {
+                    upstream: upstream.clone(),
+                    tool: None,
+                    elapsed: started.elapsed(),
+                });
+                reply.map_err(upstream_error)
+            }
+            // Its call may take rounds: it runs on while the host answers what it asks.
+            Some(caller) => {
+                let flight = Rounds::flight(Box::pin(request), caller);
+                let reply = self.round(flight, (cx, method, upstream), route).await;
+                if scoped {
+                    // Idle time counts from a call's end (one in flight is never stopped under
+                    // it).
+                    self.delivery.stateless_instances.touch(&cx.instance_key());
+                }
+                reply
+            }
+        };
         trace.end(matches!(reply, Ok(Reply::Result(_))));
-        reply.map_err(upstream_error)
+        reply
     }
 
     /// One round of a stateless host's call: the upstream's answer, or the `input_required`
@@ -303,13 +302,13 @@ impl HostService {
     async fn round(
         &self,
         flight: rounds::Flight,
-        (host, method, upstream): (&HostRequest, Method, &UpstreamHandle),
+        (cx, method, upstream): (&RequestCx, Method, &UpstreamHandle),
         route: &mut Route,
     ) -> Result<Reply, RpcError> {
-        let bind = || binding(host, method, route, upstream);
+        let bind = || binding(cx, method, route, upstream);
         let parks_for = || rounds::ParkedFor {
-            holder: Holder::of(&host.access),
-            principal: host.access.principal.clone(),
+            holder: Holder::of(&cx.access),
+            principal: cx.access.principal.clone(),
             parking: self.limits.load().parking,
         };
         match self.rounds.round(flight, (&bind, &parks_for)).await? {
@@ -333,20 +332,20 @@ impl HostService {
     /// sends the call again, when the state came with URL elicitations).
     pub(super) async fn forward_or_resume(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         (method, upstream): (Method, &UpstreamHandle),
         mut members: Members<'_>,
         tool: Option<&str>,
         route: &mut Route,
     ) -> Result<Reply, RpcError> {
-        let state = (members.string("requestState")).filter(|_| host.session.is_stateless());
+        let state = (members.string("requestState")).filter(|_| cx.session.is_none());
         if let Some(state) = state {
-            let binding = binding(host, method, route, upstream);
+            let binding = binding(cx, method, route, upstream);
             let responses = members.get("inputResponses");
-            let sink = host.sink.clone();
+            let sink = cx.sink.clone();
             match self.rounds.resume(&state, &binding, responses, sink)? {
                 Resumed::Flight(flight) => {
-                    return self.round(flight, (host, method, upstream), route).await;
+                    return self.round(flight, (cx, method, upstream), route).await;
                 }
                 Resumed::Again => {
                     members.remove("requestState");
@@ -356,12 +355,12 @@ impl HostService {
                     let upstream_state = raw_string(&upstream_state);
                     members.insert("requestState", &upstream_state);
                     return self
-                        .forward_within(host, upstream, method, members, tool, route)
+                        .forward_within(cx, upstream, method, members, tool, route)
                         .await;
                 }
             }
         }
-        self.forward_within(host, upstream, method, members, tool, route)
+        self.forward_within(cx, upstream, method, members, tool, route)
             .await
     }
 
@@ -399,18 +398,18 @@ fn several_apps(name: &str, exposed: &[&str]) -> RpcError {
 
 /// What a stateless host's call to `upstream` is bound to: its principal, method, exposed name
 /// or URI (as routed) and upstream.
-fn binding(host: &HostRequest, method: Method, route: &Route, upstream: &UpstreamHandle) -> String {
+fn binding(cx: &RequestCx, method: Method, route: &Route, upstream: &UpstreamHandle) -> String {
     let target = route.target.as_deref().unwrap_or_default();
-    let profile = host.profile().map(|p| p.name.as_str());
+    let profile = cx.profile().map(|p| p.name.as_str());
     rounds::binding(
-        (host.access.principal.as_deref(), profile),
+        (cx.access.principal.as_deref(), profile),
         method.as_str(),
         target,
         upstream.name(),
     )
 }
 
-impl HostRequest {
+impl RequestCx {
     /// The prefix `upstream`'s names and URIs carry in this host's view.
     pub(super) fn prefix_of<'a>(&self, upstream: &'a UpstreamHandle) -> &'a Prefix {
         Profile::prefix_for(self.profile(), upstream.prefix())
@@ -474,13 +473,13 @@ fn rewrite_meta(
 /// an item whose URI the view does not show (an upstream that followed a link out of what the
 /// host may read) is dropped, with a warning: the host gets what its view allows of the answer.
 fn expose_contents(
-    host: &HostRequest,
+    cx: &RequestCx,
     view: &Snapshot,
     upstream: &UpstreamHandle,
     result: Box<RawValue>,
 ) -> Box<RawValue> {
-    let prefix = host.prefix_of(upstream);
-    let judge = host.profile().filter(|p| Snapshot::filters_uris(p));
+    let prefix = cx.prefix_of(upstream);
+    let judge = cx.profile().filter(|p| Snapshot::filters_uris(p));
     let rewrite = || -> Option<Box<RawValue>> {
         let mut top = Members::of(&result)?;
         let contents: Vec<&RawValue> = serde_json::from_str(top.get("contents")?.get()).ok()?;

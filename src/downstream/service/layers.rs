@@ -19,7 +19,7 @@ pub(super) mod trace;
 pub(super) use trace::traceparent_of;
 
 use super::outcome::{Asked, Outcome};
-use super::{HostRequest, HostService};
+use super::{HostService, RequestCx};
 
 /// The sizes of a request and its answer, for the audit record.
 #[derive(Debug, Clone, Copy)]
@@ -30,17 +30,11 @@ pub(super) struct Sizes {
 
 impl HostService {
     /// Hands a finished request's outcome to every layer.
-    pub(super) fn report(
-        &self,
-        host: &HostRequest,
-        asked: Asked<'_>,
-        outcome: Outcome,
-        sizes: Sizes,
-    ) {
-        trace::report(host, asked.as_str(), &outcome);
+    pub(super) fn report(&self, cx: &RequestCx, asked: Asked<'_>, outcome: Outcome, sizes: Sizes) {
+        trace::report(cx, asked.as_str(), &outcome);
         if let Asked::Method(method) = asked {
             metrics::report(method, &outcome);
         }
-        self.audit_request(host, asked.as_str(), outcome, sizes);
+        self.audit_request(cx, asked.as_str(), outcome, sizes);
     }
 }

@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::outcome::Route;
-use super::{HostRequest, HostService};
+use super::{HostService, RequestCx, Who};
 use crate::config::Profile;
 use crate::downstream::Access;
 use crate::downstream::holdings::{Held, Holder};
@@ -159,7 +159,8 @@ impl HostService {
             .map_err(|refused| RpcError::new(codes::TOO_MANY_SESSIONS, refused.to_string()))?;
         let guard = session.attach_stream();
         let mut agreed = Vec::new();
-        let request = HostRequest::new(Arc::clone(&session), id.to_owned(), None, None, None);
+        let who = Who::Session(Arc::clone(&session));
+        let request = RequestCx::new(who, id.to_owned(), None, None, None);
         for uri in uris {
             let mut route = Route::default();
             if self

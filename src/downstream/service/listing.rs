@@ -4,7 +4,7 @@
 
 use serde_json::value::RawValue;
 
-use super::{Answer, HostRequest, HostService, internal};
+use super::{Answer, HostService, RequestCx, internal};
 use crate::jsonrpc::RpcError;
 use crate::mcp::ListKind;
 use crate::mcp::cursor::{CursorError, Position};
@@ -16,14 +16,14 @@ impl HostService {
     /// across restarts).
     pub(super) fn list(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         kind: ListKind,
         cursor: Option<String>,
     ) -> Result<Answer, RpcError> {
-        let current = self.router.view(host.profile());
+        let current = self.router.view(cx.profile());
         let invalid = |e: CursorError| RpcError::invalid_params(e.to_string());
-        let profile = host.profile().map(|p| p.name.as_str());
-        let stateless = host.session.is_stateless();
+        let profile = cx.profile().map(|p| p.name.as_str());
+        let stateless = cx.session.is_none();
         let (snapshot, offset) = match cursor {
             None => (current, 0),
             Some(cursor) if stateless => {
@@ -31,7 +31,7 @@ impl HostService {
                     .cursors
                     .decode_after(kind, profile, &cursor)
                     .map_err(invalid)?;
-                let offset = shown(host, &current, kind).after(&last);
+                let offset = shown(cx, &current, kind).after(&last);
                 (current, offset)
             }
             Some(cursor) => {
@@ -49,7 +49,7 @@ impl HostService {
                 (snapshot, offset as usize)
             }
         };
-        let shown = shown(host, &snapshot, kind);
+        let shown = shown(cx, &snapshot, kind);
         let size = snapshot.config().page_size(kind);
         let end = offset.saturating_add(size).min(shown.len());
         let page = || (offset.min(end)..end).filter_map(|i| shown.item(i));
@@ -90,9 +90,9 @@ impl HostService {
 
 /// What `host` is shown of `kind` in `snapshot`: a host that renders no apps is never shown the
 /// tools only an app's page may call (asked only of a view that has such tools).
-fn shown<'a>(host: &HostRequest, snapshot: &'a Snapshot, kind: ListKind) -> Shown<'a> {
+fn shown<'a>(cx: &RequestCx, snapshot: &'a Snapshot, kind: ListKind) -> Shown<'a> {
     match kind == ListKind::Tools && snapshot.has_app_only_tools() {
-        true => snapshot.shown_to(kind, host.session.host.renders_apps()),
+        true => snapshot.shown_to(kind, cx.host.renders_apps()),
         false => snapshot.shown(kind),
     }
 }

@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::forward::Start;
-use super::{Answer, HostRequest, HostService};
+use super::{Answer, HostService, RequestCx};
 use crate::downstream::tables::instance_key;
 use crate::jsonrpc::{RpcError, to_raw};
 use crate::mcp::method::Method;
@@ -15,7 +15,7 @@ use crate::upstream::UpstreamHandle;
 impl HostService {
     pub(super) async fn set_log_level(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         level: String,
     ) -> Result<Answer, RpcError> {
         let rank = log_rank(&level).ok_or_else(|| {
@@ -24,17 +24,17 @@ impl HostService {
                 LOG_LEVELS.join(", ")
             ))
         })?;
-        host.session.tables().log_level = Some(rank);
+        cx.own_session()?.tables().log_level = Some(rank);
         let loggers: Vec<UpstreamHandle> = self
             .router
-            .view(host.profile())
+            .view(cx.profile())
             .offering("/logging")
             .cloned()
             .collect();
         for upstream in loggers {
             // This session's own instance of a per-session upstream logs at this session's level.
             let own = self
-                .instance(&host.session, &upstream, Start::No)
+                .instance(cx, &upstream, Start::No)
                 .await?
                 .filter(|i| i.scope().is_some());
             if let Some(instance) = own {
@@ -51,14 +51,14 @@ impl HostService {
     /// handshake-era upstream that logs: that upstream is told to log at least as verbosely,
     /// once, before the request goes (what each host then gets is still decided per session and
     /// per request; a session's `logging/setLevel` sets it to what the sessions want again).
-    pub(super) async fn level_for_request(&self, host: &HostRequest, upstream: &UpstreamHandle) {
-        let Some(rank) = host.session.host.request_log_level else {
+    pub(super) async fn level_for_request(&self, cx: &RequestCx, upstream: &UpstreamHandle) {
+        let Some(rank) = cx.host.request_log_level else {
             return;
         };
         if upstream.is_modern() {
             return;
         }
-        let logs = (self.router.view(host.profile()).offering("/logging"))
+        let logs = (self.router.view(cx.profile()).offering("/logging"))
             .any(|u| u.name() == upstream.name());
         // An instance serving stateless hosts is told apart from the shared one.
         let told = instance_key(upstream.name(), upstream.scope());

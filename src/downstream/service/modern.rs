@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::method::HostMethod;
-use super::{Answer, HostRequest, HostService, initialize};
+use super::{Answer, HostService, RequestCx, initialize};
 use crate::jsonrpc::{Members, Needle, RpcError, codes, raw, raw_string, response_line, to_raw};
 use crate::mcp::envelope::SERVER_INFO;
 use crate::mcp::version::Version;
@@ -50,10 +50,10 @@ impl Fit {
     /// upstreams said).
     pub(super) fn of(
         method: &HostMethod<'_>,
-        host: &HostRequest,
+        cx: &RequestCx,
         ttl_ms: impl FnOnce(crate::mcp::ListKind) -> u64,
     ) -> Self {
-        let by_view = || match host.profile() {
+        let by_view = || match cx.profile() {
             Some(_) => CacheScope::Private,
             None => CacheScope::Public,
         };
@@ -214,10 +214,10 @@ impl HostService {
     /// `server/discover`: the revisions mcpmux serves (whatever its upstreams speak), and the
     /// capabilities and instructions of the host's view. Lazy upstreams start now, and it waits
     /// (bounded, as `initialize` does) for those still starting, so what it offers is whole.
-    pub(super) async fn discover(&self, host: &HostRequest) -> Result<Answer, RpcError> {
+    pub(super) async fn discover(&self, cx: &RequestCx) -> Result<Answer, RpcError> {
         let starting: Vec<UpstreamHandle> = self
             .router
-            .view(host.profile())
+            .view(cx.profile())
             .upstreams()
             .cloned()
             .collect();
@@ -229,7 +229,7 @@ impl HostService {
             .iter()
             .filter(|h| h.phase() == Phase::Starting || h.never_started());
         futures_util::future::join_all(starting.map(|h| h.settled(wait))).await;
-        let snapshot = self.router.view(host.profile());
+        let snapshot = self.router.view(cx.profile());
         let supported: Vec<&str> = Version::SERVED.iter().map(|v| v.as_str()).collect();
         let mut result = json!({
             "supportedVersions": supported,

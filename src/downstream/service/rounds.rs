@@ -35,7 +35,7 @@ use tokio::task::JoinHandle;
 use crate::downstream::holdings::{Held, Holder, Holdings};
 use crate::downstream::principal::{HeldSlot, Identity, Principal};
 use crate::downstream::sealed::Sealer;
-use crate::downstream::session::Session;
+use crate::downstream::session::HostInfo;
 use crate::downstream::stream::Sink;
 use crate::jsonrpc::{RpcError, codes, to_raw};
 use crate::sync::lock;
@@ -229,8 +229,8 @@ impl Rounds {
     }
 
     /// The caller a stateless request's upstream call reports to.
-    pub(super) fn caller(session: Arc<Session>, sink: Option<Sink>) -> Arc<InputCaller> {
-        InputCaller::new(session, sink)
+    pub(super) fn caller(host: Arc<HostInfo>, sink: Option<Sink>) -> Arc<InputCaller> {
+        InputCaller::new(host, sink)
     }
 
     /// The upstream `call` of a stateless request.
@@ -326,7 +326,7 @@ impl Rounds {
             .and_then(|e| e.data)
             .map(|d| d.elicitations)
             .unwrap_or_default();
-        let declared = &caller.session.host.capabilities.value()["elicitation"];
+        let declared = &caller.host.capabilities.value()["elicitation"];
         if declared.get("url").is_none() {
             let required = json!({ "elicitation": { "url": {} } });
             return Err(missing_capability(&required));
@@ -504,8 +504,7 @@ impl Flight {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::downstream::Access;
-    use crate::downstream::session::{ClientInfo, HostInfo};
+    use crate::downstream::session::ClientInfo;
     use crate::jsonrpc::raw_string;
     use crate::mcp::version::Version;
 
@@ -545,7 +544,7 @@ mod tests {
             client_info: ClientInfo::default(),
             request_log_level: None,
         };
-        let caller = Rounds::caller(Session::stateless(host, Access::default()), None);
+        let caller = Rounds::caller(Arc::new(host), None);
         // The upstream asked for sampling, was refused, and answered its call (with what the
         // refusal made of it) before the round looked again.
         caller.say(Event::Missing(json!({ "sampling": {} })));

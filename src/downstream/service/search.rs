@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use std::sync::Arc;
 
 use super::outcome::Route;
-use super::{Answer, HostRequest, HostService, internal, layers};
+use super::{Answer, HostService, RequestCx, internal, layers};
 use crate::config::{Profile, SearchMode};
 use crate::jsonrpc::{Members, RpcError, to_raw};
 use crate::mcp::ListKind;
@@ -42,7 +42,7 @@ impl HostService {
     /// workers (the view's index may be built first).
     pub(super) async fn search_tools(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         target: String,
         members: &Members<'_>,
         route: &mut Route,
@@ -56,8 +56,8 @@ impl HostService {
             Ok(asked) => asked,
             Err(bad) => return Ok(Answer::Result(tool_error(&bad.to_string()))),
         };
-        let _permit = layers::permit::claim(host, self.limits.load().max_in_flight_per_session)?;
-        let snapshot = self.router.view(host.profile());
+        let _permit = layers::permit::claim(cx, self.limits.load().max_in_flight_per_session)?;
+        let snapshot = self.router.view(cx.profile());
         let Some(view) = snapshot.search_mode() else {
             return Err(internal(
                 "a search-mode profile's view has no search listing",
@@ -111,7 +111,7 @@ impl HostService {
     /// errors). A hidden tool's name gets exactly what a name nothing has gets.
     pub(super) async fn call_found(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         (method, kind): (Method, ListKind),
         call_tool: String,
         members: Members<'_>,
@@ -124,11 +124,11 @@ impl HostService {
                 return Ok(Answer::Result(tool_error(&format!(
                     "{} {}",
                     bad.message,
-                    self.how_to_find(host)
+                    self.how_to_find(cx)
                 ))));
             }
         };
-        let snapshot = self.router.view(host.profile());
+        let snapshot = self.router.view(cx.profile());
         if snapshot.route_name(kind, &name).is_none() {
             let error = super::unknown(&snapshot, kind, &name);
             drop(snapshot);
@@ -137,21 +137,18 @@ impl HostService {
                 route.target = Some(name);
                 return Err(error);
             }
-            let message = format!(
-                "There is no tool named `{name}`. {}",
-                self.how_to_find(host)
-            );
+            let message = format!("There is no tool named `{name}`. {}", self.how_to_find(cx));
             route.target = Some(name);
             return Ok(Answer::Result(tool_error(&message)));
         }
         drop(snapshot);
-        self.call_named(host, (method, kind), name, members, route)
+        self.call_named(cx, (method, kind), name, members, route)
             .await
     }
 
     /// What a model should do to find a tool's name, in the host's search-mode profile.
-    fn how_to_find(&self, host: &HostRequest) -> String {
-        let mode = host.profile().and_then(|p| p.search.as_deref());
+    fn how_to_find(&self, cx: &RequestCx) -> String {
+        let mode = cx.profile().and_then(|p| p.search.as_deref());
         let (search, call) = mode.map_or(("search_tools", "call_tool"), |m| {
             (m.search.name.as_str(), m.call.name.as_str())
         });

@@ -6,7 +6,7 @@
 use serde_json::value::RawValue;
 
 use super::outcome::Route;
-use super::{Answer, HostRequest, HostService};
+use super::{Answer, HostService, RequestCx};
 use crate::jsonrpc::{Members, RpcError, raw_string};
 use crate::mcp::ListKind;
 use crate::mcp::method::Method;
@@ -18,7 +18,7 @@ impl HostService {
     /// `skills/get` (`directory` false) or `resources/directory/read` (true) of `uri`.
     pub(super) async fn read_skill(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         (uri, directory): (String, bool),
         members: Members<'_>,
         route: &mut Route,
@@ -34,11 +34,11 @@ impl HostService {
         };
         let hidden = self
             .router
-            .with_view(host.profile(), |view| view.hides_skill(&uri));
+            .with_view(cx.profile(), |view| view.hides_skill(&uri));
         let routed = match hidden {
             true => Err(not_found()),
             false => self
-                .route_uri(host.profile(), ListKind::Resources, &uri)
+                .route_uri(cx.profile(), ListKind::Resources, &uri)
                 .map_err(|_| not_found()),
         };
         let (upstream, original) = match routed {
@@ -52,12 +52,12 @@ impl HostService {
         let original = raw_string(&original);
         members.insert("uri", &original);
         let reply = self
-            .forward_or_resume(host, (method, &upstream), members, None, route)
+            .forward_or_resume(cx, (method, &upstream), members, None, route)
             .await?;
         let Reply::Result(result) = reply else {
             return Ok(Answer::Upstream(reply));
         };
-        let prefix = host.prefix_of(&upstream);
+        let prefix = cx.prefix_of(&upstream);
         let exposed = match directory {
             true => expose_children(prefix, &result),
             false => expose_skill(prefix, &result),

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::forward::Start;
 use super::outcome::Route;
-use super::{Answer, HostRequest, HostService, upstream_error};
+use super::{Answer, HostService, RequestCx, upstream_error};
 use crate::jsonrpc::{RpcError, to_raw};
 use crate::mcp::method::Method;
 use crate::mcp::{ListKind, names};
@@ -16,21 +16,21 @@ impl HostService {
     /// `resources/subscribe` (`on`) and `resources/unsubscribe`.
     pub(super) async fn subscribe(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         uri: String,
         on: bool,
         route: &mut Route,
     ) -> Result<Answer, RpcError> {
-        let (upstream, original) = self.route_uri(host.profile(), ListKind::Resources, &uri)?;
+        let (upstream, original) = self.route_uri(cx.profile(), ListKind::Resources, &uri)?;
         route.routed(&upstream, &uri);
         // Kept as the upstream's updates will name it: what it was sent (the canonical form in
         // a profile that decides on URIs), exposed.
-        let uri = names::expose_uri(host.prefix_of(&upstream), &original);
+        let uri = names::expose_uri(cx.prefix_of(&upstream), &original);
         let target = self
-            .instance(&host.session, &upstream, Start::IfNeeded)
+            .instance(cx, &upstream, Start::IfNeeded)
             .await?
             .ok_or_else(|| upstream_error(upstream.unavailable()))?;
-        let session = &host.session;
+        let session = cx.own_session()?;
         let counts = &self.delivery.subscriptions;
         if on {
             if !session.tables().subscriptions.insert(uri.clone()) {

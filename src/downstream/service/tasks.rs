@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::forward::Start;
 use super::outcome::Route;
-use super::{Answer, HostRequest, HostService, internal};
+use super::{Answer, HostService, RequestCx, internal};
 use crate::jsonrpc::{Members, RpcError, raw_string, to_raw};
 use crate::mcp::method::Method;
 use crate::mcp::names;
@@ -17,7 +17,7 @@ impl HostService {
     /// A `CreateTaskResult`: its task id is exposed as `{prefix}+{id}` and owned by this session.
     pub(super) fn expose_created_task(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         upstream: &UpstreamHandle,
         result: Box<RawValue>,
     ) -> Box<RawValue> {
@@ -27,8 +27,9 @@ impl HostService {
         let Some(task) = value.get_mut("task") else {
             return result;
         };
-        if let Some(exposed) = expose_task_id(upstream, task) {
-            self.delivery.tasks.own(&exposed, &host.session.id);
+        // A stateless request's task belongs to no session (its revision has no tasks methods).
+        if let (Some(exposed), Some(session)) = (expose_task_id(upstream, task), &cx.session) {
+            self.delivery.tasks.own(&exposed, &session.id);
         }
         to_raw(&value)
     }
@@ -37,27 +38,25 @@ impl HostService {
     /// the session that created a task may use it.
     pub(super) async fn task_request(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         method: Method,
         (task, members): (String, Members<'_>),
         route: &mut Route,
     ) -> Result<Answer, RpcError> {
         let mut members = members;
         let not_found = || RpcError::invalid_params(format!("Unknown task: {task}"));
-        if self.delivery.tasks.owner(&task).as_deref() != Some(host.session.id.as_str()) {
+        let session = cx.own_session()?;
+        if self.delivery.tasks.owner(&task).as_deref() != Some(session.id.as_str()) {
             return Err(not_found());
         }
-        let snapshot = self.router.view(host.profile());
+        let snapshot = self.router.view(cx.profile());
         let (upstream, original) = snapshot.route_task(&task).ok_or_else(not_found)?;
         let (upstream, original) = (upstream.clone(), original.into_owned());
         drop(snapshot);
         route.routed(&upstream, &task);
         let original = raw_string(&original);
         members.insert("taskId", &original);
-        match self
-            .forward(host, &upstream, method, members, route)
-            .await?
-        {
+        match self.forward(cx, &upstream, method, members, route).await? {
             Reply::Result(result) => {
                 let Ok(mut value) = serde_json::from_str::<Value>(result.get()) else {
                     return Ok(Answer::Result(result));
@@ -75,17 +74,17 @@ impl HostService {
     }
 
     /// `tasks/list`: this session's tasks, from every upstream that lists tasks.
-    pub(super) async fn list_tasks(&self, host: &HostRequest) -> Result<Answer, RpcError> {
+    pub(super) async fn list_tasks(&self, cx: &RequestCx) -> Result<Answer, RpcError> {
         let listers: Vec<UpstreamHandle> = self
             .router
-            .view(host.profile())
+            .view(cx.profile())
             .offering("/tasks/list")
             .cloned()
             .collect();
         let mut tasks = Vec::new();
         for upstream in listers {
             // A per-session upstream's tasks live in this session's own instance, if it has one.
-            let target = self.instance(&host.session, &upstream, Start::No).await?;
+            let target = self.instance(cx, &upstream, Start::No).await?;
             let Some(target) = target else { continue };
             let mut cursor: Option<String> = None;
             for _ in 0..MAX_TASK_PAGES {
@@ -111,7 +110,8 @@ impl HostService {
                 for mut task in value["tasks"].as_array().cloned().unwrap_or_default() {
                     let exposed = expose_task_id(&upstream, &mut task);
                     let own = exposed.is_some_and(|id| {
-                        self.delivery.tasks.owner(&id).as_deref() == Some(host.session.id.as_str())
+                        let session = cx.session.as_ref().map(|s| s.id.as_str());
+                        session.is_some() && self.delivery.tasks.owner(&id).as_deref() == session
                     });
                     if own {
                         tasks.push(task);

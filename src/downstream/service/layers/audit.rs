@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use super::super::outcome::Outcome;
-use super::super::{HostRequest, HostService};
+use super::super::{HostService, RequestCx};
 use super::Sizes;
 use crate::audit::{Direction, Kind, Outcome as Ended, Record, RequestRecord, now_us};
 use crate::telemetry::otel::TraceParent;
@@ -15,7 +15,7 @@ impl HostService {
     /// One record for a finished host request.
     pub(super) fn audit_request(
         &self,
-        host: &HostRequest,
+        cx: &RequestCx,
         method: &str,
         outcome: Outcome,
         sizes: Sizes,
@@ -29,18 +29,18 @@ impl HostService {
             (false, false) => Ended::Ok,
         };
         let route = &outcome.route;
-        let profile = host.profile();
-        let trace = trace_id(host);
+        let profile = cx.profile();
+        let trace = trace_id(cx);
         let redaction = route.redaction.unwrap_or(self.audit_redaction);
         self.audit.record_request(&RequestRecord {
             ts_us: now_us(),
             // A stateless request belongs to no session: its record names none (its principal,
             // profile and protocol say whose it is). A per-request id would be a session index
             // entry of its own for every record, which grows the store's index without end.
-            session: (!host.session.is_stateless()).then_some(host.session.id.as_str()),
-            principal: host.ctx.principal.as_deref(),
+            session: cx.session.as_ref().map(|s| s.id.as_str()),
+            principal: cx.principal(),
             profile: profile.map(|p| p.name.as_str()),
-            protocol: host.session.host.version.as_str(),
+            protocol: cx.host.version.as_str(),
             upstream: route.upstream.as_deref(),
             method,
             target: route.target.as_deref(),
@@ -97,10 +97,10 @@ fn new_trace_id() -> String {
 }
 
 /// The trace this request belongs to: its span's, or the one the host sent.
-fn trace_id(host: &HostRequest) -> Option<std::borrow::Cow<'_, str>> {
-    match host.span.get() {
+fn trace_id(cx: &RequestCx) -> Option<std::borrow::Cow<'_, str>> {
+    match cx.span.get() {
         Some(span) => Some(span.trace_id().into()),
-        None => (host.ctx.trace.as_ref())
+        None => (cx.trace.as_ref())
             .and_then(TraceParent::trace_id)
             .map(Into::into),
     }

@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use super::super::HostRequest;
+use super::super::RequestCx;
 use super::super::outcome::Outcome;
 use crate::mcp::method::Method;
 use crate::telemetry::otel::{TraceParent, UpstreamSpan};
@@ -20,12 +20,12 @@ pub(in super::super) struct UpstreamTrace {
 /// The trace the upstream continues: a child of this request's span when traces are exported,
 /// else the host's own (already in `_meta`, unless it came in HTTP headers: then it is written).
 pub(in super::super) fn upstream(
-    host: &HostRequest,
+    cx: &RequestCx,
     method: Method,
     tool: Option<&str>,
     upstream: &str,
 ) -> UpstreamTrace {
-    match (crate::telemetry::otel::tracer(), host.span.get()) {
+    match (crate::telemetry::otel::tracer(), cx.span.get()) {
         (Some(tracer), Some(span)) => {
             let (child, trace) = span.child(tracer, method.as_str(), tool, upstream);
             UpstreamTrace {
@@ -35,7 +35,7 @@ pub(in super::super) fn upstream(
         }
         _ => UpstreamTrace {
             span: None,
-            meta: host.ctx.trace.as_ref().filter(|t| t.from_headers).cloned(),
+            meta: cx.trace.as_ref().filter(|t| t.from_headers).cloned(),
         },
     }
 }
@@ -48,8 +48,8 @@ impl UpstreamTrace {
 
     /// What the request's `_meta` carries now, ours or the host's own (remote transports send it
     /// as headers too).
-    pub fn carried(&mut self, host: &HostRequest) -> Option<TraceParent> {
-        self.meta.take().or_else(|| host.ctx.trace.clone())
+    pub fn carried(&mut self, cx: &RequestCx) -> Option<TraceParent> {
+        self.meta.take().or_else(|| cx.trace.clone())
     }
 
     /// Ends the upstream span, failed unless the upstream answered with a result.
@@ -61,8 +61,8 @@ impl UpstreamTrace {
 }
 
 /// Ends the request's span (when traces are exported).
-pub(super) fn report(host: &HostRequest, method: &str, outcome: &Outcome) {
-    if let Some(span) = host.span.get() {
+pub(super) fn report(cx: &RequestCx, method: &str, outcome: &Outcome) {
+    if let Some(span) = cx.span.get() {
         let route = &outcome.route;
         span.routed(method, route.target.as_deref(), route.upstream.as_deref());
         span.end(outcome.code);

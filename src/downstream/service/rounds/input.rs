@@ -11,7 +11,7 @@ use futures_util::task::AtomicWaker;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::downstream::session::Session;
+use crate::downstream::session::HostInfo;
 use crate::downstream::stream::Sink;
 use crate::jsonrpc::{RpcError, codes, raw_string};
 use crate::sync::lock;
@@ -40,7 +40,10 @@ pub(super) enum Event {
 /// The host side of a stateless request forwarded to a handshake-era upstream: its server
 /// requests become requests for input, its progress goes to the current round's stream.
 pub(in crate::downstream::service) struct InputCaller {
-    pub(super) session: Arc<Session>,
+    /// What the host declared in the request's envelope.
+    pub(super) host: Arc<HostInfo>,
+    /// The call's own id, unique in the process (it belongs to no session).
+    id: String,
     /// The response stream of the round being served, while it is open.
     sink: Mutex<Option<Sink>>,
     /// What the upstream said since the round last looked (no allocation until it says
@@ -59,9 +62,13 @@ pub(in crate::downstream::service) struct InputCaller {
 impl InputCaller {
     /// The caller a stateless request's upstream call reports to; `sink`: the first round's
     /// response stream.
-    pub(super) fn new(session: Arc<Session>, sink: Option<Sink>) -> Arc<Self> {
+    pub(super) fn new(host: Arc<HostInfo>, sink: Option<Sink>) -> Arc<Self> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let mut number = itoa::Buffer::new();
+        let number = number.format(NEXT.fetch_add(1, Ordering::Relaxed));
         Arc::new(Self {
-            session,
+            host,
+            id: ["request-", number].concat(),
             sink: Mutex::new(sink),
             events: Mutex::new(Vec::new()),
             said: AtomicBool::new(false),
@@ -131,7 +138,7 @@ fn needed(method: &str, asked_with: Option<&RawValue>) -> Option<(&'static str, 
 
 impl Caller for InputCaller {
     fn session_id(&self) -> &str {
-        &self.session.id
+        &self.id
     }
 
     /// Always yes: whether the host declared what a request needs is decided in
@@ -169,7 +176,7 @@ impl Caller for InputCaller {
             ));
         };
         let url_mode = required["elicitation"].get("url").is_some();
-        let declared = &self.session.host.capabilities.value()[capability];
+        let declared = &self.host.capabilities.value()[capability];
         if declared.is_null() || (url_mode && declared.get("url").is_none()) {
             self.say(Event::Missing(required));
             return Err(refused(format!(
@@ -198,11 +205,11 @@ impl Caller for InputCaller {
     }
 
     fn capabilities(&self) -> Option<&Value> {
-        Some(self.session.host.capabilities.value())
+        Some(self.host.capabilities.value())
     }
 
     fn request_log_level(&self) -> Option<usize> {
-        self.session.host.request_log_level
+        self.host.request_log_level
     }
 
     /// A 2026-07-28 upstream's `input_required` goes to the host as it is (its state sealed).
