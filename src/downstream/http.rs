@@ -31,7 +31,7 @@ use axum::routing::{get, post};
 use futures_util::Stream;
 use serde_json::value::RawValue;
 
-use super::service::{HostService, RequestCx, Who};
+use super::service::{Answered, HostService, RequestCx, Who};
 use super::session::Session;
 use super::stream::request_stream;
 use crate::config::ServerConfig;
@@ -163,8 +163,9 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> (Rou
 }
 
 impl Edge {
-    /// The request body within `max_body_bytes`, or the refusal to send instead.
-    async fn body(&self, body: Body, headers: &HeaderMap) -> Result<Bytes, Response> {
+    /// The request body within `max_body_bytes`, or the refusal to send instead (which closes
+    /// the connection: what is left of the body is not read).
+    async fn body(&self, body: Body) -> Result<Bytes, Refusal> {
         body::read(body, self.max_body_bytes).await.map_err(|e| {
             let refusal = match e {
                 body::BodyError::TooLarge(limit) => refuse(
@@ -180,11 +181,7 @@ impl Edge {
                     "Bad Request: the body broke off",
                 ),
             };
-            let mut response = refusal.answering(None, headers).into_response();
-            response
-                .headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            response
+            refusal.closing()
         })
     }
 }
@@ -216,65 +213,64 @@ async fn post_message(
     request: axum::extract::Request,
 ) -> Response {
     let (axum::http::request::Parts { headers, .. }, body) = request.into_parts();
-    let body = match admitted.edge.body(body, &headers).await {
-        Ok(body) => body,
-        Err(refused) => return refused,
-    };
+    (posted(&state, admitted, &headers, body).await)
+        .unwrap_or_else(|refused| refused.respond(&headers))
+}
+
+/// [`post_message`], refused with `?`.
+async fn posted(
+    state: &Arc<AppState>,
+    admitted: Admitted,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, Refusal> {
+    let body = admitted.edge.body(body).await?;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     if !content_type.starts_with("application/json") {
-        let refusal = refuse(
+        return Err(refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             codes::INVALID_REQUEST,
             "Unsupported Media Type: send application/json",
-        );
-        return refusal.answering(None, &headers).into_response();
+        ));
     }
     if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
         let Ok(text) = std::str::from_utf8(&body) else {
-            return Refusal::from_error(StatusCode::BAD_REQUEST, posted::not_utf8())
-                .answering(None, &headers)
-                .into_response();
+            return Err(Refusal::from_error(
+                StatusCode::BAD_REQUEST,
+                posted::not_utf8(),
+            ));
         };
-        return handle_batch(&state, &headers, text, &admitted).await;
+        return handle_batch(state, headers, text, &admitted).await;
     }
-    let posted = match Posted::read(body, &headers) {
-        Ok(posted) => posted,
-        Err(error) => {
-            return Refusal::from_error(StatusCode::BAD_REQUEST, error)
-                .answering(None, &headers)
-                .into_response();
-        }
-    };
+    let posted = Posted::read(body, headers)
+        .map_err(|error| Refusal::from_error(StatusCode::BAD_REQUEST, error))?;
     if posted.borrow_dependent().stateless {
-        return modern::post(&state, admitted, &headers, posted).await;
+        return modern::post(state, admitted, headers, posted).await;
     }
     let request_id = posted.request().map(|(id, ..)| id);
-    if let Err(refusal) = check_version(&headers) {
-        return refusal.answering(request_id, &headers).into_response();
-    }
-    let accepts = Accepts::of(&headers);
+    check_version(headers).map_err(|refusal| refusal.to(request_id))?;
+    let accepts = Accepts::of(headers);
     if request_id.is_some() && !accepts.json && !accepts.stream {
-        let refusal = refuse(
+        return Err(refuse(
             StatusCode::NOT_ACCEPTABLE,
             codes::INVALID_REQUEST,
             "Not Acceptable: a request's Accept must include application/json and text/event-stream",
-        );
-        return refusal.answering(request_id, &headers).into_response();
+        )
+        .to(request_id));
     }
     match &posted.borrow_dependent().message {
         Message::Request { id, method, params } if method == Method::Initialize.as_str() => {
             // A host that initializes again naming its session replaces it (the stdio bridge
             // does when its host initializes twice): that one is closed, not left to expire.
-            let replaces = admitted.session(&state, &headers).ok();
+            let replaces = admitted.session(state, headers).ok();
             let replaces = replaces.as_ref().map(|s| s.id.as_str());
-            match state
-                .service
+            let initialized = (state.service)
                 .initialize(id, *params, (None, replaces), admitted.access)
-                .await
-            {
+                .await;
+            Ok(match initialized {
                 Ok((session, line)) => {
                     let mut response = if accepts.stream_answers() {
                         Sse::new(futures_util::stream::iter([event(line)])).into_response()
@@ -290,24 +286,20 @@ async fn post_message(
                     let line = error_line(Some(id), &error);
                     (initialize_status(&error), json_response(line)).into_response()
                 }
-            }
+            })
         }
-        Message::Request { id, .. } => match admitted.session(&state, &headers) {
-            Ok(session) => {
-                let service = Arc::clone(&state.service);
-                let trace = TraceParent::from_headers(&headers);
-                let ok = |_: &str| StatusCode::OK;
-                answer(service, (Who::Session(session), trace), posted, accepts, ok).await
-            }
-            Err(refusal) => refusal.answering(Some(id), &headers).into_response(),
-        },
-        other => match admitted.session(&state, &headers) {
-            Ok(session) => {
-                accept(&state.service, &session, other);
-                StatusCode::ACCEPTED.into_response()
-            }
-            Err(refusal) => refusal.answering(None, &headers).into_response(),
-        },
+        Message::Request { id, .. } => {
+            let session = (admitted.session(state, headers)).map_err(|r| r.to(Some(id)))?;
+            let service = Arc::clone(&state.service);
+            let trace = TraceParent::from_headers(headers);
+            let who = (Who::Session(session), trace);
+            Ok(answer(service, who, posted, accepts, |_| StatusCode::OK).await)
+        }
+        other => {
+            let session = admitted.session(state, headers)?;
+            accept(&state.service, &session, other);
+            Ok(StatusCode::ACCEPTED.into_response())
+        }
     }
 }
 
@@ -337,14 +329,14 @@ fn accept(service: &HostService, session: &Session, message: &Message<'_>) {
 /// requests) and then the answer. A host that accepts no event stream never gets one: what the
 /// request produces goes to its session's GET stream instead, and the answer as JSON.
 ///
-/// `status` is the HTTP status of an answer sent as JSON (a stateless request's refusals are
-/// 400), told from what follows the id in its line (`,"result":…` or `,"error":…`).
+/// `status` is the HTTP status of an answer sent as JSON, from the error code the host got, if
+/// any (a stateless request's refusals of what it did not declare are 400).
 async fn answer(
     service: Arc<HostService>,
     (who, trace): (Who, Option<TraceParent>),
     posted: Posted,
     accepts: Accepts,
-    status: fn(&str) -> StatusCode,
+    status: fn(Option<i64>) -> StatusCode,
 ) -> Response {
     let Some((id, _, params)) = posted.request() else {
         // Never: only a request is answered.
@@ -352,8 +344,6 @@ async fn answer(
     };
     let (sink, mut rx) = request_stream(REQUEST_STREAM);
     let sink = accepts.stream.then_some(sink);
-    // Every answer line mcpmux writes starts `{"jsonrpc":"2.0","id":` and the id.
-    let after_id = r#"{"jsonrpc":"2.0","id":"#.len() + id.get().len();
     // The params are looked into for a trace context unless their `_meta` is known to hold none.
     let traced = params.filter(|_| !posted.meta_is_envelope());
     let cx = RequestCx::new(who, id.to_owned(), sink, traced, trace);
@@ -361,22 +351,21 @@ async fn answer(
     let mut answer = Box::pin(async move {
         match posted.handled() {
             Some((method, params)) => service.request(&cx, method, params).await,
-            None => String::new(),
+            None => Answered::default(),
         }
     });
     tokio::select! {
         biased;
-        line = &mut answer => {
+        answered = &mut answer => {
             // Messages queued just before the answer still go first, on a stream.
             let mut early = Vec::new();
             while let Some(message) = rx.try_recv() {
                 early.push(message);
             }
             if early.is_empty() && !accepts.stream_answers() {
-                let status = status(line.get(after_id..).unwrap_or_default());
-                return (status, json_response(line)).into_response();
+                return (status(answered.error), json_response(answered.line)).into_response();
             }
-            early.push(line);
+            early.push(answered.line);
             unbuffered(Sse::new(futures_util::stream::iter(early.into_iter().map(event))).into_response())
         }
         first = rx.recv() => {
@@ -389,14 +378,14 @@ async fn answer(
                 tokio::select! {
                     biased;
                     line = rx.recv() => Some((event(line), (queued, rx, Some(answer)))),
-                    line = &mut answer => {
+                    answered = &mut answer => {
                         // Everything the request produced before its answer goes before it: a
                         // receive the task's cooperative budget cut short must not leave the
                         // last progress behind when the answer is ready in the same poll.
                         while let Some(early) = rx.try_recv() {
                             queued.push_back(early);
                         }
-                        queued.push_back(line);
+                        queued.push_back(answered.line);
                         let next = queued.pop_front()?;
                         Some((event(next), (queued, rx, None)))
                     }
@@ -425,38 +414,28 @@ async fn handle_batch(
     headers: &HeaderMap,
     text: &str,
     admitted: &Admitted,
-) -> Response {
-    let session = match admitted.session(state, headers) {
-        Ok(session) => session,
-        Err(refusal) => return refusal.answering(None, headers).into_response(),
-    };
+) -> Result<Response, Refusal> {
+    let session = admitted.session(state, headers)?;
     if !session.host.version.has_batches() {
         let why = format!(
             "Invalid request: JSON-RPC batches are not part of MCP {}",
             session.host.version
         );
-        return refuse(StatusCode::BAD_REQUEST, codes::INVALID_REQUEST, why)
-            .answering(None, headers)
-            .into_response();
+        return Err(refuse(StatusCode::BAD_REQUEST, codes::INVALID_REQUEST, why));
     }
-    let items: Vec<&RawValue> = match serde_json::from_str(text) {
-        Ok(items) => items,
-        Err(e) => {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                codes::PARSE_ERROR,
-                format!("Parse error: {e}"),
-            )
-            .into_response();
-        }
-    };
+    let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| {
+        refuse(
+            StatusCode::BAD_REQUEST,
+            codes::PARSE_ERROR,
+            format!("Parse error: {e}"),
+        )
+    })?;
     if items.is_empty() {
-        return refuse(
+        return Err(refuse(
             StatusCode::BAD_REQUEST,
             codes::INVALID_REQUEST,
             "Invalid request: empty batch",
-        )
-        .into_response();
+        ));
     }
     let mut answers = Vec::new();
     let mut lines: Vec<String> = Vec::new();
@@ -481,9 +460,10 @@ async fn handle_batch(
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
                 let service = &state.service;
                 answers.push(async move {
-                    service
+                    (service
                         .request(&cx, &method, params.as_deref().into())
-                        .await
+                        .await)
+                        .line
                 });
             }
             Ok(other) => accept(&state.service, &session, &other),
@@ -492,9 +472,9 @@ async fn handle_batch(
     }
     lines.extend(futures_util::future::join_all(answers).await);
     if lines.is_empty() {
-        return StatusCode::ACCEPTED.into_response();
+        return Ok(StatusCode::ACCEPTED.into_response());
     }
-    json_response(format!("[{}]", lines.join(",")))
+    Ok(json_response(format!("[{}]", lines.join(","))))
 }
 
 /// GET `/mcp` (or `/mcp/NAME`): the session's event stream, notifications and server requests
@@ -504,38 +484,40 @@ async fn get_stream(
     admitted: Admitted,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refusal) = check_version(&headers) {
-        return refusal.answering(None, &headers).into_response();
-    }
+    event_stream(&state, &admitted, &headers).unwrap_or_else(|refused| refused.respond(&headers))
+}
+
+/// [`get_stream`], refused with `?`.
+fn event_stream(
+    state: &AppState,
+    admitted: &Admitted,
+    headers: &HeaderMap,
+) -> Result<Response, Refusal> {
+    check_version(headers)?;
     let accepts_sse = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("text/event-stream"));
     if !accepts_sse {
-        let refusal = refuse(
+        return Err(refuse(
             StatusCode::NOT_ACCEPTABLE,
             codes::INVALID_REQUEST,
             "Not Acceptable: GET needs Accept: text/event-stream",
-        );
-        return refusal.answering(None, &headers).into_response();
+        ));
     }
-    let session = match admitted.session(&state, &headers) {
-        Ok(session) => session,
-        Err(refusal) => return refusal.answering(None, &headers).into_response(),
-    };
+    let session = admitted.session(state, headers)?;
     let Some(guard) = session.attach_stream() else {
-        let refusal = refuse(
+        return Err(refuse(
             StatusCode::CONFLICT,
             codes::INVALID_REQUEST,
             "Conflict: this session already has an open event stream",
-        );
-        return refusal.answering(None, &headers).into_response();
+        ));
     };
     let stream = futures_util::stream::unfold(guard, |mut guard| async move {
         let line = guard.recv().await?;
         Some((event(line), guard))
     });
-    sse(stream)
+    Ok(sse(stream))
 }
 
 fn sse(stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static) -> Response {

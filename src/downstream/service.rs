@@ -213,6 +213,15 @@ impl RequestCx {
     }
 }
 
+/// A request's answer as the transport sends it: its line, and the JSON-RPC error code the host
+/// got, if any (the transport's status, where it has one, is decided from the code, never read
+/// back out of the line).
+#[derive(Debug, Default)]
+pub struct Answered {
+    pub line: String,
+    pub error: Option<i64>,
+}
+
 /// What a request produced: a result to wrap or an upstream's answer to pass on.
 enum Answer {
     Result(Box<RawValue>),
@@ -318,8 +327,8 @@ impl HostService {
         }
     }
 
-    /// Handles one request of an initialized session; returns the response line.
-    pub async fn request(&self, cx: &RequestCx, method: &str, params: Params<'_>) -> String {
+    /// Handles one request (of a session, or a stateless one); returns its answer.
+    pub async fn request(&self, cx: &RequestCx, method: &str, params: Params<'_>) -> Answered {
         if let Some(tracer) = crate::telemetry::otel::tracer() {
             let session = cx.session.as_ref().map(|s| s.id.as_str());
             let who = (session, cx.host.version.as_str());
@@ -336,7 +345,7 @@ impl HostService {
         self.dispatch(cx, method, params).instrument(span).await
     }
 
-    async fn dispatch(&self, cx: &RequestCx, name: &str, params: Params<'_>) -> String {
+    async fn dispatch(&self, cx: &RequestCx, name: &str, params: Params<'_>) -> Answered {
         let started = std::time::Instant::now();
         let too_deep = (params.raw).is_some_and(|p| nests_deeper_than(p, MAX_DEPTH));
         let request_bytes = params.raw.map_or(0, str::len);
@@ -394,8 +403,9 @@ impl HostService {
             request: request_bytes,
             response: line.len(),
         };
+        let error = outcome.code;
         self.report(cx, asked, outcome, sizes);
-        line
+        Answered { line, error }
     }
 
     /// What the request answers, by method family.

@@ -62,7 +62,7 @@ impl FromRequestParts<Arc<AppState>> for Admitted {
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|ConnectInfo(peer)| *peer);
-        let refused = |refusal: Refusal| refusal.answering(None, &parts.headers).into_response();
+        let refused = |refusal: Refusal| refusal.respond(&parts.headers);
         let edge = state.edge.load_full();
         origin::check_origin(&parts.headers, &edge.allowed_origins, state.loopback_only)
             .map_err(refused)?;
@@ -125,7 +125,7 @@ impl FromRequestParts<Arc<AppState>> for InSession {
             check_version(&parts.headers).and_then(|()| admitted.session(state, &parts.headers));
         match session {
             Ok(session) => Ok(Self { session }),
-            Err(refusal) => Err(refusal.answering(None, &parts.headers).into_response()),
+            Err(refusal) => Err(refusal.respond(&parts.headers)),
         }
     }
 }

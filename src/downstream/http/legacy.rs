@@ -7,14 +7,14 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
-use super::admission::{Admitted, refuse};
-use super::{AppState, accept, sse};
+use super::admission::{Admitted, Refusal, refuse};
+use super::{AppState, Edge, accept, sse};
 use crate::downstream::Access;
 use crate::downstream::service::{HostService, RequestCx, Who};
 use crate::downstream::session::new_id;
@@ -96,31 +96,38 @@ pub(super) async fn handle_message(
 ) -> Response {
     // Taken whole, so the headers are moved out rather than copied (as on `/mcp`).
     let (axum::http::request::Parts { headers, .. }, body) = request.into_parts();
-    let body = match edge.body(body, &headers).await {
-        Ok(body) => body,
-        Err(refused) => return refused,
-    };
+    let posted = message(&state, (access, &edge), &target, &headers, body).await;
+    posted.unwrap_or_else(|refused| refused.respond(&headers))
+}
+
+/// [`handle_message`], refused with `?`.
+async fn message(
+    state: &AppState,
+    (access, edge): (Access, &Edge),
+    target: &Target,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, Refusal> {
+    let body = edge.body(body).await?;
     let Some(stream) = state.legacy.get(&target.session_id, &access) else {
-        return refuse(
+        return Err(refuse(
             StatusCode::NOT_FOUND,
             codes::INVALID_REQUEST,
             "Session not found: open /sse first",
-        )
-        .into_response();
+        ));
     };
     let Ok(text) = std::str::from_utf8(&body) else {
-        return refuse(
+        return Err(refuse(
             StatusCode::BAD_REQUEST,
             codes::PARSE_ERROR,
             "Parse error: body is not UTF-8",
-        )
-        .into_response();
+        ));
     };
     let message = match Incoming::parse(text) {
         Ok(message) => message,
         Err(error) => {
             let _ = stream.send(error_line(None, &error)).await;
-            return StatusCode::ACCEPTED.into_response();
+            return Ok(StatusCode::ACCEPTED.into_response());
         }
     };
     let service = Arc::clone(&state.service);
@@ -145,15 +152,15 @@ pub(super) async fn handle_message(
             };
             if status == StatusCode::ACCEPTED {
                 let _ = stream.send(line).await;
-                return status.into_response();
+                return Ok(status.into_response());
             }
             // A refusal goes on the stream (where the host waits for its answer) and in the body.
             let _ = stream.send(line.clone()).await;
-            return (status, super::json_response(line)).into_response();
+            return Ok((status, super::json_response(line)).into_response());
         }
         Message::Request { id, method, params } => match service.session(&target.session_id) {
             Some(session) => {
-                let trace = TraceParent::from_headers(&headers);
+                let trace = TraceParent::from_headers(headers);
                 let cx = RequestCx::new(
                     Who::Session(session),
                     id.to_owned(),
@@ -163,10 +170,10 @@ pub(super) async fn handle_message(
                 );
                 let (method, params) = (method.into_owned(), params.map(ToOwned::to_owned));
                 tokio::spawn(async move {
-                    let line = service
+                    let answered = service
                         .request(&cx, &method, params.as_deref().into())
                         .await;
-                    let _ = stream.send(line).await;
+                    let _ = stream.send(answered.line).await;
                 });
             }
             None => {
@@ -183,7 +190,7 @@ pub(super) async fn handle_message(
             }
         }
     }
-    StatusCode::ACCEPTED.into_response()
+    Ok(StatusCode::ACCEPTED.into_response())
 }
 
 /// Forwards the session's own messages (not tied to a request) onto the legacy stream.

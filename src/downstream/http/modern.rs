@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::value::RawValue;
 
-use super::admission::{Admitted, VERSION_HEADER, refuse};
+use super::admission::{Admitted, Refusal, VERSION_HEADER, refuse};
 use super::posted::{Posted, Read};
 use super::{AppState, accepts::Accepts, answer};
 use crate::downstream::service::Who;
@@ -74,37 +74,29 @@ pub(super) async fn post(
     admitted: Admitted,
     headers: &HeaderMap,
     mut posted: Posted,
-) -> Response {
+) -> Result<Response, Refusal> {
     match &posted.borrow_dependent().message {
         Message::Request { .. } => {}
         // No client notification is defined for this revision over HTTP; one is taken and
         // dropped, as the transport says a server that accepts it does.
-        Message::Notification { .. } => return StatusCode::ACCEPTED.into_response(),
+        Message::Notification { .. } => return Ok(StatusCode::ACCEPTED.into_response()),
         Message::Response { .. } | Message::Error { .. } => {
-            let refusal = refuse(
+            return Err(refuse(
                 StatusCode::BAD_REQUEST,
                 codes::INVALID_REQUEST,
                 "Invalid request: a 2026-07-28 client sends no responses (there are no server requests to answer)",
-            );
-            return refusal.answering(None, headers).into_response();
+            ));
         }
     }
     let sent = Sent::of(headers);
     let checked = posted
         .with_dependent_mut(|body, read| check(state, (&admitted, headers, &sent), body, read));
     let Some((id, _, params)) = posted.request() else {
-        return StatusCode::ACCEPTED.into_response();
+        return Ok(StatusCode::ACCEPTED.into_response());
     };
-    let refused = |status: StatusCode, error: RpcError| {
-        super::Refusal::from_error(status, error)
-            .answering(Some(id), headers)
-            .into_response()
-    };
-    let refused = &refused;
-    let (envelope, listens) = match checked {
-        Ok(checked) => checked,
-        Err((status, error)) => return refused(status, error),
-    };
+    let refused =
+        |status: StatusCode, error: RpcError| Refusal::from_error(status, error).to(Some(id));
+    let (envelope, listens) = checked.map_err(|(status, error)| refused(status, error))?;
     let accepts = Accepts::of_value(sent.accept);
     let host = HostInfo {
         version: envelope.version,
@@ -115,14 +107,16 @@ pub(super) async fn post(
         request_log_level: envelope.log_level,
     };
     if listens {
-        return listen(state, (id, params), (host, admitted), accepts, refused).await;
+        return listen(state, (id, params), (host, admitted), accepts)
+            .await
+            .map_err(|(status, error)| refused(status, error));
     }
     if !accepts.json && !accepts.stream {
         let error = RpcError::new(
             codes::INVALID_REQUEST,
             "Not Acceptable: a request's Accept must include application/json and text/event-stream",
         );
-        return refused(StatusCode::NOT_ACCEPTABLE, error);
+        return Err(refused(StatusCode::NOT_ACCEPTABLE, error));
     }
     let who = Who::Stateless {
         host: Arc::new(host),
@@ -131,7 +125,7 @@ pub(super) async fn post(
     let service = Arc::clone(&state.service);
     let trace = TraceParent::from_values(sent.traceparent, sent.tracestate);
     // An answer on an event stream comes `unbuffered`, as every request's stream does.
-    answer(service, (who, trace), posted, accepts, status_of).await
+    Ok(answer(service, (who, trace), posted, accepts, status_of).await)
 }
 
 /// A stateless request's envelope and the headers that mirror its body, checked in the
@@ -189,14 +183,13 @@ async fn listen(
     (id, params): (&RawValue, Option<&str>),
     (host, admitted): (HostInfo, Admitted),
     accepts: Accepts,
-    refused: impl Fn(StatusCode, RpcError) -> Response,
-) -> Response {
+) -> Result<Response, (StatusCode, RpcError)> {
     if !accepts.stream {
         let error = RpcError::new(
             codes::INVALID_REQUEST,
             "Not Acceptable: subscriptions/listen is answered with text/event-stream",
         );
-        return refused(StatusCode::NOT_ACCEPTABLE, error);
+        return Err((StatusCode::NOT_ACCEPTABLE, error));
     }
     match state
         .service
@@ -205,11 +198,11 @@ async fn listen(
     {
         Ok(messages) => {
             let events = futures_util::StreamExt::map(messages, super::event);
-            super::unbuffered(super::sse(events))
+            Ok(super::unbuffered(super::sse(events)))
         }
         // A caller that holds as many streams as it may: 429, as for too many sessions.
-        Err(error) if error.code == codes::BUSY => refused(StatusCode::TOO_MANY_REQUESTS, error),
-        Err(error) => refused(StatusCode::BAD_REQUEST, error),
+        Err(error) if error.code == codes::BUSY => Err((StatusCode::TOO_MANY_REQUESTS, error)),
+        Err(error) => Err((StatusCode::BAD_REQUEST, error)),
     }
 }
 
@@ -276,15 +269,13 @@ fn repeats(value: &HeaderValue, body: &str) -> bool {
     value.as_bytes() == body.as_bytes() && body.is_ascii()
 }
 
-/// The HTTP status of a stateless request's answer, from what follows the id in its line: 400
-/// for the errors the revision sends with it (a capability the request did not declare), else
-/// 200.
-fn status_of(after_id: &str) -> StatusCode {
-    // mcpmux writes its own errors code first.
-    if after_id.starts_with(r#","error":{"code":-32021,"#) {
-        return StatusCode::BAD_REQUEST;
+/// The HTTP status of a stateless request's answer, from the error code the host got: 400 for
+/// the errors the revision sends with it (a capability the request did not declare), else 200.
+fn status_of(error: Option<i64>) -> StatusCode {
+    match error {
+        Some(codes::MISSING_CLIENT_CAPABILITY) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
     }
-    StatusCode::OK
 }
 
 fn mismatch(why: String) -> RpcError {
@@ -300,22 +291,12 @@ mod tests {
 
     #[test]
     fn only_a_missing_capability_is_answered_400() {
-        let id = raw(r#""a,\"error\":{\"code\":-32021,""#.into());
-        let after_id =
-            |line: &str| line[r#"{"jsonrpc":"2.0","id":"#.len() + id.get().len()..].to_owned();
-        let missing = crate::jsonrpc::error_line(
-            Some(&id),
-            &RpcError::new(codes::MISSING_CLIENT_CAPABILITY, "no sampling"),
-        );
-        assert_eq!(status_of(&after_id(&missing)), StatusCode::BAD_REQUEST);
-        let other = crate::jsonrpc::error_line(Some(&id), &RpcError::invalid_params("x"));
-        assert_eq!(status_of(&after_id(&other)), StatusCode::OK);
-        let result = crate::jsonrpc::response_line(&id, &raw("{}".into()));
         assert_eq!(
-            status_of(&after_id(&result)),
-            StatusCode::OK,
-            "an id that looks like one"
+            status_of(Some(codes::MISSING_CLIENT_CAPABILITY)),
+            StatusCode::BAD_REQUEST
         );
+        assert_eq!(status_of(Some(codes::INVALID_PARAMS)), StatusCode::OK);
+        assert_eq!(status_of(None), StatusCode::OK);
     }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {

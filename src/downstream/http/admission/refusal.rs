@@ -20,6 +20,8 @@ pub(in super::super) struct Refusal {
     omit_unknown_id: bool,
     /// The `WWW-Authenticate` challenge of a 401 or 403.
     challenge: Option<String>,
+    /// Whether the connection is closed after it (a body that broke off or was too large).
+    close: bool,
 }
 
 pub(in super::super) fn refuse(
@@ -33,6 +35,7 @@ pub(in super::super) fn refuse(
         id: None,
         omit_unknown_id: false,
         challenge: None,
+        close: false,
     }
 }
 
@@ -71,22 +74,40 @@ impl Refusal {
             id: None,
             omit_unknown_id: false,
             challenge: None,
+            close: false,
         }
     }
 
-    /// Addresses the refusal to request `id` (if known), in the form the host's version expects.
-    pub(in super::super) fn answering(
-        mut self,
-        id: Option<&RawValue>,
-        headers: &HeaderMap,
-    ) -> Self {
+    /// The refusal of request `id` (when it could be read).
+    pub(in super::super) fn to(mut self, id: Option<&RawValue>) -> Self {
         self.id = id.map(ToOwned::to_owned);
+        self
+    }
+
+    /// Closes the connection after it.
+    pub(in super::super) fn closing(mut self) -> Self {
+        self.close = true;
+        self
+    }
+
+    /// The one way a refusal becomes a response: in the form the host's version (its
+    /// `MCP-Protocol-Version` header) expects. Edge functions return a refusal with `?`; their
+    /// handler calls this once.
+    pub(in super::super) fn respond(mut self, headers: &HeaderMap) -> Response {
         self.omit_unknown_id = headers
             .get(VERSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .and_then(Version::served)
             .is_some_and(Version::omits_unknown_error_id);
-        self
+        let close = self.close;
+        let mut response = self.into_response();
+        if close {
+            (response.headers_mut()).insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
+        }
+        response
     }
 }
 
