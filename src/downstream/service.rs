@@ -3,27 +3,29 @@
 //! map with only the owned fields rewritten (names, URIs, progress tokens, task ids), and the
 //! upstream's answer goes back verbatim. One place maps internal errors to JSON-RPC errors.
 //!
-//! A request is parsed once into a [`method::HostMethod`] and handled by its method family's
-//! handler, which fills in the request's [`outcome::Route`]; its [`outcome::Outcome`] is decided
-//! once and handed to each reporting layer (`layers`: trace, metrics, audit).
+//! A request is parsed once into a [`method::HostMethod`] and handed to its method family's
+//! handler — a function of the request's context ([`RequestCx`]), its method as parsed, and the
+//! dependencies it names (most take [`forward::Upstreams`], the one way to an upstream) — which
+//! fills in the request's [`outcome::Route`]; its [`outcome::Outcome`] is decided once and
+//! handed to each reporting layer (`layers`: trace, metrics, audit).
 //!
 //! - `method`: a request's method and params, parsed once.
 //! - `outcome`: what routing learned, and what the request came to.
 //! - `layers`: what reports on a finished request (span, metrics, audit record).
-//! - `initialize`: the handshake and the merged capabilities.
-//! - `modern`: `server/discover` and results as a 2026-07-28 (stateless) host reads them.
+//! - `forward`: the one way to an upstream (which instance serves a request, the call itself).
 //! - `rounds`: a stateless host's multi-round requests to a handshake-era upstream (its server
 //!   requests as `input_required`, the call parked until the host's retry).
-//! - `forward`: calls, reads and the one funnel to upstreams (which instance serves a request).
-//! - `listen`: a stateless host's `subscriptions/listen` stream of change notifications.
-//! - `listing`: aggregate pages and cursors. `content`: fitting results to the host's version.
-//! - `subscriptions`, `logging`, `completion`, `tasks`: the other request methods.
-//! - `answers`: host notifications, host answers to server requests, the end of a session.
-//! - `notices`: the idle-session reaper and catalog-change notifications.
+//! - The families: `tools` (and `search`, a search-mode profile's two tools), `prompts`,
+//!   `resources`, `skills`, `listing`, `subscriptions`, `logging`, `completion`, `tasks`,
+//!   `discover`; `content` fits results to the host's version, `modern` to a 2026-07-28 host.
+//! - `initialize`: the handshake and the merged capabilities. `listen`: a stateless host's
+//!   `subscriptions/listen` stream. `answers`: host notifications, host answers to server
+//!   requests, the end of a session. `notices`: the idle-session reaper and change notices.
 
 mod answers;
 mod completion;
 mod content;
+mod discover;
 mod forward;
 mod initialize;
 mod layers;
@@ -34,11 +36,14 @@ mod method;
 mod modern;
 mod notices;
 mod outcome;
+mod prompts;
+mod resources;
 mod rounds;
 mod search;
 mod skills;
 mod subscriptions;
 mod tasks;
+mod tools;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,28 +70,26 @@ use crate::router::{RouterHandle, Snapshot};
 use crate::supervisor::SupervisorHandle;
 use crate::telemetry::otel::{HostSpan, TraceParent};
 use crate::upstream::{Phase, Reply, UpstreamError};
+use forward::Upstreams;
 use method::HostMethod;
 pub use method::Params;
 use outcome::{Asked, Outcome, Route};
 
-/// Everything a host request needs, shared by all transports.
+/// What the transports ask of the host side: a request's answer ([`HostService::request`]),
+/// the handshake, a session's notifications and answers, listen streams. A request is parsed
+/// once and handed to its method family's handler with the dependencies that handler needs.
 #[derive(Debug)]
 pub struct HostService {
-    router: RouterHandle,
-    delivery: Arc<Delivery>,
-    supervisor: SupervisorHandle,
+    /// The catalog views, and what reaches upstreams through them.
+    upstreams: Upstreams,
     audit: AuditHandle,
     /// How arguments are audited unless an upstream or tool says otherwise.
     audit_redaction: Redaction,
     cursors: CursorCodec,
-    /// Calls of stateless hosts parked between rounds.
-    rounds: rounds::Rounds,
     /// Cancelled when the daemon stops: listen streams then end with their result.
     stopping: tokio_util::sync::CancellationToken,
     /// The listen streams each caller holds open.
     listening: Arc<crate::downstream::holdings::Holdings>,
-    /// `server.initialize_wait` and `server.max_in_flight_per_session`, as a reload sets them.
-    limits: arc_swap::ArcSwap<Limits>,
 }
 
 /// The limits of host sessions that a reload may change.
@@ -236,23 +239,27 @@ impl HostService {
         audit: (AuditHandle, Redaction),
         (server, cursor_keys): (&ServerConfig, crate::mcp::cursor::KeyRing),
     ) -> Self {
-        Self {
+        let upstreams = Upstreams {
             router,
-            delivery,
             supervisor,
+            delivery,
+            rounds: rounds::Rounds::new(),
+            limits: arc_swap::ArcSwap::from_pointee(Limits::of(server)),
+            audits: audit.0.is_enabled(),
+        };
+        Self {
+            upstreams,
             audit: audit.0,
             audit_redaction: audit.1,
             cursors: CursorCodec::new(cursor_keys),
-            rounds: rounds::Rounds::new(),
             stopping: tokio_util::sync::CancellationToken::new(),
             listening: Arc::default(),
-            limits: arc_swap::ArcSwap::from_pointee(Limits::of(server)),
         }
     }
 
     /// Applies a reloaded config's session limits (to open sessions too).
     pub fn set_limits(&self, server: &ServerConfig) {
-        self.limits.store(Arc::new(Limits::of(server)));
+        (self.upstreams.limits).store(Arc::new(Limits::of(server)));
     }
 
     /// The daemon is stopping: `subscriptions/listen` streams end now, each with its result.
@@ -262,17 +269,17 @@ impl HostService {
 
     /// Every open host session.
     pub fn sessions(&self) -> Vec<Arc<Session>> {
-        self.delivery.sessions.all()
+        self.upstreams.delivery.sessions.all()
     }
 
     /// How many host sessions may be open at once (`server.max_sessions`, as a reload sets it).
     pub fn max_sessions(&self) -> usize {
-        self.limits.load().max_sessions
+        self.upstreams.limits.load().max_sessions
     }
 
     /// The session a host names, marked as used now.
     pub fn session(&self, id: &str) -> Option<Arc<Session>> {
-        self.delivery.sessions.get(id)
+        self.upstreams.delivery.sessions.get(id)
     }
 
     /// Whether mcpmux answers `method` in a request of `version` (an unknown method, or one its
@@ -297,8 +304,9 @@ impl HostService {
         }
         // The tool is looked up first: a call of a tool without such parameters (nearly every
         // one) parses nothing.
-        let annotations =
-            tool.and_then(|tool| (self.router).with_view(profile, |view| view.param_headers(tool)));
+        let annotations = tool.and_then(|tool| {
+            (self.upstreams.router).with_view(profile, |view| view.param_headers(tool))
+        });
         let (Some(annotations), Some(params)) = (annotations, params) else {
             return Ok(());
         };
@@ -376,7 +384,7 @@ impl HostService {
                 match HostMethod::parse(method, params, version) {
                     Ok(parsed) if version.is_modern() => {
                         fit = Some(modern::Fit::of(&parsed, cx, |kind| {
-                            self.router.view(cx.profile()).ttl_ms(kind)
+                            self.upstreams.router.view(cx.profile()).ttl_ms(kind)
                         }));
                         let answer = self.handle(cx, parsed, &mut route).await;
                         modern::Fit::errors(answer)
@@ -408,64 +416,70 @@ impl HostService {
         Answered { line, error }
     }
 
-    /// What the request answers, by method family.
+    /// What the request answers: its method family's handler, given the request's context, its
+    /// method as parsed, and the dependencies it needs.
     async fn handle(
         &self,
         cx: &RequestCx,
         method: HostMethod<'_>,
         route: &mut Route,
     ) -> Result<Answer, RpcError> {
-        let name = method.method();
+        let upstreams = &self.upstreams;
+        let router = &upstreams.router;
         match method {
             HostMethod::Ping => Ok(Answer::Result(to_raw(&json!({})))),
-            HostMethod::Discover => self.discover(cx).await,
+            HostMethod::Discover => discover::discover(cx, upstreams).await,
             // A stream, which the transport serves through [`HostService::listen`].
             HostMethod::Listen { .. } => Err(RpcError::new(
                 codes::INVALID_REQUEST,
                 "subscriptions/listen is answered with an event stream; send it accepting text/event-stream",
             )),
-            HostMethod::List { kind, cursor } => self.list(cx, kind, cursor),
+            HostMethod::List { kind, cursor } => {
+                listing::list(cx, (kind, cursor), (router, &self.cursors))
+            }
             HostMethod::CallNamed {
-                kind,
-                name: target,
+                kind: ListKind::Prompts,
+                name,
                 members,
-            } => match search::MetaTool::named(cx.profile(), kind, &target) {
-                None => {
-                    self.call_named(cx, (name, kind), target, members, route)
-                        .await
+            } => prompts::get(cx, name, members, upstreams, route).await,
+            HostMethod::CallNamed { name, members, .. } => {
+                let called = (Method::ToolsCall, ListKind::Tools);
+                match search::MetaTool::named(cx.profile(), ListKind::Tools, &name) {
+                    None => tools::call(cx, name, members, upstreams, route).await,
+                    Some(search::MetaTool::Search) => {
+                        search::search_tools(cx, name, &members, upstreams, route).await
+                    }
+                    Some(search::MetaTool::Call) => {
+                        search::call_found(cx, called, name, members, upstreams, route).await
+                    }
                 }
-                Some(search::MetaTool::Search) => {
-                    self.search_tools(cx, target, &members, route).await
-                }
-                Some(search::MetaTool::Call) => {
-                    self.call_found(cx, (name, kind), target, members, route)
-                        .await
-                }
-            },
+            }
             HostMethod::ReadResource { uri, members } => {
-                self.read_resource(cx, uri, members, route).await
+                resources::read(cx, uri, members, upstreams, route).await
             }
             HostMethod::ReadSkill {
                 uri,
                 directory,
                 members,
-            } => self.read_skill(cx, (uri, directory), members, route).await,
-            HostMethod::Subscribe { uri, on } => self.subscribe(cx, uri, on, route).await,
-            HostMethod::SetLogLevel { level } => self.set_log_level(cx, level).await,
+            } => skills::read(cx, (uri, directory), members, upstreams, route).await,
+            HostMethod::Subscribe { uri, on } => {
+                subscriptions::subscribe(cx, (uri, on), upstreams, route).await
+            }
+            HostMethod::SetLogLevel { level } => logging::set_level(cx, level, upstreams).await,
             HostMethod::Complete {
                 reference,
                 reference_members,
                 members,
             } => {
-                self.complete(cx, (reference, reference_members, members), route)
-                    .await
+                let asked = (reference, reference_members, members);
+                completion::complete(cx, asked, upstreams, route).await
             }
             HostMethod::Task {
                 method,
                 task,
                 members,
-            } => self.task_request(cx, method, (task, members), route).await,
-            HostMethod::ListTasks => self.list_tasks(cx).await,
+            } => tasks::request(cx, (method, task, members), upstreams, route).await,
+            HostMethod::ListTasks => tasks::list(cx, upstreams).await,
         }
     }
 }

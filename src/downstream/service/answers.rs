@@ -77,7 +77,7 @@ impl HostService {
     /// Ends a session: its in-flight requests are cancelled upstream, its pending server requests
     /// refused, its subscriptions released, its per-session instances stopped.
     pub async fn close_session(&self, id: &str) -> bool {
-        let Some(session) = self.delivery.sessions.remove(id) else {
+        let Some(session) = self.upstreams.delivery.sessions.remove(id) else {
             return false;
         };
         let (in_flight, server_requests, subscriptions) = {
@@ -110,7 +110,8 @@ impl HostService {
             );
         }
         for uri in subscriptions {
-            let Ok((upstream, original)) = self.route_uri(
+            let Ok((upstream, original)) = super::resources::route_uri(
+                &self.upstreams.router,
                 session.profile().as_deref(),
                 crate::mcp::ListKind::Resources,
                 &uri,
@@ -119,7 +120,11 @@ impl HostService {
             };
             // A session's own instances stop with it; a shared upstream is told when no one is left.
             if upstream.config().isolation == Isolation::Shared
-                && self.delivery.subscriptions.remove(upstream.id(), &original)
+                && self
+                    .upstreams
+                    .delivery
+                    .subscriptions
+                    .remove(upstream.id(), &original)
             {
                 let params = serde_json::json!({ "uri": original }).to_string();
                 let _ = upstream
@@ -127,15 +132,15 @@ impl HostService {
                     .await;
             }
         }
-        self.delivery.subscriptions.forget_session(id);
-        self.supervisor.stop_instances(id).await;
+        self.upstreams.delivery.subscriptions.forget_session(id);
+        self.upstreams.supervisor.stop_instances(id).await;
         self.audit_event("session.closed", id, None);
         true
     }
 
     /// Ends every session (daemon shutdown).
     pub async fn close_all(&self) {
-        for session in self.delivery.sessions.all() {
+        for session in self.upstreams.delivery.sessions.all() {
             self.close_session(&session.id).await;
         }
     }

@@ -1,31 +1,32 @@
-//! The funnel to upstreams: `tools/call` and `prompts/get` route by exposed name,
-//! `resources/read` by the URI's prefix; every forwarded request goes through [`HostService::forward`],
-//! which picks the instance that serves it, swaps the host's progress token for ours, makes it
-//! cancellable by the host and ties server requests it causes to this host only.
+//! The one way to an upstream ([`Upstreams`]): every request a handler routed goes through
+//! [`Upstreams::forward`], which picks the instance that serves it, swaps the host's progress
+//! token for ours, makes it cancellable by the host and ties server requests it causes to this
+//! host only — or, for a stateless request, to its rounds.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
 use super::layers;
 use super::outcome::{Forwarded, Route};
 use super::rounds::{self, Resumed, Round, Rounds};
-use super::{Answer, HostService, RequestCx, content, unknown, upstream_error};
+use super::{RequestCx, upstream_error};
 use crate::config::{Isolation, Profile};
 use crate::downstream::caller::SessionCaller;
+use crate::downstream::delivery::Delivery;
 use crate::downstream::holdings::Holder;
-use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string, to_raw};
-use crate::mcp::ListKind;
+use crate::jsonrpc::{Members, RpcError, raw, raw_string};
 use crate::mcp::envelope::ENVELOPE_PREFIX;
 use crate::mcp::method::Method;
-use crate::mcp::names::{self, Prefix};
-use crate::router::{AppRoute, Snapshot};
+use crate::mcp::names::Prefix;
+use crate::router::RouterHandle;
+use crate::supervisor::SupervisorHandle;
 use crate::telemetry::otel::TraceParent;
 use crate::upstream::{CallContext, Caller, ProgressTokens, Reply, UpstreamHandle};
 
-/// Whether [`HostService::instance`] may start a session's own instance.
+/// Whether [`Upstreams::instance`] may start a session's own instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Start {
     /// Start it on first use (a call needs it).
@@ -34,140 +35,24 @@ pub(super) enum Start {
     No,
 }
 
-impl HostService {
-    /// `tools/call` and `prompts/get`: route by exposed name, rewrite `name`, forward.
-    pub(super) async fn call_named(
-        &self,
-        cx: &RequestCx,
-        (method, kind): (Method, ListKind),
-        name: String,
-        members: Members<'_>,
-        route: &mut Route,
-    ) -> Result<Answer, RpcError> {
-        let mut members = members;
-        tracing::Span::current().record("target", name.as_str());
-        let snapshot = self.router.view(cx.profile());
-        let routed = match snapshot.route_name(kind, &name) {
-            Some((upstream, original)) => Ok((upstream.clone(), original.to_owned(), None)),
-            // An app's page calls its own server's tools by their own names.
-            None => match snapshot.route_app(kind, &name) {
-                AppRoute::One(entry) => Ok((
-                    entry.upstream.clone(),
-                    entry.original.to_string(),
-                    Some(entry.exposed.to_string()),
-                )),
-                AppRoute::Several(exposed) => Err(several_apps(&name, &exposed)),
-                AppRoute::Unknown => Err(unknown(&snapshot, kind, &name)),
-            },
-        };
-        drop(snapshot);
-        // Audit and metrics name what the host's view calls it.
-        let (upstream, original_name, exposed) = match routed {
-            Ok(routed) => routed,
-            Err(error) => {
-                route.target = Some(name);
-                return Err(error);
-            }
-        };
-        route.target = Some(exposed.unwrap_or(name));
-        let tool = (kind == ListKind::Tools).then_some(&*original_name);
-        route.upstream = Some(upstream.name().to_owned());
-        route.redaction = upstream.config().redaction_for(tool);
-        // The arguments are copied only when they will be audited.
-        if self.audit.is_enabled() {
-            route.args = members.get("arguments").map(ToOwned::to_owned);
-        }
-        let original = raw_string(&original_name);
-        members.insert("name", &original);
-        let task_augmented = kind == ListKind::Tools && members.contains("task");
-        let reply = self
-            .forward_or_resume(cx, (method, &upstream), members, tool, route)
-            .await;
-        if let (Some(forwarded), ListKind::Tools) = (&mut route.forwarded, kind) {
-            forwarded.tool = Some(original_name);
-        }
-        match reply? {
-            Reply::Result(result) if task_augmented => Ok(Answer::Result(
-                self.expose_created_task(cx, &upstream, result),
-            )),
-            Reply::Result(result) => Ok(Answer::Result(content::fit(
-                cx.prefix_of(&upstream),
-                result,
-                cx.host.version,
-            ))),
-            reply => Ok(Answer::Upstream(reply)),
-        }
-    }
+/// What a request reaches its upstream through — the catalog that routes it, the supervisor
+/// and its per-session instances, the rounds of stateless calls, the session limits — and the
+/// one call to the upstream ([`Upstreams::forward`]). Each handler that forwards takes this and
+/// what else it needs by name.
+#[derive(Debug)]
+pub(super) struct Upstreams {
+    pub router: RouterHandle,
+    pub supervisor: SupervisorHandle,
+    pub delivery: Arc<Delivery>,
+    /// Calls of stateless hosts parked between rounds.
+    pub rounds: Rounds,
+    /// The session limits, as a reload sets them.
+    pub limits: arc_swap::ArcSwap<super::Limits>,
+    /// Whether a call's arguments are audited (copied when they are routed).
+    pub audits: bool,
+}
 
-    /// `resources/read`: route by the URI's prefix, rewrite `uri` both ways.
-    pub(super) async fn read_resource(
-        &self,
-        cx: &RequestCx,
-        uri: String,
-        members: Members<'_>,
-        route: &mut Route,
-    ) -> Result<Answer, RpcError> {
-        let mut members = members;
-        let hidden = self
-            .router
-            .with_view(cx.profile(), |view| view.hides_skill(&uri));
-        let routed = match self.route_uri(cx.profile(), ListKind::Resources, &uri) {
-            // A file of a skill the view hides is as unknown as a file nothing has.
-            Ok(_) if hidden => Err((unknown_resource(&uri), uri)),
-            Ok((upstream, original)) => Ok((upstream, original, uri)),
-            // An app's page reads its own server's resources by their own URIs.
-            Err(unknown) => {
-                let snapshot = self.router.view(cx.profile());
-                match snapshot.route_app(ListKind::Resources, &uri) {
-                    AppRoute::One(entry) => Ok((
-                        entry.upstream.clone(),
-                        entry.original.to_string(),
-                        entry.exposed.to_string(),
-                    )),
-                    AppRoute::Several(exposed) => Err((several_apps(&uri, &exposed), uri)),
-                    AppRoute::Unknown => Err((unknown, uri)),
-                }
-            }
-        };
-        let (upstream, original, uri) = match routed {
-            Ok(routed) => routed,
-            Err((error, uri)) => {
-                route.target = Some(uri);
-                return Err(error);
-            }
-        };
-        route.routed(&upstream, &uri);
-        let original = raw_string(&original);
-        members.insert("uri", &original);
-        match self
-            .forward_or_resume(cx, (Method::ResourcesRead, &upstream), members, None, route)
-            .await?
-        {
-            Reply::Result(result) => Ok(Answer::Result(expose_contents(
-                cx,
-                &self.router.view(cx.profile()),
-                &upstream,
-                result,
-            ))),
-            error => Ok(Answer::Upstream(error)),
-        }
-    }
-
-    /// The upstream an exposed resource URI (or, for `kind` ResourceTemplates, URI template)
-    /// belongs to in the host's view, and the upstream's own form.
-    pub(super) fn route_uri(
-        &self,
-        profile: Option<&Profile>,
-        kind: ListKind,
-        uri: &str,
-    ) -> Result<(UpstreamHandle, String), RpcError> {
-        let snapshot = self.router.view(profile);
-        let (upstream, original) = snapshot
-            .route_uri(kind, uri)
-            .ok_or_else(|| unknown_resource(uri))?;
-        Ok((upstream.clone(), original.into_owned()))
-    }
-
+impl Upstreams {
     /// The one place that decides which connection serves a request to `upstream`: the shared
     /// instance, or the request's own instance of a per-session upstream (started on first use
     /// with [`Start::IfNeeded`]; `None` when there is none and it may not be started) — its
@@ -378,18 +263,9 @@ impl HostService {
     }
 }
 
-/// The error for a resource URI the view does not have.
-fn unknown_resource(uri: &str) -> RpcError {
-    RpcError::new(
-        codes::RESOURCE_NOT_FOUND,
-        format!("Resource not found: {uri}"),
-    )
-    .with_data(json!({ "uri": uri }))
-}
-
 /// The refusal of an app's request for `name`, which several upstreams' items have as their own
 /// name: never guessed; the host (or a person) can pick one by its exposed name.
-fn several_apps(name: &str, exposed: &[&str]) -> RpcError {
+pub(super) fn several_apps(name: &str, exposed: &[&str]) -> RpcError {
     RpcError::invalid_params(format!(
         "`{name}` is the name of several apps' tools or resources here: {}; call one of them by that name (to make one app's own calls route, rename or prefix the other upstream, or leave it out of this profile)",
         exposed.join(", ")
@@ -466,38 +342,4 @@ fn rewrite_meta(
         false => Meta::Rewritten(meta.to_raw()),
     };
     Ok((changed.then_some(meta), progress))
-}
-
-/// Rewrites `contents[].uri` of a resources/read result to the exposed form.
-/// A `resources/read` result with each item's `uri` exposed. In a profile that decides on URIs,
-/// an item whose URI the view does not show (an upstream that followed a link out of what the
-/// host may read) is dropped, with a warning: the host gets what its view allows of the answer.
-fn expose_contents(
-    cx: &RequestCx,
-    view: &Snapshot,
-    upstream: &UpstreamHandle,
-    result: Box<RawValue>,
-) -> Box<RawValue> {
-    let prefix = cx.prefix_of(upstream);
-    let judge = cx.profile().filter(|p| Snapshot::filters_uris(p));
-    let rewrite = || -> Option<Box<RawValue>> {
-        let mut top = Members::of(&result)?;
-        let contents: Vec<&RawValue> = serde_json::from_str(top.get("contents")?.get()).ok()?;
-        let mut exposed = Vec::with_capacity(contents.len());
-        for item in contents {
-            let mut item = Members::of(item)?;
-            let uri = names::expose_uri(prefix, &item.string("uri")?);
-            if judge.is_some_and(|p| !view.shows_uri(p, ListKind::Resources, &uri)) {
-                tracing::warn!(upstream = %upstream.name(), %uri, "Dropped a resource the host's profile does not show from a read answer.");
-                continue;
-            }
-            let uri = raw_string(&uri);
-            item.insert("uri", &uri);
-            exposed.push(item.to_raw());
-        }
-        let contents = to_raw(&exposed);
-        top.insert("contents", &contents);
-        Some(top.to_raw())
-    };
-    rewrite().unwrap_or(result)
 }

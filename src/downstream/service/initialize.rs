@@ -63,8 +63,13 @@ impl HostService {
         }
         let version = Version::negotiate(&params.protocol_version);
         let profile = access.profile.as_deref();
-        let starting: Vec<UpstreamHandle> =
-            self.router.view(profile).upstreams().cloned().collect();
+        let starting: Vec<UpstreamHandle> = self
+            .upstreams
+            .router
+            .view(profile)
+            .upstreams()
+            .cloned()
+            .collect();
         for upstream in &starting {
             upstream.start_if_lazy();
         }
@@ -72,18 +77,18 @@ impl HostService {
             .iter()
             .filter(|h| h.phase() == Phase::Starting || h.never_started());
         futures_util::future::join_all(
-            starting.map(|h| h.settled(self.limits.load().initialize_wait)),
+            starting.map(|h| h.settled(self.upstreams.limits.load().initialize_wait)),
         )
         .await;
-        let snapshot = self.router.view(profile);
+        let snapshot = self.upstreams.router.view(profile);
         let host = HostInfo {
             version,
             capabilities,
             client_info,
             request_log_level: None,
         };
-        let max_sessions = self.limits.load().max_sessions;
-        let session = (self.delivery.sessions)
+        let max_sessions = self.upstreams.limits.load().max_sessions;
+        let session = (self.upstreams.delivery.sessions)
             .open(session_id, host, access, max_sessions)
             .map_err(|refused| {
                 tracing::info!(reason = %refused, "Refused a host session.");

@@ -65,7 +65,7 @@ impl HostService {
                     .await?,
             ),
         };
-        let view = self.router.view(profile.as_deref());
+        let view = self.upstreams.router.view(profile.as_deref());
         let offered = |kind: ListKind| {
             view.offering(&format!("/{}", kind.capability()))
                 .next()
@@ -107,8 +107,8 @@ impl HostService {
             last: Some(last),
             stopping: self.stopping.clone(),
             service: Arc::downgrade(self),
-            changes: self.router.watch(),
-            seen: self.router.views(),
+            changes: self.upstreams.router.watch(),
+            seen: self.upstreams.router.views(),
             queued: Vec::new(),
             profile,
             tagged,
@@ -127,7 +127,7 @@ impl HostService {
     /// One of the listen streams the caller of `access` may hold open: at most
     /// `server.max_listen_streams_per_caller`, and no more than a host's `max_sessions`.
     fn hold_listen_stream(&self, access: &Access) -> Result<Held, RpcError> {
-        let configured = self.limits.load().max_listen_streams_per_caller;
+        let configured = self.upstreams.limits.load().max_listen_streams_per_caller;
         let own = (access.principal.as_ref()).and_then(|p| p.max_sessions());
         let limit = own.map_or(configured, |own| own.min(configured));
         let holder = Holder::of(access);
@@ -153,8 +153,8 @@ impl HostService {
         (host, access): (HostInfo, Access),
         uris: &[String],
     ) -> Result<Updates, RpcError> {
-        let max_sessions = self.limits.load().max_sessions;
-        let session = (self.delivery.sessions)
+        let max_sessions = self.upstreams.limits.load().max_sessions;
+        let session = (self.upstreams.delivery.sessions)
             .open(None, host, access, max_sessions)
             .map_err(|refused| RpcError::new(codes::TOO_MANY_SESSIONS, refused.to_string()))?;
         let guard = session.attach_stream();
@@ -163,8 +163,8 @@ impl HostService {
         let request = RequestCx::new(who, id.to_owned(), None, None, None);
         for uri in uris {
             let mut route = Route::default();
-            if self
-                .subscribe(&request, uri.clone(), true, &mut route)
+            let subscribed = (uri.clone(), true);
+            if super::subscriptions::subscribe(&request, subscribed, &self.upstreams, &mut route)
                 .await
                 .is_ok()
             {
@@ -254,7 +254,7 @@ impl Watching {
             }
             self.changes.borrow_and_update();
             let service = self.service.upgrade()?;
-            let current = service.router.views();
+            let current = service.upstreams.router.views();
             let profile = self.profile.as_deref();
             let (before, now) = (self.seen.of(profile), current.of(profile));
             let mut methods: Vec<&str> = ListKind::ALL

@@ -4,49 +4,51 @@
 
 use serde_json::json;
 
-use super::forward::Start;
-use super::{Answer, HostService, RequestCx};
+use super::forward::{Start, Upstreams};
+use super::{Answer, RequestCx};
 use crate::downstream::tables::instance_key;
 use crate::jsonrpc::{RpcError, to_raw};
 use crate::mcp::method::Method;
 use crate::mcp::{LOG_LEVELS, log_rank};
 use crate::upstream::UpstreamHandle;
 
-impl HostService {
-    pub(super) async fn set_log_level(
-        &self,
-        cx: &RequestCx,
-        level: String,
-    ) -> Result<Answer, RpcError> {
-        let rank = log_rank(&level).ok_or_else(|| {
-            RpcError::invalid_params(format!(
-                "unknown level `{level}`; use one of {}",
-                LOG_LEVELS.join(", ")
-            ))
-        })?;
-        cx.own_session()?.tables().log_level = Some(rank);
-        let loggers: Vec<UpstreamHandle> = self
-            .router
-            .view(cx.profile())
-            .offering("/logging")
-            .cloned()
-            .collect();
-        for upstream in loggers {
-            // This session's own instance of a per-session upstream logs at this session's level.
-            let own = self
-                .instance(cx, &upstream, Start::No)
-                .await?
-                .filter(|i| i.scope().is_some());
-            if let Some(instance) = own {
-                self.tell_level(&instance, rank).await;
-            }
-            if let Some(wanted) = self.delivery.wanted_log_level(upstream.name()) {
-                self.tell_level(&upstream, wanted).await;
-            }
+/// `logging/setLevel`: the session's level, and each upstream that logs told what the sessions
+/// want of it now.
+pub(super) async fn set_level(
+    cx: &RequestCx,
+    level: String,
+    upstreams: &Upstreams,
+) -> Result<Answer, RpcError> {
+    let rank = log_rank(&level).ok_or_else(|| {
+        RpcError::invalid_params(format!(
+            "unknown level `{level}`; use one of {}",
+            LOG_LEVELS.join(", ")
+        ))
+    })?;
+    cx.own_session()?.tables().log_level = Some(rank);
+    let loggers: Vec<UpstreamHandle> = upstreams
+        .router
+        .view(cx.profile())
+        .offering("/logging")
+        .cloned()
+        .collect();
+    for upstream in loggers {
+        // This session's own instance of a per-session upstream logs at this session's level.
+        let own = upstreams
+            .instance(cx, &upstream, Start::No)
+            .await?
+            .filter(|i| i.scope().is_some());
+        if let Some(instance) = own {
+            upstreams.tell_level(&instance, rank).await;
         }
-        Ok(Answer::Result(to_raw(&json!({}))))
+        if let Some(wanted) = upstreams.delivery.wanted_log_level(upstream.name()) {
+            upstreams.tell_level(&upstream, wanted).await;
+        }
     }
+    Ok(Answer::Result(to_raw(&json!({}))))
+}
 
+impl Upstreams {
     /// A 2026-07-28 request that asks for log messages (its envelope's `logLevel`) and goes to a
     /// handshake-era upstream that logs: that upstream is told to log at least as verbosely,
     /// once, before the request goes (what each host then gets is still decided per session and
@@ -69,7 +71,7 @@ impl HostService {
 
     /// Sets a handshake-era upstream's level; a 2026-07-28 upstream is told with each request
     /// (its envelope's `logLevel`, from the session's level).
-    async fn tell_level(&self, upstream: &UpstreamHandle, rank: usize) {
+    pub(super) async fn tell_level(&self, upstream: &UpstreamHandle, rank: usize) {
         if upstream.is_modern() {
             return;
         }

@@ -196,32 +196,6 @@ impl<'a> HostMethod<'a> {
         }
     }
 
-    /// The method it is a request of.
-    pub(super) fn method(&self) -> Method {
-        match self {
-            Self::Ping => Method::Ping,
-            Self::Discover => Method::Discover,
-            Self::Listen { .. } => Method::Listen,
-            Self::List { kind, .. } => kind.list_method(),
-            Self::CallNamed {
-                kind: ListKind::Prompts,
-                ..
-            } => Method::PromptsGet,
-            Self::CallNamed { .. } => Method::ToolsCall,
-            Self::ReadResource { .. } => Method::ResourcesRead,
-            Self::ReadSkill {
-                directory: true, ..
-            } => Method::ReadDirectory,
-            Self::ReadSkill { .. } => Method::SkillsGet,
-            Self::Subscribe { on: true, .. } => Method::ResourcesSubscribe,
-            Self::Subscribe { .. } => Method::ResourcesUnsubscribe,
-            Self::SetLogLevel { .. } => Method::SetLogLevel,
-            Self::Complete { .. } => Method::Complete,
-            Self::Task { method, .. } => *method,
-            Self::ListTasks => Method::TasksList,
-        }
-    }
-
     fn named(kind: ListKind, method: Method, params: Params<'a>) -> Result<Self, RpcError> {
         let members = params.members().ok_or_else(|| {
             RpcError::invalid_params(format!("{method} needs params with a `name`"))

@@ -11,15 +11,14 @@
 
 use std::sync::LazyLock;
 
+use serde_json::json;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
 use super::method::HostMethod;
-use super::{Answer, HostService, RequestCx, initialize};
+use super::{Answer, RequestCx};
 use crate::jsonrpc::{Members, Needle, RpcError, codes, raw, raw_string, response_line, to_raw};
 use crate::mcp::envelope::SERVER_INFO;
-use crate::mcp::version::Version;
-use crate::upstream::{Phase, Reply, UpstreamHandle};
+use crate::upstream::Reply;
 
 /// Who may cache a result (`cacheScope`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,42 +209,11 @@ static META: LazyLock<String> =
 static SERVER_INFO_VALUE: LazyLock<Box<RawValue>> =
     LazyLock::new(|| to_raw(&json!({ "name": "mcpmux", "version": env!("CARGO_PKG_VERSION") })));
 
-impl HostService {
-    /// `server/discover`: the revisions mcpmux serves (whatever its upstreams speak), and the
-    /// capabilities and instructions of the host's view. Lazy upstreams start now, and it waits
-    /// (bounded, as `initialize` does) for those still starting, so what it offers is whole.
-    pub(super) async fn discover(&self, cx: &RequestCx) -> Result<Answer, RpcError> {
-        let starting: Vec<UpstreamHandle> = self
-            .router
-            .view(cx.profile())
-            .upstreams()
-            .cloned()
-            .collect();
-        for upstream in &starting {
-            upstream.start_if_lazy();
-        }
-        let wait = self.limits.load().initialize_wait;
-        let starting = starting
-            .iter()
-            .filter(|h| h.phase() == Phase::Starting || h.never_started());
-        futures_util::future::join_all(starting.map(|h| h.settled(wait))).await;
-        let snapshot = self.router.view(cx.profile());
-        let supported: Vec<&str> = Version::SERVED.iter().map(|v| v.as_str()).collect();
-        let mut result = json!({
-            "supportedVersions": supported,
-            "capabilities": initialize::capabilities(&snapshot, Version::MODERN),
-        });
-        if let Some(instructions) = initialize::instructions(&snapshot) {
-            result["instructions"] = Value::String(instructions);
-        }
-        Ok(Answer::Result(to_raw(&result)))
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn fitted(text: &str, cache: Option<CacheScope>) -> Value {
         let cache = cache.map(|scope| (scope, Some(0)));

@@ -12,7 +12,7 @@ impl HostService {
     /// Forgets idle sessions periodically, for as long as the service lives.
     pub fn spawn_reaper(self: &Arc<Self>) {
         let weak = Arc::downgrade(self);
-        let every = self.delivery.sessions.reap_interval();
+        let every = self.upstreams.delivery.sessions.reap_interval();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             loop {
@@ -20,16 +20,21 @@ impl HostService {
                 let Some(service) = weak.upgrade() else {
                     return;
                 };
-                for id in service.delivery.sessions.idle() {
+                for id in service.upstreams.delivery.sessions.idle() {
                     tracing::info!(session = %id, "Forgetting an idle host session.");
                     service.close_session(&id).await;
                 }
-                let idle = service.delivery.sessions.idle_timeout();
-                let busy = |key: &str| service.supervisor.serving(key);
-                for key in service.delivery.stateless_instances.take_idle(idle, busy) {
+                let idle = service.upstreams.delivery.sessions.idle_timeout();
+                let busy = |key: &str| service.upstreams.supervisor.serving(key);
+                for key in service
+                    .upstreams
+                    .delivery
+                    .stateless_instances
+                    .take_idle(idle, busy)
+                {
                     tracing::info!(instances = %key, "Stopping the idle instances that served stateless requests.");
-                    service.supervisor.stop_instances(&key).await;
-                    service.delivery.log_levels.forget_scope(&key);
+                    service.upstreams.supervisor.stop_instances(&key).await;
+                    service.upstreams.delivery.log_levels.forget_scope(&key);
                 }
             }
         });
@@ -40,16 +45,17 @@ impl HostService {
     /// session's own view, so a change to items its profile hides says nothing.
     pub fn spawn_change_notices(self: &Arc<Self>) {
         let weak = Arc::downgrade(self);
-        let mut rx = self.router.watch();
-        let mut seen = self.router.views();
+        let mut rx = self.upstreams.router.watch();
+        let mut seen = self.upstreams.router.views();
         tokio::spawn(async move {
             while rx.changed().await.is_ok() {
                 rx.borrow_and_update();
                 let Some(service) = weak.upgrade() else {
                     return;
                 };
-                let current = service.router.views();
+                let current = service.upstreams.router.views();
                 for session in service
+                    .upstreams
                     .delivery
                     .sessions
                     .all()

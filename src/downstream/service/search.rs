@@ -8,8 +8,10 @@ use serde_json::value::RawValue;
 
 use std::sync::Arc;
 
+use super::forward::Upstreams;
 use super::outcome::Route;
-use super::{Answer, HostService, RequestCx, internal, layers};
+use super::tools;
+use super::{Answer, RequestCx, internal, layers};
 use crate::config::{Profile, SearchMode};
 use crate::jsonrpc::{Members, RpcError, to_raw};
 use crate::mcp::ListKind;
@@ -35,127 +37,123 @@ impl MetaTool {
     }
 }
 
-impl HostService {
-    /// The search tool: the view's tools that answer `query` best, each with what a model needs
-    /// to call it at once. Arguments it cannot use are a tool error, so a model can correct them.
-    /// A search holds one of the session's request slots, as a call does, and runs off the async
-    /// workers (the view's index may be built first).
-    pub(super) async fn search_tools(
-        &self,
-        cx: &RequestCx,
-        target: String,
-        members: &Members<'_>,
-        route: &mut Route,
-    ) -> Result<Answer, RpcError> {
-        let arguments = members.get("arguments");
-        if self.audit.is_enabled() {
-            route.args = arguments.map(ToOwned::to_owned);
-        }
-        route.target = Some(target);
-        let (query, limit) = match asked(arguments) {
-            Ok(asked) => asked,
-            Err(bad) => return Ok(Answer::Result(tool_error(&bad.to_string()))),
-        };
-        let _permit = layers::permit::claim(cx, self.limits.load().max_in_flight_per_session)?;
-        let snapshot = self.router.view(cx.profile());
-        let Some(view) = snapshot.search_mode() else {
-            return Err(internal(
-                "a search-mode profile's view has no search listing",
-            ));
-        };
-        let is_meta = |name: &str| name == view.mode.search.name || name == view.mode.call.name;
-        let tools = snapshot.list(ListKind::Tools);
-        let searched = Arc::clone(&snapshot);
-        // Room for the hits left out below: the two search-mode tools, the app-only ones.
-        let wanted = limit + 2 + snapshot.app_only_tools();
-        let hits =
-            tokio::task::spawn_blocking(move || searched.tool_index().search(&query, wanted))
-                .await
-                .map_err(internal)?;
-        let found: Vec<Found<'_>> = (hits.iter())
-            .filter(|hit| !is_meta(&hit.name))
-            .filter_map(|hit| Some((hit, tools.get(hit.tool)?)))
-            // What only an app's page may call is never offered to a model.
-            .filter(|(_, entry)| !entry.app.as_ref().is_some_and(|app| app.app_only))
-            .take(limit)
-            .map(|(hit, entry)| {
-                let definition = Members::of(&entry.json);
-                let field = |key| definition.as_ref().and_then(|d| d.get(key));
-                Found {
-                    name: &entry.exposed,
-                    title: field("title"),
-                    description: field("description"),
-                    input_schema: field("inputSchema"),
-                    meta: field("_meta"),
-                    why: match hit.matched.as_slice() {
-                        [exact] if exact == "(exact name)" => "its name is the query".to_owned(),
-                        matched => format!("matches {}", matched.join(", ")),
-                    },
-                }
-            })
-            .collect();
-        let names: Vec<&str> = found.iter().map(|f| f.name).collect();
-        route.detail = Some(format!("returned {}", names.join(", ")));
-        let structured = serde_json::to_string(&Results { tools: found }).map_err(internal)?;
-        let text = serde_json::to_string(&structured).map_err(internal)?;
-        RawValue::from_string(format!(
-            r#"{{"content":[{{"type":"text","text":{text}}}],"structuredContent":{structured}}}"#
-        ))
-        .map(Answer::Result)
-        .map_err(internal)
+/// The search tool: the view's tools that answer `query` best, each with what a model needs
+/// to call it at once. Arguments it cannot use are a tool error, so a model can correct them.
+/// A search holds one of the session's request slots, as a call does, and runs off the async
+/// workers (the view's index may be built first).
+pub(super) async fn search_tools(
+    cx: &RequestCx,
+    target: String,
+    members: &Members<'_>,
+    upstreams: &Upstreams,
+    route: &mut Route,
+) -> Result<Answer, RpcError> {
+    let arguments = members.get("arguments");
+    if upstreams.audits {
+        route.args = arguments.map(ToOwned::to_owned);
     }
+    route.target = Some(target);
+    let (query, limit) = match asked(arguments) {
+        Ok(asked) => asked,
+        Err(bad) => return Ok(Answer::Result(tool_error(&bad.to_string()))),
+    };
+    let _permit = layers::permit::claim(cx, upstreams.limits.load().max_in_flight_per_session)?;
+    let snapshot = upstreams.router.view(cx.profile());
+    let Some(view) = snapshot.search_mode() else {
+        return Err(internal(
+            "a search-mode profile's view has no search listing",
+        ));
+    };
+    let is_meta = |name: &str| name == view.mode.search.name || name == view.mode.call.name;
+    let tools = snapshot.list(ListKind::Tools);
+    let searched = Arc::clone(&snapshot);
+    // Room for the hits left out below: the two search-mode tools, the app-only ones.
+    let wanted = limit + 2 + snapshot.app_only_tools();
+    let hits = tokio::task::spawn_blocking(move || searched.tool_index().search(&query, wanted))
+        .await
+        .map_err(internal)?;
+    let found: Vec<Found<'_>> = (hits.iter())
+        .filter(|hit| !is_meta(&hit.name))
+        .filter_map(|hit| Some((hit, tools.get(hit.tool)?)))
+        // What only an app's page may call is never offered to a model.
+        .filter(|(_, entry)| !entry.app.as_ref().is_some_and(|app| app.app_only))
+        .take(limit)
+        .map(|(hit, entry)| {
+            let definition = Members::of(&entry.json);
+            let field = |key| definition.as_ref().and_then(|d| d.get(key));
+            Found {
+                name: &entry.exposed,
+                title: field("title"),
+                description: field("description"),
+                input_schema: field("inputSchema"),
+                meta: field("_meta"),
+                why: match hit.matched.as_slice() {
+                    [exact] if exact == "(exact name)" => "its name is the query".to_owned(),
+                    matched => format!("matches {}", matched.join(", ")),
+                },
+            }
+        })
+        .collect();
+    let names: Vec<&str> = found.iter().map(|f| f.name).collect();
+    route.detail = Some(format!("returned {}", names.join(", ")));
+    let structured = serde_json::to_string(&Results { tools: found }).map_err(internal)?;
+    let text = serde_json::to_string(&structured).map_err(internal)?;
+    RawValue::from_string(format!(
+        r#"{{"content":[{{"type":"text","text":{text}}}],"structuredContent":{structured}}}"#
+    ))
+    .map(Answer::Result)
+    .map_err(internal)
+}
 
-    /// The call tool: the call of the tool it names, routed as if the host had called that tool.
-    /// What a model got wrong — no tool name, a name that is no tool of its view — is a tool
-    /// result that says so and how to find the name (a model reads tool results, not JSON-RPC
-    /// errors). A hidden tool's name gets exactly what a name nothing has gets.
-    pub(super) async fn call_found(
-        &self,
-        cx: &RequestCx,
-        (method, kind): (Method, ListKind),
-        call_tool: String,
-        members: Members<'_>,
-        route: &mut Route,
-    ) -> Result<Answer, RpcError> {
-        let (name, members) = match unwrap_call(&call_tool, members) {
-            Ok(unwrapped) => unwrapped,
-            Err(bad) => {
-                route.target = Some(call_tool);
-                return Ok(Answer::Result(tool_error(&format!(
-                    "{} {}",
-                    bad.message,
-                    self.how_to_find(cx)
-                ))));
-            }
-        };
-        let snapshot = self.router.view(cx.profile());
-        if snapshot.route_name(kind, &name).is_none() {
-            let error = super::unknown(&snapshot, kind, &name);
-            drop(snapshot);
-            // An upstream that is down is not the model's mistake: the direct call's error.
-            if error.code != crate::jsonrpc::codes::INVALID_PARAMS {
-                route.target = Some(name);
-                return Err(error);
-            }
-            let message = format!("There is no tool named `{name}`. {}", self.how_to_find(cx));
-            route.target = Some(name);
-            return Ok(Answer::Result(tool_error(&message)));
+/// The call tool: the call of the tool it names, routed as if the host had called that tool.
+/// What a model got wrong — no tool name, a name that is no tool of its view — is a tool
+/// result that says so and how to find the name (a model reads tool results, not JSON-RPC
+/// errors). A hidden tool's name gets exactly what a name nothing has gets.
+pub(super) async fn call_found(
+    cx: &RequestCx,
+    (method, kind): (Method, ListKind),
+    call_tool: String,
+    members: Members<'_>,
+    upstreams: &Upstreams,
+    route: &mut Route,
+) -> Result<Answer, RpcError> {
+    let (name, members) = match unwrap_call(&call_tool, members) {
+        Ok(unwrapped) => unwrapped,
+        Err(bad) => {
+            route.target = Some(call_tool);
+            return Ok(Answer::Result(tool_error(&format!(
+                "{} {}",
+                bad.message,
+                how_to_find(cx)
+            ))));
         }
+    };
+    let snapshot = upstreams.router.view(cx.profile());
+    if snapshot.route_name(kind, &name).is_none() {
+        let error = super::unknown(&snapshot, kind, &name);
         drop(snapshot);
-        self.call_named(cx, (method, kind), name, members, route)
-            .await
+        // An upstream that is down is not the model's mistake: the direct call's error.
+        if error.code != crate::jsonrpc::codes::INVALID_PARAMS {
+            route.target = Some(name);
+            return Err(error);
+        }
+        let message = format!("There is no tool named `{name}`. {}", how_to_find(cx));
+        route.target = Some(name);
+        return Ok(Answer::Result(tool_error(&message)));
     }
+    drop(snapshot);
+    tools::named(cx, (method, kind), name, members, upstreams, route).await
+}
 
-    /// What a model should do to find a tool's name, in the host's search-mode profile.
-    fn how_to_find(&self, cx: &RequestCx) -> String {
-        let mode = cx.profile().and_then(|p| p.search.as_deref());
-        let (search, call) = mode.map_or(("search_tools", "call_tool"), |m| {
-            (m.search.name.as_str(), m.call.name.as_str())
-        });
-        format!(
-            "Call `{search}` with what you want to do, in a few words, to find the exact name of a tool that does it; then call `{call}` with that `name` and the tool's `arguments`."
-        )
-    }
+/// What a model should do to find a tool's name, in the host's search-mode profile.
+fn how_to_find(cx: &RequestCx) -> String {
+    let mode = cx.profile().and_then(|p| p.search.as_deref());
+    let (search, call) = mode.map_or(("search_tools", "call_tool"), |m| {
+        (m.search.name.as_str(), m.call.name.as_str())
+    });
+    format!(
+        "Call `{search}` with what you want to do, in a few words, to find the exact name of a tool that does it; then call `{call}` with that `name` and the tool's `arguments`."
+    )
 }
 
 /// The call tool's call as the call of the tool it names: that tool's name, and the params with

@@ -5,8 +5,9 @@
 
 use serde_json::value::RawValue;
 
+use super::forward::Upstreams;
 use super::outcome::Route;
-use super::{Answer, HostService, RequestCx};
+use super::{Answer, RequestCx, resources};
 use crate::jsonrpc::{Members, RpcError, raw_string};
 use crate::mcp::ListKind;
 use crate::mcp::method::Method;
@@ -14,56 +15,53 @@ use crate::mcp::names::{self, Prefix};
 use crate::mcp::skills;
 use crate::upstream::Reply;
 
-impl HostService {
-    /// `skills/get` (`directory` false) or `resources/directory/read` (true) of `uri`.
-    pub(super) async fn read_skill(
-        &self,
-        cx: &RequestCx,
-        (uri, directory): (String, bool),
-        members: Members<'_>,
-        route: &mut Route,
-    ) -> Result<Answer, RpcError> {
-        let method = match directory {
-            true => Method::ReadDirectory,
-            false => Method::SkillsGet,
-        };
-        let mut members = members;
-        let not_found = || match directory {
-            true => RpcError::invalid_params(format!("{uri} is not a directory resource")),
-            false => RpcError::invalid_params(format!("No skill is served at {uri}")),
-        };
-        let hidden = self
-            .router
-            .with_view(cx.profile(), |view| view.hides_skill(&uri));
-        let routed = match hidden {
-            true => Err(not_found()),
-            false => self
-                .route_uri(cx.profile(), ListKind::Resources, &uri)
-                .map_err(|_| not_found()),
-        };
-        let (upstream, original) = match routed {
-            Ok(routed) => routed,
-            Err(error) => {
-                route.target = Some(uri);
-                return Err(error);
-            }
-        };
-        route.routed(&upstream, &uri);
-        let original = raw_string(&original);
-        members.insert("uri", &original);
-        let reply = self
-            .forward_or_resume(cx, (method, &upstream), members, None, route)
-            .await?;
-        let Reply::Result(result) = reply else {
-            return Ok(Answer::Upstream(reply));
-        };
-        let prefix = cx.prefix_of(&upstream);
-        let exposed = match directory {
-            true => expose_children(prefix, &result),
-            false => expose_skill(prefix, &result),
-        };
-        Ok(Answer::Result(exposed.unwrap_or(result)))
-    }
+/// `skills/get` (`directory` false) or `resources/directory/read` (true) of `uri`.
+pub(super) async fn read(
+    cx: &RequestCx,
+    (uri, directory): (String, bool),
+    members: Members<'_>,
+    upstreams: &Upstreams,
+    route: &mut Route,
+) -> Result<Answer, RpcError> {
+    let method = match directory {
+        true => Method::ReadDirectory,
+        false => Method::SkillsGet,
+    };
+    let mut members = members;
+    let not_found = || match directory {
+        true => RpcError::invalid_params(format!("{uri} is not a directory resource")),
+        false => RpcError::invalid_params(format!("No skill is served at {uri}")),
+    };
+    let hidden = upstreams
+        .router
+        .with_view(cx.profile(), |view| view.hides_skill(&uri));
+    let routed = match hidden {
+        true => Err(not_found()),
+        false => resources::route_uri(&upstreams.router, cx.profile(), ListKind::Resources, &uri)
+            .map_err(|_| not_found()),
+    };
+    let (upstream, original) = match routed {
+        Ok(routed) => routed,
+        Err(error) => {
+            route.target = Some(uri);
+            return Err(error);
+        }
+    };
+    route.routed(&upstream, &uri);
+    let original = raw_string(&original);
+    members.insert("uri", &original);
+    let reply = upstreams
+        .forward_or_resume(cx, (method, &upstream), members, None, route)
+        .await?;
+    let Reply::Result(result) = reply else {
+        return Ok(Answer::Upstream(reply));
+    };
+    let prefix = cx.prefix_of(&upstream);
+    let exposed = match directory {
+        true => expose_children(prefix, &result),
+        false => expose_skill(prefix, &result),
+    };
+    Ok(Answer::Result(exposed.unwrap_or(result)))
 }
 
 /// A `skills/get` result with its skill's URIs exposed under `prefix`.
