@@ -234,9 +234,6 @@ impl Cli {
     }
 
     fn execute(self) -> anyhow::Result<ExitCode> {
-        // What a command that asks the daemon something runs on: one thread does (the daemon's
-        // runtime is sized by its config, once that is read).
-        let runtime = || threads(Some(1));
         let token_file = self.admin_token_file.as_deref();
         match self.command {
             Command::Serve {
@@ -245,177 +242,22 @@ impl Cli {
                 admin,
                 state_dir,
             } => {
-                let mut config = load(config)?;
                 let overrides = crate::daemon::reload::Overrides {
                     listen,
                     admin: admin.map(|AdminListen(a)| a),
                     state_dir,
                 };
-                overrides.apply(&mut config);
-                let runtime = threads(Some(config.server.workers))?;
-                runtime.block_on(crate::daemon::serve(config, overrides))?;
-                Ok(ExitCode::SUCCESS)
+                serve(config, overrides)
             }
             Command::Stdio {
                 config,
                 url,
                 token_file,
                 profile,
-            } => {
-                let mut url = match url {
-                    Some(url) => url,
-                    None => admin::locate(config)?.url,
-                };
-                if let Some(profile) = profile {
-                    url = format!("{}/{profile}", url.trim_end_matches('/'));
-                }
-                let token = match token_file {
-                    Some(path) => Some(
-                        std::fs::read_to_string(&path)
-                            .map_err(|e| {
-                                anyhow::anyhow!("cannot read --token-file {}: {e}", path.display())
-                            })?
-                            .trim()
-                            .to_owned(),
-                    ),
-                    None => std::env::var("MCPMUX_TOKEN").ok(),
-                };
-                threads(None)?.block_on(crate::bridge::run(url, token))?;
-                Ok(ExitCode::SUCCESS)
-            }
+            } => stdio(config, url, token_file, profile),
             Command::Check { config } => {
                 let config = load(config)?;
                 print!("{}", upstream_table(&config));
-                Ok(ExitCode::SUCCESS)
-            }
-            Command::Status {
-                config,
-                admin,
-                json,
-            } => {
-                let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let status: api::Status =
-                    runtime()?.block_on(admin.request(reqwest::Method::GET, "/status", &[]))?;
-                if json {
-                    println!("{}", serde_json::to_string(&status)?);
-                } else {
-                    print!("{}", status_table(&status));
-                }
-                Ok(ExitCode::SUCCESS)
-            }
-            Command::Pins {
-                config,
-                admin,
-                json,
-            } => {
-                let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let pins: api::Pins =
-                    runtime()?.block_on(admin.request(reqwest::Method::GET, "/pins", &[]))?;
-                show(&pins, json, render::pins)
-            }
-            Command::Approve {
-                upstream,
-                tool,
-                config,
-                admin,
-            } => {
-                let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let path = format!(
-                    "/pins/{}/{}/approve",
-                    admin::segment(&upstream)?,
-                    admin::segment(&tool)?
-                );
-                let _: api::Approved = runtime()?.block_on(admin.post(&path))?;
-                println!("approved the new definition of {upstream}/{tool}");
-                Ok(ExitCode::SUCCESS)
-            }
-            Command::Reload { config, admin } => {
-                let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let api::Reloaded { reloaded } = runtime()?.block_on(admin.post("/reload"))?;
-                print!("{}", render::reload_summary(&reloaded));
-                // Applied, but not cleanly (a drain ended with requests in flight): exit 1.
-                if reloaded.incomplete.is_empty() {
-                    Ok(ExitCode::SUCCESS)
-                } else {
-                    Ok(ExitCode::FAILURE)
-                }
-            }
-            Command::Sessions {
-                config,
-                admin,
-                json,
-            } => {
-                let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let answer: api::Sessions =
-                    runtime()?.block_on(admin.request(reqwest::Method::GET, "/sessions", &[]))?;
-                show(&answer, json, |a| render::sessions_table(&a.sessions))
-            }
-            Command::Restart {
-                name,
-                config,
-                admin,
-            } => {
-                let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let path = format!("/upstreams/{}/restart", admin::segment(&name)?);
-                let _: api::Restarted = runtime()?.block_on(admin.post(&path))?;
-                println!("restarted {name}");
-                Ok(ExitCode::SUCCESS)
-            }
-            Command::Login {
-                name,
-                config,
-                admin,
-                no_browser,
-            } => {
-                let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                runtime()?.block_on(login::login(&admin, &name, !no_browser))?;
-                Ok(ExitCode::SUCCESS)
-            }
-            Command::Logout {
-                name,
-                config,
-                admin,
-            } => {
-                let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let path = format!("/upstreams/{}/logout", admin::segment(&name)?);
-                let _: api::LoggedOut = runtime()?.block_on(admin.post(&path))?;
-                println!("signed out of {name}; it needs `mcpmux login {name}` again");
-                Ok(ExitCode::SUCCESS)
-            }
-            Command::Audit { command } => {
-                let ok = runtime()?.block_on(audit::run(*command, token_file))?;
-                Ok(if ok {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::FAILURE
-                })
-            }
-            Command::Tools {
-                config,
-                search: Some(words),
-                limit,
-                profile,
-                admin,
-                json,
-                ..
-            } => {
-                let admin = Admin::required(admin.as_deref(), config, token_file)?;
-                let mut query = vec![("query", words), ("limit", limit.to_string())];
-                query.extend(profile.map(|p| ("profile", p)));
-                let found: api::ToolSearch = runtime()?.block_on(admin.request(
-                    reqwest::Method::GET,
-                    "/tools/search",
-                    &query,
-                ))?;
-                show(&found, json, search_table)
-            }
-            Command::Tools { config, url, .. } => {
-                let url = match url {
-                    Some(url) => url,
-                    None => admin::locate(config)?.url,
-                };
-                let tools = runtime()?.block_on(list_tools(url))?;
-                print!("{}", tools_table(&tools));
                 Ok(ExitCode::SUCCESS)
             }
             Command::Import {
@@ -425,15 +267,7 @@ impl Cli {
                 dry_run,
                 force,
             } => {
-                let output = output.unwrap_or_else(|| {
-                    let config = std::env::var_os("XDG_CONFIG_HOME")
-                        .map(PathBuf::from)
-                        .or_else(|| {
-                            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config"))
-                        })
-                        .unwrap_or_default();
-                    config.join("mcpmux/mcpmux.toml")
-                });
+                let output = output.unwrap_or_else(default_import_output);
                 print!("{}", import::run(host, path, &output, dry_run, force)?);
                 Ok(ExitCode::SUCCESS)
             }
@@ -451,11 +285,214 @@ impl Cli {
                 print_bytes(&page)?;
                 Ok(ExitCode::SUCCESS)
             }
+            asked => ask_daemon(asked, token_file),
         }
     }
 }
 
-/// Writes `bytes` to stdout; a reader that stopped early (`| head`) is not an error.
+/// `serve`: the daemon, on a runtime of the config's `server.workers` threads.
+fn serve(
+    config: Option<PathBuf>,
+    overrides: crate::daemon::reload::Overrides,
+) -> anyhow::Result<ExitCode> {
+    let mut config = load(config)?;
+    overrides.apply(&mut config);
+    let runtime = threads(Some(config.server.workers))?;
+    runtime.block_on(crate::daemon::serve(config, overrides))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `stdio`: the bridge from a stdio host to the running daemon (its URL from the config unless
+/// given; a profile's path when one is named; the bearer token from `--token-file` or
+/// `MCPMUX_TOKEN`).
+fn stdio(
+    config: Option<PathBuf>,
+    url: Option<String>,
+    token_file: Option<PathBuf>,
+    profile: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let mut url = match url {
+        Some(url) => url,
+        None => admin::locate(config)?.url,
+    };
+    if let Some(profile) = profile {
+        url = format!("{}/{profile}", url.trim_end_matches('/'));
+    }
+    let token = match token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(&path)
+                .map_err(|e| anyhow::anyhow!("cannot read --token-file {}: {e}", path.display()))?
+                .trim()
+                .to_owned(),
+        ),
+        None => std::env::var("MCPMUX_TOKEN").ok(),
+    };
+    threads(None)?.block_on(crate::bridge::run(url, token))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where `import` writes unless told: `$XDG_CONFIG_HOME/mcpmux/mcpmux.toml` (or under
+/// `~/.config`).
+fn default_import_output() -> PathBuf {
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .unwrap_or_default();
+    config.join("mcpmux/mcpmux.toml")
+}
+
+/// A command that asks the running daemon something, on one thread (the daemon's runtime is
+/// sized by its config, once that is read): what it shows, or what it is asked to do.
+fn ask_daemon(command: Command, token_file: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    let runtime = || threads(Some(1));
+    match command {
+        Command::Status {
+            config,
+            admin,
+            json,
+        } => {
+            let admin = Admin::required(admin.as_deref(), config, token_file)?;
+            let status: api::Status =
+                runtime()?.block_on(admin.request(reqwest::Method::GET, "/status", &[]))?;
+            if json {
+                println!("{}", serde_json::to_string(&status)?);
+            } else {
+                print!("{}", status_table(&status));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Pins {
+            config,
+            admin,
+            json,
+        } => {
+            let admin = Admin::required(admin.as_deref(), config, token_file)?;
+            let pins: api::Pins =
+                runtime()?.block_on(admin.request(reqwest::Method::GET, "/pins", &[]))?;
+            show(&pins, json, render::pins)
+        }
+        Command::Sessions {
+            config,
+            admin,
+            json,
+        } => {
+            let admin = Admin::required(admin.as_deref(), config, token_file)?;
+            let answer: api::Sessions =
+                runtime()?.block_on(admin.request(reqwest::Method::GET, "/sessions", &[]))?;
+            show(&answer, json, |a| render::sessions_table(&a.sessions))
+        }
+        Command::Audit { command } => {
+            let ok = runtime()?.block_on(audit::run(*command, token_file))?;
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Tools {
+            config,
+            search: Some(words),
+            limit,
+            profile,
+            admin,
+            json,
+            ..
+        } => {
+            let admin = Admin::required(admin.as_deref(), config, token_file)?;
+            let mut query = vec![("query", words), ("limit", limit.to_string())];
+            query.extend(profile.map(|p| ("profile", p)));
+            let found: api::ToolSearch = runtime()?.block_on(admin.request(
+                reqwest::Method::GET,
+                "/tools/search",
+                &query,
+            ))?;
+            show(&found, json, search_table)
+        }
+        Command::Tools { config, url, .. } => {
+            let url = match url {
+                Some(url) => url,
+                None => admin::locate(config)?.url,
+            };
+            let tools = runtime()?.block_on(list_tools(url))?;
+            print!("{}", tools_table(&tools));
+            Ok(ExitCode::SUCCESS)
+        }
+        acted => act_on_daemon(acted, token_file),
+    }
+}
+
+/// A command that has the running daemon do something: approve a pin, reload, restart an
+/// upstream, sign in to or out of one.
+fn act_on_daemon(
+    command: Command,
+    token_file: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
+    let runtime = || threads(Some(1));
+    match command {
+        Command::Approve {
+            upstream,
+            tool,
+            config,
+            admin,
+        } => {
+            let admin = Admin::required(admin.as_deref(), config, token_file)?;
+            let path = format!(
+                "/pins/{}/{}/approve",
+                admin::segment(&upstream)?,
+                admin::segment(&tool)?
+            );
+            let _: api::Approved = runtime()?.block_on(admin.post(&path))?;
+            println!("approved the new definition of {upstream}/{tool}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Reload { config, admin } => {
+            let admin = Admin::required(admin.as_deref(), config, token_file)?;
+            let api::Reloaded { reloaded } = runtime()?.block_on(admin.post("/reload"))?;
+            print!("{}", render::reload_summary(&reloaded));
+            // Applied, but not cleanly (a drain ended with requests in flight): exit 1.
+            if reloaded.incomplete.is_empty() {
+                Ok(ExitCode::SUCCESS)
+            } else {
+                Ok(ExitCode::FAILURE)
+            }
+        }
+        Command::Restart {
+            name,
+            config,
+            admin,
+        } => {
+            let admin = Admin::required(admin.as_deref(), config, token_file)?;
+            let path = format!("/upstreams/{}/restart", admin::segment(&name)?);
+            let _: api::Restarted = runtime()?.block_on(admin.post(&path))?;
+            println!("restarted {name}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Login {
+            name,
+            config,
+            admin,
+            no_browser,
+        } => {
+            let admin = Admin::required(admin.as_deref(), config, token_file)?;
+            runtime()?.block_on(login::login(&admin, &name, !no_browser))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Logout {
+            name,
+            config,
+            admin,
+        } => {
+            let admin = Admin::required(admin.as_deref(), config, token_file)?;
+            let path = format!("/upstreams/{}/logout", admin::segment(&name)?);
+            let _: api::LoggedOut = runtime()?.block_on(admin.post(&path))?;
+            println!("signed out of {name}; it needs `mcpmux login {name}` again");
+            Ok(ExitCode::SUCCESS)
+        }
+        // Never: `execute` and `ask_daemon` took the others.
+        other => anyhow::bail!("{other:?} is not a command the daemon carries out"),
+    }
+}
+
 /// Prints an admin answer as indented JSON (`--json`) or as the table `render` makes of it.
 fn show<T: serde::Serialize>(
     answer: &T,
@@ -470,6 +507,7 @@ fn show<T: serde::Serialize>(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes `bytes` to stdout; a reader that stopped early (`| head`) is not an error.
 fn print_bytes(bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();

@@ -136,20 +136,7 @@ fn gate(
 
 /// Runs the daemon until a shutdown signal; `overrides` are the flags a reload applies again.
 pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), DaemonError> {
-    if config.host_exposed(config.server.listen) {
-        return Err(DaemonError::Exposed(config.server.listen));
-    }
-    if let Some(addr) = config.admin_exposed() {
-        return Err(DaemonError::AdminExposed(addr));
-    }
-    // Read (or made) before anything listens: without it there is no admin API to start.
-    let admin_token = match config.admin {
-        Some(_) => Some(crate::admin::AdminToken::load(
-            config.admin_access.token_file.as_deref(),
-            &config.state_dir,
-        )?),
-        None => None,
-    };
+    let admin_token = preflight(&config)?;
     let listener = TcpListener::bind(config.server.listen)
         .await
         .map_err(|source| DaemonError::Bind {
@@ -157,7 +144,83 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
             source,
         })?;
     let local = listener.local_addr().map_err(DaemonError::Serve)?;
+    let audit = open_audit(&config)?;
+    let core = Core::start(&config, &audit).await?;
+    let hosts = Arc::new(arc_swap::ArcSwap::from_pointee(core.principals.clone()));
+    let gate = gate(
+        &config,
+        local,
+        core.principals.clone(),
+        core.profiles.clone(),
+    );
+    let (app, edge) = app(Arc::clone(&core.service), &config.server, gate);
+    let reloader = reload::Reloader::new(
+        config.clone(),
+        core.upstreams.clone(),
+        overrides,
+        reload::Parts {
+            router: core.router.clone(),
+            supervisor: core.supervisor.clone(),
+            service: Arc::clone(&core.service),
+            edge,
+            events: Arc::clone(&core.events),
+            audit: audit.clone(),
+            hosts: Arc::clone(&hosts),
+            local,
+        },
+    );
+    let readings = core.readings(&audit, hosts, &reloader);
+    let telemetry = start_telemetry(&config, &readings);
+    tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), workers = config.server.workers, "mcpmux is listening.");
+    let admin_token_file = admin_token.as_ref().map(|t| t.file.clone());
+    let admin_url = match (config.admin, admin_token) {
+        (Some(addr), Some(token)) => {
+            let parts = (&core, &audit, &readings, &reloader);
+            start_admin(&config, (addr, token), parts).await?
+        }
+        _ => None,
+    };
+    // Where the CLI finds this daemon (removed when it stops), left before it says it listens.
+    let _published = crate::locator::publish(&crate::locator::DaemonRecord {
+        pid: std::process::id(),
+        url: format!("http://{local}/mcp"),
+        admin: admin_url.clone(),
+        admin_token_file: (admin_url.as_ref().and(admin_token_file))
+            .map(|f| std::fs::canonicalize(&f).unwrap_or(f)),
+        config: std::fs::canonicalize(&config.source).unwrap_or_else(|_| config.source.clone()),
+        state_dir: config.state_dir.clone(),
+    });
+    announce(local, admin_url.as_deref(), &core.router);
+    reload::spawn_triggers(Arc::clone(&reloader));
+    let served = run(listener, app, &config, &core.service, &reloader).await;
+    core.stop(&audit, telemetry).await;
+    served
+}
 
+/// What must hold before anything listens: neither endpoint exposed beyond what the config
+/// allows, and the admin API's token read (or made) — without it there is no admin API.
+fn preflight(config: &Config) -> Result<Option<crate::admin::AdminToken>, DaemonError> {
+    if config.host_exposed(config.server.listen) {
+        return Err(DaemonError::Exposed(config.server.listen));
+    }
+    if let Some(addr) = config.admin_exposed() {
+        return Err(DaemonError::AdminExposed(addr));
+    }
+    config
+        .admin
+        .map(|_| {
+            crate::admin::AdminToken::load(
+                config.admin_access.token_file.as_deref(),
+                &config.state_dir,
+            )
+        })
+        .transpose()
+        .map_err(DaemonError::from)
+}
+
+/// The audit log, when it is on (its store opened and its writer started), with the daemon's
+/// start recorded.
+fn open_audit(config: &Config) -> Result<AuditHandle, DaemonError> {
     let audit = if config.audit.enabled {
         let store = crate::audit::open(&config.audit.dir).map_err(DaemonError::Audit)?;
         let handle = AuditHandle::start(store, &config.audit).map_err(DaemonError::Audit)?;
@@ -172,162 +235,212 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
         None,
         Some(format!("config {}", config.source.display())),
     ));
+    Ok(audit)
+}
 
-    let sessions = SessionStore::new(config.server.session_idle_timeout);
-    let delivery = Delivery::new(Arc::clone(&sessions), audit.clone());
-    let events: Arc<dyn HostEvents> = delivery.clone();
-    let (profiles, principals) = principals(&config);
-    let pins = {
-        let audit = audit.clone();
-        crate::pins::PinStore::open(
-            &config.state_dir,
-            Box::new(move |upstream, tool, pinned, now| {
-                tracing::warn!(
-                    upstream,
-                    tool,
-                    pinned,
-                    now,
-                    "A tool's definition changed since it was first seen; approve it with `mcpmux approve {upstream} {tool}` once reviewed."
-                );
-                let mut record = Record::event(
-                    "tool.changed",
-                    Some(upstream),
-                    None,
-                    Some(format!("definition {pinned} → {now}")),
-                );
-                record.target = Some(tool.to_owned());
-                audit.record(record);
-            }),
-        )?
-    };
-    let router = RouterHandle::new(&config.catalog, &profiles, Some(Arc::new(pins)));
-    let link = router.link();
-    let upstreams: Vec<UpstreamHandle> = (config.upstreams.iter())
-        .map(|u| upstream_handle(u, &events, &link))
-        .collect();
-    for u in upstreams.iter().filter(|u| !u.config().enabled) {
-        tracing::info!(upstream = %u.name(), "Upstream is disabled in the config.");
-    }
-    // The running upstream set lives in this watch: the router and the supervisor read it, and
-    // only a reload replaces it.
-    let (upstreams, observed) =
-        tokio::sync::watch::channel(crate::upstream::Upstreams::from(upstreams));
-    router.observe(observed.clone());
-    let supervisor = SupervisorHandle::start(observed, audit.clone()).await?;
-    let service = Arc::new(HostService::new(
-        router.clone(),
-        delivery,
-        supervisor.clone(),
-        (audit.clone(), config.audit.redaction),
-        (&config.server, cursor_keys(&config)?),
-    ));
-    service.spawn_reaper();
-    service.spawn_change_notices();
-    let hosts = Arc::new(arc_swap::ArcSwap::from_pointee(principals.clone()));
-    let (app, edge) = app(
-        Arc::clone(&service),
-        &config.server,
-        gate(&config, local, principals, profiles),
-    );
-    let reloader = reload::Reloader::new(
-        config.clone(),
-        upstreams,
-        overrides,
-        reload::Parts {
-            router: router.clone(),
-            supervisor: supervisor.clone(),
-            service: Arc::clone(&service),
-            edge,
-            events,
-            audit: audit.clone(),
-            hosts: Arc::clone(&hosts),
-            local,
-        },
-    );
+/// The pins of tools' definitions, each change audited and logged as it is seen.
+fn pin_store(config: &Config, audit: &AuditHandle) -> Result<crate::pins::PinStore, DaemonError> {
+    let audit = audit.clone();
+    let store = crate::pins::PinStore::open(
+        &config.state_dir,
+        Box::new(move |upstream, tool, pinned, now| {
+            tracing::warn!(
+                upstream,
+                tool,
+                pinned,
+                now,
+                "A tool's definition changed since it was first seen; approve it with `mcpmux approve {upstream} {tool}` once reviewed."
+            );
+            let mut record = Record::event(
+                "tool.changed",
+                Some(upstream),
+                None,
+                Some(format!("definition {pinned} → {now}")),
+            );
+            record.target = Some(tool.to_owned());
+            audit.record(record);
+        }),
+    )?;
+    Ok(store)
+}
 
-    let readings = Arc::new(crate::admin::Readings {
-        router: router.clone(),
-        audit: audit.clone(),
-        sessions: Box::new({
-            let sessions = Arc::clone(&sessions);
-            move || sessions.len()
-        }),
-        hosts: Box::new({
-            let sessions = Arc::clone(&sessions);
-            move || {
-                let status = |p: &Arc<crate::downstream::Principal>| {
-                    let mut status = p.status();
-                    status.sessions = sessions.count_of(&p.name);
-                    status
-                };
-                hosts.load().iter().map(status).collect()
-            }
-        }),
-        reloads: Box::new({
-            let reloader = Arc::clone(&reloader);
-            move || reloader.counts()
-        }),
-    });
-    let telemetry = start_telemetry(&config, &readings);
-    tracing::info!(config = %config.source.display(), url = %format!("http://{local}/mcp"), workers = config.server.workers, "mcpmux is listening.");
-    let mut admin_url = None;
-    let admin_token_file = admin_token.as_ref().map(|t| t.file.clone());
-    if let (Some(addr), Some(token)) = (config.admin, admin_token) {
-        match TcpListener::bind(addr).await {
-            Ok(admin) => {
-                let admin_addr = admin.local_addr().map_err(DaemonError::Serve)?;
-                admin_url = Some(format!("http://{admin_addr}"));
-                tracing::info!(url = %format!("http://{admin_addr}"), "Admin API is listening.");
-                let state = AdminState {
-                    router: router.clone(),
-                    supervisor: supervisor.clone(),
-                    audit: audit.clone(),
-                    metrics: Arc::clone(&readings),
-                    max_sessions: Box::new({
-                        let service = Arc::clone(&service);
-                        move || service.max_sessions()
-                    }),
-                    sessions: Box::new(move || sessions.all().iter().map(|s| s.status()).collect()),
-                    logins: std::sync::Mutex::default(),
-                    reloader: Arc::clone(&reloader) as Arc<dyn crate::admin::Reload>,
-                    guard: crate::admin::AdminGuard {
-                        token,
-                        port: admin_addr.port(),
-                        loopback: admin_addr.ip().is_loopback(),
-                    },
-                    console: crate::admin::ConsoleState::default(),
-                };
-                let app = crate::admin::app(Arc::new(state));
-                let bounds = crate::listener::Bounds::of(&config.server);
-                let forever = std::future::pending::<()>();
-                tokio::spawn(crate::listener::serve(admin, app, bounds, forever));
-            }
-            Err(e) => {
-                tracing::warn!(%addr, error = %e, "The admin API is not available (set admin.listen or --admin).")
-            }
+/// What runs behind the endpoints: the host sessions, the catalog's router, the upstreams and
+/// their supervisor, and the host service over them.
+struct Core {
+    sessions: Arc<SessionStore>,
+    events: Arc<dyn HostEvents>,
+    profiles: Vec<Arc<crate::config::Profile>>,
+    principals: Vec<Arc<crate::downstream::Principal>>,
+    router: RouterHandle,
+    /// The running upstream set: the router and the supervisor read it, and only a reload
+    /// replaces it.
+    upstreams: tokio::sync::watch::Sender<crate::upstream::Upstreams>,
+    supervisor: SupervisorHandle,
+    service: Arc<HostService>,
+}
+
+impl Core {
+    async fn start(config: &Config, audit: &AuditHandle) -> Result<Self, DaemonError> {
+        let sessions = SessionStore::new(config.server.session_idle_timeout);
+        let delivery = Delivery::new(Arc::clone(&sessions), audit.clone());
+        let events: Arc<dyn HostEvents> = delivery.clone();
+        let (profiles, principals) = principals(config);
+        let pins = pin_store(config, audit)?;
+        let router = RouterHandle::new(&config.catalog, &profiles, Some(Arc::new(pins)));
+        let link = router.link();
+        let handles: Vec<UpstreamHandle> = (config.upstreams.iter())
+            .map(|u| upstream_handle(u, &events, &link))
+            .collect();
+        for u in handles.iter().filter(|u| !u.config().enabled) {
+            tracing::info!(upstream = %u.name(), "Upstream is disabled in the config.");
         }
+        let (upstreams, observed) =
+            tokio::sync::watch::channel(crate::upstream::Upstreams::from(handles));
+        router.observe(observed.clone());
+        let supervisor = SupervisorHandle::start(observed, audit.clone()).await?;
+        let service = Arc::new(HostService::new(
+            router.clone(),
+            delivery,
+            supervisor.clone(),
+            (audit.clone(), config.audit.redaction),
+            (&config.server, cursor_keys(config)?),
+        ));
+        service.spawn_reaper();
+        service.spawn_change_notices();
+        Ok(Self {
+            sessions,
+            events,
+            profiles,
+            principals,
+            router,
+            upstreams,
+            supervisor,
+            service,
+        })
     }
-    // Where the CLI finds this daemon (removed when it stops), left before it says it listens.
-    let _published = crate::locator::publish(&crate::locator::DaemonRecord {
-        pid: std::process::id(),
-        url: format!("http://{local}/mcp"),
-        admin: admin_url.clone(),
-        admin_token_file: (admin_url.as_ref().and(admin_token_file))
-            .map(|f| std::fs::canonicalize(&f).unwrap_or(f)),
-        config: std::fs::canonicalize(&config.source).unwrap_or_else(|_| config.source.clone()),
-        state_dir: config.state_dir.clone(),
-    });
-    // One line on stdout (two with the admin API) for scripts and tests that start the daemon
-    // on port 0.
+
+    /// What the admin API and the metrics read of the running daemon.
+    fn readings(
+        &self,
+        audit: &AuditHandle,
+        hosts: Arc<arc_swap::ArcSwap<Vec<Arc<crate::downstream::Principal>>>>,
+        reloader: &Arc<reload::Reloader>,
+    ) -> Arc<crate::admin::Readings> {
+        Arc::new(crate::admin::Readings {
+            router: self.router.clone(),
+            audit: audit.clone(),
+            sessions: Box::new({
+                let sessions = Arc::clone(&self.sessions);
+                move || sessions.len()
+            }),
+            hosts: Box::new({
+                let sessions = Arc::clone(&self.sessions);
+                move || {
+                    let status = |p: &Arc<crate::downstream::Principal>| {
+                        let mut status = p.status();
+                        status.sessions = sessions.count_of(&p.name);
+                        status
+                    };
+                    hosts.load().iter().map(status).collect()
+                }
+            }),
+            reloads: Box::new({
+                let reloader = Arc::clone(reloader);
+                move || reloader.counts()
+            }),
+        })
+    }
+
+    /// Ends the host sessions, stops the upstreams, closes the audit log and flushes the
+    /// telemetry exporters.
+    async fn stop(
+        &self,
+        audit: &AuditHandle,
+        telemetry: Option<crate::telemetry::otel::Telemetry>,
+    ) {
+        tracing::info!("Shutting down: ending host sessions, stopping upstreams.");
+        self.service.close_all().await;
+        self.supervisor.shutdown().await;
+        audit.record(Record::event("daemon.stopped", None, None, None));
+        audit.close(AUDIT_CLOSE);
+        if let Some(telemetry) = telemetry {
+            // The exporters block while they flush; the runtime's other threads keep serving.
+            let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+        }
+        tracing::info!("Stopped.");
+    }
+}
+
+/// Starts the admin API at `addr` (its URL), or says why it is not available and goes on
+/// without it.
+async fn start_admin(
+    config: &Config,
+    (addr, token): (std::net::SocketAddr, crate::admin::AdminToken),
+    (core, audit, readings, reloader): (
+        &Core,
+        &AuditHandle,
+        &Arc<crate::admin::Readings>,
+        &Arc<reload::Reloader>,
+    ),
+) -> Result<Option<String>, DaemonError> {
+    let admin = match TcpListener::bind(addr).await {
+        Ok(admin) => admin,
+        Err(e) => {
+            tracing::warn!(%addr, error = %e, "The admin API is not available (set admin.listen or --admin).");
+            return Ok(None);
+        }
+    };
+    let admin_addr = admin.local_addr().map_err(DaemonError::Serve)?;
+    tracing::info!(url = %format!("http://{admin_addr}"), "Admin API is listening.");
+    let sessions = Arc::clone(&core.sessions);
+    let state = AdminState {
+        router: core.router.clone(),
+        supervisor: core.supervisor.clone(),
+        audit: audit.clone(),
+        metrics: Arc::clone(readings),
+        max_sessions: Box::new({
+            let service = Arc::clone(&core.service);
+            move || service.max_sessions()
+        }),
+        sessions: Box::new(move || sessions.all().iter().map(|s| s.status()).collect()),
+        logins: std::sync::Mutex::default(),
+        reloader: Arc::clone(reloader) as Arc<dyn crate::admin::Reload>,
+        guard: crate::admin::AdminGuard {
+            token,
+            port: admin_addr.port(),
+            loopback: admin_addr.ip().is_loopback(),
+        },
+        console: crate::admin::ConsoleState::default(),
+    };
+    let app = crate::admin::app(Arc::new(state));
+    let bounds = crate::listener::Bounds::of(&config.server);
+    let forever = std::future::pending::<()>();
+    tokio::spawn(crate::listener::serve(admin, app, bounds, forever));
+    Ok(Some(format!("http://{admin_addr}")))
+}
+
+/// One line on stdout (two with the admin API) for scripts and tests that start the daemon on
+/// port 0, and readiness to systemd.
+fn announce(local: std::net::SocketAddr, admin_url: Option<&str>, router: &RouterHandle) {
     let mut stdout = std::io::stdout();
     let _ = writeln!(stdout, "mcpmux: listening on http://{local}/mcp");
-    if let Some(url) = &admin_url {
+    if let Some(url) = admin_url {
         let _ = writeln!(stdout, "mcpmux: admin on {url}");
     }
     let _ = stdout.flush();
-    systemd::ready(&router, &format!("http://{local}/mcp"));
-    reload::spawn_triggers(Arc::clone(&reloader));
+    systemd::ready(router, &format!("http://{local}/mcp"));
+}
 
+/// Serves hosts until the server ends or a shutdown signal comes; then in-flight requests get
+/// `server.drain_timeout` to finish (open event streams would hold the drain forever: they end
+/// first).
+async fn run(
+    listener: TcpListener,
+    app: axum::Router,
+    config: &Config,
+    service: &HostService,
+    reloader: &reload::Reloader,
+) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let bounds = crate::listener::Bounds::of(&config.server);
     let server = crate::listener::serve(listener, app, bounds, async {
@@ -340,7 +453,6 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
             systemd::stopping();
             let _ = stop_tx.send(());
             service.stop_streams();
-            // In-flight requests finish; open event streams would hold the drain forever.
             let drain = reloader.current().server.drain_timeout;
             match tokio::time::timeout(drain, &mut server).await {
                 Ok(finished) => finished,
@@ -351,16 +463,6 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
             }
         }
     };
-    tracing::info!("Shutting down: ending host sessions, stopping upstreams.");
-    service.close_all().await;
-    supervisor.shutdown().await;
-    audit.record(Record::event("daemon.stopped", None, None, None));
-    audit.close(AUDIT_CLOSE);
-    if let Some(telemetry) = telemetry {
-        // The exporters block while they flush; the runtime's other threads keep serving.
-        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
-    }
-    tracing::info!("Stopped.");
     served.map_err(|join| DaemonError::Serve(std::io::Error::other(join)))
 }
 

@@ -263,30 +263,7 @@ async fn posted(
     }
     match &posted.borrow_dependent().message {
         Message::Request { id, method, params } if method == Method::Initialize.as_str() => {
-            // A host that initializes again naming its session replaces it (the stdio bridge
-            // does when its host initializes twice): that one is closed, not left to expire.
-            let replaces = admitted.session(state, headers).ok();
-            let replaces = replaces.as_ref().map(|s| s.id.as_str());
-            let initialized = (state.service)
-                .initialize(id, *params, (None, replaces), admitted.access)
-                .await;
-            Ok(match initialized {
-                Ok((session, line)) => {
-                    let mut response = if accepts.stream_answers() {
-                        Sse::new(futures_util::stream::iter([event(line)])).into_response()
-                    } else {
-                        json_response(line)
-                    };
-                    if let Ok(value) = HeaderValue::from_str(&session.id) {
-                        response.headers_mut().insert(SESSION, value);
-                    }
-                    response
-                }
-                Err(error) => {
-                    let line = error_line(Some(id), &error);
-                    (initialize_status(&error), json_response(line)).into_response()
-                }
-            })
+            Ok(initialize(state, (admitted, headers), (id, *params), accepts).await)
         }
         Message::Request { id, .. } => {
             let session = (admitted.session(state, headers)).map_err(|r| r.to(Some(id)))?;
@@ -299,6 +276,39 @@ async fn posted(
             let session = admitted.session(state, headers)?;
             accept(&state.service, &session, other);
             Ok(StatusCode::ACCEPTED.into_response())
+        }
+    }
+}
+
+/// `initialize`: a new session, its id in `Mcp-Session-Id`. A host that initializes again naming
+/// its session replaces it (the stdio bridge does when its host initializes twice): that one is
+/// closed, not left to expire.
+async fn initialize(
+    state: &AppState,
+    (admitted, headers): (Admitted, &HeaderMap),
+    (id, params): (&RawValue, Option<&RawValue>),
+    accepts: Accepts,
+) -> Response {
+    let replaces = admitted.session(state, headers).ok();
+    let replaces = replaces.as_ref().map(|s| s.id.as_str());
+    let initialized = (state.service)
+        .initialize(id, params, (None, replaces), admitted.access)
+        .await;
+    match initialized {
+        Ok((session, line)) => {
+            let mut response = if accepts.stream_answers() {
+                Sse::new(futures_util::stream::iter([event(line)])).into_response()
+            } else {
+                json_response(line)
+            };
+            if let Ok(value) = HeaderValue::from_str(&session.id) {
+                response.headers_mut().insert(SESSION, value);
+            }
+            response
+        }
+        Err(error) => {
+            let line = error_line(Some(id), &error);
+            (initialize_status(&error), json_response(line)).into_response()
         }
     }
 }

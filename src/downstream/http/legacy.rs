@@ -11,6 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
 use super::admission::{Admitted, Refusal, refuse};
@@ -133,30 +134,7 @@ async fn message(
     let service = Arc::clone(&state.service);
     match message {
         Message::Request { id, method, params } if method == Method::Initialize.as_str() => {
-            // Initializing again on the same stream replaces the session it had: that one is
-            // closed first (its instances stopped, its subscriptions dropped).
-            let session_id = target.session_id.clone();
-            let replaces = Some(target.session_id.as_str());
-            let (line, status) = match service
-                .initialize(id, params, (Some(session_id), replaces), access)
-                .await
-            {
-                Ok((session, line)) => {
-                    pump_outbox(&service, &session.id, stream.clone());
-                    (line, StatusCode::ACCEPTED)
-                }
-                Err(error) => (
-                    error_line(Some(id), &error),
-                    super::initialize_status(&error),
-                ),
-            };
-            if status == StatusCode::ACCEPTED {
-                let _ = stream.send(line).await;
-                return Ok(status.into_response());
-            }
-            // A refusal goes on the stream (where the host waits for its answer) and in the body.
-            let _ = stream.send(line.clone()).await;
-            return Ok((status, super::json_response(line)).into_response());
+            return Ok(initialize(&service, (id, params), (target, access), stream).await);
         }
         Message::Request { id, method, params } => match service.session(&target.session_id) {
             Some(session) => {
@@ -191,6 +169,39 @@ async fn message(
         }
     }
     Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// `initialize` on the stream `target` names, answered on it. Initializing again on the same
+/// stream replaces the session it had: that one is closed first (its instances stopped, its
+/// subscriptions dropped).
+async fn initialize(
+    service: &Arc<HostService>,
+    (id, params): (&RawValue, Option<&RawValue>),
+    (target, access): (&Target, Access),
+    stream: mpsc::Sender<String>,
+) -> Response {
+    let session_id = target.session_id.clone();
+    let replaces = Some(target.session_id.as_str());
+    let (line, status) = match service
+        .initialize(id, params, (Some(session_id), replaces), access)
+        .await
+    {
+        Ok((session, line)) => {
+            pump_outbox(service, &session.id, stream.clone());
+            (line, StatusCode::ACCEPTED)
+        }
+        Err(error) => (
+            error_line(Some(id), &error),
+            super::initialize_status(&error),
+        ),
+    };
+    if status == StatusCode::ACCEPTED {
+        let _ = stream.send(line).await;
+        return status.into_response();
+    }
+    // A refusal goes on the stream (where the host waits for its answer) and in the body.
+    let _ = stream.send(line.clone()).await;
+    (status, super::json_response(line)).into_response()
 }
 
 /// Forwards the session's own messages (not tied to a request) onto the legacy stream.

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 
 use super::layers;
 use super::outcome::{Forwarded, Route};
-use super::rounds::{self, Resumed, Round, Rounds};
+use super::rounds::{self, InputCaller, Resumed, Round, Rounds};
 use super::{RequestCx, upstream_error};
 use crate::config::{Isolation, Profile};
 use crate::downstream::caller::SessionCaller;
@@ -103,44 +103,23 @@ impl Upstreams {
         cx: &RequestCx,
         upstream: &UpstreamHandle,
         method: Method,
-        mut members: Members<'_>,
+        members: Members<'_>,
         tool: Option<&str>,
         route: &mut Route,
     ) -> Result<Reply, RpcError> {
         let Some(target) = self.instance(cx, upstream, Start::IfNeeded).await? else {
             return Err(upstream_error(upstream.unavailable()));
         };
-        // The era decides, once: whom the upstream's own requests go to — the session's host as
-        // they are, or a stateless request's rounds, which turn them into requests for input
-        // (and whose log level goes with the request).
-        let (caller, rounds): (Arc<dyn Caller>, _) = match &cx.session {
-            Some(session) => {
-                let caller = SessionCaller {
-                    session: Arc::clone(session),
-                    host_id: Some(cx.id.clone()),
-                    sink: cx.sink.clone(),
-                };
-                (Arc::new(caller), None)
-            }
-            None => {
-                self.level_for_request(cx, &target).await;
-                let caller = Rounds::caller(Arc::clone(&cx.host), cx.sink.clone());
-                (Arc::clone(&caller) as Arc<dyn Caller>, Some(caller))
-            }
-        };
+        let (caller, rounds) = self.caller(cx, &target).await;
         let mut trace = layers::trace::upstream(cx, method, tool, upstream.name());
         // A stateless request's `_meta` is here only when it holds more than the envelope (the
         // edge serves the params without one that holds nothing else).
         let enveloped = rounds.is_some();
         let (meta, progress) = rewrite_meta(members.get("_meta"), trace.meta(), enveloped)?;
-        match &meta {
-            Some(Meta::Rewritten(meta)) => members.insert("_meta", meta),
-            Some(Meta::Gone) => {
-                members.remove("_meta");
-            }
-            None => {}
-        }
-        let params = members.to_json();
+        let params = match &meta {
+            Some(meta) => meta.params(members),
+            None => members.to_json(),
+        };
         let _permit = layers::permit::claim(cx, self.limits.load().max_in_flight_per_session)?;
         let timeout = layers::deadline::of(upstream, tool);
         let call = CallContext {
@@ -180,6 +159,31 @@ impl Upstreams {
         };
         trace.end(matches!(reply, Ok(Reply::Result(_))));
         reply
+    }
+
+    /// Whom the upstream's own requests go to, as the era decides, once: the session's host as
+    /// they are, or a stateless request's rounds (returned too), which turn them into requests
+    /// for input — and whose log level goes with the request to `target`.
+    async fn caller(
+        &self,
+        cx: &RequestCx,
+        target: &UpstreamHandle,
+    ) -> (Arc<dyn Caller>, Option<Arc<InputCaller>>) {
+        match &cx.session {
+            Some(session) => {
+                let caller = SessionCaller {
+                    session: Arc::clone(session),
+                    host_id: Some(cx.id.clone()),
+                    sink: cx.sink.clone(),
+                };
+                (Arc::new(caller), None)
+            }
+            None => {
+                self.level_for_request(cx, target).await;
+                let caller = Rounds::caller(Arc::clone(&cx.host), cx.sink.clone());
+                (Arc::clone(&caller) as Arc<dyn Caller>, Some(caller))
+            }
+        }
     }
 
     /// One round of a stateless host's call: the upstream's answer, or the `input_required`
@@ -297,6 +301,19 @@ enum Meta {
     Rewritten(Box<RawValue>),
     /// Nothing is left of it.
     Gone,
+}
+
+impl Meta {
+    /// The params `members` with this `_meta` in them, as JSON.
+    fn params<'a>(&'a self, mut members: Members<'a>) -> String {
+        match self {
+            Self::Rewritten(meta) => members.insert("_meta", meta),
+            Self::Gone => {
+                members.remove("_meta");
+            }
+        }
+        members.to_json()
+    }
 }
 
 /// A forwarded request's `_meta` with what mcpmux owns rewritten — the host's progress token

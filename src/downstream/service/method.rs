@@ -149,15 +149,7 @@ impl<'a> HostMethod<'a> {
             }
             Method::ToolsCall => Self::named(ListKind::Tools, method, params),
             Method::PromptsGet => Self::named(ListKind::Prompts, method, params),
-            Method::ResourcesRead => {
-                let members = params.members().ok_or_else(|| {
-                    RpcError::invalid_params("resources/read needs params with a `uri`")
-                })??;
-                let uri = members.string("uri").ok_or_else(|| {
-                    RpcError::invalid_params("resources/read needs a string `uri`")
-                })?;
-                Ok(Self::ReadResource { uri, members })
-            }
+            Method::ResourcesRead => Self::read(params),
             Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
                 let (uri, _) = uri(params)?;
                 let on = method == Method::ResourcesSubscribe;
@@ -208,6 +200,16 @@ impl<'a> HostMethod<'a> {
             name,
             members,
         })
+    }
+
+    fn read(params: Params<'a>) -> Result<Self, RpcError> {
+        let members = params.members().ok_or_else(|| {
+            RpcError::invalid_params("resources/read needs params with a `uri`")
+        })??;
+        let uri = members
+            .string("uri")
+            .ok_or_else(|| RpcError::invalid_params("resources/read needs a string `uri`"))?;
+        Ok(Self::ReadResource { uri, members })
     }
 
     fn listen(params: Option<&'a str>) -> Result<Self, RpcError> {

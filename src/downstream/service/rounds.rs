@@ -43,7 +43,8 @@ use crate::upstream::{InputRequired, Reply, UpstreamError};
 
 mod input;
 
-use input::{Asked, Event, InputCaller};
+pub(super) use input::InputCaller;
+use input::{Asked, Event};
 
 /// How long a state that continues no parked call (it asks for the call again, or carries a
 /// 2026-07-28 upstream's own state) stays valid.
