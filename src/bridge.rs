@@ -30,6 +30,8 @@ struct Bridge {
 }
 
 /// Runs the bridge until stdin closes.
+// Long: the bridge's loop: stdin, the daemon's answers and its event stream, and a session the
+// daemon forgot, in one `select!`.
 pub async fn run(url: String, token: Option<String>) -> std::io::Result<()> {
     let (out, mut rx) = mpsc::channel::<String>(1024);
     let writer = tokio::spawn(async move {

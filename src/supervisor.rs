@@ -131,6 +131,8 @@ impl Actor for Supervisor {
         Ok(state)
     }
 
+    // Long: the supervisor actor's one message handler: one arm per message, each short; ractor
+    // gives an actor one entry point.
     async fn handle(
         &self,
         myself: ActorRef<Self::Msg>,

@@ -535,3 +535,72 @@ fn the_architecture_doc_maps_every_source_file_and_only_files_that_exist() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// No function of `src/` is longer than 80 lines unless a `// Long: …` comment just above it
+/// says why (a validation of one section key by key, one actor's message handler…): long
+/// functions are where the next change gets lost. Test-only files are left out.
+#[test]
+fn no_function_is_over_80_lines_without_a_reason() {
+    static FN: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?fn\s+(\w+)").unwrap()
+    });
+    let mut long = Vec::new();
+    for source in sources() {
+        let file = source.rel.to_string_lossy().replace('\\', "/");
+        if file.ends_with("/tests.rs") || file.ends_with("/properties.rs") {
+            continue;
+        }
+        let text = match source.text.find("#[cfg(test)]") {
+            Some(i) => &source.text[..i],
+            None => &source.text,
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        for (at, line) in lines.iter().enumerate() {
+            let Some(name) = FN.captures(line).map(|c| c[1].to_owned()) else {
+                continue;
+            };
+            let Some(length) = body_length(&lines[at..]) else {
+                continue;
+            };
+            let above = lines[at.saturating_sub(4)..at].join("\n");
+            if length > 80 && !above.contains("// Long:") {
+                long.push(format!("{file}:{} `{name}` is {length} lines", at + 1));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over 80 lines with no `// Long:` reason above them (split them, or say why not):\n{}",
+        long.join("\n")
+    );
+}
+
+/// How many lines a function starting at `lines[0]` spans, to its closing brace (`None` for a
+/// declaration without a body).
+fn body_length(lines: &[&str]) -> Option<usize> {
+    let (mut depth, mut started) = (0usize, false);
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.split("//").next().unwrap_or_default();
+        let mut in_string = false;
+        let mut previous = ' ';
+        for c in code.chars() {
+            match c {
+                '"' if previous != '\\' => in_string = !in_string,
+                '{' if !in_string => {
+                    depth += 1;
+                    started = true;
+                }
+                '}' if !in_string => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            previous = c;
+        }
+        if started && depth == 0 {
+            return Some(i + 1);
+        }
+        if !started && code.trim_end().ends_with(';') {
+            return None;
+        }
+    }
+    None
+}

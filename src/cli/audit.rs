@@ -153,6 +153,8 @@ impl Source {
 
 /// Runs one `audit` command; the exit status is failure when `verify` finds a break.
 /// `token_file` is `--admin-token-file`, where the admin token is when not found otherwise.
+// Long: one arm per `audit` subcommand, each short: the subcommands share how the store is
+// reached.
 pub async fn run(command: AuditCommand, token_file: Option<&Path>) -> anyhow::Result<bool> {
     match command {
         AuditCommand::Query {

@@ -160,6 +160,7 @@ fn first_90(text: &str) -> String {
 }
 
 /// `mcpmux status`: the daemon, then one row per upstream.
+// Long: one column per field of an upstream's status, in the order the table shows them.
 pub(super) fn status_table(status: &Status) -> String {
     let rows: Vec<Vec<String>> = (status.upstreams.iter())
         .map(|u| {
@@ -309,6 +310,7 @@ pub(super) fn pins(pins: &Pins) -> String {
     table(&["UPSTREAM", "TOOL", "PINNED", "STATE", "NOW"], &rows)
 }
 
+// Long: one column per field of the upstream table, in the order it shows them.
 /// `mcpmux check`: the config is valid, then one row per upstream.
 pub(super) fn upstream_table(config: &Config) -> String {
     let rows: Vec<Vec<String>> = config

@@ -104,6 +104,8 @@ fn resolve(base_dir: &Path, path: PathBuf) -> PathBuf {
     }
 }
 
+// Long: one check per `[server]` key, in the order the file documents them, each naming its key in
+// the error.
 fn server(file: &Path, base_dir: &Path, s: RawServer) -> Result<ServerConfig, ConfigError> {
     let d = ServerConfig::default();
     let listen = match s.listen.as_deref() {
@@ -267,6 +269,8 @@ fn admin_access(base_dir: &Path, a: &mut RawAdmin) -> super::AdminAccess {
         allow_remote: a.allow_remote.take().unwrap_or(false),
     }
 }
+// Long: one check per `[catalog]` key, in the order the file documents them, each naming its key
+// in the error.
 
 /// `[catalog]` (or a profile's overrides of it, under `section`).
 pub(super) fn catalog(

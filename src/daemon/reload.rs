@@ -222,6 +222,8 @@ impl Reloader {
         result
     }
 
+    // Long: a reload's steps in the order they must happen (read, parse, diff, refuse what cannot
+    // change, apply, report): splitting would pass the half-applied state between functions.
     async fn apply(
         &self,
         running: &mut Running,

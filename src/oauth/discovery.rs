@@ -57,6 +57,9 @@ struct ResourceMetadata {
 
 /// Discovers the authorization server of the MCP server at `server`, given its challenge;
 /// `trusted` is the issuer the config names, which the server must point at.
+// Long: the discovery steps in the order the MCP authorization spec gives them (resource metadata,
+// its fallbacks, the authorization server's metadata, the issuer check); each step uses what the
+// one before found.
 pub async fn discover(
     http: &reqwest::Client,
     server: &Url,

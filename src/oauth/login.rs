@@ -60,6 +60,8 @@ pub struct LoginStarted {
 
 impl Login {
     /// Discovers how to sign in and starts it.
+    // Long: the sign-in's steps in the order the MCP authorization spec gives them (discovery,
+    // client, PKCE, the redirect listener); each step uses what the one before found.
     pub async fn start(self) -> Result<LoginStarted, OAuthError> {
         let challenge = match &self.challenge {
             Some(header) => Challenge::parse(header),

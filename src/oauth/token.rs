@@ -157,6 +157,8 @@ impl Grant<'_> {
     }
 
     /// POSTs the grant `form` and returns the tokens it answered.
+    // Long: one token request and each way its client authenticates (RFC 6749 §2.3, RFC 7523), in
+    // the order the server's metadata is consulted.
     pub async fn request(
         &self,
         http: &reqwest::Client,

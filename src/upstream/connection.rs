@@ -207,6 +207,8 @@ impl Connection {
     /// Not an `async fn`: one stores its arguments twice in its future (as given, and moved into
     /// its body's locals), and an `#[instrument]`ed one twice more (around the body it wraps);
     /// an `async` block holds them once, and every host request's future holds this one.
+    // Long: one request's exchange as a single `async` block (see above): its parts share the
+    // block's captured state, which is why it is not an `async fn` either.
     fn exchange<'a>(
         self: &'a Arc<Self>,
         method: &'a str,

@@ -249,6 +249,8 @@ pub(super) struct Listing {
 type ParamHeaders = std::collections::HashMap<String, Vec<crate::mcp::param_headers::ParamHeader>>;
 
 /// [`read_list`]'s pages, and (for a 2026-07-28 upstream's tools) their parameter headers.
+// Long: reading every page of one listing: the page loop, the item and byte budgets, the cursor
+// checks and the 2026-07-28 parameter headers are one loop's state.
 async fn read_pages(
     conn: &Arc<Connection>,
     kind: ListKind,

@@ -19,6 +19,8 @@ use super::resolve;
 
 /// Validates `[hosts]`: each host has exactly one credential, a digest is 64 hex digits, a
 /// token file is readable and not empty; no two hosts share a token.
+// Long: one check per `[hosts.NAME]` key, in the order the file documents them, each naming its
+// key in the error; split, the rules of one section would be read in several places.
 pub(super) fn hosts(
     file: &Path,
     base_dir: &Path,
@@ -212,6 +214,8 @@ struct JwtFields {
     claim: Option<String>,
 }
 
+// Long: one check per key of a JWT issuer (keys, issuer, audience, claim, refresh), each naming
+// its key in the error.
 /// An identity provider, checked: an `issuer`, exactly one of `jwks_file` (readable, a JWK set)
 /// and `jwks_url` (http or https).
 fn jwt_issuer(

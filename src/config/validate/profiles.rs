@@ -53,6 +53,8 @@ pub(super) fn named(
     }
 }
 
+// Long: one check per `[profiles.NAME]` key, in the order the file documents them, each naming its
+// key in the error.
 fn profile(
     file: &Path,
     global: &RawCatalog,
@@ -179,6 +181,7 @@ fn profile(
     })
 }
 
+// Long: one check per search-mode key of a profile, each naming its key in the error.
 /// `tools`, `always` and the search tools' names and descriptions: `tools = "search"` gives a
 /// [`SearchMode`]; the others need it.
 fn search_mode(

@@ -73,6 +73,8 @@ pub(super) fn transport(
     }
 }
 
+// Long: one check per key of a remote upstream (URL, transport, headers, credentials, TLS files),
+// each naming its key in the error.
 fn remote(
     file: &Path,
     base_dir: &Path,
@@ -186,6 +188,7 @@ fn remote(
         client_identity,
     })
 }
+// Long: one check per `[upstreams.NAME.oauth]` key, each naming its key in the error.
 
 /// `[upstreams.NAME.oauth]`; its token file is set once the state directory is known.
 fn oauth(

@@ -22,6 +22,8 @@ use serde_json::value::RawValue;
 impl Snapshot {
     /// The view `lens` gives of `catalogs`; `previous` is the same view's last generation, whose
     /// search index is kept when the tools did not change.
+    // Long: a view's listings built in one pass over the upstreams' catalogs, with the state the
+    // pass carries (names taken, withheld tools, the hidden skills).
     pub fn build(
         generation: u64,
         lens: &Lens,

@@ -133,6 +133,9 @@ impl Reading {
 /// that says it does not speak Streamable HTTP here (the `auto` transport then falls back).
 /// A request the server refuses because it forgot the session (404) is sent again, once, in
 /// the new session [`renew`] opens: the server never saw it, and its caller never learns.
+// Long: one POST and every form its answer takes (JSON, an event stream, 202, a refusal that means
+// another transport, a forgotten session renewed), read in the order the transport defines; each
+// form is a few lines that make sense only beside the others.
 pub(super) async fn post(
     shared: &Arc<Shared>,
     session: &Session,
