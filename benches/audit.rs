@@ -32,7 +32,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use mcpmux::audit::{self, AuditHandle, Direction, Filter, Kind, Outcome, Record, Store};
+use mcpmux::audit::{self, AuditHandle, Direction, Ended, Filter, Kind, Record, Store};
 use mcpmux::config::{AuditConfig, Durability, Redaction, SecretKeys};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -126,16 +126,16 @@ fn request_record(rng: &mut Rng) -> Record {
     let upstream = rng.below(UPSTREAMS);
     let tool = TOOLS[(rng.below(TOOLS.len() as u64)) as usize];
     let outcome = match rng.below(100) {
-        0 => Outcome::Error,
-        1 => Outcome::ToolError,
-        _ => Outcome::Ok,
+        0 => Ended::Error,
+        1 => Ended::ToolError,
+        _ => Ended::Ok,
     };
     let mut r = Record::new(Kind::Request, "tools/call", outcome);
     r.direction = Some(Direction::HostToUpstream);
     r.session = Some(format!("{:032x}", rng.below(64)));
     r.upstream = Some(format!("up{upstream}"));
     r.target = Some(format!("up{upstream}__{tool}"));
-    r.error_code = (outcome == Outcome::Error).then_some(-32603);
+    r.error_code = (outcome == Ended::Error).then_some(-32603);
     r.latency_us = Some(200 + rng.below(20_000));
     r.request_bytes = Some(150 + rng.below(300));
     r.response_bytes = Some(200 + rng.below(8_000));

@@ -31,7 +31,7 @@ pub use query::{
     Filter, FilterArgs, FilterError, MAX_PAGE, Page, QueryError, ReadError, StatRow, cursor_after,
     cursor_at, parse_time,
 };
-pub use record::{Direction, Kind, Outcome, Record, Redactor, hex, now_us};
+pub use record::{Direction, Ended, Kind, Record, Redactor, hex, now_us};
 pub use store::{Break, Store, StoreError, Verification};
 pub use writer::AuditHandle;
 

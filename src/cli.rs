@@ -10,7 +10,7 @@ use crate::api;
 use crate::config::{self, Config};
 
 mod admin;
-mod audit;
+mod audit_command;
 mod import;
 mod login;
 mod render;
@@ -160,7 +160,7 @@ enum Command {
     /// Query, tail, summarize or verify the audit log.
     Audit {
         #[command(subcommand)]
-        command: Box<audit::AuditCommand>,
+        command: Box<audit_command::AuditCommand>,
     },
     /// Print the merged tool catalog of the running daemon, or the tools that answer a search.
     Tools {
@@ -382,7 +382,7 @@ fn ask_daemon(command: Command, token_file: Option<&std::path::Path>) -> anyhow:
             show(&answer, json, |a| render::sessions_table(&a.sessions))
         }
         Command::Audit { command } => {
-            let ok = runtime()?.block_on(audit::run(*command, token_file))?;
+            let ok = runtime()?.block_on(audit_command::run(*command, token_file))?;
             Ok(if ok {
                 ExitCode::SUCCESS
             } else {

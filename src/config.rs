@@ -11,7 +11,7 @@
 //! - `diff`: what a reload changes ([`ConfigDiff`]), a pure value; `watch`: when the file
 //!   changed (notify, debounced).
 
-mod audit;
+mod audit_settings;
 mod diff;
 mod error;
 mod filter;
@@ -25,7 +25,9 @@ mod transport;
 mod validate;
 mod watch;
 
-pub use audit::{AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir};
+pub use audit_settings::{
+    AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir,
+};
 pub use diff::{Changed, ConfigDiff, Fixed};
 pub use error::{ConfigError, ReloadError};
 pub use filter::NameFilter;

@@ -294,7 +294,7 @@ fn folder_child(folder: &[String], child: &str) -> String {
     path
 }
 
-/// The module path of a file below `src/` (`downstream/http/modern.rs` → downstream, http,
+/// The module path of a file below `src/` (`downstream/http/stateless.rs` → downstream, http,
 /// modern).
 fn module_path(rel: &Path) -> Vec<String> {
     rel.components()

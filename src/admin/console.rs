@@ -23,7 +23,7 @@
 //!   `audit`).
 //! - `history`: each upstream's request rate and latency over the last hour, and their charts.
 
-mod audit;
+mod audit_page;
 mod events;
 mod history;
 mod overview;
@@ -70,13 +70,19 @@ pub(super) fn routes(state: Arc<AdminState>) -> Router {
         .route("/console/s/{key}/events", get(events::stream))
         .route("/console/s/{key}/catalog", get(pages::catalog))
         .route("/console/s/{key}/hosts", get(pages::hosts))
-        .route("/console/s/{key}/audit", get(audit::audit))
-        .route("/console/s/{key}/audit/tail", get(audit::audit_tail))
-        .route("/console/s/{key}/audit/verify", get(audit::audit_verify))
-        .route("/console/s/{key}/audit/export", get(audit::audit_export))
+        .route("/console/s/{key}/audit", get(audit_page::audit))
+        .route("/console/s/{key}/audit/tail", get(audit_page::audit_tail))
+        .route(
+            "/console/s/{key}/audit/verify",
+            get(audit_page::audit_verify),
+        )
+        .route(
+            "/console/s/{key}/audit/export",
+            get(audit_page::audit_export),
+        )
         .route(
             "/console/s/{key}/audit/record/{at}",
-            get(audit::audit_record),
+            get(audit_page::audit_record),
         )
         .route("/console/s/{key}/pins", get(pages::pins))
         .route("/console/s/{key}/pins/approve", post(pages::approve))

@@ -229,7 +229,7 @@ impl Link {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::audit::{Kind, Outcome, Record, hex};
+    use crate::audit::{Ended, Kind, Record, hex};
     use crate::jsonrpc::raw;
 
     #[test]
@@ -237,7 +237,7 @@ mod tests {
         let mut head = Head::default();
         let mut batch = Batch::default();
         for i in 0..5 {
-            let mut r = Record::new(Kind::Request, "tools/call", Outcome::Ok);
+            let mut r = Record::new(Kind::Request, "tools/call", Ended::Ok);
             r.upstream = Some(format!("up{i}"));
             r.session = (i % 2 == 0).then(|| "a \"quoted\" session".to_owned());
             batch.seal(&Body::of(r), &mut head);

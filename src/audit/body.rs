@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use super::record::{Outcome, Record, Redactor, hex_into};
+use super::record::{Ended, Record, Redactor, hex_into};
 use crate::config::Redaction;
 
 /// The start and end of a record's JSON while it has no place in the chain yet (`seq`, `ts_us`,
@@ -49,7 +49,7 @@ pub struct RequestRecord<'a> {
     pub upstream: Option<&'a str>,
     pub method: &'a str,
     pub target: Option<&'a str>,
-    pub outcome: Outcome,
+    pub outcome: Ended,
     pub error_code: Option<i64>,
     pub latency_us: u64,
     pub request_bytes: u64,
@@ -256,7 +256,7 @@ mod tests {
             upstream: Some("fs"),
             method: "tools/call",
             target: Some("fs__read_é"),
-            outcome: Outcome::ToolError,
+            outcome: Ended::ToolError,
             error_code: Some(-32_602),
             latency_us: 1234,
             request_bytes: 56,
@@ -271,7 +271,7 @@ mod tests {
             profile: None,
             upstream: None,
             target: None,
-            outcome: Outcome::Ok,
+            outcome: Ended::Ok,
             error_code: None,
             args: None,
             detail: None,

@@ -8,7 +8,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 
-use super::record::{Outcome, Record};
+use super::record::{Ended, Record};
 use super::store::{IndexField, Store, StoreError, block_key, index_prefix, lines};
 
 /// Most records one page holds.
@@ -158,11 +158,11 @@ impl Store {
     pub fn stats(&self, filter: &Filter) -> Result<Vec<StatRow>, QueryError> {
         let mut groups: BTreeMap<Group, (u64, Vec<u64>)> = BTreeMap::new();
         self.scan(filter, |r| {
-            if r.outcome != Outcome::Info {
+            if r.outcome != Ended::Info {
                 let entry = groups
                     .entry((r.upstream.clone(), r.target.clone()))
                     .or_default();
-                entry.0 += u64::from(matches!(r.outcome, Outcome::Error | Outcome::ToolError));
+                entry.0 += u64::from(matches!(r.outcome, Ended::Error | Ended::ToolError));
                 entry.1.push(r.latency_us.unwrap_or(0));
             }
             true

@@ -29,7 +29,7 @@ pub enum Direction {
 /// How a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum Ended {
     Ok,
     /// A JSON-RPC error (code in `error_code`).
     Error,
@@ -39,7 +39,7 @@ pub enum Outcome {
     Info,
 }
 
-impl Outcome {
+impl Ended {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Ok => "ok",
@@ -80,7 +80,7 @@ pub struct Record {
     /// The tool, prompt or URI the request named (as the host saw it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
-    pub outcome: Outcome,
+    pub outcome: Ended,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_code: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,7 +119,7 @@ impl PartialEq for Record {
 
 impl Record {
     /// A record for the writer to number and chain.
-    pub fn new(kind: Kind, method: impl Into<String>, outcome: Outcome) -> Self {
+    pub fn new(kind: Kind, method: impl Into<String>, outcome: Ended) -> Self {
         Self {
             seq: 0,
             ts_us: now_us(),
@@ -153,7 +153,7 @@ impl Record {
         session: Option<&str>,
         detail: Option<String>,
     ) -> Self {
-        let mut r = Self::new(Kind::Event, name, Outcome::Info);
+        let mut r = Self::new(Kind::Event, name, Ended::Info);
         r.upstream = upstream.map(str::to_owned);
         r.session = session.map(str::to_owned);
         r.detail = detail;

@@ -399,12 +399,12 @@ fn counter(v: Option<&[u8]>) -> u64 {
 #[cfg(test)]
 mod test_support {
     use super::*;
-    use crate::audit::record::{Kind, Outcome};
+    use crate::audit::record::{Ended, Kind};
 
     pub(super) fn batch(n: usize, upstream: &str) -> Vec<Record> {
         (0..n)
             .map(|i| {
-                let mut r = Record::new(Kind::Request, "tools/call", Outcome::Ok);
+                let mut r = Record::new(Kind::Request, "tools/call", Ended::Ok);
                 r.upstream = Some(upstream.to_owned());
                 r.target = Some(format!("{upstream}__tool{i}"));
                 r

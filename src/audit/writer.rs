@@ -333,7 +333,7 @@ impl Writer {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::audit::{Filter, Kind, Outcome};
+    use crate::audit::{Ended, Filter, Kind};
     use crate::config::{AuditConfig, SecretKeys};
 
     fn handle(dir: &tempfile::TempDir, queue: usize) -> AuditHandle {
@@ -345,7 +345,7 @@ mod tests {
     }
 
     fn call() -> Record {
-        Record::new(Kind::Request, "tools/call", Outcome::Ok)
+        Record::new(Kind::Request, "tools/call", Ended::Ok)
     }
 
     #[test]

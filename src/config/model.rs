@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::audit::{AuditConfig, Redaction};
+use super::audit_settings::{AuditConfig, Redaction};
 use super::filter::NameFilter;
 use super::policy::Policy;
 use super::transport::Transport;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::audit::{Durability, Redaction};
+use super::audit_settings::{Durability, Redaction};
 use super::error::ConfigError;
 use super::model::{Isolation, PinMode, Protocol};
 use super::policy::RawPolicy;

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use super::audit::{AuditConfig, SecretKeys, state_dir};
+use super::audit_settings::{AuditConfig, SecretKeys, state_dir};
 use super::error::ConfigError;
 use super::model::{
     CatalogConfig, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_NAME_MAX_LENGTH, DEFAULT_PAGE_SIZE,
@@ -91,7 +91,10 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
             super::ADMIN_EXPOSED_FIX,
         ));
     }
-    config.set_state_dir(super::audit::state_dir(state_dir.as_deref()), false);
+    config.set_state_dir(
+        super::audit_settings::state_dir(state_dir.as_deref()),
+        false,
+    );
     Ok(config)
 }
 

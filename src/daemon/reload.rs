@@ -99,7 +99,7 @@ pub struct Reloader {
     upstreams: tokio::sync::watch::Sender<Upstreams>,
     /// The running config (replaced only under `running`).
     current: ArcSwap<Config>,
-    outcome: Mutex<Outcome>,
+    outcome: Mutex<Latest>,
     /// Reloads finished (applied or refused), so one that waited for another knows it did.
     finished: AtomicU64,
     reloads: AtomicU64,
@@ -113,7 +113,7 @@ struct Running {
 
 /// What the last reload did, for status.
 #[derive(Debug, Clone, Default)]
-struct Outcome {
+struct Latest {
     at: Option<SystemTime>,
     trigger: Option<Trigger>,
     /// Why the file on disk is not running (`None`: the last reload applied).

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use super::caller::SessionCaller;
 use super::session::{Session, SessionStore};
 use super::tables::{LogLevels, StatelessInstances, Subscriptions, TaskOwners, instance_key};
-use crate::audit::{AuditHandle, Direction, Kind, Outcome, Record};
+use crate::audit::{AuditHandle, Direction, Ended, Kind, Record};
 use crate::config::Profile;
 use crate::jsonrpc::{Members, notification_line, raw_string};
 use crate::mcp::method::Method;
@@ -189,7 +189,7 @@ impl HostEvents for Delivery {
 
     fn server_request_refused(&self, upstream: &UpstreamId, method: &str, code: i64, reason: &str) {
         if self.audit.is_enabled() {
-            let mut record = Record::new(Kind::Request, method, Outcome::Error);
+            let mut record = Record::new(Kind::Request, method, Ended::Error);
             record.direction = Some(Direction::UpstreamToHost);
             record.upstream = Some(upstream.name.clone());
             record.session = upstream.scope.clone();

@@ -14,8 +14,8 @@ mod admission;
 mod body;
 mod cors;
 mod legacy;
-mod modern;
 mod posted;
+mod stateless;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -248,7 +248,7 @@ async fn posted(
     let posted = Posted::read(body, headers)
         .map_err(|error| Refusal::from_error(StatusCode::BAD_REQUEST, error))?;
     if posted.borrow_dependent().stateless {
-        return modern::post(state, admitted, headers, posted).await;
+        return stateless::post(state, admitted, headers, posted).await;
     }
     let request_id = posted.request().map(|(id, ..)| id);
     check_version(headers).map_err(|refusal| refusal.to(request_id))?;

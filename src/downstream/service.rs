@@ -17,7 +17,7 @@
 //!   requests as `input_required`, the call parked until the host's retry).
 //! - The families: `tools` (and `search`, a search-mode profile's two tools), `prompts`,
 //!   `resources`, `skills`, `listing`, `subscriptions`, `logging`, `completion`, `tasks`,
-//!   `discover`; `content` fits results to the host's version, `modern` to a 2026-07-28 host.
+//!   `discover`; `content` fits results to the host's version, `stateless_results` to a 2026-07-28 host.
 //! - `initialize`: the handshake and the merged capabilities. `listen`: a stateless host's
 //!   `subscriptions/listen` stream. `answers`: host notifications, host answers to server
 //!   requests, the end of a session. `notices`: the idle-session reaper and change notices.
@@ -33,7 +33,6 @@ mod listen;
 mod listing;
 mod logging;
 mod method;
-mod modern;
 mod notices;
 mod outcome;
 mod prompts;
@@ -41,6 +40,7 @@ mod resources;
 mod rounds;
 mod search;
 mod skills;
+mod stateless_results;
 mod subscriptions;
 mod tasks;
 mod tools;
@@ -383,11 +383,11 @@ impl HostService {
                 let version = cx.host.version;
                 match HostMethod::parse(method, params, version) {
                     Ok(parsed) if version.is_modern() => {
-                        fit = Some(modern::Fit::of(&parsed, cx, |kind| {
+                        fit = Some(stateless_results::Fit::of(&parsed, cx, |kind| {
                             self.upstreams.router.view(cx.profile()).ttl_ms(kind)
                         }));
                         let answer = self.handle(cx, parsed, &mut route).await;
-                        modern::Fit::errors(answer)
+                        stateless_results::Fit::errors(answer)
                     }
                     Ok(parsed) => self.handle(cx, parsed, &mut route).await,
                     Err(error) => Err(error),

@@ -5,7 +5,7 @@
 use serde_json::value::RawValue;
 
 use super::HostService;
-use crate::audit::Outcome;
+use crate::audit::Ended;
 use crate::config::Isolation;
 use crate::downstream::session::Session;
 use crate::jsonrpc::{Members, codes, to_raw};
@@ -53,14 +53,14 @@ impl HostService {
         let (ended, code) = match (result, error) {
             (Some(result), _) => {
                 forwarded.reply.result(result);
-                (Outcome::Ok, None)
+                (Ended::Ok, None)
             }
             (None, Some(error)) => {
                 let code = serde_json::from_str::<serde_json::Value>(error.get())
                     .ok()
                     .and_then(|e| e["code"].as_i64());
                 forwarded.reply.error(error.get());
-                (Outcome::Error, code)
+                (Ended::Error, code)
             }
             (None, None) => return,
         };
@@ -105,7 +105,7 @@ impl HostService {
                 &upstream,
                 &forwarded.method,
                 forwarded.sent,
-                Outcome::Error,
+                Ended::Error,
                 code,
             );
         }

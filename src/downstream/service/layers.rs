@@ -10,7 +10,7 @@
 //! - `metrics`: the upstream call's latency and error counts (`/metrics` and OTLP).
 //! - `audit`: the request's audit record (and those of server requests and session events).
 
-mod audit;
+mod audit_record;
 pub(super) mod deadline;
 mod metrics;
 pub(super) mod permit;

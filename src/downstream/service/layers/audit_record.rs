@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::super::outcome::Outcome;
 use super::super::{HostService, RequestCx};
 use super::Sizes;
-use crate::audit::{Direction, Kind, Outcome as Ended, Record, RequestRecord, now_us};
+use crate::audit::{Direction, Ended, Kind, Record, RequestRecord, now_us};
 use crate::telemetry::otel::TraceParent;
 
 impl HostService {
