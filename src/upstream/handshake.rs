@@ -51,8 +51,8 @@ pub(super) async fn open(
         return (initialize(conn, timeout).await)
             .map(Opened::Ready)
             .map_err(|refusal| match refusal {
-                Refusal::Modern(versions) => HandshakeError::RefusedLegacy(versions),
-                Refusal::Other(why) => why,
+                InitializeFailed::Modern(versions) => HandshakeError::RefusedLegacy(versions),
+                InitializeFailed::Other(why) => why,
             });
     }
     let wait = match protocol {
@@ -77,11 +77,11 @@ pub(super) async fn open(
             Ok(info) => Ok(Opened::Ready(info)),
             // A modern-only server that was slow to answer the probe refuses the handshake
             // naming 2026-07-28: it is asked again.
-            Err(Refusal::Modern(versions)) => match discover(conn, timeout).await {
+            Err(InitializeFailed::Modern(versions)) => match discover(conn, timeout).await {
                 Ok(Verdict::Modern(info)) => Ok(Opened::Ready(modern_opened(conn, info))),
                 _ => Err(HandshakeError::ServesOther(versions)),
             },
-            Err(Refusal::Other(why)) => Err(why),
+            Err(InitializeFailed::Other(why)) => Err(why),
         },
     }
 }
@@ -119,12 +119,12 @@ fn own_error(error: &RawValue) -> bool {
 }
 
 /// Why `initialize` failed: a modern server's refusal (naming what it serves), or anything else.
-enum Refusal {
+enum InitializeFailed {
     Modern(Vec<String>),
     Other(HandshakeError),
 }
 
-impl From<HandshakeError> for Refusal {
+impl From<HandshakeError> for InitializeFailed {
     fn from(why: HandshakeError) -> Self {
         Self::Other(why)
     }
@@ -142,7 +142,10 @@ struct InitializeResult {
 }
 
 /// Performs `initialize` + `notifications/initialized`.
-async fn initialize(conn: &Arc<Connection>, timeout: Duration) -> Result<ServerInfo, Refusal> {
+async fn initialize(
+    conn: &Arc<Connection>,
+    timeout: Duration,
+) -> Result<ServerInfo, InitializeFailed> {
     let params = serde_json::json!({
         "protocolVersion": Version::LATEST.as_str(),
         // mcpmux forwards these to the host session a request comes from (or answers roots
@@ -165,7 +168,7 @@ async fn initialize(conn: &Arc<Connection>, timeout: Duration) -> Result<ServerI
         .await;
     if let Ok(Reply::Error(error)) = &answer {
         if let Verdict::Serves(versions) = modern::refused(error) {
-            return Err(Refusal::Modern(versions));
+            return Err(InitializeFailed::Modern(versions));
         }
     }
     let result = expect_result(answer, Method::Initialize.as_str())?;
