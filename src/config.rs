@@ -36,9 +36,10 @@ pub use masked::masked;
 pub use mcp_servers::{ImportedServer, imported_servers};
 pub use model::{ADMIN_EXPOSED, ADMIN_EXPOSED_FIX, AdminAccess};
 pub use model::{
-    Authorization, CatalogConfig, Config, Credential, DEFAULT_INHERITED_ENV, DEFAULT_MAX_INSTANCES,
-    HostCredential, Isolation, JwksSource, JwtIssuer, ListingBudget, MetaTool, OtlpProtocol,
-    PinMode, Profile, Protocol, SearchMode, ServerConfig, TelemetryConfig, UpstreamConfig,
+    Authorization, CatalogConfig, Config, Credential, Credentials, DEFAULT_INHERITED_ENV,
+    DEFAULT_MAX_INSTANCES, HostCredential, Isolation, JwksSource, JwtIssuer, ListingBudget,
+    MetaTool, OtlpProtocol, PinMode, Profile, Protocol, SearchMode, ServerConfig, TelemetryConfig,
+    UpstreamConfig, UpstreamSecrets,
 };
 pub use model::{CALL_TOOL_NAME, SEARCH_TOOL_NAME};
 pub use policy::Policy;

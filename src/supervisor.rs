@@ -31,6 +31,7 @@ use credentials::{CREDENTIAL_CHECK, renew, token_file};
 use failure::on_failure;
 
 use crate::audit::{AuditHandle, Record};
+use crate::config::{Isolation, UpstreamSecrets};
 use crate::sync::lock;
 use crate::upstream::{Phase, StopReason, UpstreamError, UpstreamHandle, Upstreams};
 
@@ -59,6 +60,7 @@ enum SupervisorMsg {
     Instance(
         UpstreamHandle,
         String,
+        Option<(String, UpstreamSecrets)>,
         RpcReplyPort<Result<UpstreamHandle, UpstreamError>>,
     ),
     StopInstances(String, RpcReplyPort<()>),
@@ -154,7 +156,7 @@ impl Actor for Supervisor {
                     start(&myself, state, &key).await;
                 }
             }
-            SupervisorMsg::Instance(shared, session, reply) => {
+            SupervisorMsg::Instance(shared, session, secrets, reply) => {
                 let key = Key {
                     upstream: shared.name().to_owned(),
                     session: Some(session.clone()),
@@ -169,12 +171,25 @@ impl Actor for Supervisor {
                     .filter(|(upstream, _)| *upstream == key.upstream)
                     .count();
                 if running >= limit {
-                    tracing::warn!(upstream = %key.upstream, session = %session, limit, "Refused a per-session instance: the upstream runs all it may (max_instances).");
+                    tracing::warn!(upstream = %key.upstream, session = %session, limit, "Refused an instance: the upstream runs all it may (max_instances).");
                     let upstream = key.upstream;
                     let _ = reply.send(Err(UpstreamError::TooManyInstances { upstream, limit }));
                     return Ok(());
                 }
-                let handle = shared.instance_for(&session);
+                let mut config = shared.config().clone();
+                if let Some((table, own)) = &secrets {
+                    if let Err(reason) = own.apply(&mut config, table) {
+                        let upstream = key.upstream;
+                        tracing::warn!(upstream = %upstream, instance = %session, %reason, "Could not start an instance with its principal's secrets.");
+                        let _ = reply.send(Err(UpstreamError::Failed { upstream, reason }));
+                        return Ok(());
+                    }
+                } else if shared.config().isolation == Isolation::PerPrincipal {
+                    // No secrets of its own: never the upstream's OAuth sign-in, which is one
+                    // identity's.
+                    let _ = UpstreamSecrets::default().apply(&mut config, "");
+                }
+                let handle = shared.instance_for(&session, config);
                 lock(&state.instances).insert((key.upstream.clone(), session), handle.clone());
                 state.slots.insert(key.clone(), Slot::new(handle.clone()));
                 start(&myself, state, &key).await;

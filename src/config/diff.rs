@@ -110,6 +110,7 @@ fn changed_settings(old: &UpstreamConfig, new: &UpstreamConfig) -> Vec<&'static 
         enabled,
         policy,
         isolation,
+        credentials,
         protocol,
         pin,
         roots,
@@ -128,6 +129,7 @@ fn changed_settings(old: &UpstreamConfig, new: &UpstreamConfig) -> Vec<&'static 
     check(*enabled != new.enabled, "enabled");
     check(*policy != new.policy, "policy");
     check(*isolation != new.isolation, "isolation");
+    check(*credentials != new.credentials, "credentials");
     check(*protocol != new.protocol, "protocol");
     check(*pin != new.pin, "pin");
     check(*roots != new.roots, "roots");

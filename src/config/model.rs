@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::audit_settings::{AuditConfig, Redaction};
 use super::filter::NameFilter;
 use super::policy::Policy;
-use super::transport::Transport;
+use super::transport::{TokenSource, Transport};
 use crate::mcp::ListKind;
 use crate::mcp::names::{NameBudget, Prefix};
 
@@ -276,8 +276,10 @@ pub struct UpstreamConfig {
     pub enabled: bool,
     /// Deadlines, restart policy, health checks, limits.
     pub policy: Policy,
-    /// One shared connection, or one per host session.
+    /// One shared connection, or one per host session or per principal.
     pub isolation: Isolation,
+    /// One identity toward the upstream, or each principal's own.
+    pub credentials: Credentials,
     /// Which era of MCP it is spoken to in.
     pub protocol: Protocol,
     /// What a tool whose definition changed since it was pinned becomes.
@@ -288,8 +290,9 @@ pub struct UpstreamConfig {
     pub audit_redaction: Option<Redaction>,
     /// Per-tool overrides of `audit_redaction`, by the upstream's own tool name.
     pub audit_redaction_tools: BTreeMap<String, Redaction>,
-    /// With `isolation = "per-session"`: instances running at once (one per session that
-    /// called it); a session that would need one more gets an error naming this key.
+    /// With `isolation = "per-session"` or `"per-principal"`: instances running at once (one per
+    /// session or principal that called it); a caller that would need one more gets an error
+    /// naming this key.
     pub max_instances: usize,
 }
 
@@ -311,6 +314,7 @@ impl UpstreamConfig {
             enabled: true,
             policy: Default::default(),
             isolation: Default::default(),
+            credentials: Default::default(),
             protocol: Default::default(),
             pin: Default::default(),
             roots: None,
@@ -375,6 +379,24 @@ pub enum Isolation {
     /// Each host session's calls go to its own connection, started on first use and stopped when
     /// the session ends; the shared connection still serves the catalog.
     PerSession,
+    /// Each principal's calls (a host's, or a signed-in user's) go to its own connection or
+    /// process, reused across its sessions and stopped when idle, started with what
+    /// `[hosts.NAME.upstreams.UP]` gives that principal; the shared connection still serves the
+    /// catalog. Anonymous callers get none.
+    PerPrincipal,
+}
+
+/// Whose identity an upstream sees (`credentials`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Credentials {
+    /// mcpmux's one identity (the upstream's own token, headers, environment) for every caller.
+    #[default]
+    Shared,
+    /// Each principal's own: its calls go to an instance of its own (`Isolation::PerPrincipal`
+    /// unless the upstream is per-session), started with that principal's secrets; nothing of
+    /// one principal's is used for another.
+    PerPrincipal,
 }
 
 impl Config {
@@ -418,6 +440,66 @@ pub struct HostCredential {
     pub max_sessions: Option<usize>,
     /// The profile it sees (`None`: the whole catalog).
     pub profile: Option<String>,
+    /// `[hosts.NAME.upstreams.UP]`: what its calls to a per-principal upstream carry, by
+    /// upstream name.
+    pub upstreams: BTreeMap<String, Arc<UpstreamSecrets>>,
+}
+
+/// `[hosts.NAME.upstreams.UP]`: a host's own identity toward one per-principal upstream — a
+/// remote one's bearer token and headers, a stdio one's environment (on top of the upstream's).
+/// Secrets are read when the host's instance starts, never kept in the config.
+#[derive(Clone, PartialEq, Default)]
+pub struct UpstreamSecrets {
+    pub bearer_token: Option<TokenSource>,
+    pub headers: BTreeMap<String, String>,
+    /// Variables set as written.
+    pub env: BTreeMap<String, String>,
+    /// Variables whose values are read from the daemon's environment or a file.
+    pub env_secrets: BTreeMap<String, TokenSource>,
+}
+
+impl UpstreamSecrets {
+    /// `config` as this principal's instance runs it: its environment or bearer token and
+    /// headers on top of the upstream's own, and never the upstream's OAuth sign-in (tokens are
+    /// one identity's). `key` names the table in errors (`hosts.NAME.upstreams.UP`).
+    pub fn apply(&self, config: &mut UpstreamConfig, key: &str) -> Result<(), String> {
+        match &mut config.transport {
+            Transport::Stdio(stdio) => {
+                stdio.env.extend(self.env.clone());
+                for (var, source) in &self.env_secrets {
+                    let value = source
+                        .read()
+                        .map_err(|e| format!("{key}: the value of {var}: {e}"))?;
+                    stdio.env.insert(var.clone(), value);
+                }
+            }
+            Transport::Remote(remote) => {
+                remote.headers.extend(self.headers.clone());
+                if let Some(token) = &self.bearer_token {
+                    remote.bearer_token = Some(token.clone());
+                }
+                remote.oauth = None;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for UpstreamSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamSecrets")
+            .field("bearer_token", &self.bearer_token.is_some())
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field(
+                "env",
+                &self
+                    .env
+                    .keys()
+                    .chain(self.env_secrets.keys())
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
 }
 
 /// How a host proves who it is.

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::audit_settings::{Durability, Redaction};
 use super::error::ConfigError;
-use super::model::{Isolation, PinMode, Protocol};
+use super::model::{Credentials, Isolation, PinMode, Protocol};
 use super::policy::RawPolicy;
 use super::transport::{OAuthGrant, RemoteKind};
 
@@ -180,6 +180,8 @@ pub(super) struct RawUpstream {
     #[serde(default)]
     pub isolation: Isolation,
     #[serde(default)]
+    pub credentials: Credentials,
+    #[serde(default)]
     pub protocol: Protocol,
     #[serde(default)]
     pub pin: PinMode,
@@ -232,6 +234,25 @@ pub(super) struct RawHost {
     pub issuer: Option<String>,
     pub audience: Option<Vec<String>>,
     pub claim: Option<String>,
+    /// `[hosts.NAME.upstreams.UP]`: its own identity toward per-principal upstreams.
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, RawHostUpstream>,
+}
+
+/// `[hosts.NAME.upstreams.UP]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHostUpstream {
+    pub bearer_token_env: Option<String>,
+    pub bearer_token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub env_from_env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub env_from_file: BTreeMap<String, PathBuf>,
 }
 
 /// `[profiles.NAME]` as written.
@@ -279,7 +300,7 @@ pub(super) struct RawProfile {
 pub(super) struct HumanDuration(#[serde(with = "humantime_serde")] pub Duration);
 
 /// The keys of [`RawUpstream`] besides the policy's, for unknown-key messages.
-pub(super) const UPSTREAM_KEYS: [&str; 25] = [
+pub(super) const UPSTREAM_KEYS: [&str; 26] = [
     "command",
     "oauth",
     "url",
@@ -298,6 +319,7 @@ pub(super) const UPSTREAM_KEYS: [&str; 25] = [
     "enabled",
     "prefix",
     "isolation",
+    "credentials",
     "protocol",
     "pin",
     "roots",

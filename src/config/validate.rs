@@ -12,7 +12,7 @@ use super::model::{
     CatalogConfig, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_NAME_MAX_LENGTH, DEFAULT_PAGE_SIZE,
     OtlpProtocol, ServerConfig, TelemetryConfig, UpstreamConfig,
 };
-use super::model::{DEFAULT_MAX_INSTANCES, Isolation, ListingBudget, MAX_WORKERS};
+use super::model::{Credentials, DEFAULT_MAX_INSTANCES, Isolation, ListingBudget, MAX_WORKERS};
 use super::policy::{POLICY_KEYS, Policy};
 use super::raw::{
     RawAdmin, RawAudit, RawCatalog, RawConfig, RawDefaults, RawServer, RawTelemetry, RawUpstream,
@@ -21,6 +21,7 @@ use super::raw::{
 use crate::mcp::ListKind;
 use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
 
+mod host_upstreams;
 mod hosts;
 mod profiles;
 mod transport;
@@ -44,8 +45,16 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
         path,
         &base_dir,
         raw.hosts,
-        &profiles,
+        (&profiles, &upstreams),
         authorization.as_ref(),
+    )?;
+    host_upstreams::none_anonymous(
+        path,
+        &upstreams,
+        &profiles,
+        &hosts,
+        authorization.as_ref(),
+        anonymous_profile.as_deref(),
     )?;
     if let Some(p) = (profiles.iter()).find(|p| p.path_requires_credential && hosts.is_empty()) {
         return Err(ConfigError::invalid(
@@ -432,6 +441,7 @@ fn upstream(
             format!("use one of {keys}"),
         ));
     }
+    let own_oauth = u.oauth.is_some();
     let transport = transport::transport(file, base_dir, &name, &mut u)?;
     let prefix = prefix(file, &name, u.prefix.as_deref())?;
     let mut policy = u.policy.over(defaults);
@@ -458,7 +468,8 @@ fn upstream(
                 })?,
         ),
     };
-    let max_instances = match (u.max_instances, u.isolation) {
+    let isolation = isolation(file, &name, (u.isolation, u.credentials), own_oauth)?;
+    let max_instances = match (u.max_instances, isolation) {
         (Some(0), _) => {
             return Err(ConfigError::invalid(
                 file,
@@ -471,8 +482,8 @@ fn upstream(
             return Err(ConfigError::invalid(
                 file,
                 key("max_instances"),
-                "limits per-session instances, but this upstream is shared (one instance)",
-                "set isolation = \"per-session\", or leave max_instances out",
+                "limits per-session or per-principal instances, but this upstream is shared (one instance)",
+                "set isolation = \"per-session\" or \"per-principal\", or leave max_instances out",
             ));
         }
         (max, _) => max.unwrap_or(DEFAULT_MAX_INSTANCES),
@@ -483,13 +494,41 @@ fn upstream(
         transport,
         enabled: u.enabled.unwrap_or(true),
         policy,
-        isolation: u.isolation,
+        isolation,
+        credentials: u.credentials,
         protocol: u.protocol,
         pin: u.pin,
         roots,
         audit_redaction: u.audit_redaction,
         audit_redaction_tools: u.audit_redaction_tools,
         max_instances,
+    })
+}
+
+/// The instances an upstream gets: as written, except that `credentials = "per-principal"`
+/// makes a shared upstream per-principal (one identity's connection is never another's). A
+/// per-principal upstream signs in with each principal's own secrets, so not with an `[oauth]`
+/// table of its own.
+fn isolation(
+    file: &Path,
+    name: &str,
+    (written, credentials): (Isolation, Credentials),
+    own_oauth: bool,
+) -> Result<Isolation, ConfigError> {
+    let per_principal = credentials == Credentials::PerPrincipal;
+    if per_principal && own_oauth {
+        return Err(ConfigError::invalid(
+            file,
+            format!("upstreams.{name}.credentials"),
+            "is \"per-principal\", but the upstream signs in with an [oauth] client of its own (one identity for everyone)",
+            format!(
+                "give each host its token in [hosts.NAME.upstreams.{name}] (bearer_token_file or bearer_token_env) and remove [upstreams.{name}.oauth]"
+            ),
+        ));
+    }
+    Ok(match (written, per_principal) {
+        (Isolation::Shared, true) => Isolation::PerPrincipal,
+        (isolation, _) => isolation,
     })
 }
 

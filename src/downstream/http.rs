@@ -31,6 +31,7 @@ use axum::routing::{get, post};
 use futures_util::Stream;
 use serde_json::value::RawValue;
 
+use super::principal::Principal;
 use super::service::{Answered, HostService, RequestCx, Who};
 use super::session::Session;
 use super::stream::request_stream;
@@ -96,9 +97,22 @@ impl EdgeControl {
     /// Applies a reloaded `config` and `gate`: requests from now on are admitted by them, and each
     /// open session gets what they grant it now (its host's new limits and profile); a session
     /// they grant nothing any more ends. Returns how many sessions ended.
+    ///
+    /// A host that is gone, or whose own identity toward per-principal upstreams changed, has
+    /// its instances of them stopped: its next call starts one with what the config says now.
     pub async fn reload(&self, config: &ServerConfig, gate: Gate) -> usize {
+        let changed: Vec<String> = (self.0.edge.load().admission.principals().iter())
+            .filter(|old| {
+                !(gate.principals.iter())
+                    .any(|new| Principal::same(Some(old), Some(new)) && new.secrets == old.secrets)
+            })
+            .map(|old| old.instance_key())
+            .collect();
         let edge = Arc::new(Edge::new(config, gate));
         self.0.edge.store(Arc::clone(&edge));
+        for key in changed {
+            self.0.service.stop_instances_of(&key).await;
+        }
         let mut ended = 0;
         for session in self.0.service.sessions() {
             match edge.admission.remap(&session.access()) {

@@ -4,11 +4,12 @@
 //! A principal is known by (kind, issuer, name) — its [`Identity`] and name — never by its name
 //! alone: a user who signs in with the name of a host is not that host.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use crate::config::{Credential, HostCredential, Profile};
+use crate::config::{Credential, HostCredential, Profile, UpstreamSecrets};
 use crate::jsonrpc::{RpcError, codes};
 
 /// A configured host, its limits and its counts.
@@ -21,6 +22,9 @@ pub struct Principal {
     pub token_sha256: Option<[u8; 32]>,
     /// The profile it sees (`None`: the whole catalog).
     pub profile: Option<Arc<Profile>>,
+    /// Its own identity toward per-principal upstreams (`[hosts.NAME.upstreams.UP]`), by
+    /// upstream name.
+    pub secrets: BTreeMap<String, Arc<UpstreamSecrets>>,
     max_in_flight: Option<usize>,
     rate: Option<Rate>,
     /// Sessions it may have open at once (`hosts.NAME.max_sessions`; `None`: only the server's
@@ -133,6 +137,7 @@ impl Principal {
             },
             profile: (host.profile.as_ref())
                 .and_then(|name| profiles.iter().find(|p| &p.name == name).cloned()),
+            secrets: host.upstreams.clone(),
             max_in_flight: host.max_in_flight,
             rate,
             max_sessions: host.max_sessions,
@@ -153,6 +158,7 @@ impl Principal {
             },
             token_sha256: None,
             profile,
+            secrets: BTreeMap::new(),
             max_in_flight: None,
             rate: None,
             max_sessions: None,
@@ -160,6 +166,19 @@ impl Principal {
             parked: AtomicUsize::new(0),
             calls: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+        }
+    }
+
+    /// What names its own instances of per-principal upstreams: its kind, issuer and name, as
+    /// [`Self::same`] compares them (a reload keeps them), so its sessions share them and no
+    /// other principal's does.
+    pub fn instance_key(&self) -> String {
+        match &self.identity {
+            // Quoted (escaped): no two (issuer, name) pairs give one key.
+            Identity::Host => format!("principal host {:?}", &*self.name),
+            Identity::SignedIn { issuer } => {
+                format!("principal user {:?} {:?}", &**issuer, &*self.name)
+            }
         }
     }
 
@@ -277,6 +296,7 @@ mod tests {
                 max_calls_per_second: rate,
                 max_sessions: None,
                 profile: None,
+                upstreams: Default::default(),
             },
             &[],
         )

@@ -9,6 +9,7 @@ use ractor::{Actor, ActorRef};
 use super::retire::{self, Undrained};
 use super::{CALL_DEADLINE, Instances, Supervisor, SupervisorMsg};
 use crate::audit::AuditHandle;
+use crate::config::UpstreamSecrets;
 use crate::sync::lock;
 use crate::upstream::{Phase, UpstreamError, UpstreamHandle, Upstreams};
 
@@ -68,10 +69,14 @@ impl SupervisorHandle {
     /// `session`'s own instance of the per-session upstream `shared`, started on first use
     /// (waiting, at most its startup timeout, until it serves). An instance that is restarting
     /// is returned as it is: calls to it fail with why until it is back.
+    ///
+    /// A per-principal upstream's instance starts with that principal's `secrets` (the table
+    /// that holds them, for errors, and what it holds) on top of the upstream's config.
     pub async fn instance(
         &self,
         shared: &UpstreamHandle,
         session: &str,
+        secrets: Option<(&str, &UpstreamSecrets)>,
     ) -> Result<UpstreamHandle, UpstreamError> {
         if let Some(handle) = self.existing_instance(shared.name(), session) {
             if handle.phase() == Phase::Starting {
@@ -85,7 +90,8 @@ impl SupervisorHandle {
             SupervisorMsg::Instance,
             deadline,
             shared.clone(),
-            session.to_owned()
+            session.to_owned(),
+            secrets.map(|(table, own)| (table.to_owned(), own.clone()))
         )
         .map_err(|e| UpstreamError::Failed {
             upstream: shared.name().to_owned(),

@@ -189,7 +189,7 @@ mod tests {
             upstream: "a".into(),
             session: Some("s1".into()),
         };
-        slots.insert(key, Slot::new(a.instance_for("s1")));
+        slots.insert(key, Slot::new(a.instance_for("s1", a.config().clone())));
         let (retire, add) = changes(&slots, std::slice::from_ref(&a));
         assert!(retire.is_empty() && add.is_empty(), "{retire:?} {add:?}");
     }

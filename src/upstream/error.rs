@@ -35,9 +35,10 @@ pub enum UpstreamError {
     Cancelled { upstream: String },
     #[error("upstream `{upstream}` is busy: {limit} requests are already in flight; retry shortly")]
     Busy { upstream: String, limit: usize },
-    /// A session would need an instance of its own, and the upstream runs all it may.
+    /// A session or principal would need an instance of its own, and the upstream runs all it
+    /// may.
     #[error(
-        "upstream `{upstream}` already runs {limit} per-session instances, its limit (upstreams.{upstream}.max_instances); retry when another session ends, or raise upstreams.{upstream}.max_instances"
+        "upstream `{upstream}` already runs {limit} instances of its own per session or principal, its limit (upstreams.{upstream}.max_instances); retry when another session ends or instance idles out, or raise upstreams.{upstream}.max_instances"
     )]
     TooManyInstances { upstream: String, limit: usize },
 }

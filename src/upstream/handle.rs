@@ -95,10 +95,12 @@ impl UpstreamHandle {
         Self::build(config, events, catalog, None, Arc::default())
     }
 
-    /// A handle for this upstream's own instance serving one host session.
-    pub fn instance_for(&self, session: &str) -> Self {
+    /// A handle for this upstream's own instance serving one host session, one stateless host
+    /// or one principal (`session` names which), run as `config` says (the upstream's, with
+    /// a principal's secrets where it has its own).
+    pub fn instance_for(&self, session: &str, config: UpstreamConfig) -> Self {
         Self::build(
-            self.shared.config.clone(),
+            config,
             self.shared.events.clone(),
             None,
             Some(session.to_owned()),

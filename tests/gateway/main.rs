@@ -23,6 +23,7 @@ mod isolation;
 mod lifecycle;
 mod modern;
 mod pins;
+mod principals;
 mod profiles;
 mod resource_uris;
 mod routing;

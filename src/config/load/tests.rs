@@ -444,6 +444,7 @@ fn every_key_the_parser_accepts_is_in_the_example() {
         if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
             let parts: Vec<&str> = header.split('.').collect();
             section = match parts.as_slice() {
+                ["hosts", _, "upstreams", _] => "hosts.*.upstreams.*".to_owned(),
                 [table @ ("upstreams" | "hosts" | "profiles"), _, rest @ ..] => {
                     std::iter::once(format!("{table}.*"))
                         .chain(rest.iter().map(|s| (*s).to_owned()))
@@ -470,7 +471,7 @@ fn every_key_the_parser_accepts_is_in_the_example() {
     }
     // Each raw struct's fields, and the sections they may be written in.
     let sources = [include_str!("../raw.rs"), include_str!("../policy.rs")];
-    let homes: [(&str, &[&str]); 11] = [
+    let homes: [(&str, &[&str]); 12] = [
         ("RawConfig", &[""]),
         ("RawServer", &["server"]),
         ("RawAuthorization", &["server.authorization"]),
@@ -481,6 +482,7 @@ fn every_key_the_parser_accepts_is_in_the_example() {
         ("RawUpstream", &["upstreams.*"]),
         ("RawOAuth", &["upstreams.*.oauth"]),
         ("RawHost", &["hosts.*"]),
+        ("RawHostUpstream", &["hosts.*.upstreams.*"]),
         ("RawProfile", &["profiles.*"]),
     ];
     let policy: (&str, &[&str]) = ("RawPolicy", &["defaults", "upstreams.*"]);
@@ -512,7 +514,8 @@ fn every_key_the_parser_accepts_is_in_the_example() {
             let section_of = |s: &str| match (s, ty.starts_with("BTreeMap<String, Raw")) {
                 ("", true) => format!("{field}.*"),
                 ("", false) => field.to_owned(),
-                (s, _) => format!("{s}.{field}"),
+                (s, true) => format!("{s}.{field}.*"),
+                (s, false) => format!("{s}.{field}"),
             };
             let table = ty.starts_with("Raw") || ty.starts_with("BTreeMap<String, Raw");
             let present = sections.iter().any(|s| {

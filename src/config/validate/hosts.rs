@@ -11,7 +11,7 @@ use sha2::Digest;
 
 use super::super::error::ConfigError;
 use super::super::model::{
-    Authorization, Credential, HostCredential, JwksSource, JwtIssuer, Profile,
+    Authorization, Credential, HostCredential, JwksSource, JwtIssuer, Profile, UpstreamConfig,
 };
 use super::super::raw::{RawAuthorization, RawHost};
 use super::super::transport::TokenSource;
@@ -25,7 +25,7 @@ pub(super) fn hosts(
     file: &Path,
     base_dir: &Path,
     raw: BTreeMap<String, RawHost>,
-    profiles: &[Profile],
+    (profiles, upstreams): (&[Profile], &[UpstreamConfig]),
     authorization: Option<&Authorization>,
 ) -> Result<Vec<HostCredential>, ConfigError> {
     let mut hosts: Vec<HostCredential> = Vec::new();
@@ -150,7 +150,10 @@ pub(super) fn hosts(
             }
         }
         let profile = super::profiles::named(file, &key("profile"), host.profile, profiles)?;
+        let upstreams =
+            super::host_upstreams::secrets(file, base_dir, &name, host.upstreams, upstreams)?;
         hosts.push(HostCredential {
+            upstreams,
             profile,
             name,
             credential,

@@ -3,7 +3,8 @@
 //! host; headers that HTTP can carry; one bearer-token source at most; a client certificate only
 //! with its key.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use super::super::error::ConfigError;
 use super::super::model::DEFAULT_INHERITED_ENV;
@@ -108,37 +109,13 @@ fn remote(
                 "write the server's MCP endpoint, e.g. url = \"https://example.com/mcp\"",
             )
         })?;
-    for (header, value) in &u.headers {
-        if let Some(problem) = header_problem(header, value) {
-            return Err(ConfigError::invalid(
-                file,
-                key(&format!("headers.{header}")),
-                problem,
-                "use a header name of letters, digits and -, and a value without line breaks",
-            ));
-        }
-    }
-    let bearer_token = match (u.bearer_token_env.take(), u.bearer_token_file.take()) {
-        (Some(_), Some(_)) => {
-            return Err(ConfigError::invalid(
-                file,
-                key("bearer_token_file"),
-                "set together with `bearer_token_env`",
-                "read the token from one place: keep bearer_token_env or bearer_token_file",
-            ));
-        }
-        (Some(var), None) if var.trim().is_empty() => {
-            return Err(ConfigError::invalid(
-                file,
-                key("bearer_token_env"),
-                "is empty",
-                "name the environment variable that holds the token, e.g. \"GITHUB_TOKEN\"",
-            ));
-        }
-        (Some(var), None) => Some(TokenSource::Env(var)),
-        (None, Some(path)) => Some(TokenSource::File(resolve(base_dir, path))),
-        (None, None) => None,
-    };
+    headers(file, &key, &u.headers)?;
+    let bearer_token = bearer_token(
+        (file, base_dir),
+        &key,
+        u.bearer_token_env.take(),
+        u.bearer_token_file.take(),
+    )?;
     let ca_file = u.ca_file.take().map(|p| resolve(base_dir, p));
     if let Some(ca) = &ca_file {
         readable(file, key("ca_file"), ca)?;
@@ -188,6 +165,53 @@ fn remote(
         client_identity,
     })
 }
+/// Refuses a header (of `[upstreams.NAME]` or a host's `[hosts.NAME.upstreams.UP]`, whose keys
+/// `key` names) that no request could carry.
+pub(super) fn headers(
+    file: &Path,
+    key: &impl Fn(&str) -> String,
+    headers: &BTreeMap<String, String>,
+) -> Result<(), ConfigError> {
+    for (header, value) in headers {
+        if let Some(problem) = header_problem(header, value) {
+            return Err(ConfigError::invalid(
+                file,
+                key(&format!("headers.{header}")),
+                problem,
+                "use a header name of letters, digits and -, and a value without line breaks",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where a bearer token comes from: `bearer_token_env` or `bearer_token_file` (relative to the
+/// config), one of them at most; `key` names the table's keys in errors.
+pub(super) fn bearer_token(
+    (file, base_dir): (&Path, &Path),
+    key: &impl Fn(&str) -> String,
+    env: Option<String>,
+    path: Option<PathBuf>,
+) -> Result<Option<TokenSource>, ConfigError> {
+    match (env, path) {
+        (Some(_), Some(_)) => Err(ConfigError::invalid(
+            file,
+            key("bearer_token_file"),
+            "set together with `bearer_token_env`",
+            "read the token from one place: keep bearer_token_env or bearer_token_file",
+        )),
+        (Some(var), None) if var.trim().is_empty() => Err(ConfigError::invalid(
+            file,
+            key("bearer_token_env"),
+            "is empty",
+            "name the environment variable that holds the token, e.g. \"GITHUB_TOKEN\"",
+        )),
+        (Some(var), None) => Ok(Some(TokenSource::Env(var))),
+        (None, Some(path)) => Ok(Some(TokenSource::File(resolve(base_dir, path)))),
+        (None, None) => Ok(None),
+    }
+}
+
 // Long: one check per `[upstreams.NAME.oauth]` key, each naming its key in the error.
 
 /// `[upstreams.NAME.oauth]`; its token file is set once the state directory is known.

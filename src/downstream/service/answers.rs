@@ -74,6 +74,15 @@ impl HostService {
         );
     }
 
+    /// Stops the instances that serve `key` (a principal's, [`Principal::instance_key`]): a
+    /// call in flight on them ends with an error; the next call starts them again.
+    ///
+    /// [`Principal::instance_key`]: crate::downstream::principal::Principal::instance_key
+    pub async fn stop_instances_of(&self, key: &str) {
+        self.upstreams.supervisor.stop_instances(key).await;
+        self.upstreams.delivery.log_levels.forget_scope(key);
+    }
+
     /// Ends a session: its in-flight requests are cancelled upstream, its pending server requests
     /// refused, its subscriptions released, its per-session instances stopped.
     pub async fn close_session(&self, id: &str) -> bool {

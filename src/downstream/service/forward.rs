@@ -17,7 +17,7 @@ use crate::config::{Isolation, Profile};
 use crate::downstream::caller::SessionCaller;
 use crate::downstream::delivery::Delivery;
 use crate::downstream::holdings::Holder;
-use crate::jsonrpc::{Members, RpcError, raw, raw_string};
+use crate::jsonrpc::{Members, RpcError, codes, raw, raw_string};
 use crate::mcp::envelope::ENVELOPE_PREFIX;
 use crate::mcp::method::Method;
 use crate::mcp::names::Prefix;
@@ -65,17 +65,33 @@ impl Upstreams {
         upstream: &UpstreamHandle,
         start: Start,
     ) -> Result<Option<UpstreamHandle>, RpcError> {
-        if upstream.config().isolation == Isolation::Shared {
-            return Ok(Some(upstream.clone()));
-        }
-        let key = cx.instance_key();
-        if let Cow::Owned(stateless) = &key {
-            self.delivery.stateless_instances.touch(stateless);
+        let (key, principal) = match upstream.config().isolation {
+            Isolation::Shared => return Ok(Some(upstream.clone())),
+            Isolation::PerSession => (cx.instance_key(), None),
+            Isolation::PerPrincipal => match &cx.access.principal {
+                Some(principal) => (Cow::Owned(principal.instance_key()), Some(principal)),
+                None => return Err(no_principal(upstream.name())),
+            },
+        };
+        if let Cow::Owned(owned) = &key {
+            self.delivery.stateless_instances.touch(owned);
         }
         match start {
-            Start::IfNeeded => (self.supervisor.instance(upstream, &key).await)
-                .map(Some)
-                .map_err(upstream_error),
+            Start::IfNeeded => {
+                let secrets = principal.and_then(|p| {
+                    let own = p.secrets.get(upstream.name())?;
+                    Some((
+                        format!("hosts.{}.upstreams.{}", p.name, upstream.name()),
+                        own,
+                    ))
+                });
+                let secrets = secrets
+                    .as_ref()
+                    .map(|(table, own)| (table.as_str(), own.as_ref()));
+                (self.supervisor.instance(upstream, &key, secrets).await)
+                    .map(Some)
+                    .map_err(upstream_error)
+            }
             Start::No => Ok(self.supervisor.existing_instance(upstream.name(), &key)),
         }
     }
@@ -127,7 +143,7 @@ impl Upstreams {
             progress,
             trace: trace.carried(cx),
         };
-        let scoped = target.scope().is_some();
+        let scoped = target.scope().map(str::to_owned);
         let request = async move {
             target
                 .request_within(method.as_str(), Some(&params), Some(call), timeout)
@@ -149,10 +165,10 @@ impl Upstreams {
             Some(caller) => {
                 let flight = Rounds::flight(Box::pin(request), caller);
                 let reply = self.round(flight, (cx, method, upstream), route).await;
-                if scoped {
+                if let Some(scope) = scoped {
                     // Idle time counts from a call's end (one in flight is never stopped under
                     // it).
-                    self.delivery.stateless_instances.touch(&cx.instance_key());
+                    self.delivery.stateless_instances.touch(&scope);
                 }
                 reply
             }
@@ -359,4 +375,16 @@ fn rewrite_meta(
         false => Meta::Rewritten(meta.to_raw()),
     };
     Ok((changed.then_some(meta), progress))
+}
+
+/// A caller without a credential asked for an upstream that gives each principal its own
+/// identity: there is none to give it (validation keeps such upstreams out of anonymous views;
+/// this holds after a reload too).
+fn no_principal(upstream: &str) -> RpcError {
+    RpcError::new(
+        codes::INVALID_REQUEST,
+        format!(
+            "upstream `{upstream}` acts as each caller's own identity, and this request has none: connect with a host credential ([hosts.NAME]) or a signed-in token"
+        ),
+    )
 }

@@ -33,10 +33,11 @@ pub(super) async fn set_level(
         .cloned()
         .collect();
     for upstream in loggers {
-        // This session's own instance of a per-session upstream logs at this session's level.
-        let own = upstreams
-            .instance(cx, &upstream, Start::No)
-            .await?
+        // This session's own instance of a per-session upstream (or its principal's of a
+        // per-principal one) logs at this session's level; an anonymous session has none.
+        let own = (upstreams.instance(cx, &upstream, Start::No).await)
+            .ok()
+            .flatten()
             .filter(|i| i.scope().is_some());
         if let Some(instance) = own {
             upstreams.tell_level(&instance, rank).await;

@@ -245,6 +245,28 @@ async fn on_traceparents(State(app): State<Arc<App>>) -> Response {
     axum::Json(seen).into_response()
 }
 
+thread_local! {
+    /// The `Authorization` header of the POST whose message this thread is handling.
+    static AUTHORIZATION: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The `Authorization` header of the request that carried the message being handled (what the
+/// `whoami` tool answers with); `None` over stdio.
+pub(crate) fn authorization_of_this_request() -> Option<String> {
+    AUTHORIZATION.with(|a| a.borrow().clone())
+}
+
+/// Runs `handle` (which handles one message synchronously) with `headers`' `Authorization`
+/// readable by [`authorization_of_this_request`].
+fn with_authorization<T>(headers: &axum::http::HeaderMap, handle: impl FnOnce() -> T) -> T {
+    let value =
+        (headers.get(header::AUTHORIZATION)).and_then(|v| v.to_str().ok().map(str::to_owned));
+    AUTHORIZATION.with(|a| *a.borrow_mut() = value);
+    let out = handle();
+    AUTHORIZATION.with(|a| *a.borrow_mut() = None);
+    out
+}
+
 impl App {
     /// The 401 for a `/mcp` request without a live access token (with `--oauth-token-ttl`);
     /// notes the request's `Authorization` header first.

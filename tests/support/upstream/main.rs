@@ -148,6 +148,11 @@ struct Args {
     /// Print a non-JSON line on stdout before anything else.
     #[arg(long)]
     garbage_at_start: bool,
+    /// Also list `whoami`: it answers with the identity the call came with — the
+    /// `MCPMUX_TEST_WHO` variable of this process, and over HTTP the `Authorization` header of
+    /// the request that carried the call.
+    #[arg(long)]
+    whoami: bool,
     /// Never answer `ping`.
     #[arg(long)]
     ignore_pings: bool,

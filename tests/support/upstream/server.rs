@@ -98,6 +98,11 @@ impl Server {
         if args.fault_tools {
             tools.extend(fault_tools());
         }
+        if args.whoami {
+            tools.push(json!({"name": "whoami",
+                "description": "Answers with the identity this call came with",
+                "inputSchema": {"type": "object", "properties": {}}}));
+        }
         for spec in &args.describe {
             let (tool, text) = spec.split_once('=').unwrap_or((spec, ""));
             for listed in tools.iter_mut().filter(|t| t["name"] == tool) {

@@ -78,6 +78,11 @@ pub(in super::super) struct Admission {
 }
 
 impl Admission {
+    /// The `[hosts]` principals it admits.
+    pub(in super::super) fn principals(&self) -> &[Arc<Principal>] {
+        &self.credentials.hosts
+    }
+
     pub(in super::super) fn new(gate: Gate, config: &ServerConfig) -> Self {
         let profiles = gate.profiles;
         Self {

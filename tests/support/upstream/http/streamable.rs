@@ -105,17 +105,18 @@ pub(super) async fn on_post(
         session: Arc::clone(&session),
         key,
     };
-    let mut response = match session.server.handle_line(&body) {
-        Outcome::Reply(text) => {
-            drop(guard);
-            ([(header::CONTENT_TYPE, "application/json")], text).into_response()
-        }
-        Outcome::Silent => answer_stream(rx, id, guard),
-        Outcome::Exit(code) => {
-            eprintln!("test upstream exiting mid-call with status {code}");
-            std::process::exit(code);
-        }
-    };
+    let mut response =
+        match super::with_authorization(&headers, || session.server.handle_line(&body)) {
+            Outcome::Reply(text) => {
+                drop(guard);
+                ([(header::CONTENT_TYPE, "application/json")], text).into_response()
+            }
+            Outcome::Silent => answer_stream(rx, id, guard),
+            Outcome::Exit(code) => {
+                eprintln!("test upstream exiting mid-call with status {code}");
+                std::process::exit(code);
+            }
+        };
     if let Some(session) = new_id.and_then(|s| s.parse().ok()) {
         response.headers_mut().insert(SESSION_HEADER, session);
     }

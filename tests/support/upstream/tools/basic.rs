@@ -50,6 +50,13 @@ impl Server {
                 });
                 Ok(Outcome::Silent)
             }
+            "whoami" => reply(&json!({
+                "content": [{"type": "text", "text": "whoami"}],
+                "structuredContent": {
+                    "env": std::env::var("MCPMUX_TEST_WHO").ok(),
+                    "authorization": crate::http::authorization_of_this_request(),
+                }
+            })),
             "fail" => {
                 let mut result = text_result("failed on purpose");
                 result["isError"] = json!(true);
