@@ -167,6 +167,8 @@ fn status_of(admin: &AdminState) -> Status {
                 latency_p99_ms: p99,
                 idle_seconds: h.idle_for().as_secs(),
                 changed_tools: admin.router.changed_tools(h.name()),
+                principals: (h.config().isolation == crate::config::Isolation::PerPrincipal)
+                    .then(|| admin.supervisor.instances_of(h.name())),
                 pin: match h.config().pin {
                     crate::config::PinMode::Record => "record",
                     crate::config::PinMode::Strict => "strict",

@@ -71,6 +71,10 @@ pub struct UpstreamStatus {
     pub changed_tools: Vec<String>,
     /// `record` or `strict`.
     pub pin: String,
+    /// With `credentials = "per-principal"`: how many principals have an instance of their own
+    /// running now (never who, never their credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principals: Option<usize>,
 }
 
 /// A configured host's limits and counts (in `GET /status`).
@@ -324,6 +328,7 @@ mod tests {
             idle_seconds: 7,
             changed_tools: vec!["echo".into()],
             pin: "strict".into(),
+            principals: None,
         }
     }
 

@@ -271,6 +271,12 @@ pub(super) fn status_table(status: &Status) -> String {
         ));
     }
     for u in &status.upstreams {
+        if let Some(principals) = u.principals {
+            out.push_str(&format!(
+                "\n{} acts as each caller's own identity: {principals} principal(s) with an instance running\n",
+                u.name
+            ));
+        }
         if !u.changed_tools.is_empty() {
             let fate = if u.pin == "strict" {
                 "withheld until approved"

@@ -108,6 +108,13 @@ impl SupervisorHandle {
             .cloned()
     }
 
+    /// How many instances of its own `upstream` runs (one per session or principal).
+    pub fn instances_of(&self, upstream: &str) -> usize {
+        (lock(&self.instances).keys())
+            .filter(|(name, _)| name == upstream)
+            .count()
+    }
+
     /// Whether an instance that serves `session` has requests in flight.
     pub fn serving(&self, session: &str) -> bool {
         (lock(&self.instances).iter())

@@ -137,6 +137,7 @@ async fn a_per_principal_process_runs_with_each_principals_own_environment() {
         }
     };
     count(4).await;
+    assert_eq!(daemon.upstream_status("solo").await["principals"], 3);
 
     // Bob's own identity is revoked and Carol is gone: their instances stop; Alice's goes on.
     std::fs::write(daemon.dir.path().join("mcpmux.toml"), config(false, false)).unwrap();
@@ -158,6 +159,7 @@ async fn a_per_principal_process_runs_with_each_principals_own_environment() {
         "bob's instance runs without what was revoked"
     );
     count(3).await;
+    assert_eq!(daemon.upstream_status("solo").await["principals"], 2);
     let carol = crate::common::initialize_as(&daemon.url, Some(CAROL)).await;
     assert_eq!(carol.status(), 401);
 }
