@@ -196,6 +196,12 @@ async fn a_per_principal_remote_upstream_gets_each_principals_own_token() {
         json!(format!("Bearer {name}-upstream-token"))
     })
     .await;
+    // Alice's session id in Bob's hands reaches nothing of hers: not her session, so not her
+    // connection or token.
+    let stolen = first.impersonate(Some(BOB));
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                      "params": {"name": "rem__whoami", "arguments": {}}});
+    assert_eq!(stolen.post(&call).await.status(), 404);
     // Calls never went out as the catalog's identity; every identity the server saw is one of
     // the four.
     let seen: Vec<String> = reqwest::get(server.url("/authorizations"))
