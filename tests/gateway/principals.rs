@@ -202,6 +202,36 @@ async fn a_per_principal_remote_upstream_gets_each_principals_own_token() {
     let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                       "params": {"name": "rem__whoami", "arguments": {}}});
     assert_eq!(stolen.post(&call).await.status(), 404);
+
+    // The audit log names who made each call, never the tokens it went with.
+    let whoami_calls = |audit: &str| -> Vec<Value> {
+        (audit.lines())
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["target"] == "rem__whoami" && r["outcome"] == "ok")
+            .collect()
+    };
+    let all = CALLS * 2 * 3;
+    poll_until(Duration::from_secs(20), || async {
+        whoami_calls(&daemon.audit_json()).len() >= all
+    })
+    .await;
+    let audit = daemon.audit_json();
+    let calls = whoami_calls(&audit);
+    for name in ["alice", "bob", "carol"] {
+        let theirs = (calls.iter()).filter(|r| r["principal"] == name).count();
+        assert_eq!(
+            theirs,
+            CALLS * 2,
+            "{name}'s calls in the audit log: {audit}"
+        );
+    }
+    for token in ["upstream-token", "the-catalog-reader", ALICE, BOB, CAROL] {
+        assert!(!audit.contains(token), "the audit log holds {token}");
+        assert!(
+            !daemon.stderr().contains(token),
+            "the daemon's log holds {token}"
+        );
+    }
     // Calls never went out as the catalog's identity; every identity the server saw is one of
     // the four.
     let seen: Vec<String> = reqwest::get(server.url("/authorizations"))
