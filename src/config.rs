@@ -45,7 +45,7 @@ pub use model::{CALL_TOOL_NAME, SEARCH_TOOL_NAME};
 pub use policy::Policy;
 pub use transport::is_loopback;
 pub use transport::{
-    DEFAULT_CONNECT_TIMEOUT, OAuthConfig, OAuthGrant, PrivateKey, RemoteConfig, RemoteKind,
-    SIGNING_ALGORITHMS, StdioConfig, TokenSource, Transport,
+    DEFAULT_CONNECT_TIMEOUT, HeldToken, OAuthConfig, OAuthGrant, PrivateKey, RemoteConfig,
+    RemoteKind, SIGNING_ALGORITHMS, StdioConfig, TokenSource, Transport,
 };
 pub use watch::watch_file;

@@ -8,7 +8,8 @@
 //! mcpmux is to the authorization server: pre-registered, a Client ID Metadata Document, or
 //! dynamically registered), `identity.rs` (that client's identity, as a token file keeps it), `token.rs` (PKCE, the authorization URL, token requests and their
 //! client authentication), `store.rs` (token files, 0600, written atomically), `login.rs` (a
-//! whole sign-in: discovery, the loopback redirect, the exchange).
+//! whole sign-in: discovery, the loopback redirect, the exchange), `exchange.rs` (a caller's JWT
+//! exchanged for an upstream's token, RFC 8693).
 //!
 //! What it trusts: configured client credentials (a secret, a private key) go only to the
 //! authorization server the config names (`oauth.issuer`), never to one an upstream's challenge
@@ -19,12 +20,14 @@
 mod challenge;
 mod client;
 mod discovery;
+mod exchange;
 mod identity;
 pub mod login;
 pub mod store;
 mod token;
 
 pub use challenge::Challenge;
+pub use exchange::{Exchanged, exchange};
 pub use login::Login;
 pub use store::TokenFile;
 pub use token::{refresh_if_due, refresh_wait};

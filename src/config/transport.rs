@@ -92,6 +92,9 @@ pub enum OAuthGrant {
     AuthorizationCode,
     /// Machine to machine: the client's own credentials, no person, no browser.
     ClientCredentials,
+    /// Each caller's own JWT exchanged (RFC 8693) at `issuer` for a token whose audience is the
+    /// upstream (RFC 8707 `resource`), per principal (`credentials = "per-principal"`).
+    TokenExchange,
 }
 
 /// Which HTTP transport a remote upstream speaks.
@@ -123,6 +126,19 @@ pub enum TokenSource {
     Env(String),
     /// A file whose trimmed content is the token.
     File(PathBuf),
+    /// A token mcpmux obtained itself (a caller's exchanged token), held in memory only; never
+    /// from a config file.
+    Held(HeldToken),
+}
+
+/// A token held in memory: printed as `HeldToken(..)`, never its text.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HeldToken(pub std::sync::Arc<str>);
+
+impl std::fmt::Debug for HeldToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HeldToken(..)")
+    }
 }
 
 /// Why a secret cannot be read.
@@ -143,6 +159,7 @@ impl TokenSource {
     /// The secret, read now (so a changed variable or file is picked up), trimmed.
     pub fn read(&self) -> Result<String, SecretError> {
         let text = match self {
+            Self::Held(token) => return Ok(token.0.to_string()),
             Self::Env(var) => std::env::var(var).map_err(|_| SecretError::Unset(var.clone()))?,
             Self::File(path) => {
                 std::fs::read_to_string(path).map_err(|source| SecretError::Unreadable {
@@ -156,6 +173,7 @@ impl TokenSource {
             let place = match self {
                 Self::Env(var) => format!("the variable `{var}`"),
                 Self::File(path) => path.display().to_string(),
+                Self::Held(_) => "the token mcpmux holds".to_owned(),
             };
             return Err(SecretError::Empty(place));
         }

@@ -18,6 +18,7 @@ use super::raw::{
     RawAdmin, RawAudit, RawCatalog, RawConfig, RawDefaults, RawServer, RawTelemetry, RawUpstream,
     UPSTREAM_KEYS,
 };
+use super::transport::OAuthGrant;
 use crate::mcp::ListKind;
 use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
 
@@ -441,7 +442,7 @@ fn upstream(
             format!("use one of {keys}"),
         ));
     }
-    let own_oauth = u.oauth.is_some();
+    let own_oauth = u.oauth.as_ref().map(|o| o.grant.unwrap_or_default());
     let transport = transport::transport(file, base_dir, &name, &mut u)?;
     let prefix = prefix(file, &name, u.prefix.as_deref())?;
     let mut policy = u.policy.over(defaults);
@@ -513,10 +514,19 @@ fn isolation(
     file: &Path,
     name: &str,
     (written, credentials): (Isolation, Credentials),
-    own_oauth: bool,
+    own_oauth: Option<OAuthGrant>,
 ) -> Result<Isolation, ConfigError> {
     let per_principal = credentials == Credentials::PerPrincipal;
-    if per_principal && own_oauth {
+    let exchange = own_oauth == Some(OAuthGrant::TokenExchange);
+    if exchange && !per_principal {
+        return Err(ConfigError::invalid(
+            file,
+            format!("upstreams.{name}.oauth.grant"),
+            "is token_exchange, which exchanges each caller's own token, but every caller of this upstream shares one identity",
+            format!("set credentials = \"per-principal\" in [upstreams.{name}]"),
+        ));
+    }
+    if per_principal && own_oauth.is_some() && !exchange {
         return Err(ConfigError::invalid(
             file,
             format!("upstreams.{name}.credentials"),

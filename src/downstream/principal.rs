@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use crate::config::{Credential, HostCredential, Profile, UpstreamSecrets};
+use crate::config::{Credential, HeldToken, HostCredential, Profile, UpstreamSecrets};
 use crate::jsonrpc::{RpcError, codes};
 
 /// A configured host, its limits and its counts.
@@ -95,6 +95,10 @@ pub struct Access {
     /// holds open is counted by it; it is not who the caller is, so [`Access::same`] does not
     /// compare it.
     pub peer: Option<std::net::IpAddr>,
+    /// The JWT the request signed in with (`None` for a token host or anonymous), for upstreams
+    /// that exchange each caller's own token (`grant = "token_exchange"`); not who the caller
+    /// is, so [`Access::same`] does not compare it.
+    pub subject_token: Option<HeldToken>,
 }
 
 impl Access {
@@ -351,6 +355,7 @@ mod tests {
             profile: Some(Arc::clone(profile)),
             via_path,
             peer: None,
+            subject_token: None,
         };
         let opened = access(&robot, &a, false);
         // Admitted under the reloaded settings before the session was remapped to them.

@@ -26,6 +26,7 @@ mod answers;
 mod completion;
 mod content;
 mod discover;
+mod exchanges;
 mod forward;
 mod initialize;
 mod layers;
@@ -246,6 +247,7 @@ impl HostService {
             rounds: rounds::Rounds::new(),
             limits: arc_swap::ArcSwap::from_pointee(Limits::of(server)),
             audits: audit.0.is_enabled(),
+            exchanges: exchanges::Exchanges::default(),
         };
         Self {
             upstreams,

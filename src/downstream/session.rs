@@ -192,6 +192,18 @@ impl Session {
         self.access.load_full()
     }
 
+    /// Keeps `token` as the JWT its host signs in with now, if it is a new one (atomically: a
+    /// reload's new access is never lost to it).
+    pub fn renew_subject_token(&self, token: &crate::config::HeldToken) {
+        if self.access.load().subject_token.as_ref() == Some(token) {
+            return;
+        }
+        self.access.rcu(|access| super::Access {
+            subject_token: Some(token.clone()),
+            ..(**access).clone()
+        });
+    }
+
     /// Gives it the access a reloaded config grants it.
     pub fn set_access(&self, access: super::Access) {
         self.access.store(Arc::new(access));

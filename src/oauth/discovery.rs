@@ -208,7 +208,7 @@ async fn resource_metadata(
 /// when it names another `issuer` than the one it was fetched for (or none). Without a `named`
 /// issuer (a 2025-03-26 server, whose origin stands in for one), the issuer it names must be
 /// at that origin.
-async fn server_metadata(
+pub(super) async fn server_metadata(
     http: &reqwest::Client,
     issuer: &Url,
     named: bool,

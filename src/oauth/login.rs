@@ -63,6 +63,11 @@ impl Login {
     // Long: the sign-in's steps in the order the MCP authorization spec gives them (discovery,
     // client, PKCE, the redirect listener); each step uses what the one before found.
     pub async fn start(self) -> Result<LoginStarted, OAuthError> {
+        if self.oauth.grant == OAuthGrant::TokenExchange {
+            return Err(OAuthError::new(
+                "it exchanges each caller's own token (grant = \"token_exchange\"): there is no sign-in of mcpmux's own; hosts sign in with their identity provider",
+            ));
+        }
         let challenge = match &self.challenge {
             Some(header) => Challenge::parse(header),
             None => self.probe().await?,

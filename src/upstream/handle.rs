@@ -459,6 +459,39 @@ impl UpstreamHandle {
         }
     }
 
+    /// Whether it exchanges each caller's own token (`grant = "token_exchange"`).
+    pub fn exchanges_tokens(&self) -> bool {
+        self.oauth()
+            .is_some_and(|o| o.grant == crate::config::OAuthGrant::TokenExchange)
+    }
+
+    /// With `grant = "token_exchange"`: a token for this upstream, in exchange for a caller's
+    /// JWT `subject`.
+    pub async fn exchange(&self, subject: &str) -> Result<crate::oauth::Exchanged, UpstreamError> {
+        let failed = |reason: String| UpstreamError::Failed {
+            upstream: self.name().to_owned(),
+            reason,
+        };
+        let Transport::Remote(remote) = &self.shared.config.transport else {
+            return Err(failed(
+                "it is no remote server, so it exchanges no token".into(),
+            ));
+        };
+        let Some(oauth) = remote.oauth.as_deref() else {
+            return Err(failed(
+                "it has no [oauth] table to exchange tokens with".into(),
+            ));
+        };
+        let http = super::transport::http_client(remote).map_err(|e| failed(e.to_string()))?;
+        crate::oauth::exchange(&http, oauth, &remote.url, subject)
+            .await
+            .map_err(|e| {
+                failed(format!(
+                    "the caller's token could not be exchanged for one of its own: {e}"
+                ))
+            })
+    }
+
     /// A sign-in for it, starting from the challenge it last refused mcpmux with: `None` when it
     /// does not sign in with OAuth, an error when its HTTP client cannot be set up.
     pub fn sign_in(&self) -> Option<Result<crate::oauth::Login, super::error::StartError>> {

@@ -17,11 +17,11 @@ use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 
-const IDP: &str = "https://idp.example.test";
+pub(crate) const IDP: &str = "https://idp.example.test";
 const CI: &str = "https://ci.example.test";
 
 /// A fresh P-256 key (made with the openssl command line) and its public JWK with key id `kid`.
-fn key_pair(dir: &Path, kid: &str) -> (EncodingKey, Jwk) {
+pub(crate) fn key_pair(dir: &Path, kid: &str) -> (EncodingKey, Jwk) {
     let raw = dir.join(format!("{kid}.ec.pem"));
     let pkcs8 = dir.join(format!("{kid}.pem"));
     let run = |args: &[&str]| {
@@ -59,21 +59,21 @@ fn key_pair(dir: &Path, kid: &str) -> (EncodingKey, Jwk) {
     (key, jwk)
 }
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs()
 }
 
-fn sign(key: &EncodingKey, kid: &str, claims: &Value) -> String {
+pub(crate) fn sign(key: &EncodingKey, kid: &str, claims: &Value) -> String {
     let mut header = Header::new(Algorithm::ES256);
     header.kid = Some(kid.to_owned());
     jsonwebtoken::encode(&header, claims, key).unwrap()
 }
 
 /// Serves `set` at `http://127.0.0.1:PORT/jwks.json` until the test ends; the URL.
-async fn serve_jwks(set: JwkSet) -> String {
+pub(crate) async fn serve_jwks(set: JwkSet) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let body = serde_json::to_string(&set).unwrap();

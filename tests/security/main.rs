@@ -20,3 +20,4 @@ mod holdings;
 mod host_jwt;
 mod hosts;
 mod stalls;
+mod token_exchange;

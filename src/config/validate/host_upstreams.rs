@@ -355,4 +355,29 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn token_exchange_is_each_principals_and_names_its_exchange() {
+        let upstream =
+            "[upstreams.gh]\nurl = \"https://example.com/mcp\"\nbearer_token_env = \"CATALOG\"\n";
+        let oauth = "[upstreams.gh.oauth]\ngrant = \"token_exchange\"\nissuer = \"https://idp.example.com\"\nclient_id = \"mcpmux\"\nclient_secret_env = \"S\"\n";
+        let fine = format!("{ALICE}{upstream}credentials = \"per-principal\"\n{oauth}");
+        let config = parse(Path::new("/t.toml"), &fine).unwrap_or_else(|e| panic!("{e}"));
+        let Transport::Remote(remote) = &config.upstreams[0].transport else {
+            panic!("remote")
+        };
+        assert!(remote.bearer_token.is_some() && remote.oauth.is_some());
+        let e = error(&format!("{ALICE}{upstream}{oauth}"));
+        assert!(
+            e.contains("upstreams.gh.oauth.grant") && e.contains("credentials = \"per-principal\""),
+            "{e}"
+        );
+        let e = error(&format!(
+            "{ALICE}[upstreams.gh]\nurl = \"https://example.com/mcp\"\ncredentials = \"per-principal\"\n[upstreams.gh.oauth]\ngrant = \"token_exchange\"\n"
+        ));
+        assert!(
+            e.contains("token_exchange without client_id and issuer"),
+            "{e}"
+        );
+    }
 }

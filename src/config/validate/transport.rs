@@ -138,6 +138,10 @@ fn remote(
         }
     };
     let oauth = match (u.oauth.take(), &bearer_token) {
+        // Each caller's token is exchanged; the upstream's own bearer token reads the catalog.
+        (Some(raw), Some(_)) if raw.grant == Some(OAuthGrant::TokenExchange) => {
+            Some(Box::new(oauth(file, base_dir, name, raw)?))
+        }
         (Some(_), Some(_)) => {
             return Err(ConfigError::invalid(
                 file,
@@ -308,6 +312,14 @@ fn oauth(
             key("grant"),
             "client_credentials without a client secret or private key",
             "set client_id and client_secret_env (or client_secret_file, or private_key_file) for the client credentials grant",
+        ));
+    }
+    if grant == OAuthGrant::TokenExchange && (raw.client_id.is_none() || issuer.is_none()) {
+        return Err(ConfigError::invalid(
+            file,
+            key("grant"),
+            "token_exchange without client_id and issuer",
+            "set issuer to the authorization server that exchanges your hosts' tokens, and the client_id (with client_secret_env, client_secret_file or private_key_file) it registered mcpmux under",
         ));
     }
     Ok(OAuthConfig {

@@ -98,13 +98,19 @@ impl Admitted {
         };
         // Another principal's (or another profile's) session does not exist for this one.
         let own = |s: &Arc<Session>| s.access().same(&self.access);
-        state.service.session(id).filter(own).ok_or_else(|| {
+        let session = state.service.session(id).filter(own).ok_or_else(|| {
             refuse(
                 StatusCode::NOT_FOUND,
                 codes::INVALID_REQUEST,
                 "Session not found: it ended or expired; initialize a new one",
             )
-        })
+        })?;
+        // A host that signs in with a JWT renews it: the session's requests carry the newest
+        // (what a token exchange exchanges).
+        if let Some(token) = &self.access.subject_token {
+            session.renew_subject_token(token);
+        }
+        Ok(session)
     }
 }
 

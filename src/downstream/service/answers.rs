@@ -81,6 +81,7 @@ impl HostService {
     pub async fn stop_instances_of(&self, key: &str) {
         self.upstreams.supervisor.stop_instances(key).await;
         self.upstreams.delivery.log_levels.forget_scope(key);
+        self.upstreams.exchanges.forget(key);
     }
 
     /// Ends a session: its in-flight requests are cancelled upstream, its pending server requests

@@ -50,6 +50,8 @@ pub(super) struct Upstreams {
     pub limits: arc_swap::ArcSwap<super::Limits>,
     /// Whether a call's arguments are audited (copied when they are routed).
     pub audits: bool,
+    /// Each principal's exchanged tokens (`grant = "token_exchange"`).
+    pub exchanges: super::exchanges::Exchanges,
 }
 
 impl Upstreams {
@@ -69,7 +71,15 @@ impl Upstreams {
             Isolation::Shared => return Ok(Some(upstream.clone())),
             Isolation::PerSession => (cx.instance_key(), None),
             Isolation::PerPrincipal => match &cx.access.principal {
-                Some(principal) => (Cow::Owned(principal.instance_key()), Some(principal)),
+                Some(principal) => {
+                    let own = principal.secrets.get(upstream.name());
+                    if upstream.exchanges_tokens() && own.is_none_or(|s| s.bearer_token.is_none()) {
+                        return self
+                            .exchanged_instance(cx, upstream, principal, start)
+                            .await;
+                    }
+                    (Cow::Owned(principal.instance_key()), Some(principal))
+                }
                 None => return Err(no_principal(upstream.name())),
             },
         };
@@ -93,6 +103,41 @@ impl Upstreams {
                     .map_err(upstream_error)
             }
             Start::No => Ok(self.supervisor.existing_instance(upstream.name(), &key)),
+        }
+    }
+
+    /// A principal's instance of an upstream that exchanges its token: one per exchanged token
+    /// ([`super::exchanges::Exchanges`]).
+    async fn exchanged_instance(
+        &self,
+        cx: &RequestCx,
+        upstream: &UpstreamHandle,
+        principal: &crate::downstream::principal::Principal,
+        start: Start,
+    ) -> Result<Option<UpstreamHandle>, RpcError> {
+        let subject = cx.access.subject_token.as_ref();
+        let exchange_now = start == Start::IfNeeded;
+        let Some(exchanged) = (self.exchanges)
+            .for_principal(upstream, principal, subject, exchange_now)
+            .await?
+        else {
+            return Ok(None);
+        };
+        self.delivery.stateless_instances.touch(&exchanged.key);
+        match start {
+            Start::IfNeeded => {
+                let table = format!("the token exchanged for {}", principal.name);
+                let secrets = Some((table.as_str(), &exchanged.secrets));
+                (self
+                    .supervisor
+                    .instance(upstream, &exchanged.key, secrets)
+                    .await)
+                    .map(Some)
+                    .map_err(upstream_error)
+            }
+            Start::No => Ok(self
+                .supervisor
+                .existing_instance(upstream.name(), &exchanged.key)),
         }
     }
 

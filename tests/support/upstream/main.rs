@@ -214,6 +214,13 @@ struct Args {
     /// With `--oauth-token-ttl`: `/token` answers every request with a 302 to URL.
     #[arg(long, value_name = "URL")]
     oauth_token_redirect: Option<String>,
+    /// With `--oauth-token-ttl`: a token `/mcp` always admits (a service account's).
+    #[arg(long, value_name = "TOKEN")]
+    oauth_static_token: Option<String>,
+    /// With `--oauth-token-ttl`: tokens exchanged (RFC 8693) name AUD as their audience instead
+    /// of the `resource` asked for.
+    #[arg(long, value_name = "AUD")]
+    oauth_exchange_audience: Option<String>,
     /// With `--oauth-token-ttl`: calls of tool NAME are refused with 403 `insufficient_scope`
     /// (a step-up: the tool wants a scope no token has).
     #[arg(long, value_name = "NAME")]

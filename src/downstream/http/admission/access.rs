@@ -138,10 +138,11 @@ impl Admission {
                 via_path: at.is_some(),
                 profile: at.or_else(|| self.anonymous.clone()),
                 peer: Some(peer.ip()),
+                subject_token: None,
             });
         }
         // Boxed: the anonymous fast path keeps a small future.
-        let principal = Box::pin(self.credentials.authenticate(headers)).await?;
+        let (principal, subject_token) = Box::pin(self.credentials.authenticate(headers)).await?;
         let via_path = at.is_some();
         let profile = match (at, &principal.profile) {
             (Some(at), Some(own)) if at.name != own.name => {
@@ -162,6 +163,7 @@ impl Admission {
             profile,
             via_path,
             peer: Some(peer.ip()),
+            subject_token,
         })
     }
 
@@ -240,6 +242,7 @@ impl Admission {
             principal,
             profile,
             peer: old.peer,
+            subject_token: old.subject_token.clone(),
         })
     }
 }

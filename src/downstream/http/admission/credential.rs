@@ -7,6 +7,7 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, StatusCode};
 
 use super::refusal::{Refusal, challenge};
+use crate::config::HeldToken;
 use crate::downstream::jwt::{JwtGate, JwtRefusal};
 use crate::downstream::principal::Principal;
 
@@ -28,10 +29,11 @@ impl Credentials {
     /// The host whose bearer token `headers` carry (`Authorization: Bearer …`): a token compared
     /// by SHA-256 digest in constant time against every token host, or a JWT one of the trusted
     /// issuers signed; else 401 (403 for missing scopes) with a Bearer challenge.
+    /// With a JWT, the token too (what `grant = "token_exchange"` exchanges).
     pub(super) async fn authenticate(
         &self,
         headers: &HeaderMap,
-    ) -> Result<Arc<Principal>, Refusal> {
+    ) -> Result<(Arc<Principal>, Option<HeldToken>), Refusal> {
         use sha2::Digest;
         use subtle::ConstantTimeEq;
         let metadata = self.resource_metadata.as_deref();
@@ -63,11 +65,11 @@ impl Credentials {
             }
         }
         if let Some(host) = found {
-            return Ok(Arc::clone(host));
+            return Ok((Arc::clone(host), None));
         }
         let refusal = match &self.jwt {
             Some(gate) if JwtGate::looks_like_jwt(token) => match gate.verify(token).await {
-                Ok(principal) => return Ok(principal),
+                Ok(principal) => return Ok((principal, Some(HeldToken(Arc::from(token))))),
                 Err(refusal) => refusal,
             },
             _ => JwtRefusal::Invalid("the bearer token is not one mcpmux knows".into()),

@@ -47,15 +47,22 @@ pub(crate) struct Authority {
     claims_issuer: Option<String>,
     /// `--oauth-token-redirect`: where `/token` redirects to.
     token_redirect: Option<String>,
+    /// `--oauth-exchange-audience`: the audience exchanged tokens name instead of theirs.
+    exchange_audience: Option<String>,
+    by_token_exchange: AtomicU64,
 }
 
 impl Authority {
     pub(crate) fn new(ttl_secs: u64, args: &crate::Args) -> Self {
+        let mut access = HashMap::new();
+        if let Some(token) = &args.oauth_static_token {
+            access.insert(token.clone(), Instant::now() + Duration::from_secs(86_400));
+        }
         Self {
             ttl: Duration::from_secs(ttl_secs),
             revoke_while: args.oauth_revoke_while.clone(),
             next: AtomicU64::new(1),
-            access: Mutex::default(),
+            access: Mutex::new(access),
             refresh: Mutex::default(),
             codes: Mutex::default(),
             by_code: AtomicU64::new(0),
@@ -64,6 +71,8 @@ impl Authority {
             names_server: args.oauth_authorization_server.clone(),
             claims_issuer: args.oauth_metadata_issuer.clone(),
             token_redirect: args.oauth_token_redirect.clone(),
+            exchange_audience: args.oauth_exchange_audience.clone(),
+            by_token_exchange: AtomicU64::new(0),
         }
     }
 
@@ -153,7 +162,8 @@ pub(crate) async fn server_metadata(
         "token_endpoint": format!("{origin}/token"),
         "registration_endpoint": format!("{origin}/register"),
         "response_types_supported": ["code"],
-        "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
+        "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials",
+                                  "urn:ietf:params:oauth:grant-type:token-exchange"],
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"],
     }))
@@ -254,6 +264,44 @@ pub(crate) async fn token(
                 .fetch_add(1, Ordering::Relaxed);
             axum::Json(authority.issue()).into_response()
         }
+        // RFC 8693: a JWT's `sub` (its signature is the host side's business) for a JWT-shaped
+        // token naming that subject and the audience asked for (`resource`).
+        Some("urn:ietf:params:oauth:grant-type:token-exchange") => {
+            let basic = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("Basic "));
+            let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+            let subject = (form.get("subject_token"))
+                .and_then(|t| t.split('.').nth(1))
+                .and_then(|p| b64.decode(p).ok())
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .and_then(|c| c["sub"].as_str().map(str::to_owned));
+            let typed = form.get("subject_token_type").map(String::as_str)
+                == Some("urn:ietf:params:oauth:token-type:jwt");
+            let (Some(subject), true, true) = (subject, typed, basic) else {
+                return refuse("invalid_request");
+            };
+            let audience = (authority.exchange_audience.clone())
+                .or_else(|| form.get("resource").cloned())
+                .unwrap_or_default();
+            let n = authority.by_token_exchange.fetch_add(1, Ordering::Relaxed);
+            let claims = serde_json::json!({"sub": subject, "aud": audience, "n": n});
+            let token = format!(
+                "{}.{}.exchanged",
+                b64.encode(r#"{"alg":"none"}"#),
+                b64.encode(claims.to_string())
+            );
+            if let Ok(mut map) = authority.access.lock() {
+                map.insert(token.clone(), Instant::now() + authority.ttl);
+            }
+            axum::Json(
+                serde_json::json!({"access_token": token, "token_type": "Bearer",
+                "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+                "expires_in": authority.ttl.as_secs()}),
+            )
+            .into_response()
+        }
         _ => refuse("unsupported_grant_type"),
     }
 }
@@ -263,6 +311,7 @@ pub(crate) async fn stats(State(authority): State<std::sync::Arc<Authority>>) ->
         "authorization_code": authority.by_code.load(Ordering::Relaxed),
         "refresh_token": authority.by_refresh.load(Ordering::Relaxed),
         "client_credentials": authority.by_client_credentials.load(Ordering::Relaxed),
+        "token_exchange": authority.by_token_exchange.load(Ordering::Relaxed),
     }))
     .into_response()
 }
