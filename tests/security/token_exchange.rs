@@ -115,6 +115,30 @@ async fn each_callers_jwt_is_exchanged_for_a_token_of_its_own() {
             "{user}'s call went with {subject}'s token"
         );
     }
+    // A 2026-07-28 request (no session) of Alice's goes with her exchanged token too.
+    let stateless = reqwest::Client::new()
+        .post(&daemon.url)
+        .bearer_auth(&jwts[0])
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "rem__whoami")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "rem__whoami", "arguments": {},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                      "io.modelcontextprotocol/clientCapabilities": {}}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let answer: Value = stateless.json().await.unwrap();
+    let seen = answer["result"]["structuredContent"]["authorization"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(subject_of(seen), json!(users[0]), "{answer}");
+
     // One exchange per principal, whatever the number of calls.
     let stats: Value = reqwest::get(server.url("/oauth-stats"))
         .await
@@ -179,4 +203,44 @@ async fn a_token_exchanged_for_another_audience_never_reaches_the_upstream() {
         .await
         .unwrap();
     assert_eq!(seen, vec!["Bearer catalog-reader".to_owned()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiring_token_is_exchanged_again_from_the_callers_jwt() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RemoteServer::test_upstream(
+        "rem",
+        0,
+        &[
+            "--whoami",
+            "--oauth-token-ttl",
+            "4",
+            "--oauth-static-token",
+            "catalog-reader",
+        ],
+    );
+    let (daemon, idp) = daemon_for(&server, dir.path()).await;
+    let host = Client::connect_as(&daemon.url, &jwt_for(&idp, &daemon, "alice@example.test")).await;
+    daemon
+        .wait_for_tools(&host, |n| n.iter().any(|n| n == "rem__whoami"))
+        .await;
+    let token = async || {
+        let answer = host
+            .request(
+                "tools/call",
+                json!({"name": "rem__whoami", "arguments": {}}),
+            )
+            .await;
+        (answer["result"]["structuredContent"]["authorization"].as_str())
+            .unwrap_or_else(|| panic!("{answer}"))
+            .to_owned()
+    };
+    let first = token().await;
+    assert_eq!(token().await, first, "a live token is used again");
+    // Past its lifetime (4 s, renewed half of it early, counted in whole seconds): a new
+    // exchange, a new token, the same caller.
+    tokio::time::sleep(std::time::Duration::from_millis(4500)).await;
+    let second = token().await;
+    assert_ne!(second, first);
+    assert_eq!(subject_of(&second), json!("alice@example.test"));
 }

@@ -15,7 +15,7 @@ use crate::jsonrpc::{RpcError, codes};
 use crate::sync::lock;
 use crate::upstream::UpstreamHandle;
 
-/// A token is exchanged again this long before it expires.
+/// A token is exchanged again this long before it expires (half its lifetime, if shorter).
 const MARGIN_SECS: u64 = 30;
 
 /// One (upstream, principal)'s current token; its lock is held through an exchange, so the
@@ -35,8 +35,9 @@ pub(super) struct Exchanges {
 struct Current {
     key: String,
     token: HeldToken,
-    /// Seconds since the epoch.
-    expires_at: Option<u64>,
+    /// When it is exchanged again, in seconds since the epoch (a token the server gave no
+    /// lifetime lives five minutes).
+    renew_at: Option<u64>,
 }
 
 /// The instance to serve `principal` on `upstream` with: its key and what it starts with.
@@ -69,7 +70,7 @@ impl Exchanges {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let fresh = |c: &&Current| c.expires_at.is_none_or(|t| t > now + MARGIN_SECS);
+        let fresh = |c: &&Current| c.renew_at.is_none_or(|t| now < t);
         if current.as_ref().filter(fresh).is_none() {
             if !exchange_now {
                 return Ok(None);
@@ -92,7 +93,9 @@ impl Exchanges {
             *current = Some(Current {
                 key: format!("{base} exchanged {n}"),
                 token: HeldToken(Arc::from(exchanged.access_token)),
-                expires_at: exchanged.expires_at,
+                renew_at: exchanged
+                    .expires_at
+                    .map(|t| t - (t.saturating_sub(now) / 2).min(MARGIN_SECS)),
             });
         }
         Ok(current.as_ref().map(|c| Exchanged {
