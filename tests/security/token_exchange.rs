@@ -58,12 +58,12 @@ async fn daemon_for(
 }
 
 /// The test upstream over HTTP with `whoami`, protected by its own authorization server (which
-/// exchanges tokens), and a token that reads its catalog; plus `extra`.
-fn server(extra: &[&str]) -> RemoteServer {
+/// exchanges tokens, living `ttl` seconds), and a token that reads its catalog; plus `extra`.
+fn server(ttl: &str, extra: &[&str]) -> RemoteServer {
     let mut args = vec![
         "--whoami",
         "--oauth-token-ttl",
-        "3600",
+        ttl,
         "--oauth-static-token",
         "catalog-reader",
     ];
@@ -82,7 +82,7 @@ fn jwt_for(idp: &jsonwebtoken::EncodingKey, daemon: &Daemon, subject: &str) -> S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_callers_jwt_is_exchanged_for_a_token_of_its_own() {
     let dir = tempfile::tempdir().unwrap();
-    let server = server(&[]);
+    let server = server("3600", &[]);
     let (daemon, idp) = daemon_for(&server, dir.path()).await;
     let users = ["alice@example.test", "bob@example.test"];
     let jwts: Vec<String> = users.iter().map(|u| jwt_for(&idp, &daemon, u)).collect();
@@ -175,10 +175,13 @@ async fn each_callers_jwt_is_exchanged_for_a_token_of_its_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_exchanged_for_another_audience_never_reaches_the_upstream() {
     let dir = tempfile::tempdir().unwrap();
-    let server = server(&[
-        "--oauth-exchange-audience",
-        "https://elsewhere.example.test/mcp",
-    ]);
+    let server = server(
+        "3600",
+        &[
+            "--oauth-exchange-audience",
+            "https://elsewhere.example.test/mcp",
+        ],
+    );
     let (daemon, idp) = daemon_for(&server, dir.path()).await;
     let host = Client::connect_as(&daemon.url, &jwt_for(&idp, &daemon, "alice@example.test")).await;
     daemon
@@ -208,17 +211,7 @@ async fn a_token_exchanged_for_another_audience_never_reaches_the_upstream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expiring_token_is_exchanged_again_from_the_callers_jwt() {
     let dir = tempfile::tempdir().unwrap();
-    let server = RemoteServer::test_upstream(
-        "rem",
-        0,
-        &[
-            "--whoami",
-            "--oauth-token-ttl",
-            "4",
-            "--oauth-static-token",
-            "catalog-reader",
-        ],
-    );
+    let server = server("4", &[]);
     let (daemon, idp) = daemon_for(&server, dir.path()).await;
     let host = Client::connect_as(&daemon.url, &jwt_for(&idp, &daemon, "alice@example.test")).await;
     daemon
