@@ -251,3 +251,37 @@ async fn a_per_principal_remote_upstream_gets_each_principals_own_token() {
         "the upstream saw {seen:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_principal_instances_are_bounded_and_stop_when_idle() {
+    let daemon = Daemon::start(&format!(
+        "session_idle_timeout = \"4s\"\n{}{}credentials = \"per-principal\"\nmax_instances = 1\n",
+        hosts(),
+        test_upstream("solo", &["--whoami"])
+    ));
+    let call = json!({"name": "solo__whoami", "arguments": {}});
+    let alice = Client::connect_as(&daemon.url, ALICE).await;
+    daemon
+        .wait_for_tools(&alice, |n| n.iter().any(|n| n == "solo__whoami"))
+        .await;
+    identity(&alice.request("tools/call", call.clone()).await);
+    // Alice's instance is the one the upstream may run: Bob is refused, naming the limit.
+    let bob = ModernHost::as_host(&daemon.url, BOB, json!({}));
+    let refused = bob.request(1, "tools/call", call.clone()).await;
+    let message = refused.last()["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("upstreams.solo.max_instances"),
+        "{}",
+        refused.last()
+    );
+    // Once Alice's instance has idled out (and her session with it), Bob gets one.
+    let served = poll_until(Duration::from_secs(30), || async {
+        let answer = bob.request(2, "tools/call", call.clone()).await;
+        answer.last()["result"]["structuredContent"].is_object()
+    })
+    .await;
+    assert!(served, "bob never got an instance: {}", daemon.stderr());
+    assert_eq!(daemon.upstream_status("solo").await["principals"], 1);
+}
