@@ -212,6 +212,8 @@ pub(super) struct RawOAuth {
     pub redirect_port: Option<u16>,
     /// The authorization server the configured client belongs to (its issuer identifier).
     pub issuer: Option<String>,
+    pub assertion_file: Option<PathBuf>,
+    pub assertion_env: Option<String>,
 }
 
 /// `[hosts.NAME]` as written.

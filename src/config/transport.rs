@@ -63,6 +63,9 @@ pub struct OAuthConfig {
     pub redirect_port: u16,
     /// Where the tokens are kept: `<state dir>/oauth/NAME.json`.
     pub token_file: PathBuf,
+    /// With `grant = "jwt_bearer"`: where the workload's JWT is read (a file a platform keeps
+    /// fresh, e.g. a projected service account token, or a variable), at each token request.
+    pub assertion: Option<TokenSource>,
     /// The authorization server (issuer identifier, RFC 8414) mcpmux signs in with. Required
     /// with a client secret or private key: configured credentials go to this server only,
     /// whatever server the upstream's challenge or resource metadata names.
@@ -92,6 +95,9 @@ pub enum OAuthGrant {
     AuthorizationCode,
     /// Machine to machine: the client's own credentials, no person, no browser.
     ClientCredentials,
+    /// A workload's own JWT as the grant (RFC 7523 §2.1, workload identity federation): read
+    /// from `assertion_file` or `assertion_env` at each token request, no person, no secret.
+    JwtBearer,
     /// Each caller's own JWT exchanged (RFC 8693) at `issuer` for a token whose audience is the
     /// upstream (RFC 8707 `resource`), per principal (`credentials = "per-principal"`).
     TokenExchange,

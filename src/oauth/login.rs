@@ -58,6 +58,8 @@ pub struct LoginStarted {
     pub finished: oneshot::Receiver<Result<(), OAuthError>>,
 }
 
+/// RFC 7523's grant type: a JWT as the authorization grant.
+const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 impl Login {
     /// Discovers how to sign in and starts it.
     // Long: the sign-in's steps in the order the MCP authorization spec gives them (discovery,
@@ -87,18 +89,35 @@ impl Login {
         })?;
         let scope = self.scope(&challenge, &found);
         let (done, finished) = oneshot::channel();
-        if self.oauth.grant == OAuthGrant::ClientCredentials {
+        if matches!(
+            self.oauth.grant,
+            OAuthGrant::ClientCredentials | OAuthGrant::JwtBearer
+        ) {
             let issuer = found.issuer.as_str().trim_end_matches('/');
-            let client = client::configured(&self.oauth, &found.metadata, issuer)?.ok_or_else(|| {
-                OAuthError::new("the client credentials grant needs client_id and a client secret or private key")
-            })?;
+            let client =
+                client::configured(&self.oauth, &found.metadata, issuer)?.ok_or_else(|| {
+                    OAuthError::new("the client credentials and jwt_bearer grants need client_id")
+                })?;
             let grant = Grant {
                 token_endpoint: &token_endpoint,
                 client: &client,
                 resource: &found.resource,
                 scope: scope.as_deref(),
             };
-            let mut form = vec![("grant_type", "client_credentials".to_owned())];
+            let mut form = match &self.oauth.assertion {
+                // RFC 7523 §2.1: the workload's JWT is the grant, read now (its platform keeps
+                // it fresh).
+                Some(source) if self.oauth.grant == OAuthGrant::JwtBearer => vec![
+                    ("grant_type", JWT_BEARER.to_owned()),
+                    (
+                        "assertion",
+                        source.read().map_err(|why| {
+                            OAuthError::new(format!("cannot read the workload's JWT: {why}"))
+                        })?,
+                    ),
+                ],
+                _ => vec![("grant_type", "client_credentials".to_owned())],
+            };
             if let Some(scope) = &scope {
                 form.push(("scope", scope.clone()));
             }
@@ -190,7 +209,10 @@ impl Login {
     /// wants wider scopes, which takes a person), or by the client credentials grant.
     /// `Ok(true)` once new tokens are stored; `Ok(false)` when only `mcpmux login` can help.
     pub async fn renew(self) -> Result<bool, OAuthError> {
-        if self.oauth.grant == OAuthGrant::ClientCredentials {
+        if matches!(
+            self.oauth.grant,
+            OAuthGrant::ClientCredentials | OAuthGrant::JwtBearer
+        ) {
             let started = self.start().await?;
             let finished = started.finished.await;
             return finished

@@ -84,7 +84,14 @@ def config(url, context, state):
         lines.append(f"signing_algorithm = {json.dumps(context.get('signing_algorithm', 'ES256'))}")
     if context.get("name", "").startswith("auth/client-credentials"):
         lines.append('grant = "client_credentials"')
-    if "client_secret" in context or "private_key_pem" in context:
+    if "valid_jwt" in context:
+        # Workload identity federation: the workload's JWT, where its platform would keep it.
+        assertion = state / "workload.jwt"
+        assertion.write_text(context["valid_jwt"])
+        assertion.chmod(0o600)
+        lines.append('grant = "jwt_bearer"')
+        lines.append(f"assertion_file = {json.dumps(str(assertion))}")
+    if "client_secret" in context or "private_key_pem" in context or "valid_jwt" in context:
         # A configured credential goes to the configured issuer only.
         lines.append(f"issuer = {json.dumps(issuer_of(url))}")
     path = state / "mcpmux.toml"
@@ -368,7 +375,7 @@ def main():
 
 def leaked(daemon, context):
     """Where a token or the client secret appears: the daemon's log, its status, its audit log."""
-    secrets = ["test-token", "cc-token"] + [context[k] for k in ("client_secret",) if k in context]
+    secrets = ["test-token", "cc-token"] + [context[k] for k in ("client_secret", "valid_jwt") if k in context]
     places = {
         "the daemon's log": daemon.log.read_text(),
         "the status": http("GET", f"{daemon.admin}/status", headers=daemon.admin_headers())[2],

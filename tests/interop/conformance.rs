@@ -346,4 +346,10 @@ fn mcpmux_is_a_2026_client_every_required_client_scenario_accepts() {
             "{required} did not run: {results:?}"
         );
     }
+    // Of the extensions, workload identity federation (RFC 7523's JWT-bearer grant,
+    // `grant = "jwt_bearer"`) is one mcpmux implements: it passes.
+    assert!(
+        (results.iter()).any(|(n, passed)| n.starts_with("auth/wif-jwt-bearer") && *passed),
+        "auth/wif-jwt-bearer did not pass: {results:?}"
+    );
 }

@@ -380,4 +380,37 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn a_workloads_jwt_grant_names_what_it_needs() {
+        let remote = "[upstreams.r]\nurl = \"https://example.com/mcp\"\n[upstreams.r.oauth]\n";
+        let fine = format!(
+            "{remote}grant = \"jwt_bearer\"\nissuer = \"https://auth.example.com\"\nclient_id = \"w\"\nassertion_file = \"w.jwt\"\n"
+        );
+        let config =
+            parse(Path::new("/etc/mcpmux/t.toml"), &fine).unwrap_or_else(|e| panic!("{e}"));
+        let Transport::Remote(remote_config) = &config.upstreams[0].transport else {
+            panic!("remote")
+        };
+        let oauth = remote_config
+            .oauth
+            .as_deref()
+            .unwrap_or_else(|| panic!("no oauth"));
+        assert_eq!(
+            oauth.assertion,
+            Some(TokenSource::File("/etc/mcpmux/w.jwt".into()))
+        );
+        let e = error(&format!(
+            "{remote}grant = \"jwt_bearer\"\nclient_id = \"w\"\nassertion_env = \"J\"\n"
+        ));
+        assert!(
+            e.contains("upstreams.r.oauth.grant") && e.contains("issuer"),
+            "{e}"
+        );
+        let e = error(&format!("{remote}assertion_env = \"J\"\n"));
+        assert!(
+            e.contains("upstreams.r.oauth.assertion_file") && e.contains("jwt_bearer"),
+            "{e}"
+        );
+    }
 }

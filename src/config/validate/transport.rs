@@ -192,23 +192,41 @@ pub(super) fn headers(
 /// Where a bearer token comes from: `bearer_token_env` or `bearer_token_file` (relative to the
 /// config), one of them at most; `key` names the table's keys in errors.
 pub(super) fn bearer_token(
+    at: (&Path, &Path),
+    key: &impl Fn(&str) -> String,
+    env: Option<String>,
+    path: Option<PathBuf>,
+) -> Result<Option<TokenSource>, ConfigError> {
+    secret(
+        at,
+        key,
+        ("bearer_token_env", "bearer_token_file"),
+        env,
+        path,
+    )
+}
+
+/// Where a secret comes from: the variable named by the key `names.0` or the file named by
+/// `names.1` (relative to the config), one of them at most.
+fn secret(
     (file, base_dir): (&Path, &Path),
     key: &impl Fn(&str) -> String,
+    (env_key, file_key): (&str, &str),
     env: Option<String>,
     path: Option<PathBuf>,
 ) -> Result<Option<TokenSource>, ConfigError> {
     match (env, path) {
         (Some(_), Some(_)) => Err(ConfigError::invalid(
             file,
-            key("bearer_token_file"),
-            "set together with `bearer_token_env`",
-            "read the token from one place: keep bearer_token_env or bearer_token_file",
+            key(file_key),
+            format!("set together with `{env_key}`"),
+            format!("read it from one place: keep {env_key} or {file_key}"),
         )),
         (Some(var), None) if var.trim().is_empty() => Err(ConfigError::invalid(
             file,
-            key("bearer_token_env"),
+            key(env_key),
             "is empty",
-            "name the environment variable that holds the token, e.g. \"GITHUB_TOKEN\"",
+            "name the environment variable that holds it, e.g. \"GITHUB_TOKEN\"",
         )),
         (Some(var), None) => Ok(Some(TokenSource::Env(var))),
         (None, Some(path)) => Ok(Some(TokenSource::File(resolve(base_dir, path)))),
@@ -226,19 +244,13 @@ fn oauth(
     raw: RawOAuth,
 ) -> Result<OAuthConfig, ConfigError> {
     let key = |field: &str| format!("upstreams.{name}.oauth.{field}");
-    let client_secret = match (raw.client_secret_env, raw.client_secret_file) {
-        (Some(_), Some(_)) => {
-            return Err(ConfigError::invalid(
-                file,
-                key("client_secret_file"),
-                "set together with `client_secret_env`",
-                "read the secret from one place: keep client_secret_env or client_secret_file",
-            ));
-        }
-        (Some(var), None) => Some(TokenSource::Env(var)),
-        (None, Some(path)) => Some(TokenSource::File(resolve(base_dir, path))),
-        (None, None) => None,
-    };
+    let client_secret = secret(
+        (file, base_dir),
+        &key,
+        ("client_secret_env", "client_secret_file"),
+        raw.client_secret_env,
+        raw.client_secret_file,
+    )?;
     let private_key = match (raw.private_key_file, raw.signing_algorithm) {
         (None, None) => None,
         (None, Some(_)) => {
@@ -314,6 +326,30 @@ fn oauth(
             "set client_id and client_secret_env (or client_secret_file, or private_key_file) for the client credentials grant",
         ));
     }
+    let assertion = secret(
+        (file, base_dir),
+        &key,
+        ("assertion_env", "assertion_file"),
+        raw.assertion_env,
+        raw.assertion_file,
+    )?;
+    let jwt_bearer = grant == OAuthGrant::JwtBearer;
+    if jwt_bearer && (issuer.is_none() || raw.client_id.is_none() || assertion.is_none()) {
+        return Err(ConfigError::invalid(
+            file,
+            key("grant"),
+            "jwt_bearer without client_id, issuer and an assertion",
+            "set client_id, issuer (the authorization server that trusts the workload's tokens) and assertion_file (or assertion_env) to where the workload's JWT is",
+        ));
+    }
+    if !jwt_bearer && assertion.is_some() {
+        return Err(ConfigError::invalid(
+            file,
+            key("assertion_file"),
+            "is set, but the grant is not jwt_bearer",
+            "set grant = \"jwt_bearer\", or leave assertion_file and assertion_env out",
+        ));
+    }
     if grant == OAuthGrant::TokenExchange && (raw.client_id.is_none() || issuer.is_none()) {
         return Err(ConfigError::invalid(
             file,
@@ -331,6 +367,7 @@ fn oauth(
         redirect_port: raw.redirect_port.unwrap_or(0),
         token_file: std::path::PathBuf::new(),
         issuer,
+        assertion,
     })
 }
 
