@@ -31,7 +31,7 @@ use credentials::{CREDENTIAL_CHECK, renew, token_file};
 use failure::on_failure;
 
 use crate::audit::{AuditHandle, Record};
-use crate::config::{Isolation, UpstreamSecrets};
+use crate::config::UpstreamSecrets;
 use crate::sync::lock;
 use crate::upstream::{Phase, StopReason, UpstreamError, UpstreamHandle, Upstreams};
 
@@ -60,7 +60,7 @@ enum SupervisorMsg {
     Instance(
         UpstreamHandle,
         String,
-        Option<(String, UpstreamSecrets)>,
+        Option<Arc<UpstreamSecrets>>,
         RpcReplyPort<Result<UpstreamHandle, UpstreamError>>,
     ),
     StopInstances(String, RpcReplyPort<()>),
@@ -177,17 +177,13 @@ impl Actor for Supervisor {
                     return Ok(());
                 }
                 let mut config = shared.config().clone();
-                if let Some((table, own)) = &secrets {
-                    if let Err(reason) = own.apply(&mut config, table) {
+                if let Some(own) = &secrets {
+                    if let Err(reason) = own.apply(&mut config) {
                         let upstream = key.upstream;
                         tracing::warn!(upstream = %upstream, instance = %session, %reason, "Could not start an instance with its principal's secrets.");
                         let _ = reply.send(Err(UpstreamError::Failed { upstream, reason }));
                         return Ok(());
                     }
-                } else if shared.config().isolation == Isolation::PerPrincipal {
-                    // No secrets of its own: never the upstream's OAuth sign-in, which is one
-                    // identity's.
-                    let _ = UpstreamSecrets::default().apply(&mut config, "");
                 }
                 let handle = shared.instance_for(&session, config);
                 lock(&state.instances).insert((key.upstream.clone(), session), handle.clone());

@@ -450,6 +450,8 @@ pub struct HostCredential {
 /// Secrets are read when the host's instance starts, never kept in the config.
 #[derive(Clone, PartialEq, Default)]
 pub struct UpstreamSecrets {
+    /// Where they come from, as errors name it (`hosts.NAME.upstreams.UP`).
+    pub table: String,
     pub bearer_token: Option<TokenSource>,
     pub headers: BTreeMap<String, String>,
     /// Variables set as written.
@@ -461,8 +463,9 @@ pub struct UpstreamSecrets {
 impl UpstreamSecrets {
     /// `config` as this principal's instance runs it: its environment or bearer token and
     /// headers on top of the upstream's own, and never the upstream's OAuth sign-in (tokens are
-    /// one identity's). `key` names the table in errors (`hosts.NAME.upstreams.UP`).
-    pub fn apply(&self, config: &mut UpstreamConfig, key: &str) -> Result<(), String> {
+    /// one identity's). Errors name [`Self::table`].
+    pub fn apply(&self, config: &mut UpstreamConfig) -> Result<(), String> {
+        let key = &self.table;
         match &mut config.transport {
             Transport::Stdio(stdio) => {
                 stdio.env.extend(self.env.clone());
@@ -485,9 +488,19 @@ impl UpstreamSecrets {
     }
 }
 
+impl UpstreamSecrets {
+    /// What a principal without a table of its own starts with: the upstream's settings alone.
+    pub fn none() -> Arc<Self> {
+        static NONE: std::sync::LazyLock<Arc<UpstreamSecrets>> =
+            std::sync::LazyLock::new(Arc::default);
+        Arc::clone(&NONE)
+    }
+}
+
 impl std::fmt::Debug for UpstreamSecrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamSecrets")
+            .field("table", &self.table)
             .field("bearer_token", &self.bearer_token.is_some())
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field(

@@ -106,7 +106,7 @@ impl EdgeControl {
                 !(gate.principals.iter())
                     .any(|new| Principal::same(Some(old), Some(new)) && new.secrets == old.secrets)
             })
-            .map(|old| old.instance_key())
+            .map(|old| old.instance_key().to_owned())
             .collect();
         let edge = Arc::new(Edge::new(config, gate));
         self.0.edge.store(Arc::clone(&edge));

@@ -25,6 +25,8 @@ pub struct Principal {
     /// Its own identity toward per-principal upstreams (`[hosts.NAME.upstreams.UP]`), by
     /// upstream name.
     pub secrets: BTreeMap<String, Arc<UpstreamSecrets>>,
+    /// What names its own instances of per-principal upstreams ([`Self::instance_key`]).
+    instance_key: String,
     max_in_flight: Option<usize>,
     rate: Option<Rate>,
     /// Sessions it may have open at once (`hosts.NAME.max_sessions`; `None`: only the server's
@@ -142,6 +144,7 @@ impl Principal {
             profile: (host.profile.as_ref())
                 .and_then(|name| profiles.iter().find(|p| &p.name == name).cloned()),
             secrets: host.upstreams.clone(),
+            instance_key: instance_key(&Identity::Host, &host.name),
             max_in_flight: host.max_in_flight,
             rate,
             max_sessions: host.max_sessions,
@@ -155,11 +158,13 @@ impl Principal {
     /// A user signed in through `[server.authorization]` (its `issuer`) whom no host entry
     /// names: no limits.
     pub fn signed_in(issuer: &str, name: &str, profile: Option<Arc<Profile>>) -> Self {
+        let identity = Identity::SignedIn {
+            issuer: Arc::from(issuer),
+        };
         Self {
             name: Arc::from(name),
-            identity: Identity::SignedIn {
-                issuer: Arc::from(issuer),
-            },
+            instance_key: instance_key(&identity, name),
+            identity,
             token_sha256: None,
             profile,
             secrets: BTreeMap::new(),
@@ -176,14 +181,14 @@ impl Principal {
     /// What names its own instances of per-principal upstreams: its kind, issuer and name, as
     /// [`Self::same`] compares them (a reload keeps them), so its sessions share them and no
     /// other principal's does.
-    pub fn instance_key(&self) -> String {
-        match &self.identity {
-            // Quoted (escaped): no two (issuer, name) pairs give one key.
-            Identity::Host => format!("principal host {:?}", &*self.name),
-            Identity::SignedIn { issuer } => {
-                format!("principal user {:?} {:?}", &**issuer, &*self.name)
-            }
-        }
+    pub fn instance_key(&self) -> &str {
+        &self.instance_key
+    }
+
+    /// Its own identity toward the per-principal upstream `upstream`: its table, or the
+    /// upstream's settings alone.
+    pub fn secrets_for(&self, upstream: &str) -> Arc<UpstreamSecrets> {
+        (self.secrets.get(upstream).cloned()).unwrap_or_else(UpstreamSecrets::none)
     }
 
     /// Whether `asking` may use what `owner` opened: the same principal — the same kind, issuer
@@ -284,6 +289,14 @@ impl Rate {
                 Err(seen) => tat = seen,
             }
         }
+    }
+}
+
+/// The key of a principal's instances: quoted (escaped), so no two (kind, issuer, name) give one.
+fn instance_key(identity: &Identity, name: &str) -> String {
+    match identity {
+        Identity::Host => format!("principal host {name:?}"),
+        Identity::SignedIn { issuer } => format!("principal user {:?} {name:?}", &**issuer),
     }
 }
 

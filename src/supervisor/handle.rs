@@ -70,13 +70,13 @@ impl SupervisorHandle {
     /// (waiting, at most its startup timeout, until it serves). An instance that is restarting
     /// is returned as it is: calls to it fail with why until it is back.
     ///
-    /// A per-principal upstream's instance starts with that principal's `secrets` (the table
-    /// that holds them, for errors, and what it holds) on top of the upstream's config.
+    /// A per-principal upstream's instance starts with that principal's `secrets` on top of the
+    /// upstream's config.
     pub async fn instance(
         &self,
         shared: &UpstreamHandle,
         session: &str,
-        secrets: Option<(&str, &UpstreamSecrets)>,
+        secrets: Option<Arc<UpstreamSecrets>>,
     ) -> Result<UpstreamHandle, UpstreamError> {
         if let Some(handle) = self.existing_instance(shared.name(), session) {
             if handle.phase() == Phase::Starting {
@@ -91,7 +91,7 @@ impl SupervisorHandle {
             deadline,
             shared.clone(),
             session.to_owned(),
-            secrets.map(|(table, own)| (table.to_owned(), own.clone()))
+            secrets
         )
         .map_err(|e| UpstreamError::Failed {
             upstream: shared.name().to_owned(),

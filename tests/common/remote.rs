@@ -145,6 +145,12 @@ impl RemoteServer {
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
+
+    /// What the test upstream's report at `path` says (`/authorizations`, `/oauth-stats`…).
+    pub async fn report<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        let response = reqwest::get(self.url(path)).await.unwrap();
+        response.json().await.unwrap()
+    }
 }
 
 impl Drop for RemoteServer {

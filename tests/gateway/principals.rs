@@ -234,12 +234,7 @@ async fn a_per_principal_remote_upstream_gets_each_principals_own_token() {
     }
     // Calls never went out as the catalog's identity; every identity the server saw is one of
     // the four.
-    let seen: Vec<String> = reqwest::get(server.url("/authorizations"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let seen: Vec<String> = server.report("/authorizations").await;
     let allowed = [
         "Bearer alice-upstream-token",
         "Bearer bob-upstream-token",

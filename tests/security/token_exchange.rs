@@ -140,12 +140,7 @@ async fn each_callers_jwt_is_exchanged_for_a_token_of_its_own() {
     assert_eq!(subject_of(seen), json!(users[0]), "{answer}");
 
     // One exchange per principal, whatever the number of calls.
-    let stats: Value = reqwest::get(server.url("/oauth-stats"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats: Value = server.report("/oauth-stats").await;
     assert_eq!(stats["token_exchange"], 2, "{stats}");
 
     // A host that signed in with a static token has no JWT to exchange: told so, by name.
@@ -199,12 +194,7 @@ async fn a_token_exchanged_for_another_audience_never_reaches_the_upstream() {
         "{answer}"
     );
     // The upstream saw the catalog reader's token only.
-    let seen: Vec<String> = reqwest::get(server.url("/authorizations"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let seen: Vec<String> = server.report("/authorizations").await;
     assert_eq!(seen, vec!["Bearer catalog-reader".to_owned()]);
 }
 

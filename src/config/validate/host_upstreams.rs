@@ -125,6 +125,7 @@ fn read(
         ));
     }
     Ok(UpstreamSecrets {
+        table: table.to_owned(),
         bearer_token,
         headers: r.headers,
         env: r.env,
@@ -247,7 +248,7 @@ mod tests {
             parse(Path::new("/etc/mcpmux/t.toml"), &text).unwrap_or_else(|e| panic!("{e}"));
         let mut upstream = config.upstreams[0].clone();
         config.hosts[0].upstreams["gh"]
-            .apply(&mut upstream, "hosts.alice.upstreams.gh")
+            .apply(&mut upstream)
             .unwrap_or_else(|e| panic!("{e}"));
         let Transport::Remote(remote) = &upstream.transport else {
             panic!("remote")
@@ -270,7 +271,7 @@ mod tests {
             parse(Path::new("/etc/mcpmux/t.toml"), &text).unwrap_or_else(|e| panic!("{e}"));
         let mut upstream = config.upstreams[0].clone();
         let e = config.hosts[0].upstreams["db"]
-            .apply(&mut upstream, "hosts.alice.upstreams.db")
+            .apply(&mut upstream)
             .err()
             .unwrap_or_else(|| panic!("an unreadable file was read"));
         assert!(

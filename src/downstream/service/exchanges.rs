@@ -30,11 +30,12 @@ pub(super) struct Exchanges {
     exchanged: AtomicU64,
 }
 
-/// A principal's token for one upstream and the instance key it runs under.
+/// A principal's token for one upstream (in what its instance starts with) and the instance
+/// key it runs under.
 #[derive(Debug)]
 struct Current {
     key: String,
-    token: HeldToken,
+    secrets: Arc<UpstreamSecrets>,
     /// When it is exchanged again, in seconds since the epoch (a token the server gave no
     /// lifetime lives five minutes).
     renew_at: Option<u64>,
@@ -43,7 +44,7 @@ struct Current {
 /// The instance to serve `principal` on `upstream` with: its key and what it starts with.
 pub(super) struct Exchanged {
     pub key: String,
-    pub secrets: UpstreamSecrets,
+    pub secrets: Arc<UpstreamSecrets>,
 }
 
 impl Exchanges {
@@ -57,7 +58,7 @@ impl Exchanges {
         subject: Option<&HeldToken>,
         exchange_now: bool,
     ) -> Result<Option<Exchanged>, RpcError> {
-        let base = principal.instance_key();
+        let base = principal.instance_key().to_owned();
         let entry = {
             let mut current = lock(&self.current);
             Arc::clone(
@@ -92,7 +93,13 @@ impl Exchanges {
             let n = self.exchanged.fetch_add(1, Ordering::Relaxed);
             *current = Some(Current {
                 key: format!("{base} exchanged {n}"),
-                token: HeldToken(Arc::from(exchanged.access_token)),
+                secrets: Arc::new(UpstreamSecrets {
+                    table: format!("the token exchanged for {}", principal.name),
+                    bearer_token: Some(TokenSource::Held(HeldToken(Arc::from(
+                        exchanged.access_token,
+                    )))),
+                    ..UpstreamSecrets::default()
+                }),
                 renew_at: exchanged
                     .expires_at
                     .map(|t| t - (t.saturating_sub(now) / 2).min(MARGIN_SECS)),
@@ -100,10 +107,7 @@ impl Exchanges {
         }
         Ok(current.as_ref().map(|c| Exchanged {
             key: c.key.clone(),
-            secrets: UpstreamSecrets {
-                bearer_token: Some(TokenSource::Held(c.token.clone())),
-                ..UpstreamSecrets::default()
-            },
+            secrets: Arc::clone(&c.secrets),
         }))
     }
 

@@ -67,41 +67,31 @@ impl Upstreams {
         upstream: &UpstreamHandle,
         start: Start,
     ) -> Result<Option<UpstreamHandle>, RpcError> {
-        let (key, principal) = match upstream.config().isolation {
+        // A principal's instance, or a stateless host's, is stopped once idle; a session's
+        // stops with the session.
+        let (key, secrets, idles) = match upstream.config().isolation {
             Isolation::Shared => return Ok(Some(upstream.clone())),
-            Isolation::PerSession => (cx.instance_key(), None),
+            Isolation::PerSession => (cx.instance_key(), None, cx.session.is_none()),
             Isolation::PerPrincipal => match &cx.access.principal {
                 Some(principal) => {
-                    let own = principal.secrets.get(upstream.name());
-                    if upstream.exchanges_tokens() && own.is_none_or(|s| s.bearer_token.is_none()) {
+                    let own = principal.secrets_for(upstream.name());
+                    if upstream.exchanges_tokens() && own.bearer_token.is_none() {
                         return self
                             .exchanged_instance(cx, upstream, principal, start)
                             .await;
                     }
-                    (Cow::Owned(principal.instance_key()), Some(principal))
+                    (Cow::Borrowed(principal.instance_key()), Some(own), true)
                 }
                 None => return Err(no_principal(upstream.name())),
             },
         };
-        if let Cow::Owned(owned) = &key {
-            self.delivery.stateless_instances.touch(owned);
+        if idles {
+            self.delivery.stateless_instances.touch(&key);
         }
         match start {
-            Start::IfNeeded => {
-                let secrets = principal.and_then(|p| {
-                    let own = p.secrets.get(upstream.name())?;
-                    Some((
-                        format!("hosts.{}.upstreams.{}", p.name, upstream.name()),
-                        own,
-                    ))
-                });
-                let secrets = secrets
-                    .as_ref()
-                    .map(|(table, own)| (table.as_str(), own.as_ref()));
-                (self.supervisor.instance(upstream, &key, secrets).await)
-                    .map(Some)
-                    .map_err(upstream_error)
-            }
+            Start::IfNeeded => (self.supervisor.instance(upstream, &key, secrets).await)
+                .map(Some)
+                .map_err(upstream_error),
             Start::No => Ok(self.supervisor.existing_instance(upstream.name(), &key)),
         }
     }
@@ -126,14 +116,12 @@ impl Upstreams {
         self.delivery.stateless_instances.touch(&exchanged.key);
         match start {
             Start::IfNeeded => {
-                let table = format!("the token exchanged for {}", principal.name);
-                let secrets = Some((table.as_str(), &exchanged.secrets));
                 (self
                     .supervisor
-                    .instance(upstream, &exchanged.key, secrets)
-                    .await)
-                    .map(Some)
-                    .map_err(upstream_error)
+                    .instance(upstream, &exchanged.key, Some(exchanged.secrets)))
+                .await
+                .map(Some)
+                .map_err(upstream_error)
             }
             Start::No => Ok(self
                 .supervisor
