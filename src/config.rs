@@ -21,6 +21,7 @@ mod mcp_servers;
 mod model;
 mod policy;
 mod raw;
+mod secrets;
 mod transport;
 mod validate;
 mod watch;
