@@ -14,6 +14,7 @@
 mod console;
 mod guard;
 pub mod metrics;
+pub mod principals;
 #[cfg(test)]
 mod tests;
 pub mod token;
@@ -65,6 +66,8 @@ pub struct AdminState {
     pub guard: AdminGuard,
     /// Who is signed in to the web console.
     pub console: ConsoleState,
+    /// Each principal's own sign-ins to upstreams.
+    pub principals: Arc<dyn principals::PrincipalSignIns>,
 }
 
 /// Reloading the daemon's config (`POST /reload`), and how it went.
@@ -102,6 +105,14 @@ pub fn app(state: Arc<AdminState>) -> Router {
         .route("/upstreams/{name}/restart", post(restart))
         .route("/upstreams/{name}/login", post(login).get(login_state))
         .route("/upstreams/{name}/logout", post(logout))
+        .route(
+            "/upstreams/{name}/principals/{principal}/login",
+            post(principals::login),
+        )
+        .route(
+            "/upstreams/{name}/principals/{principal}/logout",
+            post(principals::logout),
+        )
         .route("/tools/search", get(search_tools))
         .route("/pins", get(pins))
         .route("/pins/{upstream}/{tool}/approve", post(approve))
@@ -169,6 +180,8 @@ fn status_of(admin: &AdminState) -> Status {
                 changed_tools: admin.router.changed_tools(h.name()),
                 principals: (h.config().isolation == crate::config::Isolation::PerPrincipal)
                     .then(|| admin.supervisor.instances_of(h.name())),
+                signed_in: (h.signs_in_each_principal())
+                    .then(|| admin.principals.signed_in(h.name())),
                 pin: match h.config().pin {
                     crate::config::PinMode::Record => "record",
                     crate::config::PinMode::Strict => "strict",
@@ -348,7 +361,7 @@ async fn restart(State(admin): State<Arc<AdminState>>, Path(name): Path<String>)
 }
 
 /// The upstream `name`, when it signs in with OAuth; else the status and why.
-fn oauth_upstream(
+pub(crate) fn oauth_upstream(
     admin: &AdminState,
     name: &str,
 ) -> Result<crate::upstream::UpstreamHandle, (StatusCode, String)> {
@@ -369,7 +382,7 @@ fn oauth_upstream(
 }
 
 /// [`refused`], from a pair.
-fn refusal((status, why): (StatusCode, String)) -> Response {
+pub(crate) fn refusal((status, why): (StatusCode, String)) -> Response {
     refused(status, why)
 }
 

@@ -75,6 +75,28 @@ pub struct UpstreamStatus {
     /// running now (never who, never their credentials).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principals: Option<usize>,
+    /// When each principal signs in on their own: how many have (never who, never a token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_in: Option<usize>,
+}
+
+/// A principal's sign-in link, made by `mcpmux login NAME --principal P`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PrincipalSignIn {
+    pub upstream: String,
+    pub principal: String,
+    /// mcpmux's own sign-in page: the principal opens it and proves who they are first.
+    pub url: String,
+    pub expires_in_secs: u64,
+}
+
+/// A principal's sign-in forgotten by `mcpmux logout NAME --principal P`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PrincipalLoggedOut {
+    pub upstream: String,
+    pub principal: String,
+    /// Whether it had tokens.
+    pub revoked: bool,
 }
 
 /// A configured host's limits and counts (in `GET /status`).
@@ -329,6 +351,7 @@ mod tests {
             changed_tools: vec!["echo".into()],
             pin: "strict".into(),
             principals: None,
+            signed_in: None,
         }
     }
 

@@ -127,6 +127,14 @@ enum Command {
         /// Print the URL only; do not try to open a browser.
         #[arg(long)]
         no_browser: bool,
+        /// A principal's own sign-in to a per-principal upstream: the host's name (or, with
+        /// --issuer, a signed-in user's name). `login` prints a sign-in link for that principal
+        /// (it proves who it is on the page); `logout` forgets its tokens.
+        #[arg(long)]
+        principal: Option<String>,
+        /// With --principal: the issuer that signed the user in.
+        #[arg(long, requires = "principal")]
+        issuer: Option<String>,
     },
     /// Forget a remote upstream's OAuth tokens (it needs `mcpmux login` again).
     Logout {
@@ -136,6 +144,14 @@ enum Command {
         config: Option<PathBuf>,
         #[arg(long, env = "MCPMUX_ADMIN")]
         admin: Option<String>,
+        /// A principal's own sign-in to a per-principal upstream: the host's name (or, with
+        /// --issuer, a signed-in user's name). `login` prints a sign-in link for that principal
+        /// (it proves who it is on the page); `logout` forgets its tokens.
+        #[arg(long)]
+        principal: Option<String>,
+        /// With --principal: the issuer that signed the user in.
+        #[arg(long, requires = "principal")]
+        issuer: Option<String>,
     },
     /// Bridge stdin/stdout to the running daemon (for hosts that only start stdio servers).
     Stdio {
@@ -467,20 +483,56 @@ fn act_on_daemon(
             println!("restarted {name}");
             Ok(ExitCode::SUCCESS)
         }
+        signs @ (Command::Login { .. } | Command::Logout { .. }) => sign_in(signs, token_file),
+        // Never: `execute` and `ask_daemon` took the others.
+        other => anyhow::bail!("{other:?} is not a command the daemon carries out"),
+    }
+}
+
+/// `mcpmux login` and `mcpmux logout`: an upstream's own sign-in, or (`--principal`) a
+/// principal's.
+fn sign_in(command: Command, token_file: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    let runtime = || threads(Some(1));
+    match command {
         Command::Login {
             name,
             config,
             admin,
             no_browser,
+            principal,
+            issuer,
         } => {
             let admin = Admin::required(admin.as_deref(), config, token_file)?;
-            runtime()?.block_on(login::login(&admin, &name, !no_browser))?;
+            match principal {
+                Some(principal) => runtime()?.block_on(login::principal(
+                    &admin,
+                    (&name, &principal, issuer),
+                    login::Act::Login,
+                ))?,
+                None => runtime()?.block_on(login::login(&admin, &name, !no_browser))?,
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Logout {
             name,
             config,
             admin,
+            principal: Some(principal),
+            issuer,
+        } => {
+            let admin = Admin::required(admin.as_deref(), config, token_file)?;
+            runtime()?.block_on(login::principal(
+                &admin,
+                (&name, &principal, issuer),
+                login::Act::Logout,
+            ))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Logout {
+            name,
+            config,
+            admin,
+            ..
         } => {
             let admin = Admin::required(admin.as_deref(), config, token_file)?;
             let path = format!("/upstreams/{}/logout", admin::segment(&name)?);
@@ -488,8 +540,7 @@ fn act_on_daemon(
             println!("signed out of {name}; it needs `mcpmux login {name}` again");
             Ok(ExitCode::SUCCESS)
         }
-        // Never: `execute` and `ask_daemon` took the others.
-        other => anyhow::bail!("{other:?} is not a command the daemon carries out"),
+        other => anyhow::bail!("{other:?} is not a sign-in command"),
     }
 }
 

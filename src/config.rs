@@ -47,6 +47,6 @@ pub use policy::Policy;
 pub use transport::is_loopback;
 pub use transport::{
     DEFAULT_CONNECT_TIMEOUT, HeldToken, OAuthConfig, OAuthGrant, PrivateKey, RemoteConfig,
-    RemoteKind, SIGNING_ALGORITHMS, StdioConfig, TokenSource, Transport,
+    RemoteKind, SIGNING_ALGORITHMS, SealedTokens, StdioConfig, TokenSource, Transport,
 };
 pub use watch::watch_file;

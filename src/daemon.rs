@@ -50,6 +50,8 @@ pub enum DaemonError {
         "the cursor keys {path}: {why} (fix the file, or delete it and a new one is made at the next start: hosts then list again from the start)"
     )]
     CursorKeys { path: String, why: String },
+    #[error("{0} (principals' upstream tokens cannot be kept)")]
+    Vault(#[from] crate::oauth::vault::VaultError),
 }
 
 /// The file of the keys listing cursors of stateless hosts are signed with, in the state
@@ -146,6 +148,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
     let local = listener.local_addr().map_err(DaemonError::Serve)?;
     let audit = open_audit(&config)?;
     let core = Core::start(&config, &audit).await?;
+    core.service.signins().set_base(public_url(&config, local));
     let hosts = Arc::new(arc_swap::ArcSwap::from_pointee(core.principals.clone()));
     let gate = gate(
         &config,
@@ -195,6 +198,16 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
     let served = run(listener, app, &config, &core.service, &reloader).await;
     core.stop(&audit, telemetry).await;
     served
+}
+
+/// Where people reach this daemon in a browser (its sign-in pages): `server.public_url`, else
+/// the address it listens on.
+fn public_url(config: &Config, local: std::net::SocketAddr) -> url::Url {
+    if let Some(url) = &config.server.public_url {
+        return url.clone();
+    }
+    let text = format!("http://{local}/");
+    url::Url::parse(&text).unwrap_or_else(|_| unreachable!("a socket address makes a URL"))
 }
 
 /// What must hold before anything listens: neither endpoint exposed beyond what the config
@@ -298,9 +311,13 @@ impl Core {
             tokio::sync::watch::channel(crate::upstream::Upstreams::from(handles));
         router.observe(observed.clone());
         let supervisor = SupervisorHandle::start(observed, audit.clone()).await?;
+        let vault = Arc::new(crate::oauth::Vault::open(&config.state_dir)?);
         let service = Arc::new(HostService::new(
             router.clone(),
-            delivery,
+            (
+                delivery,
+                Arc::new(crate::downstream::signin::SignIns::new(vault)),
+            ),
             supervisor.clone(),
             (audit.clone(), config.audit.redaction),
             (&config.server, cursor_keys(config)?),
@@ -411,6 +428,7 @@ async fn start_admin(
             loopback: admin_addr.ip().is_loopback(),
         },
         console: crate::admin::ConsoleState::default(),
+        principals: Arc::new(PrincipalSignIns(Arc::clone(&core.service))),
     };
     let app = crate::admin::app(Arc::new(state));
     let bounds = crate::listener::Bounds::of(&config.server);
@@ -503,5 +521,42 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => tracing::info!("Received SIGTERM."),
         _ = int.recv() => tracing::info!("Received SIGINT."),
+    }
+}
+
+/// The admin API's view of principals' own sign-ins: the host service's.
+struct PrincipalSignIns(Arc<HostService>);
+
+impl crate::admin::principals::PrincipalSignIns for PrincipalSignIns {
+    fn link(
+        &self,
+        upstream: &crate::upstream::UpstreamHandle,
+        principal: crate::admin::principals::Named<'_>,
+    ) -> Result<(String, u64), String> {
+        let whom = crate::downstream::signin::Whom::named(principal.issuer, principal.name);
+        let issued = self.0.signins().issue(upstream, &whom, None)?;
+        Ok((issued.url, crate::downstream::signin::SIGN_IN_TTL.as_secs()))
+    }
+
+    fn revoke<'a>(
+        &'a self,
+        upstream: &'a str,
+        principal: crate::admin::principals::Named<'a>,
+    ) -> futures_util::future::BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move {
+            let whom = crate::downstream::signin::Whom::named(principal.issuer, principal.name);
+            let revoked = (self.0.signins().revoke(upstream, &whom)).map_err(|e| {
+                format!(
+                    "cannot delete {}'s tokens for `{upstream}`: {e}",
+                    principal.name
+                )
+            })?;
+            self.0.stop_instances_of(&whom.key).await;
+            Ok(revoked)
+        })
+    }
+
+    fn signed_in(&self, upstream: &str) -> usize {
+        self.0.signins().vault().signed_in(upstream)
     }
 }

@@ -20,9 +20,9 @@ mod holdings;
 mod http;
 mod jwt;
 mod principal;
-mod sealed;
 mod service;
 mod session;
+pub mod signin;
 mod stream;
 mod tables;
 

@@ -34,6 +34,8 @@
 //!   API).
 //! - [`private_file`]: files that hold secrets (the admin token, the cursor keys), made and read
 //!   so that only their owner can read them.
+//! - [`sealed`]: AEAD-sealed tokens only this mcpmux opens (a multi-round call's `requestState`,
+//!   each principal's upstream tokens at rest).
 //! - [`shown`]: how much of a string someone else chose is recorded or logged (a prefix and a
 //!   digest past a bound).
 //! - [`sync`]: the one mutex-poison policy.
@@ -57,6 +59,7 @@ mod oauth;
 mod pins;
 mod private_file;
 mod router;
+mod sealed;
 mod shown;
 mod supervisor;
 mod sync;

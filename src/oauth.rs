@@ -9,7 +9,8 @@
 //! dynamically registered), `identity.rs` (that client's identity, as a token file keeps it), `token.rs` (PKCE, the authorization URL, token requests and their
 //! client authentication), `store.rs` (token files, 0600, written atomically), `login.rs` (a
 //! whole sign-in: discovery, the loopback redirect, the exchange), `exchange.rs` (a caller's JWT
-//! exchanged for an upstream's token, RFC 8693).
+//! exchanged for an upstream's token, RFC 8693), `vault.rs` (each principal's own tokens, sealed
+//! at rest).
 //!
 //! What it trusts: configured client credentials (a secret, a private key) go only to the
 //! authorization server the config names (`oauth.issuer`), never to one an upstream's challenge
@@ -25,12 +26,14 @@ mod identity;
 pub mod login;
 pub mod store;
 mod token;
+pub mod vault;
 
 pub use challenge::Challenge;
 pub use exchange::{Exchanged, exchange};
-pub use login::Login;
+pub use login::{Login, WebSignIn};
 pub use store::TokenFile;
-pub use token::{refresh_if_due, refresh_wait};
+pub use token::{random_text, refresh_if_due, refresh_wait};
+pub use vault::Vault;
 
 use crate::config::is_loopback;
 

@@ -95,6 +95,7 @@ async fn admin() -> (Router, SupervisorHandle) {
         sessions: Box::new(|| vec![session("old", 90), session("new", 3)]),
         logins: std::sync::Mutex::default(),
         reloader,
+        principals: Arc::new(NoSignIns),
         guard: AdminGuard {
             token: AdminToken {
                 digest: sha2::Sha256::digest(TOKEN.as_bytes()).into(),
@@ -229,4 +230,29 @@ async fn the_admin_api_answers_in_its_types() {
     refusals_are_one_shape_saying_why(&mut app).await;
     a_login_never_started_is_none(&mut app).await;
     supervisor.shutdown().await;
+}
+
+/// No upstream signs principals in.
+struct NoSignIns;
+
+impl crate::admin::principals::PrincipalSignIns for NoSignIns {
+    fn link(
+        &self,
+        _: &crate::upstream::UpstreamHandle,
+        _: crate::admin::principals::Named<'_>,
+    ) -> Result<(String, u64), String> {
+        Err("none".into())
+    }
+
+    fn revoke<'a>(
+        &'a self,
+        _: &'a str,
+        _: crate::admin::principals::Named<'a>,
+    ) -> futures_util::future::BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async { Ok(false) })
+    }
+
+    fn signed_in(&self, _: &str) -> usize {
+        0
+    }
 }

@@ -34,6 +34,54 @@ pub(super) async fn login(admin: &Admin, name: &str, browser: bool) -> anyhow::R
     }
 }
 
+/// What `mcpmux login|logout NAME --principal P` does.
+pub(super) enum Act {
+    Login,
+    Logout,
+}
+
+/// `mcpmux login NAME --principal P`: prints a sign-in link for the principal (who opens it and
+/// proves who they are there); `mcpmux logout NAME --principal P`: forgets its tokens.
+pub(super) async fn principal(
+    admin: &Admin,
+    (name, principal, issuer): (&str, &str, Option<String>),
+    act: Act,
+) -> anyhow::Result<()> {
+    let segment = super::admin::segment;
+    let verb = match act {
+        Act::Login => "login",
+        Act::Logout => "logout",
+    };
+    let path = format!(
+        "/upstreams/{}/principals/{}/{verb}",
+        segment(name)?,
+        segment(principal)?
+    );
+    let query: Vec<(&str, String)> = issuer.map(|i| ("issuer", i)).into_iter().collect();
+    match act {
+        Act::Login => {
+            let made: api::PrincipalSignIn =
+                admin.request(reqwest::Method::POST, &path, &query).await?;
+            say(&format!(
+                "Give {principal} this link to sign in to upstream `{name}` (it works once, within {} minutes; they prove who they are with their host's token first):\n\n  {}\n",
+                made.expires_in_secs / 60,
+                made.url
+            ));
+        }
+        Act::Logout => {
+            let out: api::PrincipalLoggedOut =
+                admin.request(reqwest::Method::POST, &path, &query).await?;
+            match out.revoked {
+                true => say(&format!(
+                    "Forgot {principal}'s sign-in to `{name}`; their next call asks them to sign in again."
+                )),
+                false => say(&format!("{principal} was not signed in to `{name}`.")),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Prints a line of a long-running command; a reader that went away is no reason to stop (or
 /// to panic, as `println!` would).
 fn say(text: &str) {

@@ -157,6 +157,8 @@ pub enum Fixed {
     HeaderTimeout,
     /// Read when the host service starts.
     CursorKeys,
+    /// Sign-in links already handed out name it.
+    PublicUrl,
     /// The runtime is built with them, before anything runs.
     Workers,
     Telemetry,
@@ -166,7 +168,7 @@ pub enum Fixed {
 
 impl Fixed {
     /// Every fixed setting, in the order a reload names them.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::Listen,
         Self::Admin,
         Self::AdminAccess,
@@ -176,6 +178,7 @@ impl Fixed {
         Self::MaxConnections,
         Self::HeaderTimeout,
         Self::CursorKeys,
+        Self::PublicUrl,
         Self::Workers,
         Self::Telemetry,
         Self::ListingBudget,
@@ -193,6 +196,7 @@ impl Fixed {
             Self::MaxConnections => "server.max_connections",
             Self::HeaderTimeout => "server.header_timeout",
             Self::CursorKeys => "server.cursor_keys",
+            Self::PublicUrl => "server.public_url",
             Self::Workers => "server.workers",
             Self::Telemetry => "telemetry",
             Self::ListingBudget => {
@@ -214,6 +218,7 @@ impl Fixed {
             Self::MaxConnections => now.server.max_connections != next.server.max_connections,
             Self::HeaderTimeout => now.server.header_timeout != next.server.header_timeout,
             Self::CursorKeys => now.server.cursor_keys != next.server.cursor_keys,
+            Self::PublicUrl => now.server.public_url != next.server.public_url,
             Self::Workers => now.server.workers != next.server.workers,
             Self::Telemetry => now.telemetry != next.telemetry,
             Self::ListingBudget => now.catalog.budget != next.catalog.budget,
@@ -234,6 +239,7 @@ impl Fixed {
             Self::MaxConnections => next.server.max_connections = now.server.max_connections,
             Self::HeaderTimeout => next.server.header_timeout = now.server.header_timeout,
             Self::CursorKeys => next.server.cursor_keys.clone_from(&now.server.cursor_keys),
+            Self::PublicUrl => next.server.public_url.clone_from(&now.server.public_url),
             Self::Workers => next.server.workers = now.server.workers,
             Self::Telemetry => next.telemetry.clone_from(&now.telemetry),
             Self::ListingBudget => next.catalog.budget = now.catalog.budget,

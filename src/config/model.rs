@@ -162,6 +162,9 @@ pub struct ServerConfig {
     /// The file of the keys stateless hosts' listing cursors are signed with (`None`:
     /// `<state dir>/cursor.keys`). Daemons given the same file accept each other's cursors.
     pub cursor_keys: Option<std::path::PathBuf>,
+    /// Where people reach mcpmux in a browser (its sign-in pages for per-principal upstreams);
+    /// `None`: `http://` and the address it listens on.
+    pub public_url: Option<url::Url>,
     /// Threads the daemon's requests run on (the runtime's workers).
     pub workers: usize,
 }
@@ -205,6 +208,7 @@ impl Default for ServerConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_timeout: Duration::from_secs(10),
             cursor_keys: None,
+            public_url: None,
             workers: default_workers(),
         }
     }
@@ -458,6 +462,8 @@ pub struct UpstreamSecrets {
     pub env: BTreeMap<String, String>,
     /// Variables whose values are read from the daemon's environment or a file.
     pub env_secrets: BTreeMap<String, TokenSource>,
+    /// Its own OAuth sign-in (made at run time, never written: its tokens are in the vault).
+    pub oauth: Option<Box<super::transport::OAuthConfig>>,
 }
 
 /// How a host proves who it is.

@@ -75,6 +75,8 @@ pub(super) struct RawServer {
     pub header_timeout: Option<Duration>,
     /// The key ring of stateless hosts' listing cursors (default: in the state directory).
     pub cursor_keys: Option<std::path::PathBuf>,
+    /// Where people reach mcpmux in a browser (sign-in pages).
+    pub public_url: Option<String>,
     /// Threads the daemon's requests run on (default: half the machine's cores, at least one).
     pub workers: Option<usize>,
 }

@@ -9,8 +9,8 @@ use super::transport::Transport;
 
 impl UpstreamSecrets {
     /// `config` as this principal's instance runs it: its environment or bearer token and
-    /// headers on top of the upstream's own, and never the upstream's OAuth sign-in (tokens are
-    /// one identity's). Errors name [`Self::table`].
+    /// headers on top of the upstream's own, or its own OAuth sign-in; never the upstream's
+    /// sign-in (tokens are one identity's). Errors name [`Self::table`].
     pub fn apply(&self, config: &mut UpstreamConfig) -> Result<(), String> {
         let key = &self.table;
         match &mut config.transport {
@@ -25,10 +25,11 @@ impl UpstreamSecrets {
             }
             Transport::Remote(remote) => {
                 remote.headers.extend(self.headers.clone());
-                if let Some(token) = &self.bearer_token {
-                    remote.bearer_token = Some(token.clone());
+                // The upstream's own token (its catalog's reader) is never a principal's.
+                if self.bearer_token.is_some() || self.oauth.is_some() {
+                    remote.bearer_token.clone_from(&self.bearer_token);
                 }
-                remote.oauth = None;
+                remote.oauth.clone_from(&self.oauth);
             }
         }
         Ok(())
@@ -49,6 +50,7 @@ impl std::fmt::Debug for UpstreamSecrets {
         f.debug_struct("UpstreamSecrets")
             .field("table", &self.table)
             .field("bearer_token", &self.bearer_token.is_some())
+            .field("oauth", &self.oauth.as_ref().map(|o| &o.sealed))
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field(
                 "env",

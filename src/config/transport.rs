@@ -70,6 +70,32 @@ pub struct OAuthConfig {
     /// with a client secret or private key: configured credentials go to this server only,
     /// whatever server the upstream's challenge or resource metadata names.
     pub issuer: Option<url::Url>,
+    /// A principal's own sign-in (`oauth::vault`): its tokens sealed in `token_file`; `None` for
+    /// the upstream's own sign-in, kept in a plain file only its owner reads.
+    pub sealed: Option<SealedTokens>,
+    /// Whether the config has an `[oauth]` table (else these are the defaults, used when the
+    /// server asks for a sign-in).
+    pub written: bool,
+}
+
+/// The key a principal's tokens are sealed with, and what they are bound to (the upstream and
+/// the principal).
+#[derive(Clone)]
+pub struct SealedTokens {
+    pub sealer: std::sync::Arc<crate::sealed::Sealer>,
+    pub binding: std::sync::Arc<str>,
+}
+
+impl PartialEq for SealedTokens {
+    fn eq(&self, other: &Self) -> bool {
+        self.binding == other.binding && std::sync::Arc::ptr_eq(&self.sealer, &other.sealer)
+    }
+}
+
+impl std::fmt::Debug for SealedTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SealedTokens").field(&self.binding).finish()
+    }
 }
 
 /// A client's private key for `private_key_jwt` (RFC 7523): a PEM file and the JWS algorithm.

@@ -154,6 +154,11 @@ fn server(file: &Path, base_dir: &Path, s: RawServer) -> Result<ServerConfig, Co
         max_connections: s.max_connections.unwrap_or(d.max_connections),
         header_timeout: s.header_timeout.unwrap_or(d.header_timeout),
         cursor_keys: s.cursor_keys.map(|f| resolve(base_dir, f)),
+        public_url: s
+            .public_url
+            .as_deref()
+            .map(|t| public_url(file, t))
+            .transpose()?,
         workers: s.workers.unwrap_or(d.workers),
     };
     for (key, value) in [
@@ -508,8 +513,8 @@ fn upstream(
 
 /// The instances an upstream gets: as written, except that `credentials = "per-principal"`
 /// makes a shared upstream per-principal (one identity's connection is never another's). A
-/// per-principal upstream signs in with each principal's own secrets, so not with an `[oauth]`
-/// table of its own.
+/// per-principal upstream signs in as each principal (its own secrets, its own sign-in through
+/// its host, or its exchanged token), never as mcpmux itself.
 fn isolation(
     file: &Path,
     name: &str,
@@ -526,13 +531,17 @@ fn isolation(
             format!("set credentials = \"per-principal\" in [upstreams.{name}]"),
         ));
     }
-    if per_principal && own_oauth.is_some() && !exchange {
+    let own_identity = matches!(
+        own_oauth,
+        Some(OAuthGrant::ClientCredentials | OAuthGrant::JwtBearer)
+    );
+    if per_principal && own_identity {
         return Err(ConfigError::invalid(
             file,
-            format!("upstreams.{name}.credentials"),
-            "is \"per-principal\", but the upstream signs in with an [oauth] client of its own (one identity for everyone)",
+            format!("upstreams.{name}.oauth.grant"),
+            "signs mcpmux in as itself (client_credentials, jwt_bearer: one identity for everyone), but the upstream is \"per-principal\"",
             format!(
-                "give each host its token in [hosts.NAME.upstreams.{name}] (bearer_token_file or bearer_token_env) and remove [upstreams.{name}.oauth]"
+                "use grant = \"authorization_code\" (each principal signs in through their host) or \"token_exchange\", or give each host its token in [hosts.NAME.upstreams.{name}] and remove [upstreams.{name}.oauth]"
             ),
         ));
     }
@@ -540,6 +549,26 @@ fn isolation(
         (Isolation::Shared, true) => Isolation::PerPrincipal,
         (isolation, _) => isolation,
     })
+}
+
+/// `server.public_url`: an http(s) URL with a host and no query or fragment.
+fn public_url(file: &Path, text: &str) -> Result<url::Url, ConfigError> {
+    url::Url::parse(text)
+        .ok()
+        .filter(|u| {
+            matches!(u.scheme(), "http" | "https")
+                && u.host_str().is_some()
+                && u.query().is_none()
+                && u.fragment().is_none()
+        })
+        .ok_or_else(|| {
+            ConfigError::invalid(
+                file,
+                "server.public_url",
+                format!("`{text}` is not an http(s) URL without query or fragment"),
+                "write the URL people open mcpmux at in a browser, e.g. \"https://mcpmux.example.com\"",
+            )
+        })
 }
 
 /// A root that is neither a URI nor a path, as written.

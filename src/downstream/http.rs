@@ -15,6 +15,7 @@ mod body;
 mod cors;
 mod legacy;
 mod posted;
+mod signin;
 mod stateless;
 
 use std::convert::Infallible;
@@ -160,6 +161,11 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> (Rou
         .route(
             "/.well-known/oauth-protected-resource/{*path}",
             get(admission::protected_resource),
+        )
+        .route("/signin/{id}", get(signin::show).post(signin::prove))
+        .route(
+            crate::downstream::signin::CALLBACK_PATH,
+            get(signin::callback),
         )
         .route("/sse", get(legacy::handle_sse))
         .route("/messages", post(legacy::handle_message))

@@ -181,6 +181,18 @@ impl Principal {
     /// What names its own instances of per-principal upstreams: its kind, issuer and name, as
     /// [`Self::same`] compares them (a reload keeps them), so its sessions share them and no
     /// other principal's does.
+    /// The instance key of the host `name` (no `issuer`), or of the user `name` that `issuer`
+    /// signed in: what its instances and sign-ins are bound to.
+    pub fn key_of(issuer: Option<&str>, name: &str) -> String {
+        let identity = match issuer {
+            None => Identity::Host,
+            Some(issuer) => Identity::SignedIn {
+                issuer: Arc::from(issuer),
+            },
+        };
+        instance_key(&identity, name)
+    }
+
     pub fn instance_key(&self) -> &str {
         &self.instance_key
     }

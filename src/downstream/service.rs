@@ -40,6 +40,7 @@ mod prompts;
 mod resources;
 mod rounds;
 mod search;
+mod sign_in;
 mod skills;
 mod stateless_results;
 mod subscriptions;
@@ -235,7 +236,7 @@ enum Answer {
 impl HostService {
     pub fn new(
         router: RouterHandle,
-        delivery: Arc<Delivery>,
+        (delivery, signins): (Arc<Delivery>, Arc<crate::downstream::signin::SignIns>),
         supervisor: SupervisorHandle,
         audit: (AuditHandle, Redaction),
         (server, cursor_keys): (&ServerConfig, crate::mcp::cursor::KeyRing),
@@ -248,6 +249,7 @@ impl HostService {
             limits: arc_swap::ArcSwap::from_pointee(Limits::of(server)),
             audits: audit.0.is_enabled(),
             exchanges: exchanges::Exchanges::default(),
+            signins,
         };
         Self {
             upstreams,
@@ -257,6 +259,11 @@ impl HostService {
             stopping: tokio_util::sync::CancellationToken::new(),
             listening: Arc::default(),
         }
+    }
+
+    /// Each principal's own sign-ins to upstreams.
+    pub fn signins(&self) -> &Arc<crate::downstream::signin::SignIns> {
+        &self.upstreams.signins
     }
 
     /// Applies a reloaded config's session limits (to open sessions too).

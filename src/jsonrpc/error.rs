@@ -13,6 +13,9 @@ pub mod codes {
     pub const INTERNAL_ERROR: i64 = -32603;
     /// MCP (handshake era): a resource URI that no server knows. 2026-07-28 uses `INVALID_PARAMS`.
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// URL elicitation required (2025-11-25): the request can succeed once the user has visited
+    /// the URLs its `data.elicitations` name.
+    pub const URL_ELICITATION_REQUIRED: i64 = -32042;
     /// MCP 2026-07-28: the HTTP headers disagree with the body, or a required one is missing.
     pub const HEADER_MISMATCH: i64 = -32020;
     /// MCP 2026-07-28: the request needs a client capability its envelope did not declare.

@@ -135,8 +135,11 @@ async fn register(
     };
     // A daemon on the person's machine with a loopback redirect: a native application
     // (OpenID Connect Registration `application_type`, which MCP asks clients to give).
+    // A redirect to this machine is a native app's (RFC 8252); one to mcpmux's own sign-in
+    // page, a web application's.
+    let native = url::Url::parse(redirect_uri).is_ok_and(|u| crate::config::is_loopback(&u));
     let body = serde_json::json!({
-        "application_type": "native",
+        "application_type": if native { "native" } else { "web" },
         "client_name": "mcpmux",
         "redirect_uris": [redirect_uri],
         "grant_types": ["authorization_code", "refresh_token"],

@@ -62,9 +62,76 @@ pub struct LoginStarted {
 const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 impl Login {
     /// Discovers how to sign in and starts it.
-    // Long: the sign-in's steps in the order the MCP authorization spec gives them (discovery,
-    // client, PKCE, the redirect listener); each step uses what the one before found.
     pub async fn start(self) -> Result<LoginStarted, OAuthError> {
+        let (found, token_endpoint, scope) = self.discover().await?;
+        let (done, finished) = oneshot::channel();
+        if matches!(
+            self.oauth.grant,
+            OAuthGrant::ClientCredentials | OAuthGrant::JwtBearer
+        ) {
+            self.machine_grant(&found, &token_endpoint, scope).await?;
+            let _ = done.send(Ok(()));
+            return Ok(LoginStarted {
+                authorization_url: None,
+                finished,
+            });
+        }
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.oauth.redirect_port))
+            .await
+            .map_err(|e| {
+                OAuthError::new(format!(
+                    "cannot listen on 127.0.0.1:{} for the sign-in's redirect: {e}",
+                    self.oauth.redirect_port
+                ))
+            })?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| OAuthError::new(format!("cannot read the redirect listener's port: {e}")))?
+            .port();
+        let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+        let (url, flow) = self
+            .authorization(found, token_endpoint, scope, redirect_uri)
+            .await?;
+        tokio::spawn(async move {
+            let outcome = tokio::time::timeout(LOGIN_WAIT, self.finish(listener, flow))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(OAuthError::new(format!(
+                        "nobody finished signing in within {} minutes",
+                        LOGIN_WAIT.as_secs() / 60
+                    )))
+                });
+            let _ = done.send(outcome);
+        });
+        Ok(LoginStarted {
+            authorization_url: Some(url.to_string()),
+            finished,
+        })
+    }
+
+    /// The authorization code flow with its redirect to `redirect_uri`, a page of mcpmux's own
+    /// (a principal's sign-in through its host): the URL to send the person to, and what
+    /// finishes the sign-in once the redirect comes back there.
+    pub async fn begin_at(self, redirect_uri: String) -> Result<WebSignIn, OAuthError> {
+        if self.oauth.grant != OAuthGrant::AuthorizationCode {
+            return Err(OAuthError::new(
+                "only an authorization_code upstream signs a person in through a browser",
+            ));
+        }
+        let (found, token_endpoint, scope) = self.discover().await?;
+        let (url, flow) = self
+            .authorization(found, token_endpoint, scope, redirect_uri)
+            .await?;
+        Ok(WebSignIn {
+            login: self,
+            flow,
+            authorization_url: url,
+        })
+    }
+
+    /// The challenge, the authorization server's metadata, its token endpoint and the scopes to
+    /// ask for.
+    async fn discover(&self) -> Result<(Discovered, String, Option<String>), OAuthError> {
         if self.oauth.grant == OAuthGrant::TokenExchange {
             return Err(OAuthError::new(
                 "it exchanges each caller's own token (grant = \"token_exchange\"): there is no sign-in of mcpmux's own; hosts sign in with their identity provider",
@@ -88,60 +155,57 @@ impl Login {
             ))
         })?;
         let scope = self.scope(&challenge, &found);
-        let (done, finished) = oneshot::channel();
-        if matches!(
-            self.oauth.grant,
-            OAuthGrant::ClientCredentials | OAuthGrant::JwtBearer
-        ) {
-            let issuer = found.issuer.as_str().trim_end_matches('/');
-            let client =
-                client::configured(&self.oauth, &found.metadata, issuer)?.ok_or_else(|| {
-                    OAuthError::new("the client credentials and jwt_bearer grants need client_id")
-                })?;
-            let grant = Grant {
-                token_endpoint: &token_endpoint,
-                client: &client,
-                resource: &found.resource,
-                scope: scope.as_deref(),
-            };
-            let mut form = match &self.oauth.assertion {
-                // RFC 7523 §2.1: the workload's JWT is the grant, read now (its platform keeps
-                // it fresh).
-                Some(source) if self.oauth.grant == OAuthGrant::JwtBearer => vec![
-                    ("grant_type", JWT_BEARER.to_owned()),
-                    (
-                        "assertion",
-                        source.read().map_err(|why| {
-                            OAuthError::new(format!("cannot read the workload's JWT: {why}"))
-                        })?,
-                    ),
-                ],
-                _ => vec![("grant_type", "client_credentials".to_owned())],
-            };
-            if let Some(scope) = &scope {
-                form.push(("scope", scope.clone()));
-            }
-            let tokens = grant.request(&self.http, form, None).await?;
-            self.store(&tokens)?;
-            let _ = done.send(Ok(()));
-            return Ok(LoginStarted {
-                authorization_url: None,
-                finished,
-            });
-        }
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.oauth.redirect_port))
-            .await
-            .map_err(|e| {
-                OAuthError::new(format!(
-                    "cannot listen on 127.0.0.1:{} for the sign-in's redirect: {e}",
-                    self.oauth.redirect_port
-                ))
+        Ok((found, token_endpoint, scope))
+    }
+
+    /// The client credentials or JWT bearer grant: tokens without a person, stored.
+    async fn machine_grant(
+        &self,
+        found: &Discovered,
+        token_endpoint: &str,
+        scope: Option<String>,
+    ) -> Result<(), OAuthError> {
+        let issuer = found.issuer.as_str().trim_end_matches('/');
+        let client =
+            client::configured(&self.oauth, &found.metadata, issuer)?.ok_or_else(|| {
+                OAuthError::new("the client credentials and jwt_bearer grants need client_id")
             })?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| OAuthError::new(format!("cannot read the redirect listener's port: {e}")))?
-            .port();
-        let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+        let grant = Grant {
+            token_endpoint,
+            client: &client,
+            resource: &found.resource,
+            scope: scope.as_deref(),
+        };
+        let mut form = match &self.oauth.assertion {
+            // RFC 7523 §2.1: the workload's JWT is the grant, read now (its platform keeps it
+            // fresh).
+            Some(source) if self.oauth.grant == OAuthGrant::JwtBearer => vec![
+                ("grant_type", JWT_BEARER.to_owned()),
+                (
+                    "assertion",
+                    source.read().map_err(|why| {
+                        OAuthError::new(format!("cannot read the workload's JWT: {why}"))
+                    })?,
+                ),
+            ],
+            _ => vec![("grant_type", "client_credentials".to_owned())],
+        };
+        if let Some(scope) = &scope {
+            form.push(("scope", scope.clone()));
+        }
+        let tokens = grant.request(&self.http, form, None).await?;
+        self.store(&tokens)
+    }
+
+    /// The client, PKCE and `state` of an authorization code flow redirecting to
+    /// `redirect_uri`, and the URL the person signs in at.
+    async fn authorization(
+        &self,
+        found: Discovered,
+        token_endpoint: String,
+        scope: Option<String>,
+        redirect_uri: String,
+    ) -> Result<(Url, Flow), OAuthError> {
         let client = client::identify(
             &self.http,
             &self.oauth,
@@ -179,7 +243,6 @@ impl Login {
                     .metadata
                     .authorization_response_iss_parameter_supported,
             },
-            listener,
             state,
             pkce,
             redirect_uri,
@@ -188,21 +251,7 @@ impl Login {
             resource: found.resource,
             token_endpoint,
         };
-        tokio::spawn(async move {
-            let outcome = tokio::time::timeout(LOGIN_WAIT, self.finish(flow))
-                .await
-                .unwrap_or_else(|_| {
-                    Err(OAuthError::new(format!(
-                        "nobody finished signing in within {} minutes",
-                        LOGIN_WAIT.as_secs() / 60
-                    )))
-                });
-            let _ = done.send(outcome);
-        });
-        Ok(LoginStarted {
-            authorization_url: Some(url.to_string()),
-            finished,
-        })
+        Ok((url, flow))
     }
 
     /// Signs in again where no person is needed: with the refresh token (unless the server
@@ -221,12 +270,11 @@ impl Login {
         }
         let challenge = self.challenge.as_deref().map(Challenge::parse);
         let step_up = challenge.is_some_and(|c| c.error.as_deref() == Some("insufficient_scope"));
-        let refreshable =
-            TokenFile::read(&self.oauth.token_file).is_some_and(|t| t.refresh_token.is_some());
+        let refreshable = TokenFile::load(&self.oauth).is_some_and(|t| t.refresh_token.is_some());
         if step_up || !refreshable {
             return Ok(false);
         }
-        super::refresh_if_due(&self.http, &self.oauth.token_file, true).await
+        super::refresh_if_due(&self.http, &self.oauth, true).await
     }
 
     /// Asks the upstream without a credential, for its challenge.
@@ -268,7 +316,7 @@ impl Login {
             (None, None) => Vec::new(),
         };
         if challenge.error.as_deref() == Some("insufficient_scope") {
-            let before = TokenFile::read(&self.oauth.token_file).and_then(|t| t.scope);
+            let before = TokenFile::load(&self.oauth).and_then(|t| t.scope);
             for scope in before.as_deref().map(split).unwrap_or_default() {
                 if !scopes.contains(&scope) {
                     scopes.push(scope);
@@ -284,7 +332,7 @@ impl Login {
     }
 
     fn store(&self, tokens: &TokenFile) -> Result<(), OAuthError> {
-        tokens.write(&self.oauth.token_file).map_err(|e| {
+        tokens.save(&self.oauth).map_err(|e| {
             OAuthError::new(format!(
                 "cannot store the tokens in {}: {e}",
                 self.oauth.token_file.display()
@@ -294,8 +342,8 @@ impl Login {
         Ok(())
     }
 
-    /// Waits for the redirect with the right `state`, then exchanges its code.
-    async fn finish(self, flow: Flow) -> Result<(), OAuthError> {
+    /// Waits for the redirect with the right `state` on `listener`, then exchanges its code.
+    async fn finish(self, listener: tokio::net::TcpListener, flow: Flow) -> Result<(), OAuthError> {
         let (tx, mut rx) = mpsc::channel::<HashMap<String, String>>(1);
         let expected = Arc::new(Callback {
             state: flow.state.clone(),
@@ -308,7 +356,7 @@ impl Login {
             .route("/callback", axum::routing::get(callback))
             .with_state(expected);
         let (stop, stopped) = oneshot::channel::<()>();
-        let server = axum::serve(flow.listener, app).with_graceful_shutdown(async {
+        let server = axum::serve(listener, app).with_graceful_shutdown(async {
             let _ = stopped.await;
         });
         let serving = tokio::spawn(async move { server.await });
@@ -321,38 +369,68 @@ impl Login {
                     tracing::warn!(upstream = %self.upstream, "A sign-in redirect came back with the wrong state; ignored.");
                     continue;
                 }
-                if let Some(why) = flow.issuer.refuses(query.get("iss")) {
-                    return Err(OAuthError::new(format!("refused the sign-in's redirect: {why}")));
-                }
-                if let Some(error) = query.get("error") {
-                    let description = query.get("error_description").map_or("", String::as_str);
-                    return Err(OAuthError::new(format!(
-                        "the authorization server refused the sign-in: {error} {description}"
-                    )));
-                }
-                let Some(code) = query.get("code") else {
-                    return Err(OAuthError::new("the sign-in's redirect carried no code"));
-                };
-                let grant = Grant {
-                    token_endpoint: &flow.token_endpoint,
-                    client: &flow.client,
-                    resource: &flow.resource,
-                    scope: flow.scope.as_deref(),
-                };
-                let form = vec![
-                    ("grant_type", "authorization_code".to_owned()),
-                    ("code", code.clone()),
-                    ("code_verifier", flow.pkce.verifier.clone()),
-                    ("redirect_uri", flow.redirect_uri.clone()),
-                ];
-                let tokens = grant.request(&self.http, form, None).await?;
-                return self.store(&tokens);
+                return self.redeem(&flow, &query).await;
             }
         }
         .await;
         let _ = stop.send(());
         let _ = serving.await;
         outcome
+    }
+
+    /// The redirect of `flow` (its `state` already matched): its issuer checked, its code
+    /// exchanged and the tokens stored.
+    async fn redeem(&self, flow: &Flow, query: &HashMap<String, String>) -> Result<(), OAuthError> {
+        if let Some(why) = flow.issuer.refuses(query.get("iss")) {
+            return Err(OAuthError::new(format!(
+                "refused the sign-in's redirect: {why}"
+            )));
+        }
+        if let Some(error) = query.get("error") {
+            let description = query.get("error_description").map_or("", String::as_str);
+            return Err(OAuthError::new(format!(
+                "the authorization server refused the sign-in: {error} {description}"
+            )));
+        }
+        let Some(code) = query.get("code") else {
+            return Err(OAuthError::new("the sign-in's redirect carried no code"));
+        };
+        let grant = Grant {
+            token_endpoint: &flow.token_endpoint,
+            client: &flow.client,
+            resource: &flow.resource,
+            scope: flow.scope.as_deref(),
+        };
+        let form = vec![
+            ("grant_type", "authorization_code".to_owned()),
+            ("code", code.clone()),
+            ("code_verifier", flow.pkce.verifier.clone()),
+            ("redirect_uri", flow.redirect_uri.clone()),
+        ];
+        let tokens = grant.request(&self.http, form, None).await?;
+        self.store(&tokens)
+    }
+}
+
+/// An authorization code flow whose redirect comes back to a page of mcpmux's own
+/// ([`Login::begin_at`]).
+pub struct WebSignIn {
+    login: Login,
+    flow: Flow,
+    /// Where the person signs in.
+    pub authorization_url: Url,
+}
+
+impl WebSignIn {
+    /// The `state` the redirect must bring back.
+    pub fn state(&self) -> &str {
+        &self.flow.state
+    }
+
+    /// Finishes it with the redirect's `query` (whose `state` the caller matched, in constant
+    /// time): the code exchanged and the tokens stored.
+    pub async fn finish(&self, query: &HashMap<String, String>) -> Result<(), OAuthError> {
+        self.login.redeem(&self.flow, query).await
     }
 }
 
@@ -383,7 +461,6 @@ impl IssuerCheck {
 /// The authorization code flow once the person is on their way.
 struct Flow {
     issuer: IssuerCheck,
-    listener: tokio::net::TcpListener,
     state: String,
     pkce: Pkce,
     redirect_uri: String,

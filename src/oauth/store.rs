@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
 use super::identity::ClientIdentity;
+use crate::config::OAuthConfig;
 
 /// An upstream's tokens, and what refreshing them needs.
 #[derive(Clone, Serialize, Deserialize)]
@@ -53,6 +54,29 @@ impl TokenFile {
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
         let text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
         write_private(path, &text)
+    }
+
+    /// The tokens of the sign-in `oauth` describes: its token file, or a principal's sealed one
+    /// (`None` too when that does not open: sealed for another principal, or with another key).
+    pub fn load(oauth: &OAuthConfig) -> Option<Self> {
+        let Some(sealed) = &oauth.sealed else {
+            return Self::read(&oauth.token_file);
+        };
+        let text = std::fs::read_to_string(&oauth.token_file).ok()?;
+        let plain = (sealed.sealer)
+            .open(text.trim(), sealed.binding.as_bytes())
+            .ok()?;
+        serde_json::from_slice(&plain).ok()
+    }
+
+    /// Stores these tokens where [`Self::load`] reads them.
+    pub fn save(&self, oauth: &OAuthConfig) -> std::io::Result<()> {
+        let Some(sealed) = &oauth.sealed else {
+            return self.write(&oauth.token_file);
+        };
+        let text = serde_json::to_vec(self).map_err(std::io::Error::other)?;
+        let sealed = (sealed.sealer).seal(&text, sealed.binding.as_bytes(), super::vault::LASTING);
+        write_private(&oauth.token_file, sealed.as_bytes())
     }
 }
 

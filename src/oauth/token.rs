@@ -2,7 +2,6 @@
 //! `resource`) and the token endpoint: exchanging a code, refreshing (rotation honoured), and the
 //! client credentials grant, each authenticated as the client's method says.
 
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
@@ -14,6 +13,7 @@ use url::Url;
 
 use super::identity::{AuthMethod, ClientIdentity};
 use super::{OAuthError, TokenFile, redirected, secure_url};
+use crate::config::OAuthConfig;
 use crate::http_body::error_chain;
 
 /// How long before its expiry an access token is refreshed: a minute, or a third of its
@@ -252,24 +252,24 @@ pub fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// How long until the tokens in `path` are due for a refresh; `None` when they never will be
+/// How long until the tokens of `oauth` are due for a refresh; `None` when they never will be
 /// (no expiry, no refresh token, no file).
-pub fn refresh_wait(path: &Path) -> Option<Duration> {
-    let tokens = TokenFile::read(path)?;
+pub fn refresh_wait(oauth: &OAuthConfig) -> Option<Duration> {
+    let tokens = TokenFile::load(oauth)?;
     tokens.refresh_token.as_ref()?;
     let due = tokens.expires_at?.saturating_sub(margin(&tokens));
     Some(Duration::from_secs(due.saturating_sub(now())))
 }
 
-/// Refreshes the tokens in `path` when the access token expires within a minute (or
+/// Refreshes the tokens of `oauth` when the access token expires within a minute (or
 /// `force`, after the server refused it) and a refresh token is there. `Ok(true)`: refreshed;
 /// `Ok(false)`: nothing to do; an error: the refresh was refused (sign in again).
 pub async fn refresh_if_due(
     http: &reqwest::Client,
-    path: &Path,
+    oauth: &OAuthConfig,
     force: bool,
 ) -> Result<bool, OAuthError> {
-    let Some(tokens) = TokenFile::read(path) else {
+    let Some(tokens) = TokenFile::load(oauth) else {
         return Ok(false);
     };
     let due = tokens
@@ -289,10 +289,10 @@ pub async fn refresh_if_due(
         ("refresh_token", refresh.clone()),
     ];
     let fresh = grant.request(http, form, Some(refresh)).await?;
-    fresh.write(path).map_err(|e| {
+    fresh.save(oauth).map_err(|e| {
         OAuthError::new(format!(
             "cannot store the refreshed tokens in {}: {e}",
-            path.display()
+            oauth.token_file.display()
         ))
     })?;
     Ok(true)

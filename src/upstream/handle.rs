@@ -495,20 +495,38 @@ impl UpstreamHandle {
     /// A sign-in for it, starting from the challenge it last refused mcpmux with: `None` when it
     /// does not sign in with OAuth, an error when its HTTP client cannot be set up.
     pub fn sign_in(&self) -> Option<Result<crate::oauth::Login, super::error::StartError>> {
+        let oauth = self.oauth()?.clone();
+        self.sign_in_as(oauth)
+    }
+
+    /// A sign-in to it kept as `oauth` says (a principal's own, in the vault): `None` when it
+    /// is not remote.
+    pub fn sign_in_as(
+        &self,
+        oauth: OAuthConfig,
+    ) -> Option<Result<crate::oauth::Login, super::error::StartError>> {
         let Transport::Remote(remote) = &self.shared.config.transport else {
             return None;
         };
-        let oauth = remote.oauth.as_deref()?;
         Some(
             super::transport::http_client(remote).map(|http| crate::oauth::Login {
                 upstream: self.name().to_owned(),
                 url: remote.url.clone(),
-                oauth: oauth.clone(),
+                oauth,
                 http,
                 challenge: self.diagnostics().challenge(),
                 return_to: None,
             }),
         )
+    }
+
+    /// Whether each principal signs in to it on their own, through their host
+    /// (`credentials = "per-principal"` with `grant = "authorization_code"`).
+    pub fn signs_in_each_principal(&self) -> bool {
+        self.shared.config.isolation == crate::config::Isolation::PerPrincipal
+            && self.oauth().is_some_and(|o| {
+                o.written && o.grant == crate::config::OAuthGrant::AuthorizationCode
+            })
     }
 
     /// What its transport observed besides messages (a child's last stderr lines).

@@ -137,17 +137,33 @@ impl Daemon {
         daemon
     }
 
-    /// Every audit record, as `mcpmux audit query --format json --all` prints them (one per line).
-    pub fn audit_json(&self) -> String {
-        let out = Command::new(MCPMUX)
-            .args(["audit", "query", "--format", "json", "--all", "--admin"])
+    /// `mcpmux ARGS --admin URL` against this daemon, its admin token found as the CLI finds it.
+    fn run_cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(MCPMUX)
+            .args(args)
+            .arg("--admin")
             .arg(self.admin_url.as_deref().expect("the admin API"))
             .env(
                 "MCPMUX_ADMIN_TOKEN_FILE",
                 self.state_dir.join("admin.token"),
             )
             .output()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// What `mcpmux ARGS --admin URL` printed, stdout and stderr.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = self.run_cli(args);
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+
+    /// Every audit record, as `mcpmux audit query --format json --all` prints them (one per line).
+    pub fn audit_json(&self) -> String {
+        let out = self.run_cli(&["audit", "query", "--format", "json", "--all"]);
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 

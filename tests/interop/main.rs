@@ -23,4 +23,5 @@ mod modern_upstream;
 mod protocol_python;
 mod real_servers;
 mod search_hosts;
+mod signin;
 mod skills;

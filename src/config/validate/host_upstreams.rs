@@ -130,6 +130,7 @@ fn read(
         headers: r.headers,
         env: r.env,
         env_secrets,
+        oauth: None,
     })
 }
 
@@ -347,14 +348,29 @@ mod tests {
     }
 
     #[test]
-    fn a_per_principal_upstream_has_no_oauth_table_of_its_own() {
+    fn a_per_principal_upstream_signs_each_principal_in_never_mcpmux_itself() {
+        let upstream = "[upstreams.gh]\nurl = \"https://example.com/mcp\"\ncredentials = \"per-principal\"\n[upstreams.gh.oauth]\n";
         let e = error(&format!(
-            "{ALICE}[upstreams.gh]\nurl = \"https://example.com/mcp\"\ncredentials = \"per-principal\"\n[upstreams.gh.oauth]\nclient_id = \"x\"\n"
+            "{ALICE}{upstream}grant = \"client_credentials\"\nclient_id = \"x\"\nissuer = \"https://as.example.com\"\nclient_secret_env = \"S\"\n"
         ));
         assert!(
-            e.contains("upstreams.gh.credentials") && e.contains("remove [upstreams.gh.oauth]"),
+            e.contains("upstreams.gh.oauth.grant") && e.contains("authorization_code"),
             "{e}"
         );
+        let config = parse(
+            Path::new("/etc/mcpmux/t.toml"),
+            &format!("{ALICE}{upstream}client_id = \"x\"\n"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Transport::Remote(remote) = &config.upstreams[0].transport else {
+            panic!("remote")
+        };
+        let oauth = remote
+            .oauth
+            .as_deref()
+            .unwrap_or_else(|| panic!("no oauth"));
+        assert!(oauth.written && oauth.grant == crate::config::OAuthGrant::AuthorizationCode);
+        assert_eq!(config.upstreams[0].isolation, Isolation::PerPrincipal);
     }
 
     #[test]

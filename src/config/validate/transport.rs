@@ -137,9 +137,15 @@ fn remote(
             ));
         }
     };
+    let per_principal = u.credentials == crate::config::Credentials::PerPrincipal;
     let oauth = match (u.oauth.take(), &bearer_token) {
-        // Each caller's token is exchanged; the upstream's own bearer token reads the catalog.
-        (Some(raw), Some(_)) if raw.grant == Some(OAuthGrant::TokenExchange) => {
+        // Each caller signs in (or has its token exchanged); the upstream's own bearer token
+        // reads the catalog.
+        (Some(raw), Some(_))
+            if raw.grant == Some(OAuthGrant::TokenExchange)
+                || (per_principal
+                    && raw.grant.is_none_or(|g| g == OAuthGrant::AuthorizationCode)) =>
+        {
             Some(Box::new(oauth(file, base_dir, name, raw)?))
         }
         (Some(_), Some(_)) => {
@@ -150,12 +156,12 @@ fn remote(
                 "sign in one way: keep the [oauth] table or bearer_token_env / bearer_token_file",
             ));
         }
-        (raw, None) => Some(Box::new(oauth(
-            file,
-            base_dir,
-            name,
-            raw.unwrap_or_default(),
-        )?)),
+        (raw, None) => {
+            let written = raw.is_some();
+            let mut config = oauth(file, base_dir, name, raw.unwrap_or_default())?;
+            config.written = written;
+            Some(Box::new(config))
+        }
         (None, Some(_)) => None,
     };
     Ok(RemoteConfig {
@@ -368,6 +374,8 @@ fn oauth(
         token_file: std::path::PathBuf::new(),
         issuer,
         assertion,
+        sealed: None,
+        written: true,
     })
 }
 

@@ -52,6 +52,8 @@ pub(super) struct Upstreams {
     pub audits: bool,
     /// Each principal's exchanged tokens (`grant = "token_exchange"`).
     pub exchanges: super::exchanges::Exchanges,
+    /// Each principal's own sign-ins (`grant = "authorization_code"`, per principal).
+    pub signins: Arc<crate::downstream::signin::SignIns>,
 }
 
 impl Upstreams {
@@ -74,11 +76,18 @@ impl Upstreams {
             Isolation::PerSession => (cx.instance_key(), None, cx.session.is_none()),
             Isolation::PerPrincipal => match &cx.access.principal {
                 Some(principal) => {
-                    let own = principal.secrets_for(upstream.name());
+                    let mut own = principal.secrets_for(upstream.name());
                     if upstream.exchanges_tokens() && own.bearer_token.is_none() {
                         return self
                             .exchanged_instance(cx, upstream, principal, start)
                             .await;
+                    }
+                    if upstream.signs_in_each_principal() && own.bearer_token.is_none() {
+                        if start == Start::IfNeeded {
+                            self.sign_in(cx, upstream, principal).await?;
+                        }
+                        let whom = crate::downstream::signin::Whom::of(principal);
+                        own = self.signins.secrets(upstream, &whom, &own);
                     }
                     (Cow::Borrowed(principal.instance_key()), Some(own), true)
                 }
@@ -156,8 +165,21 @@ impl Upstreams {
         tool: Option<&str>,
         route: &mut Route,
     ) -> Result<Reply, RpcError> {
-        let Some(target) = self.instance(cx, upstream, Start::IfNeeded).await? else {
-            return Err(upstream_error(upstream.unavailable()));
+        let target = match self.instance(cx, upstream, Start::IfNeeded).await {
+            Ok(Some(target)) => target,
+            Ok(None) => return Err(upstream_error(upstream.unavailable())),
+            // A stateless host is asked in a round of its call (its retry comes back here).
+            Err(e) if e.code == codes::URL_ELICITATION_REQUIRED && cx.session.is_none() => {
+                let binding = binding(cx, method, route, upstream);
+                let caller = Rounds::caller(Arc::clone(&cx.host), cx.sink.clone());
+                let error = crate::jsonrpc::to_raw(&e);
+                route.interim = true;
+                return match self.rounds.open_urls(&caller, &binding, &error)? {
+                    Round::InputRequired(result) => Ok(Reply::Result(result)),
+                    Round::Done(reply) => reply.map_err(upstream_error),
+                };
+            }
+            Err(e) => return Err(e),
         };
         let (caller, rounds) = self.caller(cx, &target).await;
         let mut trace = layers::trace::upstream(cx, method, tool, upstream.name());

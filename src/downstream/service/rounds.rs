@@ -34,10 +34,10 @@ use tokio::task::JoinHandle;
 
 use crate::downstream::holdings::{Held, Holder, Holdings};
 use crate::downstream::principal::{HeldSlot, Identity, Principal};
-use crate::downstream::sealed::Sealer;
 use crate::downstream::session::HostInfo;
 use crate::downstream::stream::Sink;
 use crate::jsonrpc::{RpcError, codes, to_raw};
+use crate::sealed::Sealer;
 use crate::sync::lock;
 use crate::upstream::{InputRequired, Reply, UpstreamError};
 
@@ -307,7 +307,7 @@ impl Rounds {
     /// A handshake-era upstream's `-32042` (URL elicitation required: the call can only succeed
     /// once the user has visited the URLs) as `input_required` with URL-mode elicitations. The
     /// upstream's call has ended, so its state asks for the call [`Resumed::Again`].
-    fn open_urls(
+    pub(super) fn open_urls(
         &self,
         caller: &InputCaller,
         binding: &str,

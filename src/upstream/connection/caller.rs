@@ -109,6 +109,9 @@ impl Canceller {
     }
 }
 
+/// A host's answer to a request of mcpmux's own: its result, or its error object.
+pub type HostAnswer = tokio::sync::oneshot::Receiver<Result<Box<RawValue>, Box<RawValue>>>;
+
 /// Carries a host's answer back to the upstream request it belongs to.
 pub struct ServerRequestReply {
     pub(super) to: ReplyTo,
@@ -138,6 +141,17 @@ impl std::fmt::Debug for ServerRequestReply {
 }
 
 impl ServerRequestReply {
+    /// A reply for a request of mcpmux's own to a host (on behalf of `upstream`): the host's
+    /// result, or its error object, comes through the receiver.
+    pub fn waiting(upstream: &str) -> (Self, HostAnswer) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let reply = Self {
+            to: ReplyTo::Round(tx),
+            upstream: upstream.to_owned(),
+        };
+        (reply, rx)
+    }
+
     /// The upstream that sent the request.
     pub fn upstream(&self) -> &str {
         &self.upstream

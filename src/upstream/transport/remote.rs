@@ -286,14 +286,14 @@ async fn keep_fresh(shared: Arc<Shared>, config: RemoteConfig, oauth_client: req
         return;
     };
     loop {
-        let Some(wait) = crate::oauth::refresh_wait(&oauth.token_file) else {
+        let Some(wait) = crate::oauth::refresh_wait(oauth) else {
             return;
         };
         tokio::select! {
             () = shared.stop.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
         }
-        match crate::oauth::refresh_if_due(&oauth_client, &oauth.token_file, false).await {
+        match crate::oauth::refresh_if_due(&oauth_client, oauth, false).await {
             Ok(true) => match client::headers(&config) {
                 Ok(headers) => {
                     shared.headers.store(Arc::new(headers));
@@ -327,8 +327,7 @@ pub(super) async fn open(
     };
     if let Some(oauth) = &config.oauth {
         // An access token about to expire is refreshed before it is used.
-        if let Err(e) = crate::oauth::refresh_if_due(&oauth_client, &oauth.token_file, false).await
-        {
+        if let Err(e) = crate::oauth::refresh_if_due(&oauth_client, oauth, false).await {
             tracing::warn!(upstream, error = %e, "Refreshing its OAuth tokens failed; it needs `mcpmux login {upstream}`.");
         }
     }

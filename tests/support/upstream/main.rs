@@ -221,6 +221,11 @@ struct Args {
     /// of the `resource` asked for.
     #[arg(long, value_name = "AUD")]
     oauth_exchange_audience: Option<String>,
+    /// With `--oauth-token-ttl`: `/authorize` asks the person who they are (a form with a
+    /// `user` field) before it redirects, and the tokens it then issues end in `.USER`, so the
+    /// upstream can tell whose they are (`whoami`).
+    #[arg(long)]
+    oauth_ask_user: bool,
     /// With `--oauth-token-ttl`: calls of tool NAME are refused with 403 `insufficient_scope`
     /// (a step-up: the tool wants a scope no token has).
     #[arg(long, value_name = "NAME")]

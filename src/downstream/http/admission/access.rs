@@ -78,6 +78,19 @@ pub(in super::super) struct Admission {
 }
 
 impl Admission {
+    /// The principal a bearer token in `headers` names (a token host, or a user a trusted issuer
+    /// signed in), checked as a request's credential is; `None` for any other.
+    pub(in super::super) async fn principal_of(
+        &self,
+        headers: &HeaderMap,
+    ) -> Option<Arc<Principal>> {
+        self.credentials
+            .authenticate(headers)
+            .await
+            .ok()
+            .map(|(p, _)| p)
+    }
+
     /// The `[hosts]` principals it admits.
     pub(in super::super) fn principals(&self) -> &[Arc<Principal>] {
         &self.credentials.hosts

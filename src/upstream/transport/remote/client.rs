@@ -111,9 +111,7 @@ pub(super) fn headers(config: &RemoteConfig) -> Result<HeaderMap, StartError> {
         ),
         // Signed in with OAuth: the stored access token (none yet: the server's 401 says how
         // to sign in).
-        (None, Some(oauth)) => {
-            crate::oauth::TokenFile::read(&oauth.token_file).map(|t| t.access_token)
-        }
+        (None, Some(oauth)) => crate::oauth::TokenFile::load(oauth).map(|t| t.access_token),
         (None, None) => None,
     };
     if let Some(token) = token {

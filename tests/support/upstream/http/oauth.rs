@@ -2,7 +2,8 @@
 //! authorization server, for sign-in tests. Every `/mcp` request needs a valid access token, else
 //! 401 with a challenge naming the resource metadata. Served beside it: the Protected Resource
 //! Metadata, the authorization server metadata (PKCE S256, dynamic registration, public
-//! clients), `/register`, `/authorize` (no person: it redirects at once with a code), `/token`
+//! clients), `/register`, `/authorize` (no person: it redirects at once with a code; with
+//! `--oauth-ask-user`, after a form asks who signs in, whose name the tokens then end in), `/token`
 //! (the code with its PKCE verifier, or a refresh token; access tokens live SECS seconds, refresh
 //! tokens rotate; or the client credentials grant for a client authenticating with Basic), and
 //! `GET /oauth-stats` (how many tokens were issued by each grant). While the
@@ -36,8 +37,10 @@ pub(crate) struct Authority {
     access: Mutex<HashMap<String, Instant>>,
     /// Valid refresh tokens.
     refresh: Mutex<Vec<String>>,
-    /// Codes issued by `/authorize` and their PKCE challenges.
-    codes: Mutex<HashMap<String, String>>,
+    /// Codes issued by `/authorize`: their PKCE challenges and the user who signed in.
+    codes: Mutex<HashMap<String, (String, String)>>,
+    /// `--oauth-ask-user`: `/authorize` asks who is signing in.
+    ask_user: bool,
     by_code: AtomicU64,
     by_refresh: AtomicU64,
     by_client_credentials: AtomicU64,
@@ -73,6 +76,7 @@ impl Authority {
             token_redirect: args.oauth_token_redirect.clone(),
             exchange_audience: args.oauth_exchange_audience.clone(),
             by_token_exchange: AtomicU64::new(0),
+            ask_user: args.oauth_ask_user,
         }
     }
 
@@ -99,10 +103,16 @@ impl Authority {
             .into_response()
     }
 
-    fn issue(&self) -> serde_json::Value {
+    /// Tokens for `user` (empty: nobody in particular): theirs end in `.USER`.
+    fn issue(&self, user: &str) -> serde_json::Value {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let access = format!("mcpmux-test-access-{n}");
-        let refresh = format!("mcpmux-test-refresh-{n}");
+        let whose = if user.is_empty() {
+            String::new()
+        } else {
+            format!(".{user}")
+        };
+        let access = format!("mcpmux-test-access-{n}{whose}");
+        let refresh = format!("mcpmux-test-refresh-{n}{whose}");
         let until = Instant::now() + self.ttl;
         if let Ok(mut map) = self.access.lock() {
             map.insert(access.clone(), until);
@@ -192,13 +202,46 @@ pub(crate) async fn authorize(
         )
             .into_response();
     };
+    let user = query.get("user").cloned().unwrap_or_default();
+    let valid = user.chars().all(|c| c.is_ascii_alphanumeric());
+    if authority.ask_user && (user.is_empty() || !valid) {
+        // The person says who they are; the form sends the same query back with `user`.
+        let hidden: String = (query.iter())
+            .filter(|(k, _)| *k != "user")
+            .map(|(k, v)| {
+                let escape = |s: &str| {
+                    s.replace('&', "&amp;")
+                        .replace('"', "&quot;")
+                        .replace('<', "&lt;")
+                };
+                format!(
+                    r#"<input type="hidden" name="{}" value="{}">"#,
+                    escape(k),
+                    escape(v)
+                )
+            })
+            .collect();
+        let page = format!(
+            r#"<!doctype html><title>Test sign-in</title><h1>Test authorization server</h1><form method="get" action="/authorize">{hidden}<label>User <input id="user" name="user"></label><button id="approve" type="submit">Approve</button></form>"#
+        );
+        return ([(header::CONTENT_TYPE, "text/html")], page).into_response();
+    }
     let code = format!("code-{}", authority.next.fetch_add(1, Ordering::Relaxed));
     if let Ok(mut codes) = authority.codes.lock() {
-        codes.insert(code.clone(), challenge.clone());
+        codes.insert(code.clone(), (challenge.clone(), user));
     }
     let state = query.get("state").cloned().unwrap_or_default();
-    let location = format!("{redirect}?code={code}&state={state}");
-    (StatusCode::FOUND, [(header::LOCATION, location)]).into_response()
+    let mut location = url::Url::parse(redirect)
+        .unwrap_or_else(|_| url::Url::parse("http://invalid/").unwrap_or_else(|_| unreachable!()));
+    location
+        .query_pairs_mut()
+        .append_pair("code", &code)
+        .append_pair("state", &state);
+    (
+        StatusCode::FOUND,
+        [(header::LOCATION, location.to_string())],
+    )
+        .into_response()
 }
 
 pub(crate) async fn token(
@@ -219,9 +262,10 @@ pub(crate) async fn token(
     };
     match form.get("grant_type").map(String::as_str) {
         Some("authorization_code") => {
-            let challenge = form
+            let (challenge, user) = form
                 .get("code")
-                .and_then(|c| authority.codes.lock().ok()?.remove(c));
+                .and_then(|c| authority.codes.lock().ok()?.remove(c))
+                .unzip();
             let verifier = form
                 .get("code_verifier")
                 .map(String::as_str)
@@ -232,7 +276,7 @@ pub(crate) async fn token(
                 return refuse("invalid_grant");
             }
             authority.by_code.fetch_add(1, Ordering::Relaxed);
-            axum::Json(authority.issue()).into_response()
+            axum::Json(authority.issue(&user.unwrap_or_default())).into_response()
         }
         Some("refresh_token") => {
             if authority.revoke_while.as_ref().is_some_and(|p| p.exists()) {
@@ -248,7 +292,8 @@ pub(crate) async fn token(
                 return refuse("invalid_grant");
             }
             authority.by_refresh.fetch_add(1, Ordering::Relaxed);
-            axum::Json(authority.issue()).into_response()
+            let user = given.rsplit_once('.').map_or("", |(_, u)| u);
+            axum::Json(authority.issue(user)).into_response()
         }
         // A confidential client: any secret will do, as long as it is sent with Basic.
         Some("client_credentials") => {
@@ -262,7 +307,7 @@ pub(crate) async fn token(
             authority
                 .by_client_credentials
                 .fetch_add(1, Ordering::Relaxed);
-            axum::Json(authority.issue()).into_response()
+            axum::Json(authority.issue("")).into_response()
         }
         // RFC 8693: a JWT's `sub` (its signature is the host side's business) for a JWT-shaped
         // token naming that subject and the audience asked for (`resource`).

@@ -1,5 +1,5 @@
-//! Sealed tokens that hosts carry and mcpmux alone can read: a `requestState` (multi-round-trip
-//! requests) is AEAD-sealed (ChaCha20-Poly1305, a random nonce each) with what it is bound to —
+//! Sealed tokens that mcpmux alone can read: a `requestState` (multi-round-trip requests) that
+//! hosts carry, and each principal's upstream tokens at rest (`oauth::vault`), are AEAD-sealed (ChaCha20-Poly1305, a random nonce each) with what it is bound to —
 //! who may present it, for which upstream and name — as associated data, and an expiry inside.
 //! A token presented by another principal, for another target, altered, or late does not open.
 
@@ -36,7 +36,8 @@ impl Sealer {
         Self::with_key(&bytes)
     }
 
-    fn with_key(bytes: &[u8; 32]) -> Self {
+    /// A sealer with the key `bytes` (kept by its owner: a key file, say).
+    pub fn with_key(bytes: &[u8; 32]) -> Self {
         // The key length is the algorithm's: constructing it cannot fail.
         let key = UnboundKey::new(&CHACHA20_POLY1305, bytes)
             .map(LessSafeKey::new)

@@ -1,0 +1,414 @@
+//! Each principal's own sign-in to an upstream that signs every principal in separately
+//! (`credentials = "per-principal"`, `grant = "authorization_code"`), carried by the principal's
+//! own host ([`SignIns`]). A call of a principal without tokens gets a sign-in link — a page of
+//! mcpmux's own, never the upstream's authorization URL (the MCP spec's URL-elicitation phishing
+//! defence) — that:
+//!
+//! - is random (256 bits), lasts [`SIGN_IN_TTL`], and works once: a link opened again, or late,
+//!   does nothing;
+//! - is bound to the principal it was made for: the page first asks the person to prove who they
+//!   are with the credential their host uses (a host's token, or a signed-in user's JWT), checked
+//!   as the host endpoint checks it; another principal's credential is refused, does nothing, and
+//!   after [`MAX_FAILURES`] refusals the link is void;
+//! - then sends the person to the upstream's authorization server (discovery, PKCE, resource
+//!   indicator, a registered client), whose redirect comes back to mcpmux (`/oauth/callback`);
+//!   the tokens go into the vault, sealed for that principal and upstream, and whoever waits for
+//!   the sign-in (the call that asked, `notifications/elicitation/complete` for the host) hears.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::principal::Principal;
+use super::session::Session;
+use crate::config::UpstreamSecrets;
+use crate::oauth::{Vault, WebSignIn};
+use crate::sync::lock;
+use crate::upstream::UpstreamHandle;
+
+/// How long a sign-in link works.
+pub const SIGN_IN_TTL: Duration = Duration::from_secs(600);
+/// Credentials of another principal a link takes before it is void.
+const MAX_FAILURES: u8 = 3;
+/// Sign-ins pending at once, in all; past that a new one is refused (each is a principal's).
+const MAX_PENDING: usize = 4096;
+/// Where the upstream's authorization server sends the person back to.
+pub const CALLBACK_PATH: &str = "/oauth/callback";
+
+/// How a sign-in ended, for whoever waits on it.
+pub type Outcome = Option<Result<(), String>>;
+
+/// A sign-in link handed out.
+#[derive(Debug, Clone)]
+pub struct Issued {
+    pub url: String,
+    /// The id of the URL elicitation that carries it (`elicitationId`).
+    pub elicitation_id: String,
+    /// What the person is told.
+    pub message: String,
+    /// Resolves when the sign-in ends.
+    pub done: watch::Receiver<Outcome>,
+}
+
+/// Who a sign-in is for.
+#[derive(Debug, Clone)]
+pub struct Whom {
+    /// The principal's instance key (`Principal::instance_key`): what its tokens are bound to.
+    pub key: Arc<str>,
+    /// What pages and messages call it.
+    pub name: Arc<str>,
+}
+
+impl Whom {
+    /// The host `name` (no `issuer`), or the user `name` that `issuer` signed in.
+    pub fn named(issuer: Option<&str>, name: &str) -> Self {
+        Self {
+            key: Arc::from(Principal::key_of(issuer, name)),
+            name: Arc::from(name),
+        }
+    }
+
+    pub fn of(principal: &Principal) -> Self {
+        Self {
+            key: Arc::from(principal.instance_key()),
+            name: Arc::clone(&principal.name),
+        }
+    }
+}
+
+enum Stage {
+    /// Handed out; nobody has proven to be its principal yet.
+    Issued { failures: u8 },
+    /// Its principal proved who they are and went on to the authorization server.
+    Authorizing,
+}
+
+struct Pending {
+    upstream: UpstreamHandle,
+    whom: Whom,
+    elicitation_id: String,
+    url: String,
+    expires: Instant,
+    stage: Stage,
+    done: watch::Sender<Outcome>,
+    /// Handshake-era sessions told of it, to hear `notifications/elicitation/complete`.
+    sessions: Vec<Weak<Session>>,
+}
+
+#[derive(Default)]
+struct Table {
+    /// By the link's secret id.
+    links: HashMap<String, Pending>,
+    /// Authorization code flows under way, by their `state`: the link's id and the flow.
+    flows: HashMap<String, (String, Arc<WebSignIn>)>,
+}
+
+/// What a link's page shows.
+pub enum Page {
+    /// Ask for the principal's credential.
+    Prove { upstream: String, principal: String },
+    /// Unknown, used, or expired: nothing can be done with it.
+    Gone,
+}
+
+/// Why a proof was not taken.
+#[derive(Debug)]
+pub enum Refused {
+    Gone,
+    /// The credential names another principal (or none).
+    NotYou {
+        void: bool,
+    },
+    /// The authorization server cannot be reached or refused to start.
+    Failed(String),
+}
+
+/// An upstream's name and a principal's key.
+type SecretsKey = (String, Arc<str>);
+
+/// The sign-ins under way and the vault their tokens go to.
+pub struct SignIns {
+    vault: Arc<Vault>,
+    /// Where people reach mcpmux in a browser (`server.public_url`, else the listen address),
+    /// set once the listener is bound.
+    base: OnceLock<url::Url>,
+    table: Mutex<Table>,
+    /// Each principal's secrets with its sign-in, by upstream and principal key (made once).
+    secrets: Mutex<HashMap<SecretsKey, Arc<UpstreamSecrets>>>,
+}
+
+impl std::fmt::Debug for SignIns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignIns")
+            .field("base", &self.base.get())
+            .finish()
+    }
+}
+
+impl SignIns {
+    pub fn new(vault: Arc<Vault>) -> Self {
+        Self {
+            vault,
+            base: OnceLock::new(),
+            table: Mutex::default(),
+            secrets: Mutex::default(),
+        }
+    }
+
+    /// Where sign-in links point: `base` (set once).
+    pub fn set_base(&self, base: url::Url) {
+        let _ = self.base.set(base);
+    }
+
+    /// Whether a form's `Origin` (if the browser sent one) is mcpmux's own, where its page is.
+    pub fn same_origin(&self, origin: Option<&axum::http::HeaderValue>) -> bool {
+        let Some(origin) = origin else {
+            return true;
+        };
+        let own = self.base.get().map(|b| b.origin().ascii_serialization());
+        origin
+            .to_str()
+            .ok()
+            .is_some_and(|o| Some(o) == own.as_deref())
+    }
+
+    pub fn vault(&self) -> &Vault {
+        &self.vault
+    }
+
+    /// Whether `whom` has tokens for `upstream`.
+    pub fn holds(&self, upstream: &str, whom: &Whom) -> bool {
+        self.vault.holds(upstream, &whom.key)
+    }
+
+    /// `own` (the principal's table, or none) with `whom`'s sign-in to `upstream`.
+    pub fn secrets(
+        &self,
+        upstream: &UpstreamHandle,
+        whom: &Whom,
+        own: &UpstreamSecrets,
+    ) -> Arc<UpstreamSecrets> {
+        let key = (upstream.name().to_owned(), Arc::clone(&whom.key));
+        let mut cache = lock(&self.secrets);
+        let made = cache.entry(key).or_insert_with(|| {
+            let oauth = upstream
+                .oauth()
+                .map(|o| Box::new(self.vault.oauth_for(upstream.name(), o, &whom.key)));
+            Arc::new(UpstreamSecrets {
+                table: format!("{}'s own sign-in to {}", whom.name, upstream.name()),
+                oauth,
+                ..own.clone()
+            })
+        });
+        Arc::clone(made)
+    }
+
+    /// A sign-in link for `whom` to `upstream` (the one already handed out, while it lasts), its
+    /// completion told to `session` too.
+    pub fn issue(
+        &self,
+        upstream: &UpstreamHandle,
+        whom: &Whom,
+        session: Option<&Arc<Session>>,
+    ) -> Result<Issued, String> {
+        let base = self.base.get().ok_or_else(|| {
+            "mcpmux does not know where it is reached in a browser yet (set server.public_url)"
+                .to_owned()
+        })?;
+        let now = Instant::now();
+        let mut table = lock(&self.table);
+        table.links.retain(|_, p| p.expires > now);
+        let reuse = (table.links.iter_mut())
+            .find(|(_, p)| p.upstream.name() == upstream.name() && p.whom.key == whom.key);
+        let pending = match reuse {
+            Some((_, pending)) => pending,
+            None => {
+                if table.links.len() >= MAX_PENDING {
+                    return Err(format!(
+                        "{MAX_PENDING} sign-ins are under way; try again in a few minutes"
+                    ));
+                }
+                let id = crate::oauth::random_text(32);
+                let mut url = base.clone();
+                url.set_path(&format!("/signin/{id}"));
+                let pending = Pending {
+                    upstream: upstream.clone(),
+                    whom: whom.clone(),
+                    elicitation_id: crate::oauth::random_text(16),
+                    url: url.to_string(),
+                    expires: now + SIGN_IN_TTL,
+                    stage: Stage::Issued { failures: 0 },
+                    done: watch::channel(None).0,
+                    sessions: Vec::new(),
+                };
+                table.links.entry(id).or_insert(pending)
+            }
+        };
+        if let Some(session) = session {
+            pending.sessions.push(Arc::downgrade(session));
+        }
+        Ok(Issued {
+            url: pending.url.clone(),
+            elicitation_id: pending.elicitation_id.clone(),
+            message: format!(
+                "Sign in to `{}` as {}: open {} (it works once, within {} minutes).",
+                upstream.name(),
+                whom.name,
+                pending.url,
+                SIGN_IN_TTL.as_secs() / 60
+            ),
+            done: pending.done.subscribe(),
+        })
+    }
+
+    /// What the link `id` shows.
+    pub fn page(&self, id: &str) -> Page {
+        let table = lock(&self.table);
+        match table.links.get(id) {
+            Some(p) if p.expires > Instant::now() && matches!(p.stage, Stage::Issued { .. }) => {
+                Page::Prove {
+                    upstream: p.upstream.name().to_owned(),
+                    principal: p.whom.name.to_string(),
+                }
+            }
+            _ => Page::Gone,
+        }
+    }
+
+    /// The person at link `id` proved to be `proven` (the principal their credential names, if
+    /// any): for the link's own principal, the authorization URL to go on to (the link is used
+    /// up); for another, a refusal that changes nothing (but counts).
+    pub async fn prove(&self, id: &str, proven: Option<&Principal>) -> Result<url::Url, Refused> {
+        let upstream = {
+            let mut table = lock(&self.table);
+            let Some(pending) = table.links.get_mut(id) else {
+                return Err(Refused::Gone);
+            };
+            let Stage::Issued { failures } = &mut pending.stage else {
+                return Err(Refused::Gone);
+            };
+            if pending.expires <= Instant::now() {
+                return Err(Refused::Gone);
+            }
+            if proven.is_none_or(|p| p.instance_key() != &*pending.whom.key) {
+                *failures += 1;
+                let void = *failures >= MAX_FAILURES;
+                tracing::warn!(upstream = %pending.upstream.name(), principal = %pending.whom.name, by = proven.map_or("nobody", |p| &*p.name), "Refused a sign-in link opened with another principal's credential.");
+                if void {
+                    if let Some(p) = table.links.remove(id) {
+                        let _ = p.done.send(Some(Err(
+                            "its sign-in link was opened with other principals' credentials and is void".into(),
+                        )));
+                    }
+                }
+                return Err(Refused::NotYou { void });
+            }
+            pending.stage = Stage::Authorizing;
+            pending.upstream.clone()
+        };
+        let started = match self.begin(id, &upstream).await {
+            Ok(started) => started,
+            Err(why) => {
+                self.end(id, Err(why.clone()));
+                return Err(Refused::Failed(why));
+            }
+        };
+        let url = started.authorization_url.clone();
+        let mut table = lock(&self.table);
+        table.flows.insert(
+            started.state().to_owned(),
+            (id.to_owned(), Arc::new(started)),
+        );
+        Ok(url)
+    }
+
+    /// Starts the authorization code flow of link `id`'s principal.
+    async fn begin(&self, id: &str, upstream: &UpstreamHandle) -> Result<WebSignIn, String> {
+        let whom = (lock(&self.table).links.get(id).map(|p| p.whom.clone()))
+            .ok_or("the sign-in expired")?;
+        let oauth = upstream.oauth().ok_or("the upstream signs in no more")?;
+        let own = self.vault.oauth_for(upstream.name(), oauth, &whom.key);
+        let login = match upstream.sign_in_as(own) {
+            Some(Ok(login)) => login,
+            Some(Err(e)) => return Err(e.to_string()),
+            None => return Err("the upstream signs in no more".into()),
+        };
+        let base = self.base.get().ok_or("no public URL")?;
+        let mut redirect = base.clone();
+        redirect.set_path(CALLBACK_PATH);
+        login
+            .begin_at(redirect.to_string())
+            .await
+            .map_err(|e| format!("cannot sign in to `{}`: {e}", upstream.name()))
+    }
+
+    /// The authorization server's redirect with `query`: its code exchanged and the tokens
+    /// stored for the principal of the flow its `state` names (once). The upstream and who was
+    /// signed in.
+    pub async fn callback(
+        &self,
+        query: &HashMap<String, String>,
+    ) -> Result<(UpstreamHandle, Whom), String> {
+        use subtle::ConstantTimeEq;
+        let given = query.get("state").map_or("", String::as_str);
+        let flow = {
+            let mut table = lock(&self.table);
+            let found = (table.flows.keys())
+                .find(|s| bool::from(s.as_bytes().ct_eq(given.as_bytes())))
+                .cloned();
+            found.and_then(|s| table.flows.remove(&s))
+        };
+        let Some((id, flow)) = flow else {
+            return Err("mcpmux started no sign-in with this state (it finished already, expired, or never was)".into());
+        };
+        let (upstream, whom) = {
+            let table = lock(&self.table);
+            let pending = table.links.get(&id).ok_or("the sign-in expired")?;
+            (pending.upstream.clone(), pending.whom.clone())
+        };
+        let outcome = flow.finish(query).await.map_err(|e| e.to_string());
+        if outcome.is_ok() {
+            tracing::info!(upstream = %upstream.name(), principal = %whom.name, "A principal signed in; its tokens are sealed in the vault.");
+        }
+        self.end(&id, outcome.clone());
+        outcome.map(|()| (upstream, whom))
+    }
+
+    /// Ends link `id` with `outcome`, for whoever waits.
+    fn end(&self, id: &str, outcome: Result<(), String>) {
+        let Some(pending) = lock(&self.table).links.remove(id) else {
+            return;
+        };
+        if outcome.is_ok() {
+            let params = serde_json::json!({ "elicitationId": pending.elicitation_id });
+            let line = crate::jsonrpc::notification_line(
+                "notifications/elicitation/complete",
+                Some(&params.to_string()),
+            );
+            for session in pending.sessions.iter().filter_map(Weak::upgrade) {
+                session.deliver(line.clone());
+            }
+        }
+        let _ = pending.done.send(Some(outcome));
+    }
+
+    /// Forgets `whom`'s tokens for `upstream`; whether there were any.
+    pub fn revoke(&self, upstream: &str, whom: &Whom) -> std::io::Result<bool> {
+        self.vault.revoke(upstream, &whom.key)
+    }
+
+    /// Whether a sign-in of `whom` to `upstream` is under way past its link (the person is at
+    /// the authorization server), and its outcome when so.
+    pub fn under_way(&self, upstream: &str, whom: &Whom) -> Option<watch::Receiver<Outcome>> {
+        let table = lock(&self.table);
+        (table.links.values())
+            .find(|p| {
+                p.upstream.name() == upstream
+                    && p.whom.key == whom.key
+                    && matches!(p.stage, Stage::Authorizing)
+            })
+            .map(|p| p.done.subscribe())
+    }
+}
