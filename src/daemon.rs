@@ -316,7 +316,10 @@ impl Core {
             router.clone(),
             (
                 delivery,
-                Arc::new(crate::downstream::signin::SignIns::new(vault)),
+                Arc::new(crate::downstream::signin::SignIns::new(
+                    vault,
+                    config.server.sign_in_timeout,
+                )),
             ),
             supervisor.clone(),
             (audit.clone(), config.audit.redaction),
@@ -535,7 +538,7 @@ impl crate::admin::principals::PrincipalSignIns for PrincipalSignIns {
     ) -> Result<(String, u64), String> {
         let whom = crate::downstream::signin::Whom::named(principal.issuer, principal.name);
         let issued = self.0.signins().issue(upstream, &whom, None)?;
-        Ok((issued.url, crate::downstream::signin::SIGN_IN_TTL.as_secs()))
+        Ok((issued.url, self.0.signins().ttl().as_secs()))
     }
 
     fn revoke<'a>(

@@ -143,6 +143,9 @@ pub struct ServerConfig {
     /// How long a call parked for a stateless host's input keeps its upstream request waiting;
     /// then it is cancelled upstream (its slot there freed) and its retry asks to call again.
     pub park_timeout: Duration,
+    /// How long a principal's sign-in link works (per-principal upstreams' sign-in through the
+    /// host); it works once.
+    pub sign_in_timeout: Duration,
     /// How long in-flight host requests may take to finish after a shutdown signal.
     pub drain_timeout: Duration,
     /// The profile a loopback client without a credential gets (`server.anonymous_profile`).
@@ -201,6 +204,7 @@ impl Default for ServerConfig {
             max_listen_streams_per_caller: 8,
             max_parked_per_caller: 16,
             park_timeout: Duration::from_secs(60),
+            sign_in_timeout: Duration::from_secs(600),
             drain_timeout: Duration::from_secs(10),
             anonymous_profile: None,
             authorization: None,

@@ -65,6 +65,8 @@ pub(super) struct RawServer {
     #[serde(default, with = "humantime_serde")]
     pub park_timeout: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
+    pub sign_in_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
     pub drain_timeout: Option<Duration>,
     /// The profile loopback clients without a credential get.
     pub anonymous_profile: Option<String>,

@@ -146,6 +146,7 @@ fn server(file: &Path, base_dir: &Path, s: RawServer) -> Result<ServerConfig, Co
             .unwrap_or(d.max_listen_streams_per_caller),
         max_parked_per_caller: s.max_parked_per_caller.unwrap_or(d.max_parked_per_caller),
         park_timeout: s.park_timeout.unwrap_or(d.park_timeout),
+        sign_in_timeout: s.sign_in_timeout.unwrap_or(d.sign_in_timeout),
         drain_timeout: s.drain_timeout.unwrap_or(d.drain_timeout),
         // Checked against the profiles once they are read.
         anonymous_profile: None,
@@ -218,6 +219,14 @@ fn server(file: &Path, base_dir: &Path, s: RawServer) -> Result<ServerConfig, Co
                 format!("use a positive number, e.g. {example}"),
             ));
         }
+    }
+    if server.sign_in_timeout.is_zero() {
+        return Err(ConfigError::invalid(
+            file,
+            "server.sign_in_timeout",
+            "0 would void every sign-in link before anyone opens it",
+            "use a duration such as \"10m\", or leave it out for the default",
+        ));
     }
     if server.park_timeout.is_zero() {
         return Err(ConfigError::invalid(

@@ -269,6 +269,7 @@ impl HostService {
     /// Applies a reloaded config's session limits (to open sessions too).
     pub fn set_limits(&self, server: &ServerConfig) {
         (self.upstreams.limits).store(Arc::new(Limits::of(server)));
+        self.upstreams.signins.set_ttl(server.sign_in_timeout);
     }
 
     /// The daemon is stopping: `subscriptions/listen` streams end now, each with its result.

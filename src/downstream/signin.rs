@@ -4,7 +4,7 @@
 //! mcpmux's own, never the upstream's authorization URL (the MCP spec's URL-elicitation phishing
 //! defence) — that:
 //!
-//! - is random (256 bits), lasts [`SIGN_IN_TTL`], and works once: a link opened again, or late,
+//! - is random (256 bits), lasts `server.sign_in_timeout`, and works once: a link opened again, or late,
 //!   does nothing;
 //! - is bound to the principal it was made for: the page first asks the person to prove who they
 //!   are with the credential their host uses (a host's token, or a signed-in user's JWT), checked
@@ -28,8 +28,6 @@ use crate::oauth::{Vault, WebSignIn};
 use crate::sync::lock;
 use crate::upstream::UpstreamHandle;
 
-/// How long a sign-in link works.
-pub const SIGN_IN_TTL: Duration = Duration::from_secs(600);
 /// Credentials of another principal a link takes before it is void.
 const MAX_FAILURES: u8 = 3;
 /// Sign-ins pending at once, in all; past that a new one is refused (each is a principal's).
@@ -125,6 +123,10 @@ pub enum Refused {
     Failed(String),
 }
 
+fn millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// An upstream's name and a principal's key.
 type SecretsKey = (String, Arc<str>);
 
@@ -135,6 +137,8 @@ pub struct SignIns {
     /// set once the listener is bound.
     base: OnceLock<url::Url>,
     table: Mutex<Table>,
+    /// How long a link works (`server.sign_in_timeout`, in milliseconds; a reload sets it).
+    ttl_ms: std::sync::atomic::AtomicU64,
     /// Each principal's secrets with its sign-in, by upstream and principal key (made once).
     secrets: Mutex<HashMap<SecretsKey, Arc<UpstreamSecrets>>>,
 }
@@ -148,13 +152,24 @@ impl std::fmt::Debug for SignIns {
 }
 
 impl SignIns {
-    pub fn new(vault: Arc<Vault>) -> Self {
+    pub fn new(vault: Arc<Vault>, ttl: Duration) -> Self {
         Self {
             vault,
             base: OnceLock::new(),
             table: Mutex::default(),
+            ttl_ms: std::sync::atomic::AtomicU64::new(millis(ttl)),
             secrets: Mutex::default(),
         }
+    }
+
+    /// How long a link works.
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Links made from now on work for `ttl`.
+    pub fn set_ttl(&self, ttl: Duration) {
+        (self.ttl_ms).store(millis(ttl), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Where sign-in links point: `base` (set once).
@@ -238,7 +253,7 @@ impl SignIns {
                     whom: whom.clone(),
                     elicitation_id: crate::oauth::random_text(16),
                     url: url.to_string(),
-                    expires: now + SIGN_IN_TTL,
+                    expires: now + self.ttl(),
                     stage: Stage::Issued { failures: 0 },
                     done: watch::channel(None).0,
                     sessions: Vec::new(),
@@ -253,11 +268,11 @@ impl SignIns {
             url: pending.url.clone(),
             elicitation_id: pending.elicitation_id.clone(),
             message: format!(
-                "Sign in to `{}` as {}: open {} (it works once, within {} minutes).",
+                "Sign in to `{}` as {}: open {} (it works once, within {}).",
                 upstream.name(),
                 whom.name,
                 pending.url,
-                SIGN_IN_TTL.as_secs() / 60
+                humantime::format_duration(self.ttl())
             ),
             done: pending.done.subscribe(),
         })

@@ -19,5 +19,6 @@ mod bounds;
 mod holdings;
 mod host_jwt;
 mod hosts;
+mod signin;
 mod stalls;
 mod token_exchange;

@@ -65,7 +65,7 @@ impl Upstreams {
         });
         let (reply, answer) = ServerRequestReply::waiting(upstream.name());
         caller.forward_request("elicitation/create", Some(&to_raw(&params)), reply)?;
-        let ttl = crate::downstream::signin::SIGN_IN_TTL;
+        let ttl = self.signins.ttl();
         let action = match tokio::time::timeout(ttl, answer).await {
             Ok(Ok(Ok(result))) => serde_json::from_str::<serde_json::Value>(result.get())
                 .ok()
