@@ -319,6 +319,7 @@ impl Core {
                 Arc::new(crate::downstream::signin::SignIns::new(
                     vault,
                     config.server.sign_in_timeout,
+                    audit.clone(),
                 )),
             ),
             supervisor.clone(),
@@ -554,7 +555,7 @@ impl crate::admin::principals::PrincipalSignIns for PrincipalSignIns {
                     principal.name
                 )
             })?;
-            self.0.stop_instances_of(&whom.key).await;
+            self.0.stop_instance_of(upstream, &whom.key).await;
             Ok(revoked)
         })
     }

@@ -63,7 +63,8 @@ enum SupervisorMsg {
         Option<Arc<UpstreamSecrets>>,
         RpcReplyPort<Result<UpstreamHandle, UpstreamError>>,
     ),
-    StopInstances(String, RpcReplyPort<()>),
+    /// Stops the instances serving a session (or principal) key: of one upstream, or all.
+    StopInstances(String, Option<String>, RpcReplyPort<()>),
     Restart(String, RpcReplyPort<bool>),
     /// The upstream set changed: drain and stop what left it, start what joined it.
     Reconcile(Duration, RpcReplyPort<retire::Drains>),
@@ -191,8 +192,8 @@ impl Actor for Supervisor {
                 start(&myself, state, &key).await;
                 let _ = reply.send(Ok(handle));
             }
-            SupervisorMsg::StopInstances(session, reply) => {
-                stop_instances(state, &session).await;
+            SupervisorMsg::StopInstances(session, upstream, reply) => {
+                stop_instances(state, &session, upstream.as_deref()).await;
                 let _ = reply.send(());
             }
             SupervisorMsg::Restart(name, reply) => {
@@ -428,11 +429,12 @@ async fn start(myself: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, ke
 }
 
 /// Stops and forgets every instance serving `session`; their ends are not failures.
-async fn stop_instances(state: &mut SupervisorState, session: &str) {
+async fn stop_instances(state: &mut SupervisorState, session: &str, upstream: Option<&str>) {
     let keys: Vec<Key> = state
         .slots
         .keys()
         .filter(|k| k.session.as_deref() == Some(session))
+        .filter(|k| upstream.is_none_or(|u| k.upstream == u))
         .cloned()
         .collect();
     let mut actors = Vec::new();

@@ -14,6 +14,9 @@
 //!   indicator, a registered client), whose redirect comes back to mcpmux (`/oauth/callback`);
 //!   the tokens go into the vault, sealed for that principal and upstream, and whoever waits for
 //!   the sign-in (the call that asked, `notifications/elicitation/complete` for the host) hears.
+//!
+//! Each step is in the audit log (`signin.issued`, `.refused`, `.completed`, `.failed`,
+//! `.revoked`), naming the upstream and the principal — never a token or a link.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -23,6 +26,7 @@ use tokio::sync::watch;
 
 use super::principal::Principal;
 use super::session::Session;
+use crate::audit::{AuditHandle, Ended, Record};
 use crate::config::UpstreamSecrets;
 use crate::oauth::{Vault, WebSignIn};
 use crate::sync::lock;
@@ -137,6 +141,7 @@ pub struct SignIns {
     /// set once the listener is bound.
     base: OnceLock<url::Url>,
     table: Mutex<Table>,
+    audit: AuditHandle,
     /// How long a link works (`server.sign_in_timeout`, in milliseconds; a reload sets it).
     ttl_ms: std::sync::atomic::AtomicU64,
     /// Each principal's secrets with its sign-in, by upstream and principal key (made once).
@@ -152,9 +157,10 @@ impl std::fmt::Debug for SignIns {
 }
 
 impl SignIns {
-    pub fn new(vault: Arc<Vault>, ttl: Duration) -> Self {
+    pub fn new(vault: Arc<Vault>, ttl: Duration, audit: AuditHandle) -> Self {
         Self {
             vault,
+            audit,
             base: OnceLock::new(),
             table: Mutex::default(),
             ttl_ms: std::sync::atomic::AtomicU64::new(millis(ttl)),
@@ -258,6 +264,7 @@ impl SignIns {
                     done: watch::channel(None).0,
                     sessions: Vec::new(),
                 };
+                self.record("signin.issued", upstream.name(), whom, None, true);
                 table.links.entry(id).or_insert(pending)
             }
         };
@@ -310,7 +317,19 @@ impl SignIns {
             if proven.is_none_or(|p| p.instance_key() != &*pending.whom.key) {
                 *failures += 1;
                 let void = *failures >= MAX_FAILURES;
-                tracing::warn!(upstream = %pending.upstream.name(), principal = %pending.whom.name, by = proven.map_or("nobody", |p| &*p.name), "Refused a sign-in link opened with another principal's credential.");
+                let by = proven.map_or("nobody", |p| &*p.name);
+                tracing::warn!(upstream = %pending.upstream.name(), principal = %pending.whom.name, by, "Refused a sign-in link opened with another principal's credential.");
+                let detail = format!(
+                    "opened with the credential of {by}{}",
+                    if void { "; the link is void" } else { "" }
+                );
+                self.record(
+                    "signin.refused",
+                    pending.upstream.name(),
+                    &pending.whom,
+                    Some(detail),
+                    false,
+                );
                 if void {
                     if let Some(p) = table.links.remove(id) {
                         let _ = p.done.send(Some(Err(
@@ -388,6 +407,16 @@ impl SignIns {
             tracing::info!(upstream = %upstream.name(), principal = %whom.name, "A principal signed in; its tokens are sealed in the vault.");
         }
         self.end(&id, outcome.clone());
+        match &outcome {
+            Ok(()) => self.record("signin.completed", upstream.name(), &whom, None, true),
+            Err(why) => self.record(
+                "signin.failed",
+                upstream.name(),
+                &whom,
+                Some(why.clone()),
+                false,
+            ),
+        }
         outcome.map(|()| (upstream, whom))
     }
 
@@ -411,7 +440,21 @@ impl SignIns {
 
     /// Forgets `whom`'s tokens for `upstream`; whether there were any.
     pub fn revoke(&self, upstream: &str, whom: &Whom) -> std::io::Result<bool> {
-        self.vault.revoke(upstream, &whom.key)
+        let revoked = self.vault.revoke(upstream, &whom.key)?;
+        if revoked {
+            self.record("signin.revoked", upstream, whom, None, true);
+        }
+        Ok(revoked)
+    }
+
+    /// An audit record of a sign-in's step, naming its upstream and principal.
+    fn record(&self, event: &str, upstream: &str, whom: &Whom, detail: Option<String>, ok: bool) {
+        let mut record = Record::event(event, Some(upstream), None, detail);
+        record.principal = Some(whom.name.to_string());
+        if !ok {
+            record.outcome = Ended::Error;
+        }
+        self.audit.record(record);
     }
 
     /// Whether a sign-in of `whom` to `upstream` is under way past its link (the person is at

@@ -123,14 +123,25 @@ impl SupervisorHandle {
 
     /// Stops every instance that serves `session` (the session ended).
     pub async fn stop_instances(&self, session: &str) {
-        let any = lock(&self.instances).keys().any(|(_, s)| s == session);
+        self.stop(session, None).await;
+    }
+
+    /// Stops `upstream`'s instance that serves `session` (a principal's, whose sign-in is gone).
+    pub async fn stop_instance(&self, upstream: &str, session: &str) {
+        self.stop(session, Some(upstream)).await;
+    }
+
+    async fn stop(&self, session: &str, upstream: Option<&str>) {
+        let any = (lock(&self.instances).keys())
+            .any(|(u, s)| s == session && upstream.is_none_or(|up| up == u));
         if any {
             let deadline = u64::try_from(CALL_DEADLINE.as_millis()).unwrap_or(u64::MAX);
             let _ = ractor::call_t!(
                 self.actor,
                 SupervisorMsg::StopInstances,
                 deadline,
-                session.to_owned()
+                session.to_owned(),
+                upstream.map(str::to_owned)
             );
         }
     }

@@ -395,7 +395,13 @@ impl UpstreamActor {
         }
         let signs_in = state.handle.oauth().is_some();
         let name = state.handle.name().to_owned();
-        let (phase, refused) = if signs_in {
+        let (phase, refused) = if state.handle.signs_in_each_principal() {
+            tracing::warn!(upstream = %name, error = %refused, "A principal's own tokens were refused; its next call asks it to sign in again.");
+            let why = format!(
+                "the caller's own sign-in to `{name}` was refused ({refused}); call again to sign in again"
+            );
+            (Phase::NeedsLogin, why)
+        } else if signs_in {
             tracing::warn!(upstream = %name, error = %refused, "The upstream wants an OAuth sign-in; not retrying it until `mcpmux login {name}`.");
             let why = format!("it needs a sign-in: run `mcpmux login {name}` ({refused})");
             (Phase::NeedsLogin, why)

@@ -170,6 +170,20 @@ async fn a_link_works_once_and_for_its_own_principal_only() {
     assert!(refused.status().is_client_error(), "{}", refused.status());
     let status = daemon.upstream_status("rem").await;
     assert_eq!(status["signed_in"], 1, "{status}");
+    // The audit log names each step's principal, never a token or a link.
+    let audit = daemon.audit_json();
+    for event in ["signin.issued", "signin.refused", "signin.completed"] {
+        assert!(
+            audit
+                .lines()
+                .any(|l| l.contains(event) && l.contains("\"principal\":\"alice\"")),
+            "no {event} record for alice:\n{audit}"
+        );
+    }
+    assert!(
+        !audit.contains("mcpmux-test-access") && !audit.contains("/signin/"),
+        "{audit}"
+    );
     // Nothing of a token in the log.
     assert!(
         !daemon.stderr().contains("mcpmux-test-access"),
@@ -211,4 +225,79 @@ async fn a_late_link_or_a_forged_redirect_does_nothing() {
     let stats: Value = server.report("/oauth-stats").await;
     assert_eq!(stats["authorization_code"], 0, "{stats}");
     assert_eq!(daemon.upstream_status("rem").await["signed_in"], 0);
+}
+
+/// Signs `user` in through `link` as the host with `token` would, step by step.
+async fn sign_in(link: &str, token: &str, user: &str) {
+    let onward = prove(link, token).await;
+    assert_eq!(onward.status(), 303);
+    let authorize = onward.headers()["location"].to_str().unwrap().to_owned();
+    let redirect = browser()
+        .get(format!("{authorize}&user={user}"))
+        .send()
+        .await
+        .unwrap();
+    let callback = redirect.headers()["location"].to_str().unwrap().to_owned();
+    assert_eq!(browser().get(&callback).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_tokens_that_cannot_be_renewed_are_forgotten_and_the_principal_asked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let revoked = dir.path().join("revoked");
+    let server = RemoteServer::test_upstream(
+        "rem",
+        0,
+        &[
+            "--whoami",
+            "--oauth-token-ttl",
+            "2",
+            "--oauth-static-token",
+            "catalog-reader",
+            "--oauth-ask-user",
+            "--oauth-revoke-while",
+            revoked.to_str().unwrap(),
+        ],
+    );
+    let daemon = daemon_for(&server, "");
+    let (alice, _bob) = ready(&daemon).await;
+    sign_in(&link_for(&alice).await, ALICE, "alice").await;
+    let answer = whoami(&alice).await;
+    assert!(
+        answer["result"]["structuredContent"]["authorization"].is_string(),
+        "{answer}"
+    );
+    // The authorization server now refuses every refresh: once her token expires, Alice's calls
+    // fail, and within a few calls she is asked to sign in again — never told to run `mcpmux login`.
+    std::fs::write(&revoked, "").unwrap();
+    let mut asked = None;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let answer = whoami(&alice).await;
+        let text = answer.to_string();
+        assert!(!text.contains("mcpmux login"), "{text}");
+        if answer["error"]["code"] == -32042 {
+            asked = Some(answer);
+            break;
+        }
+    }
+    let asked = asked.expect("asked to sign in again within ten seconds");
+    assert!(
+        asked["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("as alice"),
+        "{asked}"
+    );
+    assert_eq!(daemon.upstream_status("rem").await["signed_in"], 0);
+    // Signed in again (refreshes allowed again), she calls as herself.
+    std::fs::remove_file(&revoked).unwrap();
+    let link = asked["error"]["data"]["elicitations"][0]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    sign_in(&link, ALICE, "alice").await;
+    let answer = whoami(&alice).await;
+    let seen = answer["result"]["structuredContent"]["authorization"].as_str();
+    assert!(seen.is_some_and(|s| s.ends_with(".alice")), "{answer}");
 }

@@ -74,6 +74,11 @@ impl HostService {
         );
     }
 
+    /// Stops `upstream`'s instance for `key` (a principal whose sign-in was revoked).
+    pub async fn stop_instance_of(&self, upstream: &str, key: &str) {
+        self.upstreams.supervisor.stop_instance(upstream, key).await;
+    }
+
     /// Stops the instances that serve `key` (a principal's, [`Principal::instance_key`]): a
     /// call in flight on them ends with an error; the next call starts them again.
     ///

@@ -84,6 +84,7 @@ impl Upstreams {
                     }
                     if upstream.signs_in_each_principal() && own.bearer_token.is_none() {
                         if start == Start::IfNeeded {
+                            self.forget_refused(upstream, principal).await;
                             self.sign_in(cx, upstream, principal).await?;
                         }
                         let whom = crate::downstream::signin::Whom::of(principal);

@@ -22,6 +22,21 @@ use crate::upstream::{Caller, ServerRequestReply, UpstreamHandle};
 const RETRY_WAIT: Duration = Duration::from_secs(60);
 
 impl Upstreams {
+    /// Forgets `principal`'s tokens for `upstream` when the upstream refused them and they could
+    /// not be renewed (its instance needs a sign-in): its call then asks it to sign in again.
+    pub(super) async fn forget_refused(&self, upstream: &UpstreamHandle, principal: &Principal) {
+        let key = principal.instance_key();
+        let refused = (self.supervisor.existing_instance(upstream.name(), key))
+            .is_some_and(|h| h.phase() == crate::upstream::Phase::NeedsLogin);
+        if refused {
+            let whom = Whom::of(principal);
+            if let Err(e) = self.signins.revoke(upstream.name(), &whom) {
+                tracing::warn!(upstream = %upstream.name(), principal = %whom.name, error = %e, "Cannot delete refused tokens.");
+            }
+            self.supervisor.stop_instance(upstream.name(), key).await;
+        }
+    }
+
     /// Makes sure `principal` has signed in to `upstream`: `Ok` once it has (now, or before);
     /// else the error the call ends with (`-32042` with the sign-in link).
     pub(super) async fn sign_in(
