@@ -28,6 +28,7 @@ mod events;
 mod history;
 mod overview;
 mod pages;
+mod principals;
 mod session;
 mod sign_in;
 
@@ -101,6 +102,7 @@ pub(super) fn routes(state: Arc<AdminState>) -> Router {
             "/console/s/{key}/upstreams/logout",
             post(overview::sign_out),
         )
+        .route("/console/s/{key}/principals", post(principals::act))
         .route_layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             signed_in,

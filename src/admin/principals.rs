@@ -77,24 +77,49 @@ fn per_principal(admin: &AdminState, name: &str) -> Result<UpstreamHandle, (Stat
     Ok(handle)
 }
 
+/// A sign-in link for `principal` (with `issuer`: a signed-in user) to upstream `name`.
+pub(super) fn link(
+    admin: &AdminState,
+    name: &str,
+    (principal, issuer): (&str, Option<&str>),
+) -> Result<PrincipalSignIn, (StatusCode, String)> {
+    let upstream = per_principal(admin, name)?;
+    let whom = named(admin, principal, issuer)?;
+    let (url, expires_in_secs) = (admin.principals.link(&upstream, whom))
+        .map_err(|why| (StatusCode::SERVICE_UNAVAILABLE, why))?;
+    Ok(PrincipalSignIn {
+        upstream: name.to_owned(),
+        principal: principal.to_owned(),
+        url,
+        expires_in_secs,
+    })
+}
+
+/// Forgets `principal`'s sign-in to upstream `name`.
+pub(super) async fn forget(
+    admin: &AdminState,
+    name: &str,
+    (principal, issuer): (&str, Option<&str>),
+) -> Result<PrincipalLoggedOut, (StatusCode, String)> {
+    per_principal(admin, name)?;
+    let whom = named(admin, principal, issuer)?;
+    let revoked = (admin.principals.revoke(name, whom).await)
+        .map_err(|why| (StatusCode::INTERNAL_SERVER_ERROR, why))?;
+    tracing::info!(upstream = %name, %principal, revoked, "Forgot a principal's sign-in.");
+    Ok(PrincipalLoggedOut {
+        upstream: name.to_owned(),
+        principal: principal.to_owned(),
+        revoked,
+    })
+}
+
 /// `POST /upstreams/{name}/principals/{principal}/login`.
 pub(super) async fn login(
     State(admin): State<Arc<AdminState>>,
     Path((name, principal)): Path<(String, String)>,
     Query(issuer): Query<Issuer>,
 ) -> Response {
-    let made = per_principal(&admin, &name).and_then(|upstream| {
-        let whom = named(&admin, &principal, issuer.issuer.as_deref())?;
-        let (url, expires_in_secs) = (admin.principals.link(&upstream, whom))
-            .map_err(|why| (StatusCode::SERVICE_UNAVAILABLE, why))?;
-        Ok(PrincipalSignIn {
-            upstream: name.clone(),
-            principal: principal.clone(),
-            url,
-            expires_in_secs,
-        })
-    });
-    match made {
+    match link(&admin, &name, (&principal, issuer.issuer.as_deref())) {
         Ok(made) => Json(made).into_response(),
         Err(refused) => refusal(refused),
     }
@@ -106,21 +131,8 @@ pub(super) async fn logout(
     Path((name, principal)): Path<(String, String)>,
     Query(issuer): Query<Issuer>,
 ) -> Response {
-    let whom = match per_principal(&admin, &name)
-        .and_then(|_| named(&admin, &principal, issuer.issuer.as_deref()))
-    {
-        Ok(whom) => whom,
-        Err(refused) => return refusal(refused),
-    };
-    let revoked = match admin.principals.revoke(&name, whom).await {
-        Ok(revoked) => revoked,
-        Err(why) => return refusal((StatusCode::INTERNAL_SERVER_ERROR, why)),
-    };
-    tracing::info!(upstream = %name, %principal, revoked, "Forgot a principal's sign-in.");
-    Json(PrincipalLoggedOut {
-        upstream: name,
-        principal,
-        revoked,
-    })
-    .into_response()
+    match forget(&admin, &name, (&principal, issuer.issuer.as_deref())).await {
+        Ok(out) => Json(out).into_response(),
+        Err(refused) => refusal(refused),
+    }
 }

@@ -277,6 +277,12 @@ pub(super) fn status_table(status: &Status) -> String {
                 u.name
             ));
         }
+        if let Some(signed_in) = u.signed_in {
+            out.push_str(&format!(
+                "{} signs each principal in on their own: {signed_in} signed in (mcpmux login {} --principal P makes a link, logout revokes)\n",
+                u.name, u.name
+            ));
+        }
         if !u.changed_tools.is_empty() {
             let fate = if u.pin == "strict" {
                 "withheld until approved"

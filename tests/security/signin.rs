@@ -301,3 +301,87 @@ async fn refused_tokens_that_cannot_be_renewed_are_forgotten_and_the_principal_a
     let seen = answer["result"]["structuredContent"]["authorization"].as_str();
     assert!(seen.is_some_and(|s| s.ends_with(".alice")), "{answer}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_counts_sign_ins_makes_a_link_and_revokes_one() {
+    let server = server();
+    let daemon = daemon_for(&server, "");
+    let (alice, _bob) = ready(&daemon).await;
+    sign_in(&link_for(&alice).await, ALICE, "alice").await;
+    let console = crate::common::ConsoleSession::sign_in(&daemon.admin()).await;
+    let overview = console.page("").await;
+    assert!(
+        overview.contains("Each principal's own sign-in"),
+        "{overview}"
+    );
+    assert!(
+        overview.contains(r#"<span data-field="signed_in">1</span>"#),
+        "{overview}"
+    );
+    assert!(
+        !overview.contains("mcpmux-test-access"),
+        "a token on the page"
+    );
+    let csrf = console.csrf().await;
+    let path = format!("{}principals", console.base);
+    // A link for Bob, to hand over: it is mcpmux's sign-in page, which works for Bob alone.
+    let made = console
+        .post_path(
+            &path,
+            &[
+                ("csrf", &csrf),
+                ("name", "rem"),
+                ("principal", "bob"),
+                ("act", "link"),
+            ],
+        )
+        .await;
+    let notice = made.headers()["location"].to_str().unwrap().to_owned();
+    let notice: String = url::form_urlencoded::parse(notice.split_once('?').unwrap().1.as_bytes())
+        .find(|(k, _)| k == "notice")
+        .map(|(_, v)| v.into_owned())
+        .unwrap();
+    let link = notice.rsplit(' ').next().unwrap().to_owned();
+    assert!(link.contains("/signin/"), "{notice}");
+    assert_eq!(prove(&link, ALICE).await.status(), 403);
+    sign_in(&link, BOB, "bob").await;
+    assert_eq!(daemon.upstream_status("rem").await["signed_in"], 2);
+    // Alice's sign-in revoked from the console: she is asked again; nobody else is affected.
+    let revoked = console
+        .post_path(
+            &path,
+            &[
+                ("csrf", &csrf),
+                ("name", "rem"),
+                ("principal", "alice"),
+                ("act", "revoke"),
+            ],
+        )
+        .await;
+    assert!(
+        revoked.headers()["location"]
+            .to_str()
+            .unwrap()
+            .contains("Revoked")
+    );
+    assert_eq!(whoami(&alice).await["error"]["code"], -32042);
+    assert_eq!(daemon.upstream_status("rem").await["signed_in"], 1);
+    // An unknown host is named as such.
+    let unknown = console
+        .post_path(
+            &path,
+            &[
+                ("csrf", &csrf),
+                ("name", "rem"),
+                ("principal", "mallory"),
+                ("act", "link"),
+            ],
+        )
+        .await;
+    assert!(
+        unknown.headers()["location"]
+            .to_str()
+            .unwrap()
+            .contains("mallory")
+    );
+}

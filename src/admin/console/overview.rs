@@ -64,6 +64,7 @@ pub(super) async fn overview(
                 }
             }
         }
+        (super::principals::section(&signed, &status.upstreams))
     };
     page(
         "",

@@ -88,7 +88,7 @@ pub(super) fn page(
     Html(markup.into_string())
 }
 
-fn csrf(signed: &Signed) -> Markup {
+pub(super) fn csrf(signed: &Signed) -> Markup {
     html! { input type="hidden" name="csrf" value=(signed.session.csrf); }
 }
 
