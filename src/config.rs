@@ -46,7 +46,8 @@ pub use model::{CALL_TOOL_NAME, SEARCH_TOOL_NAME};
 pub use policy::Policy;
 pub use transport::is_loopback;
 pub use transport::{
-    DEFAULT_CONNECT_TIMEOUT, HeldToken, OAuthConfig, OAuthGrant, PrivateKey, RemoteConfig,
-    RemoteKind, SIGNING_ALGORITHMS, SealedTokens, StdioConfig, TokenSource, Transport,
+    DEFAULT_CONNECT_TIMEOUT, HeldToken, IdentityProvider, OAuthConfig, OAuthGrant, PrivateKey,
+    RemoteConfig, RemoteKind, SIGNING_ALGORITHMS, SealedTokens, StdioConfig, TokenSource,
+    Transport,
 };
 pub use watch::watch_file;

@@ -21,6 +21,7 @@
 mod challenge;
 mod client;
 mod discovery;
+pub mod dpop;
 mod exchange;
 mod identity;
 pub mod login;

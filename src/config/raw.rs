@@ -218,6 +218,10 @@ pub(super) struct RawOAuth {
     pub issuer: Option<String>,
     pub assertion_file: Option<PathBuf>,
     pub assertion_env: Option<String>,
+    /// `grant = "identity_assertion"`: the enterprise identity provider's token endpoint, and
+    /// the client id mcpmux has there.
+    pub idp_token_endpoint: Option<String>,
+    pub idp_client_id: Option<String>,
 }
 
 /// `[hosts.NAME]` as written.

@@ -66,6 +66,9 @@ pub struct OAuthConfig {
     /// With `grant = "jwt_bearer"`: where the workload's JWT is read (a file a platform keeps
     /// fresh, e.g. a projected service account token, or a variable), at each token request.
     pub assertion: Option<TokenSource>,
+    /// With `grant = "identity_assertion"`: where the identity provider exchanges the identity
+    /// token for an ID-JAG, and mcpmux's client id there (if it has one).
+    pub idp: Option<IdentityProvider>,
     /// The authorization server (issuer identifier, RFC 8414) mcpmux signs in with. Required
     /// with a client secret or private key: configured credentials go to this server only,
     /// whatever server the upstream's challenge or resource metadata names.
@@ -98,6 +101,13 @@ impl std::fmt::Debug for SealedTokens {
     }
 }
 
+/// The enterprise identity provider of `grant = "identity_assertion"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityProvider {
+    pub token_endpoint: url::Url,
+    pub client_id: Option<String>,
+}
+
 /// A client's private key for `private_key_jwt` (RFC 7523): a PEM file and the JWS algorithm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrivateKey {
@@ -127,6 +137,22 @@ pub enum OAuthGrant {
     /// Each caller's own JWT exchanged (RFC 8693) at `issuer` for a token whose audience is the
     /// upstream (RFC 8707 `resource`), per principal (`credentials = "per-principal"`).
     TokenExchange,
+    /// Enterprise-managed authorization (the MCP `ext-auth` extension, ID-JAG): an identity
+    /// token from the enterprise's identity provider (`assertion_file` / `assertion_env`) is
+    /// exchanged there (`idp_token_endpoint`) for an Identity Assertion JWT Authorization Grant
+    /// naming the upstream's authorization server, which that server takes as a JWT bearer grant
+    /// from the configured client. No person, no browser.
+    IdentityAssertion,
+}
+
+impl OAuthGrant {
+    /// Whether it gets tokens with no person and no browser (so renewing is signing in again).
+    pub fn needs_no_person(self) -> bool {
+        matches!(
+            self,
+            Self::ClientCredentials | Self::JwtBearer | Self::IdentityAssertion
+        )
+    }
 }
 
 /// Which HTTP transport a remote upstream speaks.

@@ -542,13 +542,13 @@ fn isolation(
     }
     let own_identity = matches!(
         own_oauth,
-        Some(OAuthGrant::ClientCredentials | OAuthGrant::JwtBearer)
+        Some(OAuthGrant::ClientCredentials | OAuthGrant::JwtBearer | OAuthGrant::IdentityAssertion)
     );
     if per_principal && own_identity {
         return Err(ConfigError::invalid(
             file,
             format!("upstreams.{name}.oauth.grant"),
-            "signs mcpmux in as itself (client_credentials, jwt_bearer: one identity for everyone), but the upstream is \"per-principal\"",
+            "signs mcpmux in as itself (client_credentials, jwt_bearer, identity_assertion: one identity for everyone), but the upstream is \"per-principal\"",
             format!(
                 "use grant = \"authorization_code\" (each principal signs in through their host) or \"token_exchange\", or give each host its token in [hosts.NAME.upstreams.{name}] and remove [upstreams.{name}.oauth]"
             ),

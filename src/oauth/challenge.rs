@@ -1,7 +1,7 @@
-//! The parameters of a `WWW-Authenticate: Bearer …` challenge (RFC 6750 §3, RFC 9728 §5.1):
-//! `resource_metadata`, `scope`, `error`.
+//! The parameters of a `WWW-Authenticate: Bearer …` (or `DPoP …`, RFC 9449 §7.1) challenge
+//! (RFC 6750 §3, RFC 9728 §5.1): `resource_metadata`, `scope`, `error`.
 
-/// A Bearer challenge's parameters that sign-in uses.
+/// A Bearer or DPoP challenge's parameters that sign-in uses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Challenge {
     pub resource_metadata: Option<String>,
@@ -10,8 +10,8 @@ pub struct Challenge {
 }
 
 impl Challenge {
-    /// The Bearer challenge in a `WWW-Authenticate` value (other schemes are skipped), or an
-    /// empty one when there is none.
+    /// The Bearer or DPoP challenge in a `WWW-Authenticate` value (other schemes are skipped),
+    /// or an empty one when there is none.
     pub fn parse(header: &str) -> Self {
         let mut challenge = Self::default();
         let mut rest = header.trim();
@@ -25,7 +25,9 @@ impl Challenge {
             let after = rest[token_end..].trim_start();
             if !after.starts_with('=') {
                 if !token.is_empty() {
-                    in_bearer = token.eq_ignore_ascii_case("bearer");
+                    // DPoP's challenge (RFC 9449 §7.1) carries the same parameters.
+                    in_bearer =
+                        token.eq_ignore_ascii_case("bearer") || token.eq_ignore_ascii_case("dpop");
                 }
                 rest = after.trim_start_matches(',').trim_start();
                 continue;
@@ -74,6 +76,18 @@ fn value_of(s: &str) -> (String, &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dpop_challenge_names_the_resource_metadata_too() {
+        let c = Challenge::parse(
+            r#"DPoP error="use_dpop_nonce", resource_metadata="https://rs/.well-known/oauth-protected-resource/mcp""#,
+        );
+        assert_eq!(c.error.as_deref(), Some("use_dpop_nonce"));
+        assert_eq!(
+            c.resource_metadata.as_deref(),
+            Some("https://rs/.well-known/oauth-protected-resource/mcp")
+        );
+    }
 
     #[test]
     fn bearer_parameters_are_read_quoted_or_not_and_other_schemes_skipped() {

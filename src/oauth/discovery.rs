@@ -45,6 +45,19 @@ pub struct AuthServerMetadata {
     /// Whether its authorization responses carry `iss` (RFC 9207): then one without it is refused.
     #[serde(default)]
     pub authorization_response_iss_parameter_supported: bool,
+    /// The algorithms it takes DPoP proofs signed with (RFC 9449 §5.1): with ES256, mcpmux binds
+    /// its tokens to a key of its own.
+    #[serde(default)]
+    pub dpop_signing_alg_values_supported: Vec<String>,
+}
+
+impl AuthServerMetadata {
+    /// A key to bind this server's tokens to (DPoP), when it takes proofs mcpmux can sign.
+    pub fn dpop_key(&self) -> Result<Option<super::dpop::DpopKey>, super::OAuthError> {
+        let takes =
+            (self.dpop_signing_alg_values_supported.iter()).any(|a| a == super::dpop::ALGORITHM);
+        takes.then(super::dpop::DpopKey::generate).transpose()
+    }
 }
 
 #[derive(Debug, Deserialize)]

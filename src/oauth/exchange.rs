@@ -3,6 +3,9 @@
 //! RFC 8414 metadata, mcpmux authenticating as its configured client) for an access token whose
 //! audience is the upstream (RFC 8707 `resource`). A token the server answers for another
 //! audience is refused: a JWT whose `aud` does not name the upstream never goes to it.
+//!
+//! And enterprise-managed authorization's first step ([`id_jag`]): an ID token exchanged at the
+//! identity provider for an ID-JAG naming the upstream's authorization server.
 
 use base64::Engine;
 use url::Url;
@@ -61,6 +64,7 @@ pub async fn exchange(
         client: &client,
         resource: resource.as_str(),
         scope: None,
+        dpop: None,
     };
     let form = vec![
         ("grant_type", GRANT_TYPE.to_owned()),
@@ -106,6 +110,104 @@ fn for_audience(token: &str, resource: &Url) -> Result<(), OAuthError> {
         "the token exchange answered a token for {}, not for {wanted}: refused, it never goes to the upstream",
         claims["aud"]
     )))
+}
+
+const ID_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id_token";
+const ID_JAG_TYPE: &str = "urn:ietf:params:oauth:token-type:id-jag";
+
+/// Enterprise-managed authorization's first step (the MCP `ext-auth` extension): the identity
+/// token `id_token` exchanged at the identity provider `idp` for an Identity Assertion JWT
+/// Authorization Grant whose audience is the upstream's authorization server (`audience`, its
+/// issuer) and whose resource is the upstream (`resource`). The ID-JAG is a credential: it goes
+/// to that authorization server only, and is never logged.
+pub async fn id_jag(
+    http: &reqwest::Client,
+    idp: Option<&crate::config::IdentityProvider>,
+    (id_token, audience, resource): (&str, &str, &str),
+    scope: Option<&str>,
+) -> Result<String, OAuthError> {
+    let Some(idp) = idp else {
+        return Err(OAuthError::new(
+            "identity_assertion needs oauth.idp_token_endpoint",
+        ));
+    };
+    let endpoint = idp.token_endpoint.as_str();
+    let mut form = vec![
+        ("grant_type", GRANT_TYPE),
+        ("subject_token", id_token),
+        ("subject_token_type", ID_TOKEN_TYPE),
+        ("requested_token_type", ID_JAG_TYPE),
+        ("audience", audience),
+        ("resource", resource),
+    ];
+    if let Some(client_id) = &idp.client_id {
+        form.push(("client_id", client_id));
+    }
+    if let Some(scope) = scope {
+        form.push(("scope", scope));
+    }
+    let response = http
+        .post(idp.token_endpoint.clone())
+        .header(reqwest::header::ACCEPT, "application/json")
+        .form(&form)
+        .send()
+        .await
+        .map_err(|e| {
+            OAuthError::new(format!(
+                "cannot reach the identity provider's token endpoint {endpoint}: {}",
+                crate::http_body::error_chain(&e)
+            ))
+        })?;
+    if let Some(e) = super::redirected(
+        "the identity provider's token endpoint",
+        endpoint,
+        &response,
+    ) {
+        return Err(e);
+    }
+    let status = response.status();
+    let what = format!("the answer of the identity provider's token endpoint {endpoint}");
+    let body = crate::http_body::read_bounded(response, crate::http_body::DOCUMENT_LIMIT, &what)
+        .await
+        .map_err(|e| OAuthError::new(e.to_string()))?;
+    jag_of(endpoint, status, &body)
+}
+
+/// The ID-JAG in an identity provider's answer, or why there is none.
+fn jag_of(endpoint: &str, status: reqwest::StatusCode, body: &[u8]) -> Result<String, OAuthError> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        access_token: Option<String>,
+        issued_token_type: Option<String>,
+        error: Option<String>,
+        error_description: Option<String>,
+    }
+    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+        OAuthError::new(format!(
+            "the identity provider's token endpoint {endpoint} answered HTTP {status}, not JSON: {e}"
+        ))
+    })?;
+    match answer {
+        Answer {
+            access_token: Some(jag),
+            issued_token_type: Some(kind),
+            ..
+        } if status.is_success() && kind == ID_JAG_TYPE => Ok(jag),
+        Answer {
+            error: Some(error),
+            error_description,
+            ..
+        } => Err(OAuthError::new(format!(
+            "the identity provider {endpoint} refused to exchange the identity token: {error} {}",
+            error_description.unwrap_or_default()
+        ))),
+        Answer {
+            issued_token_type, ..
+        } => Err(OAuthError::new(format!(
+            "the identity provider {endpoint} answered HTTP {status} with a token of type {}, not an ID-JAG ({ID_JAG_TYPE})",
+            issued_token_type.as_deref().unwrap_or("(none)")
+        ))),
+    }
 }
 
 #[cfg(test)]

@@ -65,10 +65,7 @@ impl Login {
     pub async fn start(self) -> Result<LoginStarted, OAuthError> {
         let (found, token_endpoint, scope) = self.discover().await?;
         let (done, finished) = oneshot::channel();
-        if matches!(
-            self.oauth.grant,
-            OAuthGrant::ClientCredentials | OAuthGrant::JwtBearer
-        ) {
+        if self.oauth.grant.needs_no_person() {
             self.machine_grant(&found, &token_endpoint, scope).await?;
             let _ = done.send(Ok(()));
             return Ok(LoginStarted {
@@ -158,25 +155,49 @@ impl Login {
         Ok((found, token_endpoint, scope))
     }
 
-    /// The client credentials or JWT bearer grant: tokens without a person, stored.
+    /// The client credentials, JWT bearer or identity assertion grant: tokens without a person,
+    /// stored. One at a time per token file: a renewal and a `mcpmux login` that meet do not
+    /// interleave (an identity provider may void an ID-JAG it issued before the next).
     async fn machine_grant(
         &self,
         found: &Discovered,
         token_endpoint: &str,
         scope: Option<String>,
     ) -> Result<(), OAuthError> {
+        let one_at_a_time = one_at_a_time(&self.oauth.token_file);
+        let _turn = one_at_a_time.lock().await;
         let issuer = found.issuer.as_str().trim_end_matches('/');
         let client =
             client::configured(&self.oauth, &found.metadata, issuer)?.ok_or_else(|| {
-                OAuthError::new("the client credentials and jwt_bearer grants need client_id")
+                OAuthError::new(
+                "the client_credentials, jwt_bearer and identity_assertion grants need client_id",
+            )
             })?;
+        let dpop = found.metadata.dpop_key()?;
         let grant = Grant {
             token_endpoint,
             client: &client,
             resource: &found.resource,
             scope: scope.as_deref(),
+            dpop: dpop.as_ref(),
         };
         let mut form = match &self.oauth.assertion {
+            // The ID token exchanged at the identity provider for an ID-JAG naming this
+            // authorization server, which is the grant (enterprise-managed authorization).
+            Some(source) if self.oauth.grant == OAuthGrant::IdentityAssertion => {
+                let id_token = source.read().map_err(|why| {
+                    OAuthError::new(format!("cannot read the identity token: {why}"))
+                })?;
+                let audience = (found.metadata.issuer.clone()).unwrap_or_else(|| issuer.to_owned());
+                let jag = super::exchange::id_jag(
+                    &self.http,
+                    self.oauth.idp.as_ref(),
+                    (&id_token, &audience, &found.resource),
+                    scope.as_deref(),
+                )
+                .await?;
+                vec![("grant_type", JWT_BEARER.to_owned()), ("assertion", jag)]
+            }
             // RFC 7523 §2.1: the workload's JWT is the grant, read now (its platform keeps it
             // fresh).
             Some(source) if self.oauth.grant == OAuthGrant::JwtBearer => vec![
@@ -248,6 +269,7 @@ impl Login {
             redirect_uri,
             client,
             scope,
+            dpop: found.metadata.dpop_key()?,
             resource: found.resource,
             token_endpoint,
         };
@@ -258,10 +280,7 @@ impl Login {
     /// wants wider scopes, which takes a person), or by the client credentials grant.
     /// `Ok(true)` once new tokens are stored; `Ok(false)` when only `mcpmux login` can help.
     pub async fn renew(self) -> Result<bool, OAuthError> {
-        if matches!(
-            self.oauth.grant,
-            OAuthGrant::ClientCredentials | OAuthGrant::JwtBearer
-        ) {
+        if self.oauth.grant.needs_no_person() {
             let started = self.start().await?;
             let finished = started.finished.await;
             return finished
@@ -400,6 +419,7 @@ impl Login {
             client: &flow.client,
             resource: &flow.resource,
             scope: flow.scope.as_deref(),
+            dpop: flow.dpop.as_ref(),
         };
         let form = vec![
             ("grant_type", "authorization_code".to_owned()),
@@ -432,6 +452,21 @@ impl WebSignIn {
     pub async fn finish(&self, query: &HashMap<String, String>) -> Result<(), OAuthError> {
         self.login.redeem(&self.flow, query).await
     }
+}
+
+/// The lock of the sign-ins that store into `token_file`.
+fn one_at_a_time(token_file: &std::path::Path) -> Arc<tokio::sync::Mutex<()>> {
+    type Locks =
+        std::sync::Mutex<HashMap<std::path::PathBuf, std::sync::Weak<tokio::sync::Mutex<()>>>>;
+    static LOCKS: std::sync::LazyLock<Locks> = std::sync::LazyLock::new(Locks::default);
+    let mut locks = crate::sync::lock(&LOCKS);
+    locks.retain(|_, lock| lock.strong_count() > 0);
+    if let Some(lock) = locks.get(token_file).and_then(std::sync::Weak::upgrade) {
+        return lock;
+    }
+    let lock = Arc::new(tokio::sync::Mutex::new(()));
+    locks.insert(token_file.to_path_buf(), Arc::downgrade(&lock));
+    lock
 }
 
 /// What the redirect's `iss` must be (RFC 9207, "mix-up" defence): the issuer this sign-in
@@ -468,6 +503,8 @@ struct Flow {
     scope: Option<String>,
     resource: String,
     token_endpoint: String,
+    /// The key its tokens are bound to (DPoP), when the server takes proofs.
+    dpop: Option<super::dpop::DpopKey>,
 }
 
 /// The one redirect the listener waits for.

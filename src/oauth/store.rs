@@ -31,6 +31,12 @@ pub struct TokenFile {
     pub token_endpoint: String,
     pub resource: String,
     pub client: ClientIdentity,
+    /// `DPoP` when the token is bound to [`Self::dpop_key`] (RFC 9449); else a bearer token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_type: Option<String>,
+    /// The key the token is bound to (PKCS#8, base64url), for DPoP tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpop_key: Option<String>,
 }
 
 impl std::fmt::Debug for TokenFile {
@@ -40,11 +46,19 @@ impl std::fmt::Debug for TokenFile {
             .field("scope", &self.scope)
             .field("token_endpoint", &self.token_endpoint)
             .field("resource", &self.resource)
+            .field("token_type", &self.token_type)
             .finish_non_exhaustive()
     }
 }
 
 impl TokenFile {
+    /// The key its token is bound to, when it is a DPoP token.
+    pub fn dpop(&self) -> Option<super::dpop::DpopKey> {
+        let dpop = self.token_type.as_deref()?.eq_ignore_ascii_case("dpop");
+        let key = self.dpop_key.as_deref().filter(|_| dpop)?;
+        super::dpop::DpopKey::from_text(key).ok()
+    }
+
     /// The token file at `path`, if there is a readable one.
     pub fn read(path: &Path) -> Option<Self> {
         let text = std::fs::read(path).ok()?;
@@ -138,6 +152,8 @@ mod tests {
             scope: Some("a b".into()),
             token_endpoint: "https://as/token".into(),
             resource: "https://rs/mcp".into(),
+            token_type: None,
+            dpop_key: None,
             client: ClientIdentity {
                 client_id: "id".into(),
                 client_secret: Some("secret-client".into()),

@@ -91,6 +91,7 @@ impl Authorize<'_> {
 #[derive(Deserialize)]
 struct TokenResponse {
     access_token: String,
+    token_type: Option<String>,
     expires_in: Option<u64>,
     refresh_token: Option<String>,
     scope: Option<String>,
@@ -109,6 +110,8 @@ pub struct Grant<'a> {
     pub resource: &'a str,
     /// The scopes asked for, to remember when the server does not say which it granted.
     pub scope: Option<&'a str>,
+    /// The key its tokens are bound to (DPoP), when the server takes proofs.
+    pub dpop: Option<&'a super::dpop::DpopKey>,
 }
 
 impl Grant<'_> {
@@ -156,9 +159,8 @@ impl Grant<'_> {
             .map_err(|e| OAuthError::new(format!("cannot sign the client assertion: {e}")))
     }
 
-    /// POSTs the grant `form` and returns the tokens it answered.
-    // Long: one token request and each way its client authenticates (RFC 6749 §2.3, RFC 7523), in
-    // the order the server's metadata is consulted.
+    /// POSTs the grant `form` (with a DPoP proof, and once more with the server's nonce when it
+    /// asks for one) and returns the tokens it answered.
     pub async fn request(
         &self,
         http: &reqwest::Client,
@@ -167,14 +169,37 @@ impl Grant<'_> {
     ) -> Result<TokenFile, OAuthError> {
         form.push(("resource", self.resource.to_owned()));
         let url = secure_url("its token endpoint", self.token_endpoint)?;
-        let mut request = http.post(url);
-        match self.client.auth {
-            AuthMethod::ClientSecretBasic => {
+        self.authenticate(&mut form)?;
+        let mut nonce = None;
+        let response = loop {
+            let mut request = http.post(url.clone());
+            if let AuthMethod::ClientSecretBasic = self.client.auth {
                 request = request.basic_auth(
                     &self.client.client_id,
                     Some(self.client.client_secret.clone().unwrap_or_default()),
                 );
             }
+            if let Some(key) = self.dpop {
+                request = request.header("DPoP", key.proof("POST", &url, None, nonce.as_deref())?);
+            }
+            let response = self.send(request, &form).await?;
+            // RFC 9449 §8: a server that wants a nonce says so once; the request goes again.
+            let asked = (response.status() == reqwest::StatusCode::BAD_REQUEST && nonce.is_none())
+                .then(|| super::dpop::nonce_of(response.headers()))
+                .flatten()
+                .filter(|_| self.dpop.is_some());
+            match asked {
+                Some(asked) => nonce = Some(asked),
+                None => break response,
+            }
+        };
+        self.tokens(response, previous_refresh).await
+    }
+
+    /// The client's authentication that goes in the form (all but Basic, which is a header).
+    fn authenticate(&self, form: &mut Vec<(&'static str, String)>) -> Result<(), OAuthError> {
+        match self.client.auth {
+            AuthMethod::ClientSecretBasic => {}
             AuthMethod::ClientSecretPost => {
                 form.push(("client_id", self.client.client_id.clone()));
                 form.push((
@@ -192,10 +217,19 @@ impl Grant<'_> {
                 form.push(("client_assertion", self.assertion()?));
             }
         }
+        Ok(())
+    }
+
+    /// Sends one token request.
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+        form: &[(&'static str, String)],
+    ) -> Result<reqwest::Response, OAuthError> {
         let endpoint = self.token_endpoint;
         let response = request
             .header(reqwest::header::ACCEPT, "application/json")
-            .form(&form)
+            .form(form)
             .send()
             .await
             .map_err(|e| {
@@ -204,9 +238,19 @@ impl Grant<'_> {
                     error_chain(&e)
                 ))
             })?;
-        if let Some(e) = redirected("its token endpoint", endpoint, &response) {
-            return Err(e);
+        match redirected("its token endpoint", endpoint, &response) {
+            Some(e) => Err(e),
+            None => Ok(response),
         }
+    }
+
+    /// The tokens a token endpoint answered, or why it refused.
+    async fn tokens(
+        &self,
+        response: reqwest::Response,
+        previous_refresh: Option<String>,
+    ) -> Result<TokenFile, OAuthError> {
+        let endpoint = self.token_endpoint;
         let status = response.status();
         let what = format!("the answer of its token endpoint {endpoint}");
         let body =
@@ -241,6 +285,16 @@ impl Grant<'_> {
             token_endpoint: endpoint.to_owned(),
             resource: self.resource.to_owned(),
             client: self.client.clone(),
+            // A token the server bound to mcpmux's key goes with the key.
+            dpop_key: (self.dpop)
+                .filter(|_| {
+                    tokens
+                        .token_type
+                        .as_deref()
+                        .is_some_and(|t| t.eq_ignore_ascii_case("dpop"))
+                })
+                .map(super::dpop::DpopKey::to_text),
+            token_type: tokens.token_type,
         })
     }
 }
@@ -278,11 +332,13 @@ pub async fn refresh_if_due(
     let Some(refresh) = tokens.refresh_token.clone().filter(|_| due || force) else {
         return Ok(false);
     };
+    let dpop = tokens.dpop();
     let grant = Grant {
         token_endpoint: &tokens.token_endpoint,
         client: &tokens.client,
         resource: &tokens.resource,
         scope: tokens.scope.as_deref(),
+        dpop: dpop.as_ref(),
     };
     let form = vec![
         ("grant_type", "refresh_token".to_owned()),

@@ -138,6 +138,8 @@ mod tests {
             scope: None,
             token_endpoint: "https://as/token".into(),
             resource: "https://rs/mcp".into(),
+            token_type: None,
+            dpop_key: None,
             client: ClientIdentity {
                 client_id: "id".into(),
                 client_secret: None,

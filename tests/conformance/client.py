@@ -76,21 +76,29 @@ def config(url, context, state):
     if "client_secret" in context:
         lines.append('client_secret_env = "MCPMUX_CONFORMANCE_CLIENT_SECRET"')
         env["MCPMUX_CONFORMANCE_CLIENT_SECRET"] = context["client_secret"]
+    def private(name, text):
+        # A secret in a file only its owner reads, where its platform would keep it.
+        path = state / name
+        path.write_text(text)
+        path.chmod(0o600)
+        return json.dumps(str(path))
     if "private_key_pem" in context:
-        key = state / "client-key.pem"
-        key.write_text(context["private_key_pem"])
-        key.chmod(0o600)
-        lines.append(f"private_key_file = {json.dumps(str(key))}")
+        lines.append(f"private_key_file = {private('client-key.pem', context['private_key_pem'])}")
         lines.append(f"signing_algorithm = {json.dumps(context.get('signing_algorithm', 'ES256'))}")
     if context.get("name", "").startswith("auth/client-credentials"):
         lines.append('grant = "client_credentials"')
     if "valid_jwt" in context:
-        # Workload identity federation: the workload's JWT, where its platform would keep it.
-        assertion = state / "workload.jwt"
-        assertion.write_text(context["valid_jwt"])
-        assertion.chmod(0o600)
+        # Workload identity federation: the workload's JWT is the grant.
         lines.append('grant = "jwt_bearer"')
-        lines.append(f"assertion_file = {json.dumps(str(assertion))}")
+        lines.append(f"assertion_file = {private('workload.jwt', context['valid_jwt'])}")
+    if "idp_id_token" in context:
+        # Enterprise-managed authorization: the identity provider's ID token, exchanged there for
+        # an ID-JAG.
+        lines.append('grant = "identity_assertion"')
+        lines.append(f"assertion_file = {private('id.token', context['idp_id_token'])}")
+        lines.append(f"idp_token_endpoint = {json.dumps(context['idp_token_endpoint'])}")
+        if "idp_client_id" in context:
+            lines.append(f"idp_client_id = {json.dumps(context['idp_client_id'])}")
     if "client_secret" in context or "private_key_pem" in context or "valid_jwt" in context:
         # A configured credential goes to the configured issuer only.
         lines.append(f"issuer = {json.dumps(issuer_of(url))}")
@@ -375,7 +383,7 @@ def main():
 
 def leaked(daemon, context):
     """Where a token or the client secret appears: the daemon's log, its status, its audit log."""
-    secrets = ["test-token", "cc-token"] + [context[k] for k in ("client_secret", "valid_jwt") if k in context]
+    secrets = ["test-token", "cc-token"] + [context[k] for k in ("client_secret", "valid_jwt", "idp_id_token") if k in context]
     places = {
         "the daemon's log": daemon.log.read_text(),
         "the status": http("GET", f"{daemon.admin}/status", headers=daemon.admin_headers())[2],

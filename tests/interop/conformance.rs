@@ -346,10 +346,21 @@ fn mcpmux_is_a_2026_client_every_required_client_scenario_accepts() {
             "{required} did not run: {results:?}"
         );
     }
-    // Of the extensions, workload identity federation (RFC 7523's JWT-bearer grant,
-    // `grant = "jwt_bearer"`) is one mcpmux implements: it passes.
-    assert!(
-        (results.iter()).any(|(n, passed)| n.starts_with("auth/wif-jwt-bearer") && *passed),
-        "auth/wif-jwt-bearer did not pass: {results:?}"
-    );
+    // Of the extensions, those mcpmux implements pass: workload identity federation (RFC
+    // 7523's JWT-bearer grant, `grant = "jwt_bearer"`), enterprise-managed authorization (an ID
+    // token exchanged for an ID-JAG, `grant = "identity_assertion"`) and DPoP-bound tokens (RFC
+    // 9449, with the authorization server's and the resource server's nonces).
+    for extension in [
+        "auth/wif-jwt-bearer",
+        "auth/enterprise-managed-authorization",
+        "auth/dpop",
+        "auth/dpop-nonce",
+    ] {
+        assert!(
+            (results.iter()).any(|(n, passed)| {
+                (n == extension || n.starts_with(&format!("{extension} ("))) && *passed
+            }),
+            "{extension} did not pass: {results:?}"
+        );
+    }
 }

@@ -430,4 +430,33 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn identity_assertion_names_its_identity_provider_and_the_id_token() {
+        let remote = "[upstreams.r]\nurl = \"https://example.com/mcp\"\n[upstreams.r.oauth]\nclient_id = \"c\"\nclient_secret_env = \"S\"\nissuer = \"https://as.example.com\"\n";
+        let jag = "grant = \"identity_assertion\"\nassertion_env = \"ID_TOKEN\"\n";
+        let e = error(&format!("{remote}{jag}"));
+        assert!(e.contains("upstreams.r.oauth.idp_token_endpoint"), "{e}");
+        let e = error(&format!(
+            "{remote}{jag}idp_token_endpoint = \"http://idp.example.com/token\"\n"
+        ));
+        assert!(e.contains("not an https URL"), "{e}");
+        let config = parse(
+            Path::new("/etc/mcpmux/t.toml"),
+            &format!("{remote}{jag}idp_token_endpoint = \"https://idp.example.com/token\"\nidp_client_id = \"i\"\n"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Transport::Remote(r) = &config.upstreams[0].transport else {
+            panic!("remote")
+        };
+        let oauth = r.oauth.as_deref().unwrap_or_else(|| panic!("oauth"));
+        let idp = oauth.idp.as_ref().unwrap_or_else(|| panic!("idp"));
+        assert_eq!(idp.token_endpoint.as_str(), "https://idp.example.com/token");
+        assert_eq!(idp.client_id.as_deref(), Some("i"));
+        assert_eq!(oauth.assertion, Some(TokenSource::Env("ID_TOKEN".into())));
+        let e = error(&format!(
+            "{remote}idp_token_endpoint = \"https://idp.example.com/token\"\n"
+        ));
+        assert!(e.contains("not identity_assertion"), "{e}");
+    }
 }

@@ -348,12 +348,27 @@ fn oauth(
             "set client_id, issuer (the authorization server that trusts the workload's tokens) and assertion_file (or assertion_env) to where the workload's JWT is",
         ));
     }
-    if !jwt_bearer && assertion.is_some() {
+    let id_jag = grant == OAuthGrant::IdentityAssertion;
+    let idp = identity_provider(
+        file,
+        &key,
+        id_jag,
+        (raw.idp_token_endpoint, raw.idp_client_id),
+    )?;
+    if id_jag && (issuer.is_none() || raw.client_id.is_none() || assertion.is_none()) {
+        return Err(ConfigError::invalid(
+            file,
+            key("grant"),
+            "identity_assertion without client_id, issuer and an identity token",
+            "set client_id (with its secret or key) and issuer for the upstream's authorization server, and assertion_file (or assertion_env) to where the identity provider's ID token is",
+        ));
+    }
+    if !(jwt_bearer || id_jag) && assertion.is_some() {
         return Err(ConfigError::invalid(
             file,
             key("assertion_file"),
-            "is set, but the grant is not jwt_bearer",
-            "set grant = \"jwt_bearer\", or leave assertion_file and assertion_env out",
+            "is set, but the grant is neither jwt_bearer nor identity_assertion",
+            "set grant = \"jwt_bearer\" (a workload's JWT) or \"identity_assertion\" (an ID token), or leave assertion_file and assertion_env out",
         ));
     }
     if grant == OAuthGrant::TokenExchange && (raw.client_id.is_none() || issuer.is_none()) {
@@ -374,9 +389,52 @@ fn oauth(
         token_file: std::path::PathBuf::new(),
         issuer,
         assertion,
+        idp,
         sealed: None,
         written: true,
     })
+}
+
+/// `idp_token_endpoint` and `idp_client_id`: only with `grant = "identity_assertion"`, which needs
+/// the endpoint (https, or http on this machine).
+fn identity_provider(
+    file: &Path,
+    key: &dyn Fn(&str) -> String,
+    wanted: bool,
+    (endpoint, client_id): (Option<String>, Option<String>),
+) -> Result<Option<crate::config::IdentityProvider>, ConfigError> {
+    match (wanted, endpoint) {
+        (false, None) if client_id.is_none() => Ok(None),
+        (false, _) => Err(ConfigError::invalid(
+            file,
+            key("idp_token_endpoint"),
+            "is set, but the grant is not identity_assertion",
+            "set grant = \"identity_assertion\", or leave idp_token_endpoint and idp_client_id out",
+        )),
+        (true, None) => Err(ConfigError::invalid(
+            file,
+            key("idp_token_endpoint"),
+            "missing: grant = \"identity_assertion\" exchanges the ID token at the identity provider's token endpoint",
+            "set idp_token_endpoint = \"https://idp.example.com/oauth2/token\"",
+        )),
+        (true, Some(text)) => {
+            let url = url::Url::parse(&text).ok().filter(|u| {
+                u.scheme() == "https" || (u.scheme() == "http" && crate::config::is_loopback(u))
+            });
+            let Some(token_endpoint) = url else {
+                return Err(ConfigError::invalid(
+                    file,
+                    key("idp_token_endpoint"),
+                    format!("`{text}` is not an https URL (http only on this machine)"),
+                    "name the identity provider's token endpoint, e.g. \"https://idp.example.com/oauth2/token\"",
+                ));
+            };
+            Ok(Some(crate::config::IdentityProvider {
+                token_endpoint,
+                client_id,
+            }))
+        }
+    }
 }
 
 /// `oauth.issuer`: an https URL (http only for a server on this machine) without query or

@@ -80,6 +80,9 @@ pub(super) struct Shared {
     /// Configured headers and the credential (marked sensitive: never printed); swapped when
     /// an OAuth access token is refreshed.
     headers: ArcSwap<HeaderMap>,
+    /// A DPoP-bound access token (RFC 9449), when the sign-in bound one: each request then
+    /// carries it as `Authorization: DPoP` with a fresh proof ([`Shared::authorized`]).
+    dpop: arc_swap::ArcSwapOption<client::Bound>,
     pub max_message_bytes: usize,
     limits: Limits,
     pub diagnostics: Arc<Diagnostics>,
@@ -154,6 +157,29 @@ impl Shared {
     /// The headers every request carries now.
     pub fn headers(&self) -> HeaderMap {
         HeaderMap::clone(&self.headers.load())
+    }
+
+    /// `request` (a `method` one to `url`) with its DPoP-bound token and a fresh proof, when
+    /// the link has one; as it is otherwise.
+    pub fn authorized(
+        &self,
+        request: reqwest::RequestBuilder,
+        method: &str,
+        url: &url::Url,
+    ) -> reqwest::RequestBuilder {
+        match &*self.dpop.load() {
+            None => request,
+            Some(bound) => bound.authorize(request, method, url, &self.upstream),
+        }
+    }
+
+    /// Whether a refusal asks the next proof to carry a nonce (RFC 9449 §9): then it is kept and
+    /// the request goes again (once).
+    pub fn dpop_nonce(&self, headers: &reqwest::header::HeaderMap) -> bool {
+        match &*self.dpop.load() {
+            Some(bound) => bound.asks_nonce(headers),
+            None => false,
+        }
     }
 
     pub fn note(&self, line: String) {
@@ -295,8 +321,9 @@ async fn keep_fresh(shared: Arc<Shared>, config: RemoteConfig, oauth_client: req
         }
         match crate::oauth::refresh_if_due(&oauth_client, oauth, false).await {
             Ok(true) => match client::headers(&config) {
-                Ok(headers) => {
+                Ok((headers, dpop)) => {
                     shared.headers.store(Arc::new(headers));
+                    shared.dpop.store(dpop.map(Arc::new));
                     tracing::info!(upstream = %shared.upstream, "Refreshed its OAuth access token.");
                 }
                 Err(e) => {
@@ -331,7 +358,7 @@ pub(super) async fn open(
             tracing::warn!(upstream, error = %e, "Refreshing its OAuth tokens failed; it needs `mcpmux login {upstream}`.");
         }
     }
-    let headers = client::headers(config)?;
+    let (headers, dpop) = client::headers(config)?;
     let (incoming_tx, incoming_rx) = mpsc::channel(READ_QUEUE);
     let (outgoing, outgoing_rx) = mpsc::channel(WRITE_QUEUE);
     // A server found to speak the legacy transport before is asked that way again.
@@ -344,6 +371,7 @@ pub(super) async fn open(
         client,
         url: config.url.clone(),
         headers: ArcSwap::from_pointee(headers),
+        dpop: arc_swap::ArcSwapOption::new(dpop.map(Arc::new)),
         max_message_bytes: limits.max_message_bytes,
         limits,
         diagnostics,

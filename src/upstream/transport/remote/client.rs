@@ -92,8 +92,59 @@ pub fn pool(config: &RemoteConfig, redirects: Redirects) -> Result<reqwest::Clie
         .map_err(|e| StartError::Open(format!("cannot set up its HTTP client: {e}")))
 }
 
-/// The configured headers plus `Authorization: Bearer …` when a token source is set.
-pub(super) fn headers(config: &RemoteConfig) -> Result<HeaderMap, StartError> {
+/// A DPoP-bound access token and its key (RFC 9449).
+pub(in super::super) struct Bound {
+    key: crate::oauth::dpop::DpopKey,
+    token: String,
+    /// The last nonce the server asked proofs to carry.
+    nonce: std::sync::Mutex<Option<String>>,
+}
+
+impl Bound {
+    /// `request` with `Authorization: DPoP <token>` and a fresh proof for `method` to `url`.
+    pub fn authorize(
+        &self,
+        request: reqwest::RequestBuilder,
+        method: &str,
+        url: &url::Url,
+        upstream: &str,
+    ) -> reqwest::RequestBuilder {
+        let nonce = crate::sync::lock(&self.nonce).clone();
+        let proof = self
+            .key
+            .proof(method, url, Some(&self.token), nonce.as_deref());
+        let values = proof.ok().and_then(|proof| {
+            let mut token = HeaderValue::from_str(&format!("DPoP {}", self.token)).ok()?;
+            token.set_sensitive(true);
+            Some((token, HeaderValue::from_str(&proof).ok()?))
+        });
+        match values {
+            Some((token, proof)) => request.header(AUTHORIZATION, token).header("DPoP", proof),
+            None => {
+                tracing::warn!(
+                    upstream,
+                    "Cannot make a DPoP proof; the request goes without its token."
+                );
+                request
+            }
+        }
+    }
+
+    /// Keeps the nonce a refusal asks for; whether it asked for a new one.
+    pub fn asks_nonce(&self, headers: &reqwest::header::HeaderMap) -> bool {
+        let Some(asked) = crate::oauth::dpop::nonce_of(headers) else {
+            return false;
+        };
+        let mut nonce = crate::sync::lock(&self.nonce);
+        let new = nonce.as_deref() != Some(asked.as_str());
+        *nonce = Some(asked);
+        new
+    }
+}
+
+/// The configured headers plus `Authorization: Bearer …` when a token source is set — or, for a
+/// DPoP-bound OAuth token, the binding each request is authorized with instead.
+pub(super) fn headers(config: &RemoteConfig) -> Result<(HeaderMap, Option<Bound>), StartError> {
     let mut headers = HeaderMap::new();
     for (name, value) in &config.headers {
         let name = HeaderName::from_bytes(name.as_bytes())
@@ -110,8 +161,21 @@ pub(super) fn headers(config: &RemoteConfig) -> Result<HeaderMap, StartError> {
                 .map_err(|why| StartError::Open(format!("cannot read its bearer token: {why}")))?,
         ),
         // Signed in with OAuth: the stored access token (none yet: the server's 401 says how
-        // to sign in).
-        (None, Some(oauth)) => crate::oauth::TokenFile::load(oauth).map(|t| t.access_token),
+        // to sign in), bound to a key (DPoP) or a bearer token.
+        (None, Some(oauth)) => match crate::oauth::TokenFile::load(oauth) {
+            Some(tokens) => match tokens.dpop() {
+                Some(key) => {
+                    let bound = Bound {
+                        key,
+                        token: tokens.access_token,
+                        nonce: std::sync::Mutex::default(),
+                    };
+                    return Ok((headers, Some(bound)));
+                }
+                None => Some(tokens.access_token),
+            },
+            None => None,
+        },
         (None, None) => None,
     };
     if let Some(token) = token {
@@ -120,5 +184,5 @@ pub(super) fn headers(config: &RemoteConfig) -> Result<HeaderMap, StartError> {
         value.set_sensitive(true);
         headers.insert(AUTHORIZATION, value);
     }
-    Ok(headers)
+    Ok((headers, None))
 }

@@ -34,11 +34,13 @@ pub(super) async fn connect(shared: &Arc<Shared>) -> Result<url::Url, StartError
 }
 
 async fn open_stream(shared: &Arc<Shared>) -> Result<url::Url, StartError> {
-    let response = shared
+    let request = shared
         .client
         .get(shared.url.clone())
         .headers(shared.headers())
-        .header(ACCEPT, "text/event-stream")
+        .header(ACCEPT, "text/event-stream");
+    let response = shared
+        .authorized(request, "GET", &shared.url)
         .send()
         .await
         .map_err(|e| {
@@ -119,6 +121,7 @@ pub(super) async fn post(shared: &Arc<Shared>, endpoint: &url::Url, mut message:
         .post(endpoint.clone())
         .headers(shared.headers())
         .header(CONTENT_TYPE, "application/json");
+    let request = shared.authorized(request, "POST", endpoint);
     let body = std::mem::take(&mut message.bytes);
     let request = super::traced(&message, request).body(body);
     let response = tokio::select! {

@@ -154,15 +154,17 @@ pub(super) async fn post(
         *lock(&session.0.opening) = Some((id, payload.clone()));
     }
     let mut sent_again = false;
+    let mut nonce_given = false;
     loop {
         session.settled().await;
         let sent_id = session.id();
-        let mut request = shared
+        let request = shared
             .client
             .post(shared.url.clone())
             .headers(shared.headers())
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json");
+        let mut request = shared.authorized(request, "POST", &shared.url);
         if let Some(id) = &sent_id {
             request = request.header(SESSION_HEADER, id);
         }
@@ -206,6 +208,14 @@ pub(super) async fn post(
         if status.is_success() {
             answered(shared, session, &message, response, reading).await;
             return Ok(());
+        }
+        // A DPoP nonce asked for (RFC 9449 §9): the request goes again with it, once.
+        if status == StatusCode::UNAUTHORIZED
+            && !nonce_given
+            && shared.dpop_nonce(response.headers())
+        {
+            nonce_given = true;
+            continue;
         }
         let challenge = challenge_of(&response);
         if matches!(status.as_u16(), 401 | 403) {
@@ -400,7 +410,8 @@ async fn reinitialize(shared: &Arc<Shared>, session: &Session) -> Result<(), Str
     let before = session.version();
     *lock(&session.0.id) = None;
     let sent = |request: reqwest::RequestBuilder, body: Bytes| {
-        request
+        shared
+            .authorized(request, "POST", &shared.url)
             .headers(shared.headers())
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
@@ -625,11 +636,12 @@ pub(super) async fn end(shared: &Shared, session: &Session) {
     let Some(id) = session.id() else {
         return;
     };
-    let mut request = shared
+    let request = shared
         .client
         .delete(shared.url.clone())
         .headers(shared.headers())
         .header(SESSION_HEADER, id);
+    let mut request = shared.authorized(request, "DELETE", &shared.url);
     if let Some(version) = session.version() {
         request = request.header(VERSION_HEADER, version);
     }

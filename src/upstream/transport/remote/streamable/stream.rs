@@ -210,11 +210,12 @@ async fn get(
     session: &Session,
     last_id: Option<&str>,
 ) -> Result<reqwest::Response, reqwest::Error> {
-    let mut request = shared
+    let request = shared
         .client
         .get(shared.url.clone())
         .headers(shared.headers())
         .header(ACCEPT, "text/event-stream");
+    let mut request = shared.authorized(request, "GET", &shared.url);
     if let Some(id) = session.id() {
         request = request.header(SESSION_HEADER, id);
     }
