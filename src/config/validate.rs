@@ -57,6 +57,7 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
         authorization.as_ref(),
         anonymous_profile.as_deref(),
     )?;
+    host_upstreams::some_jwt_to_exchange(path, &upstreams, &hosts, authorization.as_ref())?;
     if let Some(p) = (profiles.iter()).find(|p| p.path_requires_credential && hosts.is_empty()) {
         return Err(ConfigError::invalid(
             path,

@@ -179,6 +179,32 @@ pub(super) fn none_anonymous(
     ))
 }
 
+/// A `grant = "token_exchange"` upstream exchanges callers' JWTs: some host must sign in with one
+/// (`[server.authorization]`, or a `[hosts.NAME]` with `subject`), else every call would fail.
+pub(super) fn some_jwt_to_exchange(
+    file: &Path,
+    upstreams: &[UpstreamConfig],
+    hosts: &[HostCredential],
+    authorization: Option<&Authorization>,
+) -> Result<(), ConfigError> {
+    let jwt_hosts = authorization.is_some()
+        || (hosts.iter()).any(|h| matches!(h.credential, crate::config::Credential::Jwt { .. }));
+    let exchanging = (upstreams.iter()).find(|u| match &u.transport {
+        Transport::Remote(r) => (r.oauth.as_deref())
+            .is_some_and(|o| o.grant == crate::config::OAuthGrant::TokenExchange),
+        Transport::Stdio(_) => false,
+    });
+    match exchanging {
+        Some(upstream) if !jwt_hosts => Err(ConfigError::invalid(
+            file,
+            format!("upstreams.{}.oauth.grant", upstream.name),
+            "is token_exchange, which exchanges each caller's JWT, but no host signs in with a JWT",
+            "configure [server.authorization] (or a [hosts.NAME] with subject and its issuer) so callers bring JWTs, or use another grant",
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -378,7 +404,15 @@ mod tests {
         let upstream =
             "[upstreams.gh]\nurl = \"https://example.com/mcp\"\nbearer_token_env = \"CATALOG\"\n";
         let oauth = "[upstreams.gh.oauth]\ngrant = \"token_exchange\"\nissuer = \"https://idp.example.com\"\nclient_id = \"mcpmux\"\nclient_secret_env = \"S\"\n";
-        let fine = format!("{ALICE}{upstream}credentials = \"per-principal\"\n{oauth}");
+        let per_principal = format!("{upstream}credentials = \"per-principal\"\n{oauth}");
+        // Only static-token hosts: nobody brings a JWT to exchange.
+        let e = error(&format!("{ALICE}{per_principal}"));
+        assert!(
+            e.contains("upstreams.gh.oauth.grant") && e.contains("no host signs in with a JWT"),
+            "{e}"
+        );
+        let jwt = "[server.authorization]\nissuer = \"https://idp.example.com\"\njwks_url = \"https://idp.example.com/jwks\"\n";
+        let fine = format!("{jwt}{ALICE}{per_principal}");
         let config = parse(Path::new("/t.toml"), &fine).unwrap_or_else(|e| panic!("{e}"));
         let Transport::Remote(remote) = &config.upstreams[0].transport else {
             panic!("remote")
