@@ -44,7 +44,6 @@ use crate::config::Transport;
 use crate::mcp::ListKind;
 use crate::router::RouterHandle;
 use crate::supervisor::{RestartError, SupervisorHandle};
-use crate::upstream::Phase;
 
 /// What the admin API reads and acts on.
 pub struct AdminState {
@@ -68,6 +67,10 @@ pub struct AdminState {
     pub console: ConsoleState,
     /// Each principal's own sign-ins to upstreams.
     pub principals: Arc<dyn principals::PrincipalSignIns>,
+    /// Whether the daemon should be sent requests (`/readyz`).
+    pub readiness: Arc<crate::readiness::Readiness>,
+    /// This replica's name (`[cluster]`), for `/status`.
+    pub replica: Option<String>,
 }
 
 /// Reloading the daemon's config (`POST /reload`), and how it went.
@@ -194,6 +197,7 @@ fn status_of(admin: &AdminState) -> Status {
     let audit = &admin.audit;
     Status {
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        replica: admin.replica.clone(),
         catalog_generation: snapshot.generation,
         sessions: (admin.metrics.sessions)(),
         max_sessions: (admin.max_sessions)(),
@@ -334,22 +338,7 @@ fn approve_pin(admin: &AdminState, upstream: &str, tool: &str) -> Result<(), Not
 }
 
 async fn ready(State(admin): State<Arc<AdminState>>) -> Response {
-    let starting: Vec<String> = admin
-        .router
-        .snapshot()
-        .upstreams()
-        .filter(|h| h.phase() == Phase::Starting)
-        .map(|h| h.name().to_owned())
-        .collect();
-    if starting.is_empty() {
-        (StatusCode::OK, "ready").into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("starting: {}", starting.join(", ")),
-        )
-            .into_response()
-    }
+    admin.readiness.answer()
 }
 
 async fn restart(State(admin): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {

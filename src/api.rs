@@ -22,6 +22,9 @@ pub use crate::pins::PinRow;
 pub struct Status {
     /// The daemon's version (`CARGO_PKG_VERSION`).
     pub version: String,
+    /// This replica's name (`[cluster] replica`; `None`: it stands alone).
+    #[serde(default)]
+    pub replica: Option<String>,
     pub catalog_generation: u64,
     /// Host sessions open now, and how many may be (`server.max_sessions`).
     pub sessions: usize,
@@ -128,6 +131,10 @@ pub struct AuditStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfigStatus {
     pub file: String,
+    /// The first 16 hex digits of the SHA-256 of the config text running (replicas that run
+    /// different configs show different digests).
+    #[serde(default)]
+    pub digest: String,
     /// Reloads applied, and refused.
     pub reloads: u64,
     pub rejected: u64,
@@ -372,11 +379,13 @@ mod tests {
     #[test]
     fn status_round_trips_with_its_wire_names() {
         let status = Status {
+            replica: Some("mcpmux-1".into()),
             version: "0.1.0".into(),
             catalog_generation: 5,
             sessions: 1,
             max_sessions: 64,
             config: ConfigStatus {
+                digest: "0123456789abcdef".into(),
                 file: "/etc/mcpmux.toml".into(),
                 reloads: 1,
                 rejected: 0,
@@ -398,9 +407,10 @@ mod tests {
             },
         };
         let wire = json!({
-            "version": "0.1.0", "catalog_generation": 5, "sessions": 1, "max_sessions": 64,
+            "version": "0.1.0", "replica": "mcpmux-1", "catalog_generation": 5, "sessions": 1,
+            "max_sessions": 64,
             "config": {
-                "file": "/etc/mcpmux.toml", "reloads": 1, "rejected": 0,
+                "file": "/etc/mcpmux.toml", "digest": "0123456789abcdef", "reloads": 1, "rejected": 0,
                 "last_reload": {
                     "at": "2026-12-02T00:00:00Z", "trigger": "admin", "applied": true,
                     "error": null, "changes": changes_wire(),
@@ -426,12 +436,14 @@ mod tests {
         round_trip(&status, wire);
         // Before the first reload there is none to tell.
         let config = ConfigStatus {
+            digest: String::new(),
             file: "f".into(),
             reloads: 0,
             rejected: 0,
             last_reload: None,
         };
-        let wire = json!({"file": "f", "reloads": 0, "rejected": 0, "last_reload": null});
+        let wire =
+            json!({"file": "f", "digest": "", "reloads": 0, "rejected": 0, "last_reload": null});
         round_trip(&config, wire);
     }
 

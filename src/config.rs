@@ -37,10 +37,10 @@ pub use masked::masked;
 pub use mcp_servers::{ImportedServer, imported_servers};
 pub use model::{ADMIN_EXPOSED, ADMIN_EXPOSED_FIX, AdminAccess};
 pub use model::{
-    Authorization, CatalogConfig, Config, Credential, Credentials, DEFAULT_INHERITED_ENV,
-    DEFAULT_MAX_INSTANCES, HostCredential, Isolation, JwksSource, JwtIssuer, ListingBudget,
-    MetaTool, OtlpProtocol, PinMode, Profile, Protocol, SearchMode, ServerConfig, TelemetryConfig,
-    UpstreamConfig, UpstreamSecrets,
+    Authorization, CatalogConfig, ClusterConfig, Config, Credential, Credentials,
+    DEFAULT_INHERITED_ENV, DEFAULT_MAX_INSTANCES, HostCredential, Isolation, JwksSource, JwtIssuer,
+    ListingBudget, MetaTool, OtlpProtocol, PinMode, Profile, Protocol, SearchMode, ServerConfig,
+    TelemetryConfig, UpstreamConfig, UpstreamSecrets,
 };
 pub use model::{CALL_TOOL_NAME, SEARCH_TOOL_NAME};
 pub use policy::Policy;
@@ -50,4 +50,5 @@ pub use transport::{
     RemoteConfig, RemoteKind, SIGNING_ALGORITHMS, SealedTokens, StdioConfig, TokenSource,
     Transport,
 };
+pub use validate::is_replica_name;
 pub use watch::watch_file;

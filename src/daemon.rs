@@ -67,6 +67,16 @@ fn cursor_keys(config: &Config) -> Result<crate::mcp::cursor::KeyRing, DaemonErr
         path: path.display().to_string(),
         why,
     };
+    if config.cluster.is_some() {
+        // Every replica must read the same keys: one that made its own would refuse the others'
+        // cursors and states.
+        let text = crate::private_file::read_provisioned(&path).map_err(|e| {
+            failed(format!(
+                "{e}; every replica of a cluster reads the same provisioned file (make one with `echo \"1 $(openssl rand -hex 32)\" > cursor.keys`)"
+            ))
+        })?;
+        return crate::mcp::cursor::KeyRing::parse(&text).map_err(|e| failed(e.to_string()));
+    }
     let made = crate::private_file::read_or_create(&path, || {
         crate::private_file::random_hex(32).map(|key| crate::mcp::cursor::new_ring_text(&key))
     });
@@ -75,6 +85,50 @@ fn cursor_keys(config: &Config) -> Result<crate::mcp::cursor::KeyRing, DaemonErr
         tracing::info!(file = %path.display(), "Made the key listing cursors are signed with.");
     }
     crate::mcp::cursor::KeyRing::parse(&text).map_err(|e| failed(e.to_string()))
+}
+
+/// What the host endpoint answers beside MCP: readiness, and (a replica of a cluster) what
+/// forwards requests bound to another replica.
+fn serving(config: &Config, core: &Core) -> crate::downstream::Serving {
+    let cluster = config.cluster.as_ref().map(|c| {
+        tracing::info!(replica = %c.replica, "Serving as a replica of a cluster.");
+        Arc::new(crate::cluster::Cluster::new(c, &core.cursor_keys))
+    });
+    crate::downstream::Serving {
+        readiness: Arc::new(crate::readiness::Readiness::new(core.router.clone())),
+        cluster,
+    }
+}
+
+/// What the host service signs and seals with: the cursor key ring `cursors`, and the ring
+/// multi-round states are sealed with — derived from `[cluster] state_keys` where set, else from
+/// the cursor keys (so replicas sharing `server.cursor_keys` open each other's states).
+fn keys(
+    config: &Config,
+    cursors: crate::mcp::cursor::KeyRing,
+    owner: Option<Arc<str>>,
+) -> Result<crate::downstream::Keys, DaemonError> {
+    let separate = (config.cluster.as_ref()).and_then(|c| c.state_keys.clone());
+    let states = match separate {
+        None => cursors.derived(crate::cluster::STATE_PURPOSE),
+        Some(path) => {
+            let failed = |why: String| DaemonError::CursorKeys {
+                path: path.display().to_string(),
+                why,
+            };
+            let text = std::fs::read_to_string(&path).map_err(|e| failed(e.to_string()))?;
+            let ring =
+                crate::mcp::cursor::KeyRing::parse(&text).map_err(|e| failed(e.to_string()))?;
+            ring.derived(crate::cluster::STATE_PURPOSE)
+        }
+    };
+    let states = crate::sealed::SealRing::new(&states)
+        .unwrap_or_else(|| unreachable!("a parsed key ring holds a key"));
+    Ok(crate::downstream::Keys {
+        cursors,
+        states,
+        owner,
+    })
 }
 
 /// The config's profiles, and its `[hosts]` as principals seeing them.
@@ -156,7 +210,9 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
         core.principals.clone(),
         core.profiles.clone(),
     );
-    let (app, edge) = app(Arc::clone(&core.service), &config.server, gate);
+    let serving = serving(&config, &core);
+    let readiness = Arc::clone(&serving.readiness);
+    let (app, edge) = app(Arc::clone(&core.service), (&config.server, gate), serving);
     let reloader = reload::Reloader::new(
         config.clone(),
         core.upstreams.clone(),
@@ -178,7 +234,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
     let admin_token_file = admin_token.as_ref().map(|t| t.file.clone());
     let admin_url = match (config.admin, admin_token) {
         (Some(addr), Some(token)) => {
-            let parts = (&core, &audit, &readings, &reloader);
+            let parts = (&core, &audit, &readings, &reloader, &readiness);
             start_admin(&config, (addr, token), parts).await?
         }
         _ => None,
@@ -195,7 +251,14 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
     });
     announce(local, admin_url.as_deref(), &core.router);
     reload::spawn_triggers(Arc::clone(&reloader));
-    let served = run(listener, app, &config, &core.service, &reloader).await;
+    let served = run(
+        listener,
+        app,
+        &config,
+        (&core.service, &readiness),
+        &reloader,
+    )
+    .await;
     core.stop(&audit, telemetry).await;
     served
 }
@@ -290,11 +353,16 @@ struct Core {
     upstreams: tokio::sync::watch::Sender<crate::upstream::Upstreams>,
     supervisor: SupervisorHandle,
     service: Arc<HostService>,
+    /// The cursor key ring, read once: the host service signs with it, a replica's forwards
+    /// are keyed from it.
+    cursor_keys: crate::mcp::cursor::KeyRing,
 }
 
 impl Core {
     async fn start(config: &Config, audit: &AuditHandle) -> Result<Self, DaemonError> {
-        let sessions = SessionStore::new(config.server.session_idle_timeout);
+        let cursor_keys = cursor_keys(config)?;
+        let owner = (config.cluster.as_ref()).map(|c| Arc::<str>::from(c.replica.as_str()));
+        let sessions = SessionStore::new(config.server.session_idle_timeout, owner.clone());
         let delivery = Delivery::new(Arc::clone(&sessions), audit.clone());
         let events: Arc<dyn HostEvents> = delivery.clone();
         let (profiles, principals) = principals(config);
@@ -318,13 +386,13 @@ impl Core {
                 delivery,
                 Arc::new(crate::downstream::signin::SignIns::new(
                     vault,
-                    config.server.sign_in_timeout,
+                    (config.server.sign_in_timeout, owner.clone()),
                     audit.clone(),
                 )),
             ),
             supervisor.clone(),
             (audit.clone(), config.audit.redaction),
-            (&config.server, cursor_keys(config)?),
+            (&config.server, keys(config, cursor_keys.clone(), owner)?),
         ));
         service.spawn_reaper();
         service.spawn_change_notices();
@@ -337,6 +405,7 @@ impl Core {
             upstreams,
             supervisor,
             service,
+            cursor_keys,
         })
     }
 
@@ -397,11 +466,12 @@ impl Core {
 async fn start_admin(
     config: &Config,
     (addr, token): (std::net::SocketAddr, crate::admin::AdminToken),
-    (core, audit, readings, reloader): (
+    (core, audit, readings, reloader, readiness): (
         &Core,
         &AuditHandle,
         &Arc<crate::admin::Readings>,
         &Arc<reload::Reloader>,
+        &Arc<crate::readiness::Readiness>,
     ),
 ) -> Result<Option<String>, DaemonError> {
     let admin = match TcpListener::bind(addr).await {
@@ -433,6 +503,8 @@ async fn start_admin(
         },
         console: crate::admin::ConsoleState::default(),
         principals: Arc::new(PrincipalSignIns(Arc::clone(&core.service))),
+        readiness: Arc::clone(readiness),
+        replica: config.cluster.as_ref().map(|c| c.replica.clone()),
     };
     let app = crate::admin::app(Arc::new(state));
     let bounds = crate::listener::Bounds::of(&config.server);
@@ -453,14 +525,16 @@ fn announce(local: std::net::SocketAddr, admin_url: Option<&str>, router: &Route
     systemd::ready(router, &format!("http://{local}/mcp"));
 }
 
-/// Serves hosts until the server ends or a shutdown signal comes; then in-flight requests get
-/// `server.drain_timeout` to finish (open event streams would hold the drain forever: they end
-/// first).
+/// Serves hosts until the server ends or a shutdown signal comes. Then `/readyz` says 503 at
+/// once, and a replica of a cluster goes on serving everything for `[cluster] unready_delay`
+/// (its load balancer's health check takes it out meanwhile, so nothing sent to it is refused);
+/// then it stops accepting, and in-flight requests get `server.drain_timeout` to finish (open
+/// event streams would hold the drain forever: they end first).
 async fn run(
     listener: TcpListener,
     app: axum::Router,
     config: &Config,
-    service: &HostService,
+    (service, readiness): (&HostService, &crate::readiness::Readiness),
     reloader: &reload::Reloader,
 ) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -473,6 +547,14 @@ async fn run(
         finished = &mut server => finished,
         () = shutdown_signal() => {
             systemd::stopping();
+            readiness.drain();
+            if let Some(cluster) = &reloader.current().cluster {
+                tracing::info!(delay = ?cluster.unready_delay, "Draining: /readyz says 503; serving on until the load balancer has taken this replica out.");
+                tokio::select! {
+                    () = tokio::time::sleep(cluster.unready_delay) => {}
+                    () = shutdown_signal() => tracing::info!("A second signal: stopping now."),
+                }
+            }
             let _ = stop_tx.send(());
             service.stop_streams();
             let drain = reloader.current().server.drain_timeout;

@@ -27,8 +27,8 @@ mod stream;
 mod tables;
 
 pub use delivery::Delivery;
-pub use http::{EdgeControl, Gate, ProtectedResource, app};
+pub use http::{EdgeControl, Gate, ProtectedResource, Serving, app};
 pub use jwt::JwtGate;
 pub use principal::{Access, Principal};
-pub use service::HostService;
+pub use service::{HostService, Keys};
 pub use session::SessionStore;

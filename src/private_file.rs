@@ -37,6 +37,26 @@ pub fn read_or_create(
     }
 }
 
+/// The text of a secret file someone provisioned at `path` (a Kubernetes Secret, say): it must
+/// be there, may be a link to a regular file, and may be readable by its group, not by others.
+pub fn read_provisioned(path: &Path) -> Result<String, PrivateFileError> {
+    let read = |source| PrivateFileError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(read)?;
+    if !meta.is_file() {
+        return Err(read(std::io::Error::other("it is not a regular file")));
+    }
+    if meta.mode() & 0o007 != 0 {
+        return Err(PrivateFileError::Exposed {
+            path: path.to_path_buf(),
+            mode: meta.mode() & 0o7777,
+        });
+    }
+    std::fs::read_to_string(path).map_err(read)
+}
+
 /// The text of `path`, if it is there; refused when it is not a regular file only its owner
 /// can read.
 fn existing(path: &Path) -> Result<Option<String>, PrivateFileError> {

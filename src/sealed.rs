@@ -88,7 +88,60 @@ impl Sealer {
     }
 }
 
-fn now_secs() -> u64 {
+/// Seals with the newest of several keys and opens with any of them, so replicas sharing the ring
+/// open each other's tokens and a key can be rotated in two phases (added everywhere first, then
+/// made the newest). A token starts with its key's id (two hex digits).
+pub struct SealRing {
+    /// `(id, sealer)`, the newest last; never empty.
+    keys: Vec<(u8, Sealer)>,
+}
+
+impl std::fmt::Debug for SealRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ids: Vec<u8> = self.keys.iter().map(|(id, _)| *id).collect();
+        f.debug_struct("SealRing").field("ids", &ids).finish()
+    }
+}
+
+impl SealRing {
+    /// A ring of `keys` (`(id, key)`, the newest last); `None` when it holds none.
+    pub fn new(keys: &[(u8, [u8; 32])]) -> Option<Self> {
+        let keys: Vec<(u8, Sealer)> = (keys.iter())
+            .map(|(id, key)| (*id, Sealer::with_key(key)))
+            .collect();
+        (!keys.is_empty()).then_some(Self { keys })
+    }
+
+    /// A ring of one fresh random key.
+    #[cfg(test)]
+    pub fn random() -> Self {
+        Self {
+            keys: vec![(1, Sealer::random())],
+        }
+    }
+
+    /// `payload`, sealed with the newest key for `binding`, readable until `ttl` from now.
+    pub fn seal(&self, payload: &[u8], binding: &[u8], ttl: Duration) -> String {
+        let (id, sealer) = self
+            .keys
+            .last()
+            .unwrap_or_else(|| unreachable!("a ring has a key"));
+        format!("{id:02x}{}", sealer.seal(payload, binding, ttl))
+    }
+
+    /// The payload of `token`, if a key of the ring opens it for `binding` in time.
+    pub fn open(&self, token: &str, binding: &[u8]) -> Result<Vec<u8>, Unsealed> {
+        let (id, sealed) = (token.get(..2).zip(token.get(2..))).ok_or(Unsealed::Forged)?;
+        let id = u8::from_str_radix(id, 16).map_err(|_| Unsealed::Forged)?;
+        let (_, sealer) = (self.keys.iter())
+            .find(|(k, _)| *k == id)
+            .ok_or(Unsealed::Forged)?;
+        sealer.open(sealed, binding)
+    }
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -98,6 +151,39 @@ fn now_secs() -> u64 {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ring_rotates_in_two_phases_without_refusing_a_token() {
+        let (old, new) = ((1, [1u8; 32]), (2, [2u8; 32]));
+        let ttl = Duration::from_secs(60);
+        let before = SealRing::new(&[old]).unwrap();
+        // Phase 1: every replica learns the new key, which only opens.
+        let learning = SealRing::new(&[new, old]).unwrap();
+        // Phase 2: the new key seals; the old one still opens.
+        let rotated = SealRing::new(&[old, new]).unwrap();
+        let after = SealRing::new(&[new]).unwrap();
+        let t_before = before.seal(b"p", b"b", ttl);
+        let t_learning = learning.seal(b"p", b"b", ttl);
+        let t_rotated = rotated.seal(b"p", b"b", ttl);
+        assert!(t_before.starts_with("01") && t_learning.starts_with("01"));
+        assert!(t_rotated.starts_with("02"));
+        // During phase 1, tokens of not-yet-restarted replicas and of restarted ones open on both.
+        for ring in [&before, &learning] {
+            assert_eq!(ring.open(&t_before, b"b").unwrap(), b"p");
+            assert_eq!(ring.open(&t_learning, b"b").unwrap(), b"p");
+        }
+        // During phase 2, every replica opens what every other seals.
+        for ring in [&learning, &rotated] {
+            assert_eq!(ring.open(&t_rotated, b"b").unwrap(), b"p");
+            assert_eq!(ring.open(&t_learning, b"b").unwrap(), b"p");
+        }
+        // Once the old key is gone, what it sealed no longer opens.
+        assert_eq!(after.open(&t_before, b"b"), Err(Unsealed::Forged));
+        assert_eq!(after.open(&t_rotated, b"b").unwrap(), b"p");
+        assert_eq!(after.open("zz", b"b"), Err(Unsealed::Forged));
+        assert_eq!(after.open("", b"b"), Err(Unsealed::Forged));
+        assert!(SealRing::new(&[]).is_none());
+    }
 
     #[test]
     fn a_token_opens_only_for_its_binding_unaltered_and_in_time() {

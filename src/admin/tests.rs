@@ -34,6 +34,7 @@ impl Reload for Fixed {
     }
     fn status(&self) -> ConfigStatus {
         ConfigStatus {
+            digest: String::new(),
             file: "/etc/mcpmux.toml".into(),
             reloads: 2,
             rejected: 1,
@@ -86,6 +87,7 @@ async fn admin() -> (Router, SupervisorHandle) {
         }),
         reloads: Box::new(|| (2, 1)),
     });
+    let router_for_ready = router.clone();
     let admin = app(Arc::new(AdminState {
         router,
         supervisor: supervisor.clone(),
@@ -105,6 +107,8 @@ async fn admin() -> (Router, SupervisorHandle) {
             loopback: true,
         },
         console: super::ConsoleState::default(),
+        readiness: Arc::new(crate::readiness::Readiness::new(router_for_ready)),
+        replica: None,
     }));
     (admin, supervisor)
 }

@@ -164,11 +164,13 @@ pub enum Fixed {
     Telemetry,
     /// Each upstream is handed it when it is made (`RouterHandle::link`).
     ListingBudget,
+    /// `[cluster]`: the replica name and its peers.
+    Cluster,
 }
 
 impl Fixed {
     /// Every fixed setting, in the order a reload names them.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::Listen,
         Self::Admin,
         Self::AdminAccess,
@@ -182,6 +184,7 @@ impl Fixed {
         Self::Workers,
         Self::Telemetry,
         Self::ListingBudget,
+        Self::Cluster,
     ];
 
     /// The setting as the file writes it.
@@ -202,6 +205,7 @@ impl Fixed {
             Self::ListingBudget => {
                 "catalog.max_items_per_upstream / max_bytes_per_upstream / max_definition_bytes"
             }
+            Self::Cluster => "cluster",
         }
     }
 
@@ -222,6 +226,7 @@ impl Fixed {
             Self::Workers => now.server.workers != next.server.workers,
             Self::Telemetry => now.telemetry != next.telemetry,
             Self::ListingBudget => now.catalog.budget != next.catalog.budget,
+            Self::Cluster => now.cluster != next.cluster,
         }
     }
 
@@ -243,6 +248,7 @@ impl Fixed {
             Self::Workers => next.server.workers = now.server.workers,
             Self::Telemetry => next.telemetry.clone_from(&now.telemetry),
             Self::ListingBudget => next.catalog.budget = now.catalog.budget,
+            Self::Cluster => next.cluster.clone_from(&now.cluster),
         }
     }
 }

@@ -52,6 +52,38 @@ pub struct Config {
     pub profiles: Vec<Profile>,
     /// OpenTelemetry export (`[telemetry]`; the `OTEL_*` variables fill in what it leaves out).
     pub telemetry: TelemetryConfig,
+    /// `[cluster]`: this daemon is one of several replicas; `None`: it stands alone.
+    pub cluster: Option<ClusterConfig>,
+}
+
+/// `[cluster]`: what makes a daemon one of several identical replicas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// This replica's name: what its session ids and parked calls start with (a DNS label).
+    pub replica: String,
+    /// How a replica reaches another's host endpoint: by name (`[cluster.peers]`), else the
+    /// `peer_url` template with `{replica}` in it.
+    pub peers: BTreeMap<String, url::Url>,
+    pub peer_url: Option<String>,
+    /// The key ring multi-round states are sealed with (`None`: derived from the cursor keys).
+    pub state_keys: Option<PathBuf>,
+    /// After SIGTERM, how long `/readyz` says 503 while everything is still served, so the load
+    /// balancer takes the replica out before it refuses anything.
+    pub unready_delay: Duration,
+}
+
+/// `[cluster] unready_delay` unless set.
+pub const DEFAULT_UNREADY_DELAY: Duration = Duration::from_secs(2);
+
+impl ClusterConfig {
+    /// Where the replica named `replica` serves hosts (its base URL), if the config says.
+    pub fn peer(&self, replica: &str) -> Option<url::Url> {
+        if let Some(url) = self.peers.get(replica) {
+            return Some(url.clone());
+        }
+        let template = self.peer_url.as_deref()?;
+        url::Url::parse(&template.replace("{replica}", replica)).ok()
+    }
 }
 
 /// `[admin]` beyond `listen`: the admin API's token and its exposure.

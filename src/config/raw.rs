@@ -31,6 +31,8 @@ pub(super) struct RawConfig {
     pub admin: RawAdmin,
     #[serde(default)]
     pub telemetry: RawTelemetry,
+    /// `[cluster]`: one of several identical replicas.
+    pub cluster: Option<RawCluster>,
     #[serde(default)]
     pub upstreams: BTreeMap<String, RawUpstream>,
     #[serde(default)]
@@ -123,6 +125,19 @@ pub(super) struct RawAdmin {
     pub token_file: Option<PathBuf>,
     /// The acknowledgement a non-loopback `listen` needs (there is no TLS listener).
     pub allow_remote: Option<bool>,
+}
+
+/// `[cluster]`: this daemon is one of several identical replicas behind a load balancer.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCluster {
+    pub replica: Option<String>,
+    pub peer_url: Option<String>,
+    #[serde(default)]
+    pub peers: BTreeMap<String, String>,
+    pub state_keys: Option<PathBuf>,
+    #[serde(default, with = "humantime_serde")]
+    pub unready_delay: Option<Duration>,
 }
 
 /// `[telemetry]`: OpenTelemetry export.

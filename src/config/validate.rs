@@ -22,6 +22,8 @@ use super::transport::OAuthGrant;
 use crate::mcp::ListKind;
 use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
 
+mod cluster;
+pub use cluster::is_label as is_replica_name;
 mod host_upstreams;
 mod hosts;
 mod profiles;
@@ -35,7 +37,6 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
     let server = server(path, &base_dir, raw.server)?;
     let admin_access = admin_access(&base_dir, &mut raw.admin);
     let admin = admin(path, raw.admin)?;
-    let telemetry = telemetry(path, raw.telemetry)?;
     let raw_catalog = raw.catalog.clone();
     let catalog = catalog(path, "catalog", raw.catalog)?;
     let upstreams = upstreams(path, &base_dir, raw.defaults, raw.upstreams)?;
@@ -82,6 +83,7 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
         &profiles,
     )?;
     let mut config = Config {
+        cluster: cluster::cluster(path, &base_dir, raw.cluster.take(), &server)?,
         source: path.into(),
         hosts,
         profiles,
@@ -92,7 +94,7 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
         admin,
         admin_access,
         upstreams,
-        telemetry,
+        telemetry: telemetry(path, raw.telemetry)?,
     };
     if let Some(addr) = config.admin_exposed() {
         return Err(ConfigError::invalid(

@@ -33,6 +33,8 @@ pub struct Overrides {
     /// `Some(None)`: `--admin off`.
     pub admin: Option<Option<SocketAddr>>,
     pub state_dir: Option<PathBuf>,
+    /// `--replica`: this replica's name, when `[cluster]` is set.
+    pub replica: Option<String>,
 }
 
 impl Overrides {
@@ -45,6 +47,9 @@ impl Overrides {
         }
         if let Some(dir) = &self.state_dir {
             config.set_state_dir(dir.clone(), true);
+        }
+        if let (Some(name), Some(cluster)) = (&self.replica, &mut config.cluster) {
+            cluster.replica.clone_from(name);
         }
     }
 }
@@ -104,6 +109,15 @@ pub struct Reloader {
     finished: AtomicU64,
     reloads: AtomicU64,
     rejected: AtomicU64,
+    /// The digest of the config text running ([`digest`]).
+    digest: Mutex<String>,
+}
+
+/// The first 16 hex digits of the SHA-256 of a config's text.
+fn digest(text: Option<&str>) -> String {
+    use sha2::Digest;
+    let hash = sha2::Sha256::digest(text.unwrap_or_default().as_bytes());
+    hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 struct Running {
@@ -135,7 +149,9 @@ impl Reloader {
         parts: Parts,
     ) -> Arc<Self> {
         let text = std::fs::read_to_string(&config.source).ok();
+        let digest = Mutex::new(self::digest(text.as_deref()));
         Arc::new(Self {
+            digest,
             overrides,
             parts,
             current: ArcSwap::from_pointee(config),
@@ -167,6 +183,7 @@ impl Reloader {
         let (reloads, rejected) = self.counts();
         ConfigStatus {
             file: self.current.load().source.display().to_string(),
+            digest: lock(&self.digest).clone(),
             reloads,
             rejected,
             last_reload: outcome.at.map(|at| LastReload {
@@ -333,6 +350,7 @@ impl Reloader {
             None,
             serde_json::to_string(&summary).ok(),
         ));
+        *lock(&self.digest) = digest(text.as_deref());
         running.text = text;
         self.current.store(Arc::new(next));
         Ok(summary)
@@ -414,6 +432,7 @@ mod tests {
             listen: Some("127.0.0.1:9100".parse().unwrap_or_else(|e| panic!("{e}"))),
             admin: Some(None),
             state_dir: Some("/var/lib/mcpmux-test".into()),
+            replica: None,
         };
         overrides.apply(&mut applied);
         assert_eq!(applied.server.listen.port(), 9100);
@@ -429,6 +448,7 @@ mod tests {
             listen: Some("127.0.0.1:9100".parse().unwrap_or_else(|e| panic!("{e}"))),
             admin: None,
             state_dir: Some("/var/lib/mcpmux-test".into()),
+            replica: Some("b".into()),
         };
         let mut running = config("");
         overrides.apply(&mut running);

@@ -13,6 +13,7 @@ mod accepts;
 mod admission;
 mod body;
 mod cors;
+mod forward;
 mod legacy;
 mod posted;
 mod signin;
@@ -129,9 +130,21 @@ impl EdgeControl {
     }
 }
 
+/// What the host endpoint answers beside MCP: whether to send it requests (`/readyz`), and the
+/// replica it is of a cluster (requests bound to another are forwarded there).
+pub struct Serving {
+    pub readiness: Arc<crate::readiness::Readiness>,
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+}
+
 /// The host-facing HTTP application (served with `ConnectInfo<SocketAddr>`, which tells which
-/// clients are on loopback), and what reloads change of it.
-pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> (Router, EdgeControl) {
+/// clients are on loopback), and what reloads change of it. `/healthz` and `/readyz` are open
+/// (load balancers and probes ask them; they tell nothing but that it answers).
+pub fn app(
+    service: Arc<HostService>,
+    (config, gate): (&ServerConfig, Gate),
+    serving: Serving,
+) -> (Router, EdgeControl) {
     let state = Arc::new(AppState {
         service,
         loopback_only: config.listen.ip().is_loopback(),
@@ -169,6 +182,11 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> (Rou
         )
         .route("/sse", get(legacy::handle_sse))
         .route("/messages", post(legacy::handle_message))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", {
+            let readiness = serving.readiness;
+            get(move || async move { readiness.answer() })
+        })
         // Bodies are read within the limit by `body::read`, which answers 413 cleanly.
         .layer(DefaultBodyLimit::disable());
     // Web hosts' pages, from origins configured for them: a layer only then.
@@ -179,7 +197,22 @@ pub fn app(service: Arc<HostService>, config: &ServerConfig, gate: Gate) -> (Rou
             cors::allow,
         )),
     };
-    (router.with_state(state), control)
+    let router = router.with_state(state);
+    // Replicas of a cluster only: nothing is added to a single daemon's requests.
+    let router = match serving.cluster {
+        None => router,
+        Some(cluster) => {
+            let forwarding = Arc::new(forward::Forwarding {
+                cluster,
+                max_body_bytes: config.max_body_bytes,
+            });
+            router.layer(axum::middleware::from_fn_with_state(
+                forwarding,
+                forward::forward,
+            ))
+        }
+    };
+    (router, control)
 }
 
 impl Edge {

@@ -233,19 +233,29 @@ enum Answer {
     Upstream(Reply),
 }
 
+/// The keys a host service signs and seals with, and the replica whose name its parked calls
+/// carry (`[cluster]`).
+pub struct Keys {
+    /// Listing cursors of stateless hosts.
+    pub cursors: crate::mcp::cursor::KeyRing,
+    /// The `requestState` of multi-round calls.
+    pub states: crate::sealed::SealRing,
+    pub owner: Option<Arc<str>>,
+}
+
 impl HostService {
     pub fn new(
         router: RouterHandle,
         (delivery, signins): (Arc<Delivery>, Arc<crate::downstream::signin::SignIns>),
         supervisor: SupervisorHandle,
         audit: (AuditHandle, Redaction),
-        (server, cursor_keys): (&ServerConfig, crate::mcp::cursor::KeyRing),
+        (server, keys): (&ServerConfig, Keys),
     ) -> Self {
         let upstreams = Upstreams {
             router,
             supervisor,
             delivery,
-            rounds: rounds::Rounds::new(),
+            rounds: rounds::Rounds::new(keys.states, keys.owner),
             limits: arc_swap::ArcSwap::from_pointee(Limits::of(server)),
             audits: audit.0.is_enabled(),
             exchanges: exchanges::Exchanges::default(),
@@ -255,7 +265,7 @@ impl HostService {
             upstreams,
             audit: audit.0,
             audit_redaction: audit.1,
-            cursors: CursorCodec::new(cursor_keys),
+            cursors: CursorCodec::new(keys.cursors),
             stopping: tokio_util::sync::CancellationToken::new(),
             listening: Arc::default(),
         }
@@ -285,6 +295,11 @@ impl HostService {
     /// How many host sessions may be open at once (`server.max_sessions`, as a reload sets it).
     pub fn max_sessions(&self) -> usize {
         self.upstreams.limits.load().max_sessions
+    }
+
+    /// A fresh id for a session (a legacy SSE one: the store mints handshake sessions' own).
+    pub fn new_session_id(&self) -> String {
+        self.upstreams.delivery.sessions.new_id()
     }
 
     /// The session a host names, marked as used now.

@@ -321,15 +321,23 @@ pub struct SessionStore {
     sessions: RwLock<HashMap<String, Arc<Session>>>,
     idle_timeout: Duration,
     epoch: Instant,
+    /// The replica whose name starts every id (`[cluster]`), so a load balancer routes on it.
+    owner: Option<Arc<str>>,
 }
 
 impl SessionStore {
-    pub fn new(idle_timeout: Duration) -> Arc<Self> {
+    pub fn new(idle_timeout: Duration, owner: Option<Arc<str>>) -> Arc<Self> {
         Arc::new(Self {
             sessions: RwLock::new(HashMap::new()),
             idle_timeout,
             epoch: Instant::now(),
+            owner,
         })
+    }
+
+    /// A fresh unguessable session id, naming this replica first in a cluster.
+    pub fn new_id(&self) -> String {
+        crate::cluster::owned(self.owner.as_deref(), new_id())
     }
 
     /// Opens a session (with `id`, or a fresh unguessable one), unless `max_sessions` are open
@@ -341,7 +349,7 @@ impl SessionStore {
         access: super::Access,
         max_sessions: usize,
     ) -> Result<Arc<Session>, SessionRefused> {
-        let id = id.unwrap_or_else(new_id);
+        let id = id.unwrap_or_else(|| self.new_id());
         let session = Arc::new(Session::new(id.clone(), host, access, self.now_ms()));
         let principal = session.access().principal.clone();
         {

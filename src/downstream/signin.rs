@@ -140,6 +140,9 @@ pub struct SignIns {
     /// Where people reach mcpmux in a browser (`server.public_url`, else the listen address),
     /// set once the listener is bound.
     base: OnceLock<url::Url>,
+    /// The replica whose name starts each link and redirect `state` (`[cluster]`), so they
+    /// reach the replica holding the sign-in.
+    owner: Option<Arc<str>>,
     table: Mutex<Table>,
     audit: AuditHandle,
     /// How long a link works (`server.sign_in_timeout`, in milliseconds; a reload sets it).
@@ -157,8 +160,13 @@ impl std::fmt::Debug for SignIns {
 }
 
 impl SignIns {
-    pub fn new(vault: Arc<Vault>, ttl: Duration, audit: AuditHandle) -> Self {
+    pub fn new(
+        vault: Arc<Vault>,
+        (ttl, owner): (Duration, Option<Arc<str>>),
+        audit: AuditHandle,
+    ) -> Self {
         Self {
+            owner,
             vault,
             audit,
             base: OnceLock::new(),
@@ -251,7 +259,8 @@ impl SignIns {
                         "{MAX_PENDING} sign-ins are under way; try again in a few minutes"
                     ));
                 }
-                let id = crate::oauth::random_text(32);
+                let id =
+                    crate::cluster::owned(self.owner.as_deref(), crate::oauth::random_text(32));
                 let mut url = base.clone();
                 url.set_path(&format!("/signin/{id}"));
                 let pending = Pending {
@@ -373,7 +382,7 @@ impl SignIns {
         let mut redirect = base.clone();
         redirect.set_path(CALLBACK_PATH);
         login
-            .begin_at(redirect.to_string())
+            .begin_at(redirect.to_string(), self.owner.as_deref())
             .await
             .map_err(|e| format!("cannot sign in to `{}`: {e}", upstream.name()))
     }

@@ -99,6 +99,26 @@ impl KeyRing {
         (*id, key)
     }
 
+    /// The ring's keys, each turned into a key for `purpose` (HKDF-SHA256): what else is keyed
+    /// from the one shared key file (sealed states, forwarded requests) never uses a cursor key
+    /// itself, and rotates with it.
+    pub fn derived(&self, purpose: &str) -> Vec<(u8, [u8; 32])> {
+        use aws_lc_rs::hkdf::{HKDF_SHA256, Salt};
+        let salt = Salt::new(HKDF_SHA256, b"mcpmux key ring");
+        let info = [purpose.as_bytes()];
+        (self.0.iter())
+            .map(|(id, key)| {
+                let mut derived = [0u8; 32];
+                // 32 bytes is within what HKDF-SHA256 expands to: neither step can fail.
+                let _ = salt
+                    .extract(key)
+                    .expand(&info, HKDF_SHA256)
+                    .and_then(|okm| okm.fill(&mut derived));
+                (*id, derived)
+            })
+            .collect()
+    }
+
     fn get(&self, id: u8) -> Option<&[u8; 32]> {
         self.0.iter().find(|(k, _)| *k == id).map(|(_, key)| key)
     }

@@ -87,7 +87,7 @@ impl Login {
             .port();
         let redirect_uri = format!("http://127.0.0.1:{port}/callback");
         let (url, flow) = self
-            .authorization(found, token_endpoint, scope, redirect_uri)
+            .authorization(found, token_endpoint, scope, (redirect_uri, None))
             .await?;
         tokio::spawn(async move {
             let outcome = tokio::time::timeout(LOGIN_WAIT, self.finish(listener, flow))
@@ -108,8 +108,13 @@ impl Login {
 
     /// The authorization code flow with its redirect to `redirect_uri`, a page of mcpmux's own
     /// (a principal's sign-in through its host): the URL to send the person to, and what
-    /// finishes the sign-in once the redirect comes back there.
-    pub async fn begin_at(self, redirect_uri: String) -> Result<WebSignIn, OAuthError> {
+    /// finishes the sign-in once the redirect comes back there. The `state` starts with `owner`
+    /// and a dot, where given (the replica the redirect must reach, `[cluster]`).
+    pub async fn begin_at(
+        self,
+        redirect_uri: String,
+        owner: Option<&str>,
+    ) -> Result<WebSignIn, OAuthError> {
         if self.oauth.grant != OAuthGrant::AuthorizationCode {
             return Err(OAuthError::new(
                 "only an authorization_code upstream signs a person in through a browser",
@@ -117,7 +122,7 @@ impl Login {
         }
         let (found, token_endpoint, scope) = self.discover().await?;
         let (url, flow) = self
-            .authorization(found, token_endpoint, scope, redirect_uri)
+            .authorization(found, token_endpoint, scope, (redirect_uri, owner))
             .await?;
         Ok(WebSignIn {
             login: self,
@@ -225,7 +230,7 @@ impl Login {
         found: Discovered,
         token_endpoint: String,
         scope: Option<String>,
-        redirect_uri: String,
+        (redirect_uri, owner): (String, Option<&str>),
     ) -> Result<(Url, Flow), OAuthError> {
         let client = client::identify(
             &self.http,
@@ -246,7 +251,7 @@ impl Login {
                 ))
             })?;
         let pkce = Pkce::new();
-        let state = random_text(16);
+        let state = crate::cluster::owned(owner, random_text(16));
         let url = Authorize {
             endpoint: &endpoint,
             client: &client,

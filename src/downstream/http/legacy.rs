@@ -18,7 +18,6 @@ use super::admission::{Admitted, Refusal, refuse};
 use super::{AppState, Edge, accept, sse};
 use crate::downstream::Access;
 use crate::downstream::service::{HostService, RequestCx, Who};
-use crate::downstream::session::new_id;
 use crate::downstream::stream::Sink;
 use crate::jsonrpc::{Incoming, Message, RpcError, codes, error_line};
 use crate::mcp::method::Method;
@@ -62,7 +61,7 @@ pub(super) async fn handle_sse(
     State(state): State<Arc<AppState>>,
     Admitted { access, .. }: Admitted,
 ) -> Response {
-    let id = new_id();
+    let id = state.service.new_session_id();
     let (tx, rx) = mpsc::channel::<String>(STREAM);
     crate::sync::lock(&state.legacy.0).insert(id.clone(), (tx, access));
     let endpoint = Event::default()

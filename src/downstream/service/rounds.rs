@@ -37,7 +37,7 @@ use crate::downstream::principal::{HeldSlot, Identity, Principal};
 use crate::downstream::session::HostInfo;
 use crate::downstream::stream::Sink;
 use crate::jsonrpc::{RpcError, codes, to_raw};
-use crate::sealed::Sealer;
+use crate::sealed::SealRing;
 use crate::sync::lock;
 use crate::upstream::{InputRequired, Reply, UpstreamError};
 
@@ -168,7 +168,11 @@ pub(super) enum Round {
 /// The parked calls and the key their states are sealed with.
 pub(super) struct Rounds {
     parked: Arc<Mutex<HashMap<u128, Flight>>>,
-    sealer: Sealer,
+    /// Shared by the replicas of a cluster (derived from the cursor keys): a state that
+    /// continues no parked call opens on any of them.
+    sealer: SealRing,
+    /// The replica a parked call's state names first (`[cluster]`): it alone holds the call.
+    owner: Option<Arc<str>>,
     /// The calls each caller has parked.
     holdings: Arc<Holdings>,
 }
@@ -221,10 +225,11 @@ pub(super) fn binding(
 }
 
 impl Rounds {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(sealer: SealRing, owner: Option<Arc<str>>) -> Self {
         Self {
             parked: Arc::default(),
-            sealer: Sealer::random(),
+            sealer,
+            owner,
             holdings: Arc::default(),
         }
     }
@@ -376,6 +381,17 @@ impl Rounds {
                 "Invalid params: requestState {why}; send the request again without it"
             ))
         };
+        // A parked call's state names the replica holding it; one that reached another replica
+        // was forwarded there (`cluster`), unless that replica could not be reached.
+        let state = match crate::cluster::owner_of(state) {
+            None => state,
+            Some(owner) if self.owner.as_deref() == Some(owner) => &state[owner.len() + 1..],
+            Some(owner) => {
+                return Err(invalid(format!(
+                    "names a call waiting on replica `{owner}`, which could not be reached"
+                )));
+            }
+        };
         let payload = self
             .sealer
             .open(state, binding.as_bytes())
@@ -441,9 +457,10 @@ impl Rounds {
         flight.call.send_away();
         let id: u128 = rand::random();
         let binding = flight.binding.get_or_insert_with(bind);
-        let state = self
+        let sealed = self
             .sealer
             .seal(&id.to_be_bytes(), binding.as_bytes(), parking.timeout);
+        let state = crate::cluster::owned(self.owner.as_deref(), sealed);
         let requests: serde_json::Map<String, Value> = flight
             .asked
             .iter()
@@ -560,7 +577,7 @@ mod tests {
                 timeout: Duration::from_secs(60),
             },
         };
-        let Err(error) = Rounds::new()
+        let Err(error) = Rounds::new(SealRing::random(), None)
             .round(flight, (&String::new, &parks_for))
             .await
         else {

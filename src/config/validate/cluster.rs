@@ -1,0 +1,187 @@
+//! `[cluster]`: a replica's name, how it reaches the others, and how it drains.
+
+use std::path::Path;
+
+use super::resolve;
+use crate::config::error::ConfigError;
+use crate::config::model::{ClusterConfig, DEFAULT_UNREADY_DELAY, ServerConfig};
+use crate::config::raw::RawCluster;
+
+/// `[cluster]`, checked: a replica name that is a DNS label (the host name's first label unless
+/// set), peers that are http(s) URLs, and a way to reach them.
+pub(super) fn cluster(
+    file: &Path,
+    base_dir: &Path,
+    raw: Option<RawCluster>,
+    server: &ServerConfig,
+) -> Result<Option<ClusterConfig>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    if server.cursor_keys.is_none() {
+        return Err(ConfigError::invalid(
+            file,
+            "server.cursor_keys",
+            "is not set, but [cluster] replicas must share one key file (cursors, multi-round states and forwarded requests are signed with it)",
+            "provision one file on every replica, e.g. `echo \"1 $(openssl rand -hex 32)\" > cursor.keys`, and set server.cursor_keys to it",
+        ));
+    }
+    let replica = match raw.replica {
+        Some(name) => name,
+        None => host_name().ok_or_else(|| {
+            ConfigError::invalid(
+                file,
+                "cluster.replica",
+                "is not set and this machine's host name is not a DNS label",
+                "name the replica, e.g. replica = \"mcpmux-0\"",
+            )
+        })?,
+    };
+    if !is_label(&replica) {
+        return Err(ConfigError::invalid(
+            file,
+            "cluster.replica",
+            format!("`{replica}` is not a DNS label"),
+            "use 1-63 letters, digits and inner hyphens, e.g. \"mcpmux-0\"",
+        ));
+    }
+    let mut peers = std::collections::BTreeMap::new();
+    for (name, url) in raw.peers {
+        let key = format!("cluster.peers.{name}");
+        if !is_label(&name) {
+            return Err(ConfigError::invalid(
+                file,
+                key,
+                "is not a replica name (a DNS label)",
+                "name each peer as its [cluster] replica is named",
+            ));
+        }
+        peers.insert(name, http_url(file, &key, &url)?);
+    }
+    if let Some(template) = &raw.peer_url {
+        if !template.contains("{replica}") {
+            return Err(ConfigError::invalid(
+                file,
+                "cluster.peer_url",
+                format!("`{template}` does not contain {{replica}}"),
+                "write where any replica serves hosts, e.g. \"http://{replica}.mcpmux-replicas:7332\"",
+            ));
+        }
+        http_url(
+            file,
+            "cluster.peer_url",
+            &template.replace("{replica}", "r"),
+        )?;
+    }
+    if peers.is_empty() && raw.peer_url.is_none() {
+        return Err(ConfigError::invalid(
+            file,
+            "cluster",
+            "names no way to reach the other replicas (a request that lands on a replica that does not own its session is forwarded to the owner)",
+            "add peer_url = \"http://{replica}.SERVICE:7332\" (Kubernetes) or a [cluster.peers] table of name = \"http://ADDRESS:PORT\"",
+        ));
+    }
+    Ok(Some(ClusterConfig {
+        replica,
+        peers,
+        peer_url: raw.peer_url,
+        state_keys: raw.state_keys.map(|f| resolve(base_dir, f)),
+        unready_delay: raw.unready_delay.unwrap_or(DEFAULT_UNREADY_DELAY),
+    }))
+}
+
+/// The first label of this machine's host name (a StatefulSet pod's name on Kubernetes).
+fn host_name() -> Option<String> {
+    let name = nix::unistd::gethostname().ok()?.into_string().ok()?;
+    let label = name.split('.').next()?.to_owned();
+    is_label(&label).then_some(label)
+}
+
+/// Whether `name` is a DNS label: what a replica's name must be, as it starts session ids and
+/// names a server in a load balancer's config.
+pub fn is_label(name: &str) -> bool {
+    (1..=63).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+fn http_url(file: &Path, key: &str, text: &str) -> Result<url::Url, ConfigError> {
+    match url::Url::parse(text) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(url),
+        _ => Err(ConfigError::invalid(
+            file,
+            key,
+            format!("`{text}` is not an http(s) URL"),
+            "write the replica's host endpoint base, e.g. \"http://10.0.0.11:7332\"",
+        )),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Result<Option<ClusterConfig>, ConfigError> {
+        #[derive(serde::Deserialize)]
+        struct Doc {
+            cluster: Option<RawCluster>,
+        }
+        let doc: Doc = toml::from_str(text).unwrap();
+        let server = ServerConfig {
+            cursor_keys: Some("/etc/mcpmux/cursor.keys".into()),
+            ..ServerConfig::default()
+        };
+        cluster(
+            Path::new("m.toml"),
+            Path::new("/etc/mcpmux"),
+            doc.cluster,
+            &server,
+        )
+    }
+
+    #[test]
+    fn a_cluster_names_its_replica_and_reaches_its_peers() {
+        let c = raw("[cluster]\nreplica = \"a\"\npeer_url = \"http://{replica}.svc:7332\"\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.replica, "a");
+        assert_eq!(c.peer("b").unwrap().as_str(), "http://b.svc:7332/");
+        assert_eq!(c.unready_delay, DEFAULT_UNREADY_DELAY);
+        let c = raw("[cluster]\nreplica = \"a\"\nunready_delay = \"5s\"\n[cluster.peers]\nb = \"http://127.0.0.12:9\"\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.peer("b").unwrap().as_str(), "http://127.0.0.12:9/");
+        assert!(c.peer("c").is_none());
+        assert_eq!(c.unready_delay, std::time::Duration::from_secs(5));
+        assert!(raw("").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_bad_cluster_table_names_the_key_and_the_fix() {
+        for (text, key) in [
+            (
+                "[cluster]\nreplica = \"a.b\"\npeer_url = \"http://{replica}:1\"",
+                "cluster.replica",
+            ),
+            ("[cluster]\nreplica = \"a\"", "cluster"),
+            (
+                "[cluster]\nreplica = \"a\"\npeer_url = \"http://x:1\"",
+                "cluster.peer_url",
+            ),
+            (
+                "[cluster]\nreplica = \"a\"\n[cluster.peers]\nb = \"ftp://x\"",
+                "cluster.peers.b",
+            ),
+        ] {
+            let e = raw(text).unwrap_err().to_string();
+            assert!(e.contains(key), "{text}: {e}");
+        }
+        let doc: RawCluster =
+            toml::from_str("replica = \"a\"\npeer_url = \"http://{replica}:1\"").unwrap();
+        let keyless = ServerConfig::default();
+        let e = cluster(Path::new("m.toml"), Path::new("/"), Some(doc), &keyless).unwrap_err();
+        assert!(e.to_string().contains("server.cursor_keys"), "{e}");
+    }
+}
