@@ -11,6 +11,7 @@ use crate::config::{self, Config};
 
 mod admin;
 mod audit_command;
+mod fleet;
 mod import;
 mod login;
 mod render;
@@ -54,6 +55,10 @@ enum Command {
         /// State directory (overrides `state_dir`; the audit store lives in <dir>/audit).
         #[arg(long, env = "MCPMUX_STATE_DIR")]
         state_dir: Option<PathBuf>,
+        /// This replica's name (overrides `[cluster] replica`): several replicas started from
+        /// one config file on one machine.
+        #[arg(long, env = "MCPMUX_REPLICA")]
+        replica: Option<String>,
     },
     /// Show every upstream's state, version, catalog and last error (from the running daemon).
     Status {
@@ -65,6 +70,10 @@ enum Command {
         /// Print the raw JSON.
         #[arg(long)]
         json: bool,
+        /// Ask every replica of a cluster (their admin APIs, URL,URL,… or a headless
+        /// service's name) and merge.
+        #[arg(long, env = "MCPMUX_REPLICAS")]
+        replicas: Option<String>,
     },
     /// List the pinned tool definitions, and the ones that changed since they were pinned.
     Pins {
@@ -105,6 +114,10 @@ enum Command {
         /// Print the raw JSON.
         #[arg(long)]
         json: bool,
+        /// Ask every replica of a cluster (their admin APIs, URL,URL,… or a headless
+        /// service's name) and merge.
+        #[arg(long, env = "MCPMUX_REPLICAS")]
+        replicas: Option<String>,
     },
     /// Restart one upstream now (also takes it out of crash-loop).
     Restart {
@@ -257,11 +270,21 @@ impl Cli {
                 listen,
                 admin,
                 state_dir,
+                replica,
             } => {
+                if let Some(name) = replica
+                    .as_deref()
+                    .filter(|n| !crate::config::is_replica_name(n))
+                {
+                    anyhow::bail!(
+                        "--replica `{name}` is not a DNS label: use 1-63 letters, digits and inner hyphens"
+                    );
+                }
                 let overrides = crate::daemon::reload::Overrides {
                     listen,
                     admin: admin.map(|AdminListen(a)| a),
                     state_dir,
+                    replica,
                 };
                 serve(config, overrides)
             }
@@ -301,7 +324,10 @@ impl Cli {
                 print_bytes(&page)?;
                 Ok(ExitCode::SUCCESS)
             }
-            asked => ask_daemon(asked, token_file),
+            asked => match fleet::command(asked, token_file)? {
+                Ok(code) => Ok(code),
+                Err(asked) => ask_daemon(asked, token_file),
+            },
         }
     }
 }
@@ -366,6 +392,7 @@ fn ask_daemon(command: Command, token_file: Option<&std::path::Path>) -> anyhow:
             config,
             admin,
             json,
+            replicas: None,
         } => {
             let admin = Admin::required(admin.as_deref(), config, token_file)?;
             let status: api::Status =
@@ -391,6 +418,7 @@ fn ask_daemon(command: Command, token_file: Option<&std::path::Path>) -> anyhow:
             config,
             admin,
             json,
+            replicas: None,
         } => {
             let admin = Admin::required(admin.as_deref(), config, token_file)?;
             let answer: api::Sessions =

@@ -83,6 +83,10 @@ pub struct Access {
     /// directly.
     #[arg(long, env = "MCPMUX_STATE_DIR")]
     state_dir: Option<PathBuf>,
+    /// Every replica of a cluster (their admin APIs, URL,URL,… or a headless service's name):
+    /// `query` merges their chains by time, `verify` checks each chain.
+    #[arg(long, env = "MCPMUX_REPLICAS")]
+    replicas: Option<String>,
 }
 
 /// The running daemon, or the store itself.
@@ -165,6 +169,12 @@ pub async fn run(command: AuditCommand, token_file: Option<&Path>) -> anyhow::Re
             all,
             access,
         } => {
+            if let Some(list) = &access.replicas {
+                let replicas = super::fleet::replicas(list, token_file).await?;
+                let merged = super::fleet::query(&replicas, &filter).await?;
+                print_merged(&merged, format);
+                return Ok(true);
+            }
             let source = Source::open(&access, token_file).await?;
             let mut args = FilterArgs {
                 limit: Some(limit),
@@ -194,6 +204,7 @@ pub async fn run(command: AuditCommand, token_file: Option<&Path>) -> anyhow::Re
             format,
             access,
         } => {
+            one_replica(&access, "tail")?;
             let source = Source::open(&access, token_file).await?;
             let newest = FilterArgs {
                 limit: Some(lines.max(1)),
@@ -227,6 +238,7 @@ pub async fn run(command: AuditCommand, token_file: Option<&Path>) -> anyhow::Re
             format,
             access,
         } => {
+            one_replica(&access, "stats")?;
             let rows = Source::open(&access, token_file)
                 .await?
                 .stats(&filter)
@@ -234,6 +246,10 @@ pub async fn run(command: AuditCommand, token_file: Option<&Path>) -> anyhow::Re
             print_stats(&rows, format);
         }
         AuditCommand::Verify { access } => {
+            if let Some(list) = &access.replicas {
+                let replicas = super::fleet::replicas(list, token_file).await?;
+                return super::fleet::verify(&replicas).await;
+            }
             let v = Source::open(&access, token_file).await?.verify().await?;
             return Ok(match &v.first_break {
                 None => {
@@ -269,6 +285,32 @@ macro_rules! emit {
     }};
 }
 use emit;
+
+/// `--replicas` is for `query` and `verify`: another subcommand given it says so rather than ask
+/// one daemon quietly.
+fn one_replica(access: &Access, command: &str) -> anyhow::Result<()> {
+    if access.replicas.is_some() {
+        anyhow::bail!(
+            "`audit {command}` reads one daemon's log: pass --admin URL of one replica (--replicas works with `audit query` and `audit verify`)"
+        );
+    }
+    Ok(())
+}
+
+/// Records of several replicas' chains, merged by time: as JSON lines each names its replica
+/// (the admin API it came from); a table or CSV prints them as one log.
+fn print_merged(merged: &[(String, Record)], format: Format) {
+    if matches!(format, Format::Json) {
+        for (at, record) in merged {
+            let mut line = serde_json::to_value(record).unwrap_or_default();
+            line["replica"] = serde_json::Value::String(at.clone());
+            emit!("{line}");
+        }
+        return;
+    }
+    let records: Vec<Record> = merged.iter().map(|(_, r)| r.clone()).collect();
+    Printer::new(format).print(&records);
+}
 
 struct Printer {
     format: Format,

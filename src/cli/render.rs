@@ -322,6 +322,38 @@ pub(super) fn pins(pins: &Pins) -> String {
     table(&["UPSTREAM", "TOOL", "PINNED", "STATE", "NOW"], &rows)
 }
 
+/// Words in a stdio upstream's command line that say it keeps state of its own on the machine
+/// it runs on (the reference servers `memory` and `filesystem`, databases in a file, a git
+/// checkout).
+const STATEFUL: [&str; 5] = ["memory", "filesystem", "sqlite", "git", "duckdb"];
+
+/// What would diverge across the replicas of a `[cluster]`: each replica runs its own copy of
+/// every stdio upstream, so one that keeps state (a knowledge graph in a file, a directory, a
+/// database file) keeps one per replica.
+pub(super) fn cluster_warnings(config: &Config) -> Vec<String> {
+    let Some(cluster) = &config.cluster else {
+        return Vec::new();
+    };
+    let mut warnings = Vec::new();
+    for u in config.upstreams.iter().filter(|u| u.enabled) {
+        let Transport::Stdio(stdio) = &u.transport else {
+            continue;
+        };
+        let line = std::iter::once(&stdio.command)
+            .chain(&stdio.args)
+            .map(|a| a.to_ascii_lowercase())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if let Some(word) = STATEFUL.iter().find(|w| line.contains(*w)) {
+            warnings.push(format!(
+                "upstream `{}` is a stdio server that looks stateful ({word}): replica `{}` and every other runs a copy of its own, and their state diverges; give it storage all replicas share, or run it once as a remote upstream they all call",
+                u.name, cluster.replica
+            ));
+        }
+    }
+    warnings
+}
+
 // Long: one column per field of the upstream table, in the order it shows them.
 /// `mcpmux check`: the config is valid, then one row per upstream.
 pub(super) fn upstream_table(config: &Config) -> String {
@@ -376,6 +408,9 @@ pub(super) fn upstream_table(config: &Config) -> String {
         ],
         &rows,
     ));
+    for warning in cluster_warnings(config) {
+        out.push_str(&format!("warning: {warning}\n"));
+    }
     let hosts: Vec<Vec<String>> = (config.hosts.iter())
         .map(|h| {
             let credential = match &h.credential {
@@ -438,6 +473,23 @@ mod tests {
     use super::*;
     use crate::api::{AuditStatus, ConfigStatus, HostStatus, LastReload};
 
+    #[test]
+    fn check_warns_of_stateful_stdio_upstreams_in_a_cluster_only() {
+        let upstreams = "[upstreams.memory]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-memory\"]\n\
+                         [upstreams.time]\ncommand = \"uvx\"\nargs = [\"mcp-server-time\"]\n";
+        let alone = crate::config::parse(std::path::Path::new("m.toml"), upstreams)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(cluster_warnings(&alone).is_empty());
+        let text = format!(
+            "[server]\ncursor_keys = \"k\"\n[cluster]\nreplica = \"a\"\npeer_url = \"http://{{replica}}:7332\"\n{upstreams}"
+        );
+        let fleet = crate::config::parse(std::path::Path::new("m.toml"), &text)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let warnings = cluster_warnings(&fleet);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("`memory`") && warnings[0].contains("diverges"));
+    }
+
     fn changes(incomplete: &[&str]) -> ReloadChanges {
         ReloadChanges {
             added: vec!["new".into()],
@@ -462,11 +514,13 @@ mod tests {
     #[test]
     fn status_shows_the_daemon_its_config_hosts_and_remote_upstreams() {
         let status = Status {
+            replica: None,
             version: "0.1.0".into(),
             catalog_generation: 3,
             sessions: 1,
             max_sessions: 64,
             config: ConfigStatus {
+                digest: String::new(),
                 file: "/etc/mcpmux.toml".into(),
                 reloads: 1,
                 rejected: 1,
