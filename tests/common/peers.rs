@@ -55,6 +55,17 @@ pub fn proxy_bin(bin: &str) -> PathBuf {
         .join(bin)
 }
 
+/// The Python interpreter of the venv with kubernetes-validate (the Kubernetes recipe's schema
+/// check, `tests/cluster/manifests.py`), provisioning it first.
+pub fn manifests_python() -> PathBuf {
+    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let venv =
+        PYTHON.get_or_init(|| venv("k8s-venv", "requirements-k8s.txt", "kubernetes-validate"));
+    venv.clone()
+        .unwrap_or_else(|why| panic!("{why}"))
+        .join("bin/python")
+}
+
 /// A venv `peers/<name>` with `tests/peers/<requirements>` installed.
 fn venv(name: &str, requirements: &str, what: &str) -> Result<PathBuf, String> {
     let venv = dir().join(name);
