@@ -140,6 +140,11 @@ struct Args {
     /// mirrored headers, no session), or `both` (one run of each, alternating).
     #[arg(long, default_value = "handshake", value_parser = ["handshake", "2026-07-28", "both"])]
     era: String,
+    /// An mcpmux (or a load balancer in front of replicas) already running at this `/mcp` URL:
+    /// measured as it is, with `--upstreams` upstreams `up1..upU` (`benches/cluster.sh`); no
+    /// daemon is started, so no gateway CPU or RSS is reported.
+    #[arg(long)]
+    target: Option<String>,
 }
 
 /// `--arguments`, as given.
@@ -931,6 +936,19 @@ async fn run_mcpmux(
     Ok(report)
 }
 
+/// `--target URL`: the calls against an endpoint already running (several replicas behind a
+/// load balancer, or one of them), in the era `--era` names (one of the two).
+async fn run_target(args: &Args, url: &str) -> Res<Value> {
+    let modern = args.era == MODERN;
+    eprintln!("loadgen: target: {url}, era {}", args.era);
+    let http = Http::connect(url.to_owned(), args.concurrency, modern).await?;
+    http.wait_for_upstreams(args.upstreams.max(1)).await?;
+    let mut report = measure("target", Target::new(Via::Http(http)), args, || {}).await?;
+    report["url"] = json!(url);
+    report["era"] = json!(args.era);
+    Ok(report)
+}
+
 /// The OTLP receiver the telemetry tests use (the collector's gRPC services), here a sink.
 #[allow(dead_code, clippy::unwrap_used)]
 #[path = "../tests/observability/telemetry/otlp.rs"]
@@ -1085,8 +1103,13 @@ async fn run(args: Args) -> Res<()> {
         let abs = std::fs::canonicalize(program).map_err(ctx(program.display()))?;
         cmd[0] = abs.display().to_string();
     }
-    if args.mode == "idle" {
-        let report = run_idle(&args, &cmd).await?;
+    // An idle measurement, or calls against a running endpoint: one report, printed alone.
+    let single = match (&args.target, args.mode.as_str()) {
+        (Some(url), _) => Some(run_target(&args, url).await?),
+        (None, "idle") => Some(run_idle(&args, &cmd).await?),
+        _ => None,
+    };
+    if let Some(report) = single {
         match args.json {
             true => println!("{report}"),
             false => println!(
