@@ -9,6 +9,7 @@
 //!   and `verify` in `store/`.
 //! - `segment`: the append-only files holding the records' bytes.
 //! - `writer`: the writer thread and [`AuditHandle`], the never-blocking way in.
+//! - `export`: the bounded queue written batches leave the box through (`[audit] export`).
 //! - `syncer`: the thread that puts written blocks on disk, indexes them and applies retention.
 //! - `query`: filtered pages, cursors, statistics.
 //! - `csv`: a cell of a CSV export, safe to open in a spreadsheet.
@@ -16,6 +17,7 @@
 mod batch;
 mod body;
 mod csv;
+mod export;
 mod query;
 mod record;
 mod segment;
@@ -27,13 +29,14 @@ use std::path::Path;
 
 pub use body::RequestRecord;
 pub use csv::csv_cell;
+pub use export::{ExportCounts, Outbox, Parcel, outbox};
 pub use query::{
     Filter, FilterArgs, FilterError, MAX_PAGE, Page, QueryError, ReadError, StatRow, cursor_after,
     cursor_at, parse_time,
 };
 pub use record::{Direction, Ended, Kind, Record, Redactor, hex, now_us};
 pub use store::{Break, Store, StoreError, Verification};
-pub use writer::AuditHandle;
+pub use writer::{AuditHandle, WeakAudit};
 
 /// Opens the store in `dir` (creating the directory). sled starts its I/O threads here; they are
 /// started from a background-priority thread so they inherit its priority and never compete with

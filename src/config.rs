@@ -27,9 +27,10 @@ mod validate;
 mod watch;
 
 pub use audit_settings::{
-    AuditConfig, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir,
+    AuditConfig, AuditExport, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir,
 };
 pub use diff::{Changed, ConfigDiff, Fixed};
+pub use validate::cluster::machine_name;
 pub use error::{ConfigError, ReloadError};
 pub use filter::NameFilter;
 pub use load::{default_path, load, parse};
@@ -52,3 +53,4 @@ pub use transport::{
 };
 pub use validate::is_replica_name;
 pub use watch::watch_file;
+

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::downstream::{Delivery, HostService, SessionStore, app};
 use crate::router::RouterHandle;
 use crate::supervisor::SupervisorHandle;
+use crate::telemetry::audit_logs::AuditExport;
 use crate::upstream::{HostEvents, UpstreamHandle};
 
 /// How long shutdown waits for the audit writer to commit what is queued.
@@ -52,6 +53,8 @@ pub enum DaemonError {
     CursorKeys { path: String, why: String },
     #[error("{0} (principals' upstream tokens cannot be kept)")]
     Vault(#[from] crate::oauth::vault::VaultError),
+    #[error("{0}")]
+    AuditExport(#[from] crate::telemetry::audit_logs::AuditExportError),
 }
 
 /// The file of the keys listing cursors of stateless hosts are signed with, in the state
@@ -200,7 +203,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
             source,
         })?;
     let local = listener.local_addr().map_err(DaemonError::Serve)?;
-    let audit = open_audit(&config)?;
+    let (audit, audit_export) = open_audit(&config)?;
     let core = Core::start(&config, &audit).await?;
     core.service.signins().set_base(public_url(&config, local));
     let hosts = Arc::new(arc_swap::ArcSwap::from_pointee(core.principals.clone()));
@@ -259,7 +262,7 @@ pub async fn serve(config: Config, overrides: reload::Overrides) -> Result<(), D
         &reloader,
     )
     .await;
-    core.stop(&audit, telemetry).await;
+    core.stop(&audit, (telemetry, audit_export)).await;
     served
 }
 
@@ -296,10 +299,38 @@ fn preflight(config: &Config) -> Result<Option<crate::admin::AdminToken>, Daemon
 
 /// The audit log, when it is on (its store opened and its writer started), with the daemon's
 /// start recorded.
-fn open_audit(config: &Config) -> Result<AuditHandle, DaemonError> {
+fn open_audit(config: &Config) -> Result<(AuditHandle, Option<AuditExport>), DaemonError> {
+    let mut export = None;
     let audit = if config.audit.enabled {
         let store = crate::audit::open(&config.audit.dir).map_err(DaemonError::Audit)?;
-        let handle = AuditHandle::start(store, &config.audit).map_err(DaemonError::Audit)?;
+        let handle = match config.audit.export {
+            crate::config::AuditExport::None => {
+                AuditHandle::start(store, &config.audit).map_err(DaemonError::Audit)?
+            }
+            crate::config::AuditExport::Otlp => {
+                let (outbox, parcels, counts) = crate::audit::outbox(config.audit.export_queue);
+                let handle = AuditHandle::start_exporting(store, &config.audit, Some(outbox))
+                    .map_err(DaemonError::Audit)?;
+                let otlp = crate::telemetry::otel::Export::resolve(&config.telemetry, |name| {
+                    std::env::var(name).ok()
+                });
+                let chain = config.cluster.as_ref().map(|c| c.replica.clone());
+                let shipping = crate::telemetry::audit_logs::Shipping {
+                    chain: chain.clone().unwrap_or_else(crate::config::machine_name),
+                    replica: chain,
+                    head_interval: config.audit.export_head_interval,
+                };
+                let started = crate::telemetry::audit_logs::start(
+                    otlp.as_ref(),
+                    shipping,
+                    (parcels, counts),
+                    handle.downgrade(),
+                )?;
+                tracing::info!("Audit records are exported over OTLP.");
+                export = Some(started);
+                handle
+            }
+        };
         tracing::info!(dir = %config.audit.dir.display(), "Audit log is on.");
         handle
     } else {
@@ -311,7 +342,7 @@ fn open_audit(config: &Config) -> Result<AuditHandle, DaemonError> {
         None,
         Some(format!("config {}", config.source.display())),
     ));
-    Ok(audit)
+    Ok((audit, export))
 }
 
 /// The pins of tools' definitions, each change audited and logged as it is seen.
@@ -446,13 +477,20 @@ impl Core {
     async fn stop(
         &self,
         audit: &AuditHandle,
-        telemetry: Option<crate::telemetry::otel::Telemetry>,
+        (telemetry, audit_export): (
+            Option<crate::telemetry::otel::Telemetry>,
+            Option<AuditExport>,
+        ),
     ) {
         tracing::info!("Shutting down: ending host sessions, stopping upstreams.");
         self.service.close_all().await;
         self.supervisor.shutdown().await;
         audit.record(Record::event("daemon.stopped", None, None, None));
         audit.close(AUDIT_CLOSE);
+        if let Some(export) = audit_export {
+            // What the writer offered leaves before the process does (the receiver permitting).
+            let _ = tokio::task::spawn_blocking(move || export.finish(AUDIT_CLOSE)).await;
+        }
         if let Some(telemetry) = telemetry {
             // The exporters block while they flush; the runtime's other threads keep serving.
             let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;

@@ -5,6 +5,7 @@
 //! `warn` — mcpmux worked around a peer's mistake; `info` — lifecycle (started, ready, session
 //! opened) and upstreams' stderr; `debug` — per-message detail. Never log request payloads above `debug`.
 
+pub mod audit_logs;
 pub mod otel;
 
 use std::io::IsTerminal;

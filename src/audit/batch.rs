@@ -99,6 +99,11 @@ impl Batch {
         self.seals.len()
     }
 
+    /// Every record's JSON and a newline, in sequence order.
+    pub fn lines(&self) -> &[u8] {
+        &self.lines
+    }
+
     pub fn is_empty(&self) -> bool {
         self.seals.is_empty()
     }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::batch::{Batch, Head};
 use super::body::{Body, RECORD_BYTES, RequestRecord};
+use super::export::{ExportCounts, Outbox};
 use super::record::{Record, Redactor};
 use super::store::{MAX_BLOCK, Store, StoreError, Written};
 use super::syncer::{Handoff, Syncer};
@@ -58,6 +59,8 @@ struct Shared {
     redactor: Redactor,
     dropped: AtomicU64,
     written: AtomicU64,
+    /// What the export has done (`[audit] export`).
+    export: Option<Arc<ExportCounts>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     store: Store,
 }
@@ -84,7 +87,18 @@ impl AuditHandle {
 
     /// Opens the store and starts the writer thread.
     pub fn start(store: Store, config: &AuditConfig) -> Result<Self, StoreError> {
+        Self::start_exporting(store, config, None)
+    }
+
+    /// [`Self::start`], the writer also offering every batch it wrote to `outbox` (`[audit]
+    /// export`).
+    pub fn start_exporting(
+        store: Store,
+        config: &AuditConfig,
+        outbox: Option<Outbox>,
+    ) -> Result<Self, StoreError> {
         let head = store.head()?;
+        let export = outbox.as_ref().map(|o| Arc::clone(o.counts()));
         let (tx, rx) = std::sync::mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let pending = Arc::new(Mutex::new(Pending {
@@ -104,6 +118,7 @@ impl AuditHandle {
             store: store.clone(),
             durability: config.durability,
             syncer: handoff,
+            outbox,
         };
         let thread = spawn("mcpmux-audit", move || writer.run(rx))?;
         let shared = Shared {
@@ -114,6 +129,7 @@ impl AuditHandle {
             redactor: Redactor::new(&config.secret_keys),
             dropped: AtomicU64::new(0),
             written: AtomicU64::new(0),
+            export,
             thread: Mutex::new(Some(thread)),
             store,
         };
@@ -162,11 +178,35 @@ impl AuditHandle {
             .map_or(0, |s| s.dropped.load(Ordering::Relaxed))
     }
 
+    /// What the export has done, when records are exported.
+    pub fn export_counts(&self) -> Option<&ExportCounts> {
+        self.shared.as_ref()?.export.as_deref()
+    }
+
     /// Records queued since start.
     pub fn queued(&self) -> u64 {
         self.shared
             .as_ref()
             .map_or(0, |s| s.written.load(Ordering::Relaxed))
+    }
+
+    /// The last record sealed: its sequence number and hash (`None` before the first, or when
+    /// the audit log is off).
+    pub fn head(&self) -> Option<(u64, String)> {
+        let shared = self.shared.as_ref()?;
+        let pending = shared
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let head = &pending.head;
+        (!head.last_hash.is_empty())
+            .then(|| (head.next_seq.saturating_sub(1), head.last_hash.clone()))
+    }
+
+    /// A handle that does not keep the writer alive (for the exporter, which records into the
+    /// chain it exports).
+    pub fn downgrade(&self) -> WeakAudit {
+        WeakAudit(self.shared.as_ref().map(Arc::downgrade))
     }
 
     /// The store, for queries (sled reads run concurrently with the writer).
@@ -193,6 +233,26 @@ impl AuditHandle {
         if let Some(thread) = shared.thread.lock().ok().and_then(|mut t| t.take()) {
             drop(thread);
         }
+    }
+}
+
+/// An [`AuditHandle`] that does not keep the audit log open.
+#[derive(Clone, Default)]
+pub struct WeakAudit(Option<std::sync::Weak<Shared>>);
+
+impl std::fmt::Debug for WeakAudit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WeakAudit")
+    }
+}
+
+impl WeakAudit {
+    /// The handle, while the audit log is open.
+    pub fn upgrade(&self) -> Option<AuditHandle> {
+        let shared = self.0.as_ref()?.upgrade()?;
+        Some(AuditHandle {
+            shared: Some(shared),
+        })
     }
 }
 
@@ -250,6 +310,8 @@ struct Writer {
     durability: Durability,
     /// Where what it wrote goes to be synced and indexed.
     syncer: Sender<Handoff>,
+    /// Where what it wrote is offered to leave the box (`[audit] export`).
+    outbox: Option<Outbox>,
 }
 
 impl Writer {
@@ -290,6 +352,9 @@ impl Writer {
             }
             self.queued.fetch_sub(batch.len(), Ordering::Relaxed);
             self.write(&batch, &mut written);
+            if let Some(outbox) = &self.outbox {
+                outbox.offer(batch.lines(), batch.len());
+            }
             batch.clear();
             if !written.is_empty() && sync_due.is_none() {
                 sync_due = Some(Instant::now() + SYNC_EVERY);

@@ -33,6 +33,22 @@ pub enum Durability {
     Record,
 }
 
+/// Where sealed records go besides the local log (`[audit] export`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditExport {
+    /// Nowhere.
+    #[default]
+    None,
+    /// As OpenTelemetry log records, through the OTLP endpoint `[telemetry]` names.
+    Otlp,
+}
+
+/// `[audit] export_queue` unless set: records waiting to leave at most.
+pub const DEFAULT_EXPORT_QUEUE: usize = 65_536;
+/// `[audit] export_head_interval` unless set.
+pub const DEFAULT_EXPORT_HEAD_INTERVAL: Duration = Duration::from_secs(30);
+
 /// The audit settings, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditConfig {
@@ -49,6 +65,12 @@ pub struct AuditConfig {
     pub max_bytes: u64,
     /// Records waiting for the writer at most; beyond, records are dropped and counted.
     pub queue: usize,
+    /// Where sealed records also go.
+    pub export: AuditExport,
+    /// Records waiting to be exported at most; beyond, they are not exported (and counted).
+    pub export_queue: usize,
+    /// How often the chain's head is exported.
+    pub export_head_interval: Duration,
 }
 
 /// Keys masked in every redaction mode unless configured otherwise.
@@ -76,6 +98,9 @@ impl AuditConfig {
             max_age: Some(Duration::from_secs(30 * 24 * 3600)),
             max_bytes: 1024 * 1024 * 1024,
             queue: 65_536,
+            export: AuditExport::None,
+            export_queue: DEFAULT_EXPORT_QUEUE,
+            export_head_interval: DEFAULT_EXPORT_HEAD_INTERVAL,
         }
     }
 }

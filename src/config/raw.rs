@@ -114,6 +114,10 @@ pub(super) struct RawAudit {
     pub max_age: Option<Duration>,
     pub max_bytes: Option<u64>,
     pub queue: Option<usize>,
+    pub export: Option<super::audit_settings::AuditExport>,
+    pub export_queue: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    pub export_head_interval: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]

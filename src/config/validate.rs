@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use super::audit_settings::{AuditConfig, SecretKeys, state_dir};
+use super::audit_settings::{AuditConfig, AuditExport, SecretKeys, state_dir};
 use super::error::ConfigError;
 use super::model::{
     CatalogConfig, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_NAME_MAX_LENGTH, DEFAULT_PAGE_SIZE,
@@ -22,7 +22,7 @@ use super::transport::OAuthGrant;
 use crate::mcp::ListKind;
 use crate::mcp::names::{DEFAULT_NAME_PATTERN, NameBudget, Prefix};
 
-mod cluster;
+pub(super) mod cluster;
 pub use cluster::is_label as is_replica_name;
 mod host_upstreams;
 mod hosts;
@@ -652,6 +652,9 @@ fn audit(file: &Path, a: RawAudit, state: Option<&Path>) -> Result<AuditConfig, 
         },
         max_bytes: a.max_bytes.unwrap_or(d.max_bytes),
         queue: a.queue.unwrap_or(d.queue),
+        export: a.export.unwrap_or(d.export),
+        export_queue: a.export_queue.unwrap_or(d.export_queue),
+        export_head_interval: a.export_head_interval.unwrap_or(d.export_head_interval),
         dir: d.dir,
     };
     if audit.queue == 0 {
@@ -660,6 +663,30 @@ fn audit(file: &Path, a: RawAudit, state: Option<&Path>) -> Result<AuditConfig, 
             "audit.queue",
             "0 would drop every record",
             "use e.g. 65536",
+        ));
+    }
+    if audit.export_queue == 0 {
+        return Err(ConfigError::invalid(
+            file,
+            "audit.export_queue",
+            "0 would export no record",
+            "use e.g. 65536",
+        ));
+    }
+    if audit.export_head_interval < std::time::Duration::from_secs(1) {
+        return Err(ConfigError::invalid(
+            file,
+            "audit.export_head_interval",
+            "is shorter than a second",
+            "use e.g. \"30s\"",
+        ));
+    }
+    if audit.export == AuditExport::Otlp && !audit.enabled {
+        return Err(ConfigError::invalid(
+            file,
+            "audit.export",
+            "exports the audit log, which is off (audit.enabled = false)",
+            "remove audit.export, or turn the audit log on",
         ));
     }
     Ok(audit)

@@ -435,7 +435,7 @@ pub fn start(export: &Export, instruments: Vec<Instrument>) -> Result<Telemetry,
 
 /// `endpoint` with the path OTLP/HTTP gives `signal` (`/v1/traces`), as the
 /// `OTEL_EXPORTER_OTLP_ENDPOINT` base URL is read.
-fn signal_url(endpoint: &str, signal: &str) -> String {
+pub(super) fn signal_url(endpoint: &str, signal: &str) -> String {
     format!("{}/v1/{signal}", endpoint.trim_end_matches('/'))
 }
 

@@ -13,6 +13,7 @@
 pub mod common;
 
 mod audit;
+mod audit_export;
 mod console;
 mod metrics;
 mod telemetry;

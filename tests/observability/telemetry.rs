@@ -5,7 +5,7 @@
 //! audit records carry the trace ids; metrics arrive over OTLP. Without a collector, the host's own
 //! trace context still reaches the upstream, unchanged.
 
-mod otlp;
+pub(crate) mod otlp;
 
 use std::time::Duration;
 

@@ -333,6 +333,42 @@ pub const CATALOG: &[Metric] = &[
         labels: &[],
         read: |s, f| Scrape::single(f, s.readings.audit.dropped()),
     },
+    Metric {
+        prometheus: "mcpmux_audit_exported_total",
+        otlp: "mcpmux.audit.exported",
+        kind: Kind::Counter,
+        help: "Audit records the OTLP receiver took ([audit] export).",
+        labels: &[],
+        read: |s, f| {
+            if let Some(counts) = s.readings.audit.export_counts() {
+                Scrape::single(f, counts.exported());
+            }
+        },
+    },
+    Metric {
+        prometheus: "mcpmux_audit_export_dropped_total",
+        otlp: "mcpmux.audit.export_dropped",
+        kind: Kind::Counter,
+        help: "Audit records not exported because the export queue was full ([audit] export); they stay in the local log.",
+        labels: &[],
+        read: |s, f| {
+            if let Some(counts) = s.readings.audit.export_counts() {
+                Scrape::single(f, counts.dropped());
+            }
+        },
+    },
+    Metric {
+        prometheus: "mcpmux_audit_export_queue_depth",
+        otlp: "mcpmux.audit.export_queue_depth",
+        kind: Kind::Gauge,
+        help: "Audit records waiting to be exported ([audit] export).",
+        labels: &[],
+        read: |s, f| {
+            if let Some(counts) = s.readings.audit.export_counts() {
+                Scrape::single(f, counts.queued() as u64);
+            }
+        },
+    },
 ];
 
 /// Per listing, then per upstream: how many items it has in the merged catalog.

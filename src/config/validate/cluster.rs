@@ -90,6 +90,12 @@ pub(super) fn cluster(
     }))
 }
 
+/// The first label of this machine's host name (what names a replica, and an audit chain, when
+/// the config does not), else `mcpmux`.
+pub fn machine_name() -> String {
+    host_name().unwrap_or_else(|| "mcpmux".to_owned())
+}
+
 /// The first label of this machine's host name (a StatefulSet pod's name on Kubernetes).
 fn host_name() -> Option<String> {
     let name = nix::unistd::gethostname().ok()?.into_string().ok()?;

@@ -1,10 +1,17 @@
-//! An OTLP receiver for tests: the collector's gRPC trace and metrics services (the generated
-//! servers of `opentelemetry-proto`) and its HTTP/protobuf endpoints (`/v1/traces`,
-//! `/v1/metrics`), on 127.0.0.1, keeping every span and metric name they were sent.
+//! An OTLP receiver for tests: the collector's gRPC trace, metrics and logs services (the
+//! generated servers of `opentelemetry-proto`) and its HTTP/protobuf endpoints (`/v1/traces`,
+//! `/v1/metrics`, `/v1/logs`), on 127.0.0.1, keeping every span, metric name and log record they
+//! were sent. Told to, it refuses log exports (as a receiver that is down or overloaded does).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use opentelemetry_proto::tonic::collector::logs::v1::logs_service_server::{
+    LogsService, LogsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
     MetricsService, MetricsServiceServer,
 };
@@ -41,10 +48,31 @@ impl ReceivedSpan {
     }
 }
 
+/// One log record as received.
+#[derive(Debug, Clone)]
+pub struct ReceivedLog {
+    pub event_name: String,
+    pub body: String,
+    pub attributes: Vec<(String, String)>,
+}
+
+impl ReceivedLog {
+    pub fn attribute(&self, key: &str) -> Option<&str> {
+        (self.attributes.iter())
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Received {
     pub spans: Vec<ReceivedSpan>,
     pub metrics: Vec<String>,
+    pub logs: Vec<ReceivedLog>,
+    /// Log exports refused while `refuse_logs` was set.
+    pub refused_logs: usize,
+    /// Whether log exports are refused (HTTP 503, gRPC `UNAVAILABLE`).
+    pub refuse_logs: bool,
 }
 
 /// A receiver; what it got is in `received`.
@@ -110,8 +138,45 @@ fn keep_metrics(received: &Mutex<Received>, request: ExportMetricsServiceRequest
     }
 }
 
+/// Keeps the records of a log export; `false` when it is refused.
+fn keep_logs(received: &Mutex<Received>, request: ExportLogsServiceRequest) -> bool {
+    let mut received = received.lock().unwrap();
+    if received.refuse_logs {
+        received.refused_logs += 1;
+        return false;
+    }
+    for resource in request.resource_logs {
+        for scope in resource.scope_logs {
+            for record in scope.log_records {
+                received.logs.push(ReceivedLog {
+                    event_name: record.event_name,
+                    body: text(record.body.as_ref()),
+                    attributes: (record.attributes.iter())
+                        .map(|a| (a.key.clone(), text(a.value.as_ref())))
+                        .collect(),
+                });
+            }
+        }
+    }
+    true
+}
+
 #[derive(Clone)]
 struct Grpc(Arc<Mutex<Received>>);
+
+#[tonic::async_trait]
+impl LogsService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportLogsServiceRequest>,
+    ) -> Result<tonic::Response<ExportLogsServiceResponse>, tonic::Status> {
+        if keep_logs(&self.0, request.into_inner()) {
+            Ok(tonic::Response::new(ExportLogsServiceResponse::default()))
+        } else {
+            Err(tonic::Status::unavailable("refusing logs"))
+        }
+    }
+}
 
 #[tonic::async_trait]
 impl TraceService for Grpc {
@@ -146,7 +211,8 @@ impl Receiver {
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
             let _ = tonic::transport::Server::builder()
                 .add_service(TraceServiceServer::new(service.clone()))
-                .add_service(MetricsServiceServer::new(service))
+                .add_service(MetricsServiceServer::new(service.clone()))
+                .add_service(LogsServiceServer::new(service))
                 .serve_with_incoming(incoming)
                 .await;
         });
@@ -180,6 +246,18 @@ impl Receiver {
                     |State(r): State<Arc<Mutex<Received>>>, body: Bytes| async move {
                         keep_metrics(&r, ExportMetricsServiceRequest::decode(body).unwrap());
                         ExportMetricsServiceResponse::default().encode_to_vec()
+                    },
+                ),
+            )
+            .route(
+                "/v1/logs",
+                axum::routing::post(
+                    |State(r): State<Arc<Mutex<Received>>>, body: Bytes| async move {
+                        if keep_logs(&r, ExportLogsServiceRequest::decode(body).unwrap()) {
+                            Ok(ExportLogsServiceResponse::default().encode_to_vec())
+                        } else {
+                            Err(axum::http::StatusCode::SERVICE_UNAVAILABLE)
+                        }
                     },
                 ),
             )
