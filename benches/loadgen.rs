@@ -19,6 +19,10 @@
 //! `--otlp` has the daemon export traces and metrics over OTLP/gRPC (`[telemetry]`) to a receiver
 //! in this process (the telemetry tests' `tests/observability/telemetry/otlp.rs`) that keeps the spans it gets: what exporting costs a forwarded call. The spans
 //! received are reported (`otlp_spans`; two per call, the host request's and the upstream's).
+//! `--audit-export live|stopped` has it also export its audit records over OTLP (`[audit] export =
+//! "otlp"`): to that receiver (`live`, the records received reported as `otlp_audit_records`), or
+//! to a port where nothing listens (`stopped`): a call's cost must be the same either way. Without
+//! `--otlp` only the audit records are exported (`traces = false`, `metrics = false`).
 //!
 //! `--rate R` makes it open loop: call i starts at i/R s (or when a caller is free), which measures
 //! latency at a load the machine carries rather than at saturation. tokio's timer has 1 ms
@@ -36,7 +40,7 @@
 //! ```text
 //! cargo bench --bench loadgen -- [--calls N (20000)] [--concurrency C (16)] [--warmup N (1000)]
 //!     [--rate R (0: closed loop)] [--upstreams U (1)] [--mode direct|mcpmux|both]
-//!     [--audit on|off|both] [--repeat N (1)] [--otlp] [--json]
+//!     [--audit on|off|both] [--repeat N (1)] [--otlp] [--audit-export off|live|stopped] [--json]
 //!     [--mcpmux PATH] [--upstream-cmd "CMD ARGS..."] [--upstream-url URL] [--arguments JSON]
 //!     [--era handshake|2026-07-28|both] [--mode idle [--idle-seconds S (30)] [--consoles N (1)]]
 //! ```
@@ -120,6 +124,10 @@ struct Args {
     /// Export traces and metrics over OTLP/gRPC to a span-counting sink in this process.
     #[arg(long)]
     otlp: bool,
+    /// Also export the audit records over OTLP: to the receiver (`live`), or to a port nobody
+    /// listens on (`stopped`).
+    #[arg(long, default_value = "off", value_parser = ["off", "live", "stopped"])]
+    audit_export: String,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -487,7 +495,7 @@ impl Daemon {
         remote: Option<&str>,
         n: usize,
         audit: bool,
-        otlp: Option<&str>,
+        (otlp, audit_export, otlp_traces): (Option<&str>, bool, bool),
     ) -> Res<(Daemon, String, Option<String>)> {
         let dir = tempfile::tempdir().map_err(ctx("tempdir"))?;
         // JSON strings are valid TOML basic strings.
@@ -498,12 +506,18 @@ impl Daemon {
         config += "[server]\nlisten = \"127.0.0.1:0\"\n\n[admin]\nlisten = \"127.0.0.1:0\"\n";
         if !audit {
             config += "\n[audit]\nenabled = false\n";
+        } else if audit_export {
+            config += "\n[audit]\nexport = \"otlp\"\n";
         }
         if let Some(endpoint) = otlp {
             config += &format!(
                 "\n[telemetry]\notlp_endpoint = {}\notlp_protocol = \"grpc\"\n",
                 q(endpoint)
             );
+            if audit_export && !otlp_traces {
+                // The audit export alone: no traces, no metrics.
+                config += "traces = false\nmetrics = false\n";
+            }
         }
         if let Some(url) = remote {
             config += &format!("\n[upstreams.up1]\nurl = {}\n", q(url));
@@ -797,7 +811,8 @@ async fn run_idle(args: &Args, cmd: &[String]) -> Res<Value> {
         args.mcpmux.display()
     );
     let remote = args.upstream_url.as_deref();
-    let (daemon, url, admin) = Daemon::start(&args.mcpmux, cmd, remote, n, true, None).await?;
+    let (daemon, url, admin) =
+        Daemon::start(&args.mcpmux, cmd, remote, n, true, (None, false, false)).await?;
     let pid = daemon.child.id();
     let with_tail = |e: String| format!("mcpmux: {e}{}", daemon.stderr_tail());
     let admin = admin.ok_or_else(|| with_tail("no admin URL announced".into()))?;
@@ -886,13 +901,21 @@ async fn run_mcpmux(
     let on_off = if audit { "on" } else { "off" };
     eprintln!("loadgen: mcpmux: starting {exe} with {n} upstream(s), audit {on_off}, era {era}");
     let remote = args.upstream_url.as_deref();
-    let sink = match args.otlp {
+    let exporting = audit && args.audit_export != "off";
+    let sink = match args.otlp || args.audit_export == "live" {
         true => Some(otlp::Receiver::grpc().await),
         false => None,
     };
-    let endpoint = sink.as_ref().map(otlp::Receiver::endpoint);
+    let mut endpoint = sink.as_ref().map(otlp::Receiver::endpoint);
+    if exporting && args.audit_export == "stopped" {
+        // A port that was free a moment ago: connections to it are refused.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").map_err(ctx("free port"))?;
+        let port = closed.local_addr().map_err(ctx("free port"))?.port();
+        endpoint = Some(format!("http://127.0.0.1:{port}"));
+    }
+    let otlp_config = (endpoint.as_deref(), exporting, args.otlp);
     let (mut daemon, url, admin) =
-        Daemon::start(&args.mcpmux, cmd, remote, n, audit, endpoint.as_deref()).await?;
+        Daemon::start(&args.mcpmux, cmd, remote, n, audit, otlp_config).await?;
     let pid = daemon.child.id();
     let with_tail = |e: String| format!("mcpmux: {e}{}", daemon.stderr_tail());
     eprintln!("loadgen: mcpmux: listening on {url}; waiting for the {n} upstreams' tools");
@@ -932,7 +955,14 @@ async fn run_mcpmux(
     if let Some(sink) = sink {
         let received = sink.received.lock().map(|r| r.spans.len()).unwrap_or(0);
         report["otlp_spans"] = json!(received);
+        let logs = sink.received.lock().map(|r| r.logs.len()).unwrap_or(0);
+        report["otlp_audit_records"] = json!(logs);
     }
+    report["audit_export"] = json!(if exporting {
+        args.audit_export.as_str()
+    } else {
+        "off"
+    });
     Ok(report)
 }
 

@@ -30,7 +30,6 @@ pub use audit_settings::{
     AuditConfig, AuditExport, DEFAULT_SECRET_KEYS, Durability, Redaction, SecretKeys, state_dir,
 };
 pub use diff::{Changed, ConfigDiff, Fixed};
-pub use validate::cluster::machine_name;
 pub use error::{ConfigError, ReloadError};
 pub use filter::NameFilter;
 pub use load::{default_path, load, parse};
@@ -51,6 +50,6 @@ pub use transport::{
     RemoteConfig, RemoteKind, SIGNING_ALGORITHMS, SealedTokens, StdioConfig, TokenSource,
     Transport,
 };
+pub use validate::cluster::machine_name;
 pub use validate::is_replica_name;
 pub use watch::watch_file;
-

@@ -20,6 +20,8 @@ use crate::upstream::{HostEvents, UpstreamHandle};
 
 /// How long shutdown waits for the audit writer to commit what is queued.
 const AUDIT_CLOSE: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a stopping daemon waits for the audit export to send what is queued.
+const AUDIT_EXPORT_CLOSE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
@@ -489,7 +491,7 @@ impl Core {
         audit.close(AUDIT_CLOSE);
         if let Some(export) = audit_export {
             // What the writer offered leaves before the process does (the receiver permitting).
-            let _ = tokio::task::spawn_blocking(move || export.finish(AUDIT_CLOSE)).await;
+            let _ = tokio::task::spawn_blocking(move || export.finish(AUDIT_EXPORT_CLOSE)).await;
         }
         if let Some(telemetry) = telemetry {
             // The exporters block while they flush; the runtime's other threads keep serving.
@@ -623,7 +625,7 @@ fn start_telemetry(
         .unwrap_or_else(|| "the OTEL_EXPORTER_OTLP endpoint".into());
     match otel::start(&export, crate::admin::metrics::otlp_instruments(readings)) {
         Ok(telemetry) => {
-            tracing::info!(endpoint = %target, protocol = ?export.protocol, metrics = export.metrics, "Exporting traces over OTLP.");
+            tracing::info!(endpoint = %target, protocol = ?export.protocol, traces = export.traces, metrics = export.metrics, "Exporting over OTLP.");
             Some(telemetry)
         }
         Err(e) => {

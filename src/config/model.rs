@@ -128,6 +128,9 @@ pub struct TelemetryConfig {
     pub endpoint: Option<String>,
     pub protocol: Option<OtlpProtocol>,
     pub service_name: Option<String>,
+    /// Whether traces go over OTLP (`None`: yes; `false` with `[audit] export`: only the audit
+    /// records do).
+    pub traces: Option<bool>,
     /// Whether metrics go over OTLP too (`None`: yes, unless `OTEL_METRICS_EXPORTER=none`).
     pub metrics: Option<bool>,
     pub metrics_interval: Option<Duration>,

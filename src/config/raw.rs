@@ -151,6 +151,7 @@ pub(super) struct RawTelemetry {
     pub otlp_endpoint: Option<String>,
     pub otlp_protocol: Option<String>,
     pub service_name: Option<String>,
+    pub traces: Option<bool>,
     pub metrics: Option<bool>,
     #[serde(default, with = "humantime_serde")]
     pub metrics_interval: Option<Duration>,

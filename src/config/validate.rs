@@ -270,6 +270,7 @@ fn telemetry(file: &Path, t: RawTelemetry) -> Result<TelemetryConfig, ConfigErro
         endpoint: t.otlp_endpoint,
         protocol,
         service_name: t.service_name,
+        traces: t.traces,
         metrics: t.metrics,
         metrics_interval: t.metrics_interval,
     })

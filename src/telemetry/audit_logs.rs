@@ -56,18 +56,23 @@ pub enum AuditExportError {
 /// The exporter thread while it runs.
 #[derive(Debug)]
 pub struct AuditExport {
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: std::thread::JoinHandle<()>,
+    counts: Arc<ExportCounts>,
 }
 
 impl AuditExport {
-    /// Waits (at most `deadline`) until everything queued has left or the queue closed.
-    pub fn finish(mut self, deadline: Duration) {
-        let Some(thread) = self.thread.take() else {
-            return;
-        };
+    /// Waits (at most `deadline`) until everything offered so far has left (the writer has
+    /// written what was sealed: the audit log is closed first).
+    pub fn finish(self, deadline: Duration) {
         let until = Instant::now() + deadline;
-        while !thread.is_finished() && Instant::now() < until {
+        while self.counts.queued() > 0 && !self.thread.is_finished() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(20));
+        }
+        if self.counts.queued() > 0 {
+            tracing::warn!(
+                waiting = self.counts.queued(),
+                "Stopping with audit records not exported (the OTLP receiver did not take them); the local audit log has them."
+            );
         }
     }
 }
@@ -100,7 +105,7 @@ pub fn start(
         logger,
         scope: InstrumentationScope::builder("mcpmux.audit").build(),
         shipping,
-        counts,
+        counts: Arc::clone(&counts),
         audit,
         reported_drops: 0,
     };
@@ -112,9 +117,7 @@ pub fn start(
                 tracing::error!("The audit export stopped (a bug: please report it); records stay in the local audit log.");
             }
         })?;
-    Ok(AuditExport {
-        thread: Some(thread),
-    })
+    Ok(AuditExport { thread, counts })
 }
 
 fn exporter(

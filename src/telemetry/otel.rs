@@ -263,6 +263,7 @@ pub struct Export {
     pub endpoint: Option<String>,
     pub protocol: OtlpProtocol,
     pub service_name: String,
+    pub traces: bool,
     pub metrics: bool,
     pub metrics_interval: Option<Duration>,
 }
@@ -305,6 +306,7 @@ impl Export {
                 .clone()
                 .or_else(|| set("OTEL_SERVICE_NAME"))
                 .unwrap_or_else(|| "mcpmux".to_owned()),
+            traces: config.traces.unwrap_or(true),
             metrics: config
                 .metrics
                 .unwrap_or_else(|| set("OTEL_METRICS_EXPORTER").is_none_or(|v| v != "none")),
@@ -316,7 +318,7 @@ impl Export {
 /// The exporters while the daemon runs; [`Telemetry::shutdown`] sends what is buffered.
 #[derive(Debug)]
 pub struct Telemetry {
-    traces: SdkTracerProvider,
+    traces: Option<SdkTracerProvider>,
     metrics: Option<SdkMeterProvider>,
 }
 
@@ -366,34 +368,10 @@ pub fn start(export: &Export, instruments: Vec<Instrument>) -> Result<Telemetry,
         .with_service_name(export.service_name.clone())
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
         .build();
-    let spans = match export.protocol {
-        OtlpProtocol::Grpc => {
-            let mut b = opentelemetry_otlp::SpanExporter::builder().with_tonic();
-            if let Some(endpoint) = &export.endpoint {
-                b = b.with_endpoint(endpoint.clone());
-            }
-            b.build()
-        }
-        OtlpProtocol::HttpProtobuf => {
-            let mut b = opentelemetry_otlp::SpanExporter::builder()
-                .with_http()
-                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
-            if let Some(endpoint) = &export.endpoint {
-                b = b.with_endpoint(signal_url(endpoint, "traces"));
-            }
-            b.build()
-        }
-    }
-    .map_err(|source| ExportError::Exporter {
-        signal: "trace",
-        source,
-    })?;
-    let traces = SdkTracerProvider::builder()
-        .with_batch_exporter(spans)
-        .with_resource(resource.clone())
-        .build();
-    let _ = TRACER.set(traces.tracer("mcpmux"));
-
+    let traces = match export.traces {
+        true => Some(start_traces(export, &resource)?),
+        false => None,
+    };
     let metrics = if export.metrics {
         let exporter = match export.protocol {
             OtlpProtocol::Grpc => {
@@ -431,6 +409,41 @@ pub fn start(export: &Export, instruments: Vec<Instrument>) -> Result<Telemetry,
         None
     };
     Ok(Telemetry { traces, metrics })
+}
+
+/// The span exporter and the tracer every span is made with.
+fn start_traces(
+    export: &Export,
+    resource: &opentelemetry_sdk::Resource,
+) -> Result<SdkTracerProvider, ExportError> {
+    let spans = match export.protocol {
+        OtlpProtocol::Grpc => {
+            let mut b = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+            if let Some(endpoint) = &export.endpoint {
+                b = b.with_endpoint(endpoint.clone());
+            }
+            b.build()
+        }
+        OtlpProtocol::HttpProtobuf => {
+            let mut b = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+            if let Some(endpoint) = &export.endpoint {
+                b = b.with_endpoint(signal_url(endpoint, "traces"));
+            }
+            b.build()
+        }
+    }
+    .map_err(|source| ExportError::Exporter {
+        signal: "trace",
+        source,
+    })?;
+    let traces = SdkTracerProvider::builder()
+        .with_batch_exporter(spans)
+        .with_resource(resource.clone())
+        .build();
+    let _ = TRACER.set(traces.tracer("mcpmux"));
+    Ok(traces)
 }
 
 /// `endpoint` with the path OTLP/HTTP gives `signal` (`/v1/traces`), as the
@@ -490,7 +503,7 @@ fn register(provider: &SdkMeterProvider, instruments: Vec<Instrument>) {
 impl Telemetry {
     /// Sends what is buffered and stops the exporters.
     pub fn shutdown(self) {
-        if let Err(e) = self.traces.shutdown() {
+        if let Some(Err(e)) = self.traces.map(|t| t.shutdown()) {
             tracing::debug!(error = %e, "The OTLP trace exporter did not shut down cleanly.");
         }
         if let Some(metrics) = self.metrics {

@@ -13,8 +13,14 @@ use crate::common::{Client, Daemon, test_upstream};
 use crate::telemetry::otlp::{Received, ReceivedLog, Receiver};
 
 fn config(receiver: &Receiver, protocol: &str, audit: &str) -> String {
+    // Only the audit records where the export is alone.
+    let traces = if audit.is_empty() {
+        ""
+    } else {
+        "traces = false\n"
+    };
     format!(
-        "[telemetry]\notlp_endpoint = \"{}\"\notlp_protocol = \"{protocol}\"\nmetrics = false\n\n\
+        "[telemetry]\notlp_endpoint = \"{}\"\notlp_protocol = \"{protocol}\"\nmetrics = false\n{traces}\n\
          [audit]\nexport = \"otlp\"\nexport_head_interval = \"1s\"\n{audit}\n\n{}",
         receiver.endpoint(),
         test_upstream("up", &[])
@@ -180,6 +186,8 @@ async fn a_refusing_receiver_never_fails_a_call_and_what_it_missed_is_counted_in
         daemon.stderr()
     );
     assert!(daemon.audit_json().contains("audit.export_dropped"));
+    let spans = receiver.received.lock().unwrap().spans.len();
+    assert_eq!(spans, 0, "traces = false sends no span");
 }
 
 #[test]
