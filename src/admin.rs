@@ -71,6 +71,8 @@ pub struct AdminState {
     pub readiness: Arc<crate::readiness::Readiness>,
     /// This replica's name (`[cluster]`), for `/status`.
     pub replica: Option<String>,
+    /// The fleet store approvals go through first (`[cluster] store`).
+    pub fleet: Option<crate::cluster::store::FleetStore>,
 }
 
 /// Reloading the daemon's config (`POST /reload`), and how it went.
@@ -303,32 +305,49 @@ async fn approve(
     State(admin): State<Arc<AdminState>>,
     Path((upstream, tool)): Path<(String, String)>,
 ) -> Response {
-    match approve_pin(&admin, &upstream, &tool) {
+    match approve_pin(&admin, &upstream, &tool).await {
         Ok(()) => Json(Approved {
             approved: ApprovedTool { upstream, tool },
         })
         .into_response(),
-        Err(error) => refused(StatusCode::NOT_FOUND, error.to_string()),
+        Err(error @ NotApproved::Nothing { .. }) => {
+            refused(StatusCode::NOT_FOUND, error.to_string())
+        }
+        Err(error @ NotApproved::FleetDown(_)) => {
+            refused(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
+        }
     }
 }
 
-/// A tool with no changed definition to approve.
+/// Why a tool's change was not approved.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "`{tool}` of upstream `{upstream}` has no changed definition to approve (see `mcpmux pins`)"
-)]
-struct NothingToApprove {
-    upstream: String,
-    tool: String,
+enum NotApproved {
+    #[error(
+        "`{tool}` of upstream `{upstream}` has no changed definition to approve (see `mcpmux pins`)"
+    )]
+    Nothing { upstream: String, tool: String },
+    #[error(
+        "not approved: {0}. Every replica must agree on an approval, so none is made until the store is back; try again then"
+    )]
+    FleetDown(crate::cluster::store::StoreError),
 }
 
-/// Approves `upstream`'s changed `tool` (audited), or says why there is nothing to approve.
-fn approve_pin(admin: &AdminState, upstream: &str, tool: &str) -> Result<(), NothingToApprove> {
+/// Approves `upstream`'s changed `tool` (audited) — for the whole fleet first, where replicas
+/// share a store — or says why it was not.
+async fn approve_pin(admin: &AdminState, upstream: &str, tool: &str) -> Result<(), NotApproved> {
+    let nothing = || NotApproved::Nothing {
+        upstream: upstream.to_owned(),
+        tool: tool.to_owned(),
+    };
+    if let Some(fleet) = &admin.fleet {
+        let approval = admin.router.approval(upstream, tool).ok_or_else(nothing)?;
+        fleet
+            .approve(&approval)
+            .await
+            .map_err(NotApproved::FleetDown)?;
+    }
     if !admin.router.approve(upstream, tool) {
-        return Err(NothingToApprove {
-            upstream: upstream.to_owned(),
-            tool: tool.to_owned(),
-        });
+        return Err(nothing());
     }
     tracing::info!(upstream, tool, "A changed tool definition was approved.");
     let mut record = crate::audit::Record::event("tool.approved", Some(upstream), None, None);

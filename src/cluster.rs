@@ -7,6 +7,8 @@
 //!
 //! Nothing here is shared between replicas but the key file: no session store, no gossip.
 
+pub mod store;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -144,6 +146,7 @@ mod tests {
             peer_url: Some("http://{replica}.svc:7332".into()),
             state_keys: None,
             unready_delay: Duration::from_secs(2),
+            store: None,
         };
         Cluster::new(&config, &KeyRing::parse(ring).unwrap())
     }

@@ -40,7 +40,7 @@ pub use model::{
     Authorization, CatalogConfig, ClusterConfig, Config, Credential, Credentials,
     DEFAULT_INHERITED_ENV, DEFAULT_MAX_INSTANCES, HostCredential, Isolation, JwksSource, JwtIssuer,
     ListingBudget, MetaTool, OtlpProtocol, PinMode, Profile, Protocol, SearchMode, ServerConfig,
-    TelemetryConfig, UpstreamConfig, UpstreamSecrets,
+    StoreConfig, TelemetryConfig, UpstreamConfig, UpstreamSecrets,
 };
 pub use model::{CALL_TOOL_NAME, SEARCH_TOOL_NAME};
 pub use policy::Policy;

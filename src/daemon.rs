@@ -1,6 +1,7 @@
 //! `mcpmux serve`: builds every part from the config, serves hosts until SIGTERM/SIGINT, then
 //! shuts down in order — stop accepting, end host sessions, stop upstreams (and their process groups).
 
+mod fleet;
 pub mod reload;
 mod systemd;
 
@@ -57,6 +58,8 @@ pub enum DaemonError {
     Vault(#[from] crate::oauth::vault::VaultError),
     #[error("{0}")]
     AuditExport(#[from] crate::telemetry::audit_logs::AuditExportError),
+    #[error("{0}")]
+    Fleet(#[from] crate::cluster::store::StoreError),
 }
 
 /// The file of the keys listing cursors of stateless hosts are signed with, in the state
@@ -389,6 +392,8 @@ struct Core {
     /// The cursor key ring, read once: the host service signs with it, a replica's forwards
     /// are keyed from it.
     cursor_keys: crate::mcp::cursor::KeyRing,
+    /// The fleet store (`[cluster] store`), when replicas share one.
+    fleet: Option<crate::cluster::store::FleetStore>,
 }
 
 impl Core {
@@ -399,8 +404,9 @@ impl Core {
         let delivery = Delivery::new(Arc::clone(&sessions), audit.clone());
         let events: Arc<dyn HostEvents> = delivery.clone();
         let (profiles, principals) = principals(config);
-        let pins = pin_store(config, audit)?;
-        let router = RouterHandle::new(&config.catalog, &profiles, Some(Arc::new(pins)));
+        let pins = Arc::new(pin_store(config, audit)?);
+        let router = RouterHandle::new(&config.catalog, &profiles, Some(Arc::clone(&pins)));
+        let fleet = fleet::start(config.cluster.as_ref(), &pins, &router).await?;
         let link = router.link();
         let handles: Vec<UpstreamHandle> = (config.upstreams.iter())
             .map(|u| upstream_handle(u, &events, &link))
@@ -439,6 +445,7 @@ impl Core {
             supervisor,
             service,
             cursor_keys,
+            fleet,
         })
     }
 
@@ -545,6 +552,7 @@ async fn start_admin(
         principals: Arc::new(PrincipalSignIns(Arc::clone(&core.service))),
         readiness: Arc::clone(readiness),
         replica: config.cluster.as_ref().map(|c| c.replica.clone()),
+        fleet: core.fleet.clone(),
     };
     let app = crate::admin::app(Arc::new(state));
     let bounds = crate::listener::Bounds::of(&config.server);

@@ -19,11 +19,26 @@ use crate::sync::lock;
 /// Reported once per changed definition: upstream, tool, pinned digest, new digest.
 pub type ChangeListener = Box<dyn Fn(&str, &str, &str, &str) + Send + Sync>;
 
+/// Told of the pins this replica made (tools seen for the first time), to offer them to the
+/// fleet (`[cluster] store`).
+pub type PinnedListener = Box<dyn Fn(Vec<SharedPin>) + Send + Sync>;
+
+/// A pin as replicas share it: the definition pinned, its digest and when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedPin {
+    pub upstream: String,
+    pub tool: String,
+    pub digest: String,
+    pub definition: Option<Value>,
+    pub pinned_us: u64,
+}
+
 /// The pins of every upstream's tools.
 pub struct PinStore {
     path: PathBuf,
     state: Mutex<PinFile>,
     on_change: ChangeListener,
+    on_pinned: std::sync::OnceLock<PinnedListener>,
 }
 
 impl std::fmt::Debug for PinStore {
@@ -103,6 +118,86 @@ impl PinStore {
             path,
             state: Mutex::new(state),
             on_change,
+            on_pinned: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Where the pins this replica makes from now on are offered (set once).
+    pub fn on_pinned(&self, listener: PinnedListener) {
+        let _ = self.on_pinned.set(listener);
+    }
+
+    /// Every pin, as replicas share them.
+    pub fn shared(&self) -> Vec<SharedPin> {
+        let state = lock(&self.state);
+        let mut pins = Vec::new();
+        for (upstream, tools) in &state.upstreams {
+            for (tool, pin) in tools {
+                pins.push(SharedPin {
+                    upstream: upstream.clone(),
+                    tool: tool.clone(),
+                    digest: pin.digest.clone(),
+                    definition: pin.definition.clone(),
+                    pinned_us: pin.pinned_us,
+                });
+            }
+        }
+        pins
+    }
+
+    /// Takes the fleet's pins over this replica's (another replica pinned first, or approved a
+    /// change). Returns the upstreams whose pins moved: their tools are to be reviewed again.
+    pub fn adopt(&self, fleet: &[SharedPin]) -> BTreeSet<String> {
+        let mut moved = BTreeSet::new();
+        let mut state = lock(&self.state);
+        for shared in fleet {
+            let pins = state.upstreams.entry(shared.upstream.clone()).or_default();
+            match pins.get_mut(&shared.tool) {
+                Some(pin) if pin.digest == shared.digest => {}
+                Some(pin) => {
+                    // Approved elsewhere as this replica sees it now: no longer a change.
+                    if pin.changed_to.as_deref() == Some(shared.digest.as_str()) {
+                        pin.changed_to = None;
+                        pin.changed_us = None;
+                        pin.changed_definition = None;
+                    }
+                    pin.digest.clone_from(&shared.digest);
+                    pin.definition.clone_from(&shared.definition);
+                    pin.pinned_us = shared.pinned_us;
+                    moved.insert(shared.upstream.clone());
+                }
+                None => {
+                    pins.insert(
+                        shared.tool.clone(),
+                        Pin {
+                            digest: shared.digest.clone(),
+                            pinned_us: shared.pinned_us,
+                            changed_to: None,
+                            changed_us: None,
+                            definition: shared.definition.clone(),
+                            changed_definition: None,
+                        },
+                    );
+                    moved.insert(shared.upstream.clone());
+                }
+            }
+        }
+        if !moved.is_empty() {
+            self.save(&state);
+        }
+        moved
+    }
+
+    /// What approving `upstream`'s changed `tool` would pin: its definition as it is now.
+    pub fn approval(&self, upstream: &str, tool: &str) -> Option<SharedPin> {
+        let state = lock(&self.state);
+        let pin = state.upstreams.get(upstream)?.get(tool)?;
+        Some(SharedPin {
+            upstream: upstream.to_owned(),
+            tool: tool.to_owned(),
+            digest: pin.changed_to.clone()?,
+            definition: pin.changed_definition.clone(),
+            pinned_us: now_us(),
         })
     }
 
@@ -117,6 +212,7 @@ impl PinStore {
         let now = now_us();
         let mut changed = BTreeSet::new();
         let mut reports = Vec::new();
+        let mut pinned = Vec::new();
         let mut state = lock(&self.state);
         let pins = state.upstreams.entry(upstream.to_owned()).or_default();
         let mut dirty = false;
@@ -125,6 +221,15 @@ impl PinStore {
             let digest = digest_of(&definition);
             match pins.get_mut(tool) {
                 None => {
+                    if self.on_pinned.get().is_some() {
+                        pinned.push(SharedPin {
+                            upstream: upstream.to_owned(),
+                            tool: tool.to_owned(),
+                            digest: digest.clone(),
+                            definition: Some(definition.clone()),
+                            pinned_us: now,
+                        });
+                    }
                     pins.insert(
                         tool.to_owned(),
                         Pin {
@@ -167,6 +272,9 @@ impl PinStore {
         drop(state);
         for (tool, pinned, now) in reports {
             (self.on_change)(upstream, &tool, &pinned, &now);
+        }
+        if let Some(listener) = self.on_pinned.get().filter(|_| !pinned.is_empty()) {
+            listener(pinned);
         }
         changed
     }

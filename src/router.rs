@@ -247,6 +247,22 @@ impl RouterHandle {
         true
     }
 
+    /// Reviews `upstream`'s tools against their pins again (the fleet moved them) and rebuilds
+    /// the catalog where that changes what is withheld.
+    pub fn review_again(&self, upstream: &str) {
+        self.inner.rebuild(|s| {
+            s.review_pins(upstream);
+            true
+        });
+    }
+
+    /// What approving `upstream`'s changed `tool` would pin, as replicas share pins (`None`:
+    /// no change to approve, or pinning is off).
+    pub fn approval(&self, upstream: &str, tool: &str) -> Option<crate::pins::SharedPin> {
+        let pins = lock(&self.inner.sources).pins.clone()?;
+        pins.approval(upstream, tool)
+    }
+
     /// A changed tool's definition as pinned and as it is now (see [`PinStore::change`]).
     pub fn pin_change(
         &self,

@@ -109,6 +109,7 @@ async fn admin() -> (Router, SupervisorHandle) {
         console: super::ConsoleState::default(),
         readiness: Arc::new(crate::readiness::Readiness::new(router_for_ready)),
         replica: None,
+        fleet: None,
     }));
     (admin, supervisor)
 }

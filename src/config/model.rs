@@ -70,6 +70,20 @@ pub struct ClusterConfig {
     /// After SIGTERM, how long `/readyz` says 503 while everything is still served, so the load
     /// balancer takes the replica out before it refuses anything.
     pub unready_delay: Duration,
+    /// Where the fleet keeps what it decides together (`[cluster] store`), when it does.
+    pub store: Option<StoreConfig>,
+}
+
+/// `[cluster] store`: the Postgres database replicas share pins and approvals in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// The connection URL as configured (`postgres://user@host/db?sslmode=require`), without a
+    /// password.
+    pub url: String,
+    /// The password, from a file or the environment.
+    pub password: Option<super::transport::TokenSource>,
+    /// The CA certificates a TLS connection is verified against, besides the system's.
+    pub ca_file: Option<PathBuf>,
 }
 
 /// `[cluster] unready_delay` unless set.

@@ -142,6 +142,10 @@ pub(super) struct RawCluster {
     pub state_keys: Option<PathBuf>,
     #[serde(default, with = "humantime_serde")]
     pub unready_delay: Option<Duration>,
+    pub store: Option<String>,
+    pub store_password_file: Option<PathBuf>,
+    pub store_password_env: Option<String>,
+    pub store_ca_file: Option<PathBuf>,
 }
 
 /// `[telemetry]`: OpenTelemetry export.

@@ -3,7 +3,8 @@
 //! on their owner, stateless calls spread, cursors and multi-round calls cross replicas, a
 //! killed replica costs only what was in flight on it, a terminated one drains without a failed
 //! call, and every audit chain verifies (`mcpmux audit verify --replicas`). The Kubernetes
-//! recipe is checked against the daemon too (`manifests`).
+//! recipe is checked against the daemon too (`manifests`), and replicas sharing a fleet store in
+//! Postgres agree on pins and approvals (`store`).
 //!
 //! The tests take turns (one fleet at a time): each measures what a failure costs, which two
 //! fleets sharing two cores would blur.
@@ -14,6 +15,8 @@
 pub mod common;
 
 mod manifests;
+mod postgres;
+mod store;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -73,6 +76,11 @@ impl Fleet {
 
     /// Three replicas whose config holds `upstreams` besides `alpha`.
     async fn start_with(upstreams: &str) -> Self {
+        Self::start_configured("", upstreams).await
+    }
+
+    /// [`Self::start_with`], `cluster` added to each replica's `[cluster]` table.
+    async fn start_configured(cluster: &str, upstreams: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let key: String = (0..32)
             .map(|_| format!("{:02x}", rand::random::<u8>()))
@@ -92,7 +100,7 @@ impl Fleet {
             format!(
                 "[server]\nlisten = \"127.0.0.1:0\"\ncursor_keys = \"cursor.keys\"\ndrain_timeout = \"5s\"\n\
                  [admin]\ntoken_file = \"admin.token\"\n[catalog]\ntools_page_size = 2\n\
-                 [cluster]\nunready_delay = \"1500ms\"\n[cluster.peers]\n{peers}\n{}{upstreams}",
+                 [cluster]\nunready_delay = \"1500ms\"\n{cluster}[cluster.peers]\n{peers}\n{}{upstreams}",
                 test_upstream("alpha", &["--protocol-tools"])
             ),
         )

@@ -406,3 +406,39 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// What `mcpmux serve` printed on stderr when it refused to start with `config` (state in
+/// `state_dir`, the `OTEL_EXPORTER_OTLP_*` endpoints unset); panics when it started instead.
+pub fn serve_refused(config: &Path, state_dir: &Path) -> String {
+    let mut child = Command::new(MCPMUX)
+        .args(["serve", "--config"])
+        .arg(config)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--state-dir",
+        ])
+        .arg(state_dir)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("mcpmux started with {}", config.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = String::from_utf8_lossy(&child.wait_with_output().unwrap().stderr).into_owned();
+    assert!(!status.success(), "{stderr}");
+    stderr
+}

@@ -24,7 +24,7 @@ mod schema;
 pub use bridge::{Bridge, spawn_bridge, spawn_bridge_as};
 pub use client::{Call, Client};
 pub use console::ConsoleSession;
-pub use daemon::{AdminApi, Daemon, assert_upstream_error, poll_until};
+pub use daemon::{AdminApi, Daemon, assert_upstream_error, poll_until, serve_refused};
 pub use legacy::LegacyHost;
 pub use messages::{Messages, Next, SseReader, read_messages};
 pub use procs::{alive, assert_all_gone, comm, descendants, proc_kib};

@@ -199,37 +199,7 @@ fn an_export_without_an_otlp_endpoint_refuses_to_start_naming_the_fix() {
         format!("[audit]\nexport = \"otlp\"\n\n{}", test_upstream("up", &[])),
     )
     .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpmux"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--admin",
-            "127.0.0.1:0",
-            "--state-dir",
-        ])
-        .arg(dir.path().join("state"))
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("mcpmux started without an OTLP endpoint for its audit export");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!status.success(), "{stderr}");
+    let stderr = crate::common::serve_refused(&path, &dir.path().join("state"));
     assert!(
         stderr.contains("[telemetry] otlp_endpoint")
             && stderr.contains("OTEL_EXPORTER_OTLP_ENDPOINT"),

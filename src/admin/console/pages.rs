@@ -388,7 +388,7 @@ pub(super) async fn approve(
     Extension(signed): Extension<Signed>,
     Form(PinForm { upstream, tool }): Form<PinForm>,
 ) -> Response {
-    match super::super::approve_pin(&admin, &upstream, &tool) {
+    match super::super::approve_pin(&admin, &upstream, &tool).await {
         Ok(()) => done(
             &signed,
             "pins",

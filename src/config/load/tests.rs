@@ -540,3 +540,44 @@ fn every_key_the_parser_accepts_is_in_the_example() {
         missing.join(", ")
     );
 }
+
+#[test]
+fn a_fleet_store_takes_its_password_from_a_file_or_the_environment_only() {
+    let cluster = "[server]\ncursor_keys = \"k\"\n[cluster]\nreplica = \"a\"\npeer_url = \"http://{replica}:7332\"\n";
+    let c = load_text(
+        "s.toml",
+        &format!("{cluster}store = \"postgres://mcpmux@db/mcpmux?sslmode=require\"\nstore_password_file = \"pw\"\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let store = c
+        .cluster
+        .and_then(|c| c.store)
+        .unwrap_or_else(|| panic!("no store"));
+    assert_eq!(
+        store.password,
+        Some(TokenSource::File(c.source.with_file_name("pw")))
+    );
+    let refused = |extra: &str| {
+        load_text("r.toml", &format!("{cluster}{extra}"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let e = refused("store = \"postgres://mcpmux:hunter2@db/mcpmux\"\n");
+    assert!(
+        e.contains("cluster.store") && e.contains("store_password_file"),
+        "{e}"
+    );
+    assert!(!e.contains("hunter2"), "the password is repeated: {e}");
+    let e = refused("store = \"mysql://db\"\n");
+    assert!(e.contains("cluster.store") && e.contains("Fix:"), "{e}");
+    let e = refused("store_password_env = \"PW\"\n");
+    assert!(
+        e.contains("cluster.store_password_env") && e.contains("cluster.store is not"),
+        "{e}"
+    );
+    let e = refused(
+        "store = \"postgres://db/m\"\nstore_password_env = \"PW\"\nstore_password_file = \"pw\"\n",
+    );
+    assert!(e.contains("cluster.store_password_env"), "{e}");
+}

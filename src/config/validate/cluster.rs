@@ -4,8 +4,9 @@ use std::path::Path;
 
 use super::resolve;
 use crate::config::error::ConfigError;
-use crate::config::model::{ClusterConfig, DEFAULT_UNREADY_DELAY, ServerConfig};
+use crate::config::model::{ClusterConfig, DEFAULT_UNREADY_DELAY, ServerConfig, StoreConfig};
 use crate::config::raw::RawCluster;
+use crate::config::transport::TokenSource;
 
 /// `[cluster]`, checked: a replica name that is a DNS label (the host name's first label unless
 /// set), peers that are http(s) URLs, and a way to reach them.
@@ -15,7 +16,7 @@ pub(super) fn cluster(
     raw: Option<RawCluster>,
     server: &ServerConfig,
 ) -> Result<Option<ClusterConfig>, ConfigError> {
-    let Some(raw) = raw else {
+    let Some(mut raw) = raw else {
         return Ok(None);
     };
     if server.cursor_keys.is_none() {
@@ -26,7 +27,8 @@ pub(super) fn cluster(
             "provision one file on every replica, e.g. `echo \"1 $(openssl rand -hex 32)\" > cursor.keys`, and set server.cursor_keys to it",
         ));
     }
-    let replica = match raw.replica {
+    let store = store(file, base_dir, &raw)?;
+    let replica = match raw.replica.take() {
         Some(name) => name,
         None => host_name().ok_or_else(|| {
             ConfigError::invalid(
@@ -45,19 +47,7 @@ pub(super) fn cluster(
             "use 1-63 letters, digits and inner hyphens, e.g. \"mcpmux-0\"",
         ));
     }
-    let mut peers = std::collections::BTreeMap::new();
-    for (name, url) in raw.peers {
-        let key = format!("cluster.peers.{name}");
-        if !is_label(&name) {
-            return Err(ConfigError::invalid(
-                file,
-                key,
-                "is not a replica name (a DNS label)",
-                "name each peer as its [cluster] replica is named",
-            ));
-        }
-        peers.insert(name, http_url(file, &key, &url)?);
-    }
+    let peers = peers(file, std::mem::take(&mut raw.peers))?;
     if let Some(template) = &raw.peer_url {
         if !template.contains("{replica}") {
             return Err(ConfigError::invalid(
@@ -84,9 +74,97 @@ pub(super) fn cluster(
     Ok(Some(ClusterConfig {
         replica,
         peers,
-        peer_url: raw.peer_url,
-        state_keys: raw.state_keys.map(|f| resolve(base_dir, f)),
+        peer_url: raw.peer_url.take(),
+        state_keys: raw.state_keys.take().map(|f| resolve(base_dir, f)),
         unready_delay: raw.unready_delay.unwrap_or(DEFAULT_UNREADY_DELAY),
+        store,
+    }))
+}
+
+/// `[cluster.peers]`: replica names (DNS labels) to http(s) URLs.
+fn peers(
+    file: &Path,
+    raw: std::collections::BTreeMap<String, String>,
+) -> Result<std::collections::BTreeMap<String, url::Url>, ConfigError> {
+    let mut peers = std::collections::BTreeMap::new();
+    for (name, url) in raw {
+        let key = format!("cluster.peers.{name}");
+        if !is_label(&name) {
+            return Err(ConfigError::invalid(
+                file,
+                key,
+                "is not a replica name (a DNS label)",
+                "name each peer as its [cluster] replica is named",
+            ));
+        }
+        peers.insert(name, http_url(file, &key, &url)?);
+    }
+    Ok(peers)
+}
+
+/// `[cluster] store`: a Postgres URL holding no password (it comes from `store_password_file` or
+/// `store_password_env`), with at most one source of it.
+fn store(
+    file: &Path,
+    base_dir: &Path,
+    raw: &RawCluster,
+) -> Result<Option<StoreConfig>, ConfigError> {
+    let Some(url) = &raw.store else {
+        for (key, set) in [
+            (
+                "cluster.store_password_file",
+                raw.store_password_file.is_some(),
+            ),
+            (
+                "cluster.store_password_env",
+                raw.store_password_env.is_some(),
+            ),
+            ("cluster.store_ca_file", raw.store_ca_file.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError::invalid(
+                    file,
+                    key,
+                    "is set, but cluster.store is not",
+                    "set store = \"postgres://USER@HOST/DB\", or remove it",
+                ));
+            }
+        }
+        return Ok(None);
+    };
+    let parsed: tokio_postgres::Config = url.parse().map_err(|e| {
+        ConfigError::invalid(
+            file,
+            "cluster.store",
+            format!("is not a Postgres connection URL: {e}"),
+            "write it as postgres://USER@HOST:PORT/DATABASE?sslmode=require",
+        )
+    })?;
+    if parsed.get_password().is_some() {
+        return Err(ConfigError::invalid(
+            file,
+            "cluster.store",
+            "holds a password (config files are shown, diffed and copied)",
+            "remove it from the URL and set store_password_file or store_password_env",
+        ));
+    }
+    let password = match (&raw.store_password_file, &raw.store_password_env) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::invalid(
+                file,
+                "cluster.store_password_env",
+                "is set beside store_password_file",
+                "keep one of them",
+            ));
+        }
+        (Some(path), None) => Some(TokenSource::File(resolve(base_dir, path.clone()))),
+        (None, Some(var)) => Some(TokenSource::Env(var.clone())),
+        (None, None) => None,
+    };
+    Ok(Some(StoreConfig {
+        url: url.clone(),
+        password,
+        ca_file: (raw.store_ca_file.clone()).map(|f| resolve(base_dir, f)),
     }))
 }
 

@@ -1,0 +1,447 @@
+//! The fleet store (`[cluster] store = "postgres://…"`): what the replicas of a cluster decide
+//! together lives in the Postgres database the team already runs — today the tool pins and their
+//! approvals. Each replica keeps its own copy (the pin store's, on its disk) and learns what
+//! another replica wrote through `LISTEN`/`NOTIFY`; when the database is unreachable it serves
+//! from that copy, refuses what must be agreed (an approval) with an error that says why, and
+//! catches up when the database returns (it reads every row again and offers what it pinned
+//! meanwhile).
+//!
+//! One connection per replica, kept by a task that reconnects with backoff. At each connection
+//! the schema is brought to this binary's version under an advisory lock (`mcpmux_schema` names
+//! the versions applied); a database at a newer version than this binary knows is refused: at
+//! start the daemon does not start, later the store stays down saying so.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio_postgres::AsyncMessage;
+
+use crate::config::StoreConfig;
+use crate::pins::SharedPin as FleetPin;
+
+/// The schema, one migration per version, applied in order.
+const MIGRATIONS: &[&str] = &[
+    // 1: tool pins, one row per upstream and tool: the definition the fleet first saw (or last
+    // approved), its digest and when it was pinned.
+    "CREATE TABLE mcpmux_pins (
+        upstream text NOT NULL,
+        tool text NOT NULL,
+        digest text NOT NULL,
+        definition jsonb,
+        pinned_us bigint NOT NULL,
+        pinned_by text NOT NULL,
+        PRIMARY KEY (upstream, tool)
+    )",
+];
+
+/// The `NOTIFY` channel a changed pin is announced on (payload: upstream, a tab, the tool).
+const PINS_CHANNEL: &str = "mcpmux_pins";
+/// The advisory lock migrations are applied under (any number, the same for every replica).
+const MIGRATION_LOCK: i64 = 0x6d63_706d_7578_0001;
+/// How long one statement may take before the store counts as unreachable.
+const STATEMENT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a replica waits between attempts to reach the database, at most.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// What the store tells the replica.
+#[derive(Debug, Clone)]
+pub enum StoreEvent {
+    /// Connected (at start, or back after an outage): everything may have changed.
+    Connected,
+    /// A replica wrote the pin of `upstream`'s `tool`.
+    Pin { upstream: String, tool: String },
+}
+
+/// Why the store could not do something.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error("the fleet store (Postgres) is unreachable: {0}")]
+    Down(String),
+    #[error(
+        "the fleet store's schema is at version {found}, newer than this mcpmux knows ({known}): a newer mcpmux migrated it; run that version (or newer) on every replica"
+    )]
+    NewerSchema { found: i32, known: i32 },
+    #[error("cannot set up TLS for the fleet store: {0}")]
+    Tls(String),
+}
+
+type Listener = Box<dyn Fn(StoreEvent) + Send + Sync>;
+
+/// The fleet store; cheap to clone.
+#[derive(Clone)]
+pub struct FleetStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for FleetStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetStore")
+            .field("down", &self.down())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    config: StoreConfig,
+    replica: String,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    client: arc_swap::ArcSwapOption<tokio_postgres::Client>,
+    /// Why it is down (`None` while connected).
+    down: Mutex<Option<String>>,
+    listener: OnceLock<Listener>,
+}
+
+impl FleetStore {
+    /// Starts keeping a connection to the database `config` names; the first attempt's outcome
+    /// is what [`Self::first_connection`] waits for.
+    pub fn start(config: &StoreConfig, replica: &str) -> Result<Self, StoreError> {
+        let inner = Arc::new(Inner {
+            config: config.clone(),
+            replica: replica.to_owned(),
+            tls: tls(config)?,
+            client: arc_swap::ArcSwapOption::empty(),
+            down: Mutex::new(Some("not connected yet".to_owned())),
+            listener: OnceLock::new(),
+        });
+        Ok(Self { inner })
+    }
+
+    /// Where events go (set once, before [`Self::run`]).
+    pub fn on_event(&self, listener: impl Fn(StoreEvent) + Send + Sync + 'static) {
+        let _ = self.inner.listener.set(Box::new(listener));
+    }
+
+    /// Connects and keeps connecting; the first attempt's outcome is returned (within
+    /// `within`): `Ok(true)` connected, `Ok(false)` unreachable (the replica goes on from its
+    /// own copy), an error when the schema is newer than this binary.
+    pub async fn run(&self, within: Duration) -> Result<bool, StoreError> {
+        let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(Arc::clone(&self.inner).supervise(first_tx));
+        match tokio::time::timeout(within, first_rx).await {
+            Ok(Ok(Ok(()))) => Ok(true),
+            Ok(Ok(Err(e @ StoreError::NewerSchema { .. }))) => Err(e),
+            Ok(Ok(Err(_)) | Err(_)) | Err(_) => Ok(false),
+        }
+    }
+
+    /// Why the store is unreachable, or `None` while it is connected.
+    pub fn down(&self) -> Option<String> {
+        self.inner
+            .down
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn client(&self) -> Result<Arc<tokio_postgres::Client>, StoreError> {
+        self.inner
+            .client
+            .load_full()
+            .ok_or_else(|| StoreError::Down(self.down().unwrap_or_default()))
+    }
+
+    /// Every pin of the fleet.
+    pub async fn pins(&self) -> Result<Vec<FleetPin>, StoreError> {
+        let client = self.client()?;
+        let rows = timed(client.query(
+            "SELECT upstream, tool, digest, definition, pinned_us FROM mcpmux_pins",
+            &[],
+        ))
+        .await?;
+        Ok(rows.iter().map(pin_of).collect())
+    }
+
+    /// The fleet's pin of `upstream`'s `tool`, if there is one.
+    pub async fn pin(&self, upstream: &str, tool: &str) -> Result<Option<FleetPin>, StoreError> {
+        let client = self.client()?;
+        let rows = timed(client.query(
+            "SELECT upstream, tool, digest, definition, pinned_us FROM mcpmux_pins WHERE upstream = $1 AND tool = $2",
+            &[&upstream, &tool],
+        ))
+        .await?;
+        Ok(rows.first().map(pin_of))
+    }
+
+    /// Offers pins this replica made: the first written for a tool wins. Returns the fleet's
+    /// pins of those tools (the winners).
+    pub async fn pin_first(&self, pins: &[FleetPin]) -> Result<Vec<FleetPin>, StoreError> {
+        let client = self.client()?;
+        let mut winners = Vec::with_capacity(pins.len());
+        for pin in pins {
+            let inserted = self.write(&client, pin, "DO NOTHING").await?;
+            if inserted > 0 {
+                announce(&client, &pin.upstream, &pin.tool).await?;
+            }
+            winners.extend(self.pin(&pin.upstream, &pin.tool).await?);
+        }
+        Ok(winners)
+    }
+
+    /// Pins `pin` (an approved definition) for the whole fleet and announces it; an error when
+    /// the database cannot be reached, so no replica approves alone.
+    pub async fn approve(&self, pin: &FleetPin) -> Result<(), StoreError> {
+        let client = self.client()?;
+        let update = "DO UPDATE SET digest = EXCLUDED.digest, definition = EXCLUDED.definition,
+                      pinned_us = EXCLUDED.pinned_us, pinned_by = EXCLUDED.pinned_by";
+        self.write(&client, pin, update).await?;
+        announce(&client, &pin.upstream, &pin.tool).await
+    }
+}
+
+impl FleetStore {
+    /// Inserts `pin`, doing `on_conflict` where the tool has one; the rows written.
+    async fn write(
+        &self,
+        client: &tokio_postgres::Client,
+        pin: &FleetPin,
+        on_conflict: &str,
+    ) -> Result<u64, StoreError> {
+        let pinned_us = i64::try_from(pin.pinned_us).unwrap_or(i64::MAX);
+        let sql = format!(
+            "INSERT INTO mcpmux_pins (upstream, tool, digest, definition, pinned_us, pinned_by)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (upstream, tool) {on_conflict}"
+        );
+        timed(client.execute(
+            sql.as_str(),
+            &[
+                &pin.upstream,
+                &pin.tool,
+                &pin.digest,
+                &pin.definition,
+                &pinned_us,
+                &self.inner.replica,
+            ],
+        ))
+        .await
+    }
+}
+
+/// Tells every replica (this one too) that the pin of `upstream`'s `tool` was written.
+async fn announce(
+    client: &tokio_postgres::Client,
+    upstream: &str,
+    tool: &str,
+) -> Result<(), StoreError> {
+    let payload = format!("{upstream}\t{tool}");
+    timed(client.execute("SELECT pg_notify($1, $2)", &[&PINS_CHANNEL, &payload])).await?;
+    Ok(())
+}
+
+impl Inner {
+    fn set_down(&self, why: Option<String>) {
+        let mut down = self
+            .down
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match (&*down, &why) {
+            (None, Some(why)) => {
+                tracing::warn!(error = %why, "The fleet store (Postgres) is unreachable: serving from this replica's copy; approvals are refused until it is back.");
+            }
+            (Some(_), None) => tracing::info!("Connected to the fleet store (Postgres)."),
+            _ => {}
+        }
+        *down = why;
+    }
+
+    fn tell(&self, event: StoreEvent) {
+        if let Some(listener) = self.listener.get() {
+            listener(event);
+        }
+    }
+
+    /// Connects, migrates, listens; again after every loss, backing off.
+    async fn supervise(
+        self: Arc<Self>,
+        first: tokio::sync::oneshot::Sender<Result<(), StoreError>>,
+    ) {
+        let mut first = Some(first);
+        let mut backoff = Duration::from_millis(250);
+        loop {
+            match self.connect().await {
+                Ok((client, mut notices)) => {
+                    self.client.store(Some(Arc::new(client)));
+                    self.set_down(None);
+                    if let Some(first) = first.take() {
+                        let _ = first.send(Ok(()));
+                    }
+                    backoff = Duration::from_millis(250);
+                    self.tell(StoreEvent::Connected);
+                    let lost = loop {
+                        match notices.recv().await {
+                            Some(Ok(event)) => self.tell(event),
+                            Some(Err(why)) => break why,
+                            None => break "the connection ended".to_owned(),
+                        }
+                    };
+                    self.client.store(None);
+                    self.set_down(Some(lost));
+                }
+                Err(e) => {
+                    self.set_down(Some(e.to_string()));
+                    if let Some(first) = first.take() {
+                        let _ = first.send(Err(e));
+                    }
+                }
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// One connection, its schema current, listening; its notices (and how it ended) arrive on
+    /// the receiver.
+    async fn connect(
+        &self,
+    ) -> Result<
+        (
+            tokio_postgres::Client,
+            tokio::sync::mpsc::UnboundedReceiver<Result<StoreEvent, String>>,
+        ),
+        StoreError,
+    > {
+        let mut pg: tokio_postgres::Config = (self.config.url.parse())
+            .map_err(|e: tokio_postgres::Error| StoreError::Down(e.to_string()))?;
+        if let Some(source) = &self.config.password {
+            let password = source
+                .read()
+                .map_err(|e| StoreError::Down(format!("its password: {e}")))?;
+            pg.password(password);
+        }
+        pg.application_name(format!("mcpmux {}", self.replica));
+        pg.connect_timeout(STATEMENT_TIMEOUT);
+        let (client, mut connection) = pg
+            .connect(self.tls.clone())
+            .await
+            .map_err(|e| StoreError::Down(crate::http_body::error_chain(&e)))?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut messages = futures_util::stream::poll_fn(|cx| connection.poll_message(cx));
+            while let Some(message) = messages.next().await {
+                match message {
+                    Ok(AsyncMessage::Notification(n)) if n.channel() == PINS_CHANNEL => {
+                        if let Some((upstream, tool)) = n.payload().split_once('\t') {
+                            let _ = tx.send(Ok(StoreEvent::Pin {
+                                upstream: upstream.to_owned(),
+                                tool: tool.to_owned(),
+                            }));
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        let _ = tx.send(Err(crate::http_body::error_chain(&e)));
+                        return;
+                    }
+                }
+            }
+        });
+        migrate(&client).await?;
+        timed(client.batch_execute(&format!("LISTEN {PINS_CHANNEL}"))).await?;
+        Ok((client, rx))
+    }
+}
+
+/// Brings the schema to this binary's version, under an advisory lock so that replicas
+/// starting together apply each migration once; refuses a newer schema.
+async fn migrate(client: &tokio_postgres::Client) -> Result<(), StoreError> {
+    let known = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
+    timed(client.batch_execute(
+        "CREATE TABLE IF NOT EXISTS mcpmux_schema (
+            version integer PRIMARY KEY,
+            applied_at timestamptz NOT NULL DEFAULT now()
+        )",
+    ))
+    .await
+    .or_else(|e| {
+        // Two replicas creating it at once: one of them loses the race, harmlessly.
+        if e.to_string().contains("already exists") {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })?;
+    timed(client.batch_execute("BEGIN")).await?;
+    let applied = async {
+        timed(client.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])).await?;
+        let row =
+            timed(client.query_one("SELECT coalesce(max(version), 0) FROM mcpmux_schema", &[]))
+                .await?;
+        let found: i32 = row.get(0);
+        if found > known {
+            return Err(StoreError::NewerSchema { found, known });
+        }
+        for (version, sql) in (1..)
+            .zip(MIGRATIONS)
+            .skip(usize::try_from(found).unwrap_or(0))
+        {
+            timed(client.batch_execute(sql)).await?;
+            timed(client.execute(
+                "INSERT INTO mcpmux_schema (version) VALUES ($1)",
+                &[&version],
+            ))
+            .await?;
+            tracing::info!(version, "Migrated the fleet store's schema.");
+        }
+        Ok(())
+    }
+    .await;
+    let end = if applied.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
+    let ended = timed(client.batch_execute(end)).await;
+    applied.and(ended)
+}
+
+/// A statement with the store's timeout; its failure as the store being down.
+async fn timed<T>(
+    statement: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(STATEMENT_TIMEOUT, statement).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(StoreError::Down(crate::http_body::error_chain(&e))),
+        Err(_) => Err(StoreError::Down(format!(
+            "no answer within {}s",
+            STATEMENT_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+fn pin_of(row: &tokio_postgres::Row) -> FleetPin {
+    let pinned_us: i64 = row.get(4);
+    FleetPin {
+        upstream: row.get(0),
+        tool: row.get(1),
+        digest: row.get(2),
+        definition: row.get(3),
+        pinned_us: u64::try_from(pinned_us).unwrap_or_default(),
+    }
+}
+
+/// TLS as the URL's `sslmode` asks, verified against the system's roots and `ca_file`.
+fn tls(config: &StoreConfig) -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    if let Some(path) = &config.ca_file {
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|e| StoreError::Tls(format!("{}: {e}", path.display())))?;
+        for cert in certs {
+            let cert = cert.map_err(|e| StoreError::Tls(format!("{}: {e}", path.display())))?;
+            roots
+                .add(cert)
+                .map_err(|e| StoreError::Tls(format!("{}: {e}", path.display())))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| StoreError::Tls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(client))
+}
