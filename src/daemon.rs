@@ -56,9 +56,9 @@ pub enum DaemonError {
     CursorKeys { path: String, why: String },
     #[error("{0} (principals' upstream tokens cannot be kept)")]
     Vault(#[from] crate::oauth::vault::VaultError),
-    #[error("{0}")]
+    #[error(transparent)]
     AuditExport(#[from] crate::telemetry::audit_logs::AuditExportError),
-    #[error("{0}")]
+    #[error(transparent)]
     Fleet(#[from] crate::cluster::store::StoreError),
 }
 
@@ -350,6 +350,25 @@ fn open_audit(config: &Config) -> Result<(AuditHandle, Option<AuditExport>), Dae
     Ok((audit, export))
 }
 
+/// Starts upstream NAME again if it waits for a sign-in (another replica signed it in).
+fn waiting_for_sign_in(
+    upstreams: tokio::sync::watch::Receiver<crate::upstream::Upstreams>,
+    supervisor: SupervisorHandle,
+) -> Box<dyn Fn(&str) + Send + Sync> {
+    Box::new(move |name| {
+        let waits = (upstreams.borrow().iter())
+            .any(|u| u.name() == name && u.phase() == crate::upstream::Phase::NeedsLogin);
+        if waits {
+            tracing::info!(
+                upstream = name,
+                "Another replica signed it in; starting it again."
+            );
+            let (supervisor, name) = (supervisor.clone(), name.to_owned());
+            tokio::spawn(async move { supervisor.restart(&name).await });
+        }
+    })
+}
+
 /// The pins of tools' definitions, each change audited and logged as it is seen.
 fn pin_store(config: &Config, audit: &AuditHandle) -> Result<crate::pins::PinStore, DaemonError> {
     let audit = audit.clone();
@@ -417,7 +436,14 @@ impl Core {
         let (upstreams, observed) =
             tokio::sync::watch::channel(crate::upstream::Upstreams::from(handles));
         router.observe(observed.clone());
-        let supervisor = SupervisorHandle::start(observed, audit.clone()).await?;
+        let supervisor = SupervisorHandle::start(observed.clone(), audit.clone()).await?;
+        if fleet.is_some() {
+            fleet::share_tokens(
+                &config.state_dir,
+                &cursor_keys,
+                waiting_for_sign_in(observed, supervisor.clone()),
+            );
+        }
         let vault = Arc::new(crate::oauth::Vault::open(&config.state_dir)?);
         let service = Arc::new(HostService::new(
             router.clone(),

@@ -33,10 +33,20 @@ const MIGRATIONS: &[&str] = &[
         pinned_by text NOT NULL,
         PRIMARY KEY (upstream, tool)
     )",
+    // 2: upstreams' own OAuth tokens, sealed with a key derived from the shared cursor keys
+    // (the database never holds them in the clear), by where each replica keeps its copy.
+    "CREATE TABLE mcpmux_tokens (
+        key text PRIMARY KEY,
+        sealed text NOT NULL,
+        updated_us bigint NOT NULL,
+        updated_by text NOT NULL
+    )",
 ];
 
 /// The `NOTIFY` channel a changed pin is announced on (payload: upstream, a tab, the tool).
 const PINS_CHANNEL: &str = "mcpmux_pins";
+/// The `NOTIFY` channel stored tokens are announced on (payload: their key).
+const TOKENS_CHANNEL: &str = "mcpmux_tokens";
 /// The advisory lock migrations are applied under (any number, the same for every replica).
 const MIGRATION_LOCK: i64 = 0x6d63_706d_7578_0001;
 /// How long one statement may take before the store counts as unreachable.
@@ -51,6 +61,8 @@ pub enum StoreEvent {
     Connected,
     /// A replica wrote the pin of `upstream`'s `tool`.
     Pin { upstream: String, tool: String },
+    /// A replica stored the tokens kept under `key`.
+    Tokens { key: String },
 }
 
 /// Why the store could not do something.
@@ -67,6 +79,12 @@ pub enum StoreError {
 }
 
 type Listener = Box<dyn Fn(StoreEvent) + Send + Sync>;
+type Connection = tokio_postgres::Connection<
+    tokio_postgres::Socket,
+    <tokio_postgres_rustls::MakeRustlsConnect as tokio_postgres::tls::MakeTlsConnect<
+        tokio_postgres::Socket,
+    >>::Stream,
+>;
 
 /// The fleet store; cheap to clone.
 #[derive(Clone)]
@@ -189,7 +207,102 @@ impl FleetStore {
     }
 }
 
+/// The fleet-wide lock on one key's tokens: a transaction on a connection of its own holding
+/// an advisory lock; dropping it ends the connection, which rolls back and lets go.
+pub struct TokenLock {
+    client: tokio_postgres::Client,
+    key: String,
+    replica: String,
+    /// The sealed tokens as the fleet held them when the lock was taken.
+    pub sealed: Option<String>,
+}
+
+impl TokenLock {
+    /// Stores `sealed` under the key, announces it and lets the lock go.
+    pub async fn store(self, sealed: &str) -> Result<(), StoreError> {
+        put_tokens(&self.client, (&self.key, sealed), &self.replica).await?;
+        timed(self.client.batch_execute("COMMIT")).await
+    }
+}
+
+/// Writes `sealed` under `key` and announces it.
+async fn put_tokens(
+    client: &tokio_postgres::Client,
+    (key, sealed): (&str, &str),
+    replica: &str,
+) -> Result<(), StoreError> {
+    let now = i64::try_from(crate::audit::now_us()).unwrap_or(i64::MAX);
+    timed(client.execute(
+        "INSERT INTO mcpmux_tokens (key, sealed, updated_us, updated_by) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (key) DO UPDATE SET sealed = EXCLUDED.sealed,
+             updated_us = EXCLUDED.updated_us, updated_by = EXCLUDED.updated_by",
+        &[&key, &sealed, &now, &replica],
+    ))
+    .await?;
+    timed(client.execute("SELECT pg_notify($1, $2)", &[&TOKENS_CHANNEL, &key])).await?;
+    Ok(())
+}
+
 impl FleetStore {
+    /// The sealed tokens kept under `key`, if any.
+    pub async fn tokens(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let client = self.client()?;
+        self.tokens_on(&client, key).await
+    }
+
+    /// Every key and its sealed tokens.
+    pub async fn all_tokens(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let client = self.client()?;
+        let rows = timed(client.query("SELECT key, sealed FROM mcpmux_tokens", &[])).await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// Stores `sealed` under `key` for the fleet (without the lock: a sign-in's new tokens).
+    pub async fn put_tokens(&self, key: &str, sealed: &str) -> Result<(), StoreError> {
+        let client = self.client()?;
+        put_tokens(&client, (key, sealed), &self.inner.replica).await
+    }
+
+    /// Takes the fleet-wide lock on `key`'s tokens (waiting while another replica holds it,
+    /// refreshing them) and reads them.
+    pub async fn lock_tokens(&self, key: &str) -> Result<TokenLock, StoreError> {
+        self.client()?;
+        let (client, connection) = self.inner.open().await?;
+        tokio::spawn(connection);
+        timed(client.batch_execute("BEGIN")).await?;
+        let held = tokio::time::timeout(
+            STATEMENT_TIMEOUT * 10,
+            client.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&key]),
+        )
+        .await;
+        match held {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(StoreError::Down(crate::http_body::error_chain(&e))),
+            Err(_) => {
+                return Err(StoreError::Down(
+                    "another replica held the tokens' lock too long".into(),
+                ));
+            }
+        }
+        let sealed = self.tokens_on(&client, key).await?;
+        Ok(TokenLock {
+            sealed,
+            client,
+            key: key.to_owned(),
+            replica: self.inner.replica.clone(),
+        })
+    }
+
+    async fn tokens_on(
+        &self,
+        client: &tokio_postgres::Client,
+        key: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let rows =
+            timed(client.query("SELECT sealed FROM mcpmux_tokens WHERE key = $1", &[&key])).await?;
+        Ok(rows.first().map(|r| r.get(0)))
+    }
+
     /// Inserts `pin`, doing `on_conflict` where the tool has one; the rows written.
     async fn write(
         &self,
@@ -250,6 +363,23 @@ impl Inner {
         }
     }
 
+    /// One connection to the database (its messages come on the returned connection).
+    async fn open(&self) -> Result<(tokio_postgres::Client, Connection), StoreError> {
+        let mut pg: tokio_postgres::Config = (self.config.url.parse())
+            .map_err(|e: tokio_postgres::Error| StoreError::Down(e.to_string()))?;
+        if let Some(source) = &self.config.password {
+            let password = source
+                .read()
+                .map_err(|e| StoreError::Down(format!("its password: {e}")))?;
+            pg.password(password);
+        }
+        pg.application_name(format!("mcpmux {}", self.replica));
+        pg.connect_timeout(STATEMENT_TIMEOUT);
+        pg.connect(self.tls.clone())
+            .await
+            .map_err(|e| StoreError::Down(crate::http_body::error_chain(&e)))
+    }
+
     /// Connects, migrates, listens; again after every loss, backing off.
     async fn supervise(
         self: Arc<Self>,
@@ -300,25 +430,17 @@ impl Inner {
         ),
         StoreError,
     > {
-        let mut pg: tokio_postgres::Config = (self.config.url.parse())
-            .map_err(|e: tokio_postgres::Error| StoreError::Down(e.to_string()))?;
-        if let Some(source) = &self.config.password {
-            let password = source
-                .read()
-                .map_err(|e| StoreError::Down(format!("its password: {e}")))?;
-            pg.password(password);
-        }
-        pg.application_name(format!("mcpmux {}", self.replica));
-        pg.connect_timeout(STATEMENT_TIMEOUT);
-        let (client, mut connection) = pg
-            .connect(self.tls.clone())
-            .await
-            .map_err(|e| StoreError::Down(crate::http_body::error_chain(&e)))?;
+        let (client, mut connection) = self.open().await?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
             let mut messages = futures_util::stream::poll_fn(|cx| connection.poll_message(cx));
             while let Some(message) = messages.next().await {
                 match message {
+                    Ok(AsyncMessage::Notification(n)) if n.channel() == TOKENS_CHANNEL => {
+                        let _ = tx.send(Ok(StoreEvent::Tokens {
+                            key: n.payload().to_owned(),
+                        }));
+                    }
                     Ok(AsyncMessage::Notification(n)) if n.channel() == PINS_CHANNEL => {
                         if let Some((upstream, tool)) = n.payload().split_once('\t') {
                             let _ = tx.send(Ok(StoreEvent::Pin {
@@ -336,7 +458,8 @@ impl Inner {
             }
         });
         migrate(&client).await?;
-        timed(client.batch_execute(&format!("LISTEN {PINS_CHANNEL}"))).await?;
+        timed(client.batch_execute(&format!("LISTEN {PINS_CHANNEL}; LISTEN {TOKENS_CHANNEL}")))
+            .await?;
         Ok((client, rx))
     }
 }

@@ -96,6 +96,17 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
         upstreams,
         telemetry: telemetry(path, raw.telemetry)?,
     };
+    whole(path, &config)?;
+    config.set_state_dir(
+        super::audit_settings::state_dir(state_dir.as_deref()),
+        false,
+    );
+    Ok(config)
+}
+
+/// What only the whole config tells: an admin listener exposed beyond what it allows, and
+/// sign-ins replicas could not share.
+fn whole(path: &Path, config: &Config) -> Result<(), ConfigError> {
     if let Some(addr) = config.admin_exposed() {
         return Err(ConfigError::invalid(
             path,
@@ -104,11 +115,7 @@ pub(super) fn validate(path: &Path, mut raw: RawConfig) -> Result<Config, Config
             super::ADMIN_EXPOSED_FIX,
         ));
     }
-    config.set_state_dir(
-        super::audit_settings::state_dir(state_dir.as_deref()),
-        false,
-    );
-    Ok(config)
+    cluster::shared_sign_ins(path, config)
 }
 
 /// `path` relative to the config file's directory, unless absolute.

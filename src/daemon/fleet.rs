@@ -3,14 +3,25 @@
 //! replica wrote are taken over as they are announced, and everything is read again whenever the
 //! store comes back. Each time a pin moves, the upstream's tools are reviewed again, so an
 //! approval made on any replica shows the tool again on every one.
+//!
+//! Upstreams' own OAuth tokens are kept there too (sealed with a key derived from the shared
+//! cursor keys; each replica's file is its copy): one sign-in serves every replica, a refresh is
+//! made under the fleet's lock by one replica while the others wait and then read it, and a
+//! replica whose upstream waited for a sign-in starts it as soon as another stored tokens.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::cluster::store::{FleetStore, StoreError, StoreEvent};
+use futures_util::future::BoxFuture;
+
+use crate::cluster::store::{FleetStore, StoreError, StoreEvent, TokenLock};
 use crate::config::ClusterConfig;
+use crate::oauth::store::{ShelfGuard, TokenShelf};
 use crate::pins::{PinStore, SharedPin};
 use crate::router::RouterHandle;
+use crate::sealed::SealRing;
 
 /// How long a starting replica waits for the store before it goes on from its own copy.
 const FIRST_CONNECTION: Duration = Duration::from_secs(5);
@@ -30,6 +41,7 @@ pub async fn start(
         store: store.clone(),
         pins: Arc::clone(pins),
         router: router.clone(),
+        shelf: Arc::default(),
     };
     store.on_event({
         let (part, runtime) = (part.clone(), runtime.clone());
@@ -38,10 +50,14 @@ pub async fn start(
             runtime.spawn(async move { part.follow(event).await });
         }
     });
-    pins.on_pinned(Box::new(move |made| {
+    pins.on_pinned(Box::new({
         let part = part.clone();
-        runtime.spawn(async move { part.offer(made).await });
+        move |made| {
+            let part = part.clone();
+            runtime.spawn(async move { part.offer(made).await });
+        }
     }));
+    let _ = PARTS.set(part);
     if store.run(FIRST_CONNECTION).await? {
         tracing::info!("Pins and approvals are shared with the fleet (Postgres).");
     } else {
@@ -55,6 +71,8 @@ struct Part {
     store: FleetStore,
     pins: Arc<PinStore>,
     router: RouterHandle,
+    /// Where upstreams' tokens are kept, once [`share_tokens`] set it.
+    shelf: Arc<OnceLock<Arc<Shelf>>>,
 }
 
 impl Part {
@@ -69,7 +87,17 @@ impl Part {
 
     async fn follow(&self, event: StoreEvent) {
         match event {
-            StoreEvent::Connected => self.catch_up().await,
+            StoreEvent::Connected => {
+                self.catch_up().await;
+                if let Some(shelf) = self.shelf.get() {
+                    shelf.catch_up().await;
+                }
+            }
+            StoreEvent::Tokens { key } => {
+                if let Some(shelf) = self.shelf.get() {
+                    shelf.arrived(&key).await;
+                }
+            }
             StoreEvent::Pin { upstream, tool } => match self.store.pin(&upstream, &tool).await {
                 Ok(Some(pin)) => self.adopt(&[pin]),
                 Ok(None) => {}
@@ -105,5 +133,193 @@ impl Part {
             );
             self.router.review_again(&upstream);
         }
+    }
+}
+
+/// This replica's part, for [`share_tokens`] (one fleet store per daemon).
+static PARTS: OnceLock<Part> = OnceLock::new();
+
+/// Keeps upstreams' own OAuth tokens in the fleet store from now on, sealed with a key derived
+/// from `cursor_keys`; `waiting(NAME)` starts upstream NAME again if it waits for a sign-in.
+pub fn share_tokens(
+    state_dir: &Path,
+    cursor_keys: &crate::mcp::cursor::KeyRing,
+    waiting: Box<dyn Fn(&str) + Send + Sync>,
+) {
+    let Some(part) = PARTS.get() else {
+        return;
+    };
+    let Some(ring) = SealRing::new(&cursor_keys.derived(TOKENS_PURPOSE)) else {
+        return;
+    };
+    let shelf = Arc::new(Shelf {
+        store: part.store.clone(),
+        ring,
+        state_dir: state_dir.to_path_buf(),
+        kept: Mutex::default(),
+        runtime: tokio::runtime::Handle::current(),
+        waiting,
+    });
+    let _ = part.shelf.set(Arc::clone(&shelf));
+    crate::oauth::store::set_shelf(Box::new(SharedShelf(Arc::clone(&shelf))));
+    tokio::spawn(async move { shelf.catch_up().await });
+}
+
+/// What the tokens' sealing key is derived for.
+const TOKENS_PURPOSE: &str = "mcpmux fleet tokens";
+
+/// Upstreams' tokens as this replica holds the fleet's.
+struct Shelf {
+    store: FleetStore,
+    ring: SealRing,
+    state_dir: PathBuf,
+    /// The fleet's tokens, opened, by key.
+    kept: Mutex<HashMap<String, Vec<u8>>>,
+    runtime: tokio::runtime::Handle,
+    waiting: Box<dyn Fn(&str) + Send + Sync>,
+}
+
+impl Shelf {
+    /// Where a token file is kept in the store: its path below the state directory, the same on
+    /// every replica (`oauth/NAME.json`).
+    fn key(&self, file: &Path) -> Option<String> {
+        Some(
+            file.strip_prefix(&self.state_dir)
+                .ok()?
+                .to_str()?
+                .to_owned(),
+        )
+    }
+
+    fn keep(&self, key: &str, plain: Vec<u8>) {
+        let mut kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.insert(key.to_owned(), plain);
+    }
+
+    /// Opens sealed tokens and keeps them; whether they opened.
+    fn open(&self, key: &str, sealed: &str) -> bool {
+        match self.ring.open(sealed, key.as_bytes()) {
+            Ok(plain) => {
+                self.keep(key, plain);
+                true
+            }
+            Err(_) => {
+                tracing::warn!(
+                    key,
+                    "Tokens in the fleet store do not open with this replica's cursor keys (are they the same on every replica?)."
+                );
+                false
+            }
+        }
+    }
+
+    fn seal(&self, key: &str, plain: &[u8]) -> String {
+        self.ring
+            .seal(plain, key.as_bytes(), crate::oauth::vault::LASTING)
+    }
+
+    /// Every key again (at start and whenever the store is back).
+    async fn catch_up(&self) {
+        let Ok(all) = self.store.all_tokens().await else {
+            return;
+        };
+        for (key, sealed) in all {
+            if self.open(&key, &sealed) {
+                self.started(&key);
+            }
+        }
+    }
+
+    /// Another replica stored tokens under `key`.
+    async fn arrived(&self, key: &str) {
+        if let Ok(Some(sealed)) = self.store.tokens(key).await {
+            if self.open(key, &sealed) {
+                self.started(key);
+            }
+        }
+    }
+
+    /// An upstream whose own tokens these are may have waited for them.
+    fn started(&self, key: &str) {
+        let upstream = key
+            .strip_prefix("oauth/")
+            .and_then(|name| name.strip_suffix(".json"))
+            .filter(|name| !name.contains('/'));
+        if let Some(upstream) = upstream {
+            (self.waiting)(upstream);
+        }
+    }
+}
+
+struct SharedShelf(Arc<Shelf>);
+
+impl TokenShelf for SharedShelf {
+    fn get(&self, file: &Path) -> Option<Vec<u8>> {
+        let key = self.0.key(file)?;
+        let kept = self
+            .0
+            .kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.get(&key).cloned()
+    }
+
+    fn put(&self, file: &Path, bytes: &[u8]) {
+        let Some(key) = self.0.key(file) else {
+            return;
+        };
+        self.0.keep(&key, bytes.to_vec());
+        let sealed = self.0.seal(&key, bytes);
+        let store = self.0.store.clone();
+        self.0.runtime.spawn(async move {
+            if let Err(e) = store.put_tokens(&key, &sealed).await {
+                tracing::warn!(error = %e, key, "Tokens not shared with the fleet yet (this replica keeps them).");
+            }
+        });
+    }
+
+    fn lock<'a>(&'a self, file: &'a Path) -> BoxFuture<'a, Option<Box<dyn ShelfGuard>>> {
+        Box::pin(async move {
+            let key = self.0.key(file)?;
+            match self.0.store.lock_tokens(&key).await {
+                Ok(lock) => {
+                    if let Some(sealed) = &lock.sealed {
+                        self.0.open(&key, sealed);
+                    }
+                    let guard = Guard {
+                        lock,
+                        shelf: Arc::clone(&self.0),
+                        key,
+                    };
+                    Some(Box::new(guard) as Box<dyn ShelfGuard>)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "Refreshing tokens without the fleet's lock: the store is unreachable.");
+                    None
+                }
+            }
+        })
+    }
+}
+
+struct Guard {
+    lock: TokenLock,
+    shelf: Arc<Shelf>,
+    key: String,
+}
+
+impl ShelfGuard for Guard {
+    fn store<'a>(self: Box<Self>, bytes: &'a [u8]) -> BoxFuture<'a, std::io::Result<()>> {
+        Box::pin(async move {
+            self.shelf.keep(&self.key, bytes.to_vec());
+            let sealed = self.shelf.seal(&self.key, bytes);
+            self.lock
+                .store(&sealed)
+                .await
+                .map_err(std::io::Error::other)
+        })
     }
 }

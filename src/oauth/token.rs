@@ -323,6 +323,11 @@ pub async fn refresh_if_due(
     oauth: &OAuthConfig,
     force: bool,
 ) -> Result<bool, OAuthError> {
+    // Replicas sharing the tokens refresh them once: under the fleet's lock, read again.
+    let guard = match super::store::shelf_of(oauth) {
+        Some(shelf) => shelf.lock(&oauth.token_file).await,
+        None => None,
+    };
     let Some(tokens) = TokenFile::load(oauth) else {
         return Ok(false);
     };
@@ -345,7 +350,20 @@ pub async fn refresh_if_due(
         ("refresh_token", refresh.clone()),
     ];
     let fresh = grant.request(http, form, Some(refresh)).await?;
-    fresh.save(oauth).map_err(|e| {
+    let stored = match guard {
+        Some(guard) => match fresh.write(&oauth.token_file) {
+            Ok(()) => {
+                let text = serde_json::to_vec_pretty(&fresh).map_err(std::io::Error::other);
+                match text {
+                    Ok(text) => guard.store(&text).await,
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        },
+        None => fresh.save(oauth),
+    };
+    stored.map_err(|e| {
         OAuthError::new(format!(
             "cannot store the refreshed tokens in {}: {e}",
             oauth.token_file.display()

@@ -204,7 +204,111 @@ async fn a_replica_refuses_to_start_on_a_schema_newer_than_it_knows() {
     .unwrap();
     let stderr = crate::common::serve_refused(&config, &dir.path().join("state"));
     assert!(
-        stderr.contains("version 99, newer than this mcpmux knows (1)"),
+        stderr
+            .matches("version 99, newer than this mcpmux knows")
+            .count()
+            == 1,
         "{stderr}"
     );
+}
+
+/// `mcpmux login web` against replica `name`, as a person runs it.
+async fn login(fleet: &Fleet, name: &str) {
+    let admin = fleet.replicas[name].admin_url.clone().unwrap();
+    let token = fleet.dir.path().join("admin.token");
+    let (ok, stderr) =
+        crate::common::login_in_browser(&admin, "web", &[("MCPMUX_ADMIN_TOKEN_FILE", &token)])
+            .await;
+    assert!(ok, "{stderr}");
+}
+
+async fn web_state(fleet: &Fleet, name: &str) -> String {
+    fleet.replicas[name].upstream_status("web").await["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_sign_in_serves_every_replica_and_each_expiry_is_refreshed_once() {
+    let _turn = TURN.lock().await;
+    let pg = Postgres::start();
+    // 5 s tokens, refresh tokens rotated, a replayed one revoking the whole family.
+    let server = crate::common::RemoteServer::test_upstream(
+        "web",
+        0,
+        &["--oauth-token-ttl", "5", "--oauth-revoke-reuse"],
+    );
+    let fleet = Fleet::start_configured(
+        &format!("store = \"{}\"\n", pg.url()),
+        &format!(
+            "\n[upstreams.web]\nurl = \"{}\"\nrestart_initial_backoff = \"100ms\"\n",
+            server.url("/mcp")
+        ),
+    )
+    .await;
+    for name in NAMES {
+        let waits = poll_until(Duration::from_secs(20), || async {
+            web_state(&fleet, name).await == "needs-login"
+        })
+        .await;
+        assert!(waits, "{name}: {}", web_state(&fleet, name).await);
+    }
+    // One person signs in once, on one replica: every replica serves the upstream.
+    login(&fleet, "a").await;
+    for name in NAMES {
+        let ready = poll_until(Duration::from_secs(20), || async {
+            web_state(&fleet, name).await == "ready"
+        })
+        .await;
+        assert!(
+            ready,
+            "{name} never used the fleet's sign-in: {}",
+            web_state(&fleet, name).await
+        );
+    }
+    let stored = pg.psql("SELECT count(*) FROM mcpmux_tokens");
+    assert_eq!(stored, "1");
+    let sealed = pg.psql("SELECT sealed FROM mcpmux_tokens");
+    assert!(
+        !sealed.contains("mcpmux-test-access"),
+        "tokens in the clear: {sealed}"
+    );
+
+    // 30 s of calls through HAProxy to every replica, across six expiries.
+    let http = reqwest::Client::new();
+    let until = Instant::now() + Duration::from_secs(30);
+    let (mut calls, mut failed) = (0, Vec::new());
+    while Instant::now() < until {
+        calls += 1;
+        let params = json!({"name": "web__echo", "arguments": {"n": calls}});
+        let answer = super::echoed(
+            super::stateless(&http, &fleet.front, ("tools/call", params), json!({})).await,
+        );
+        if let Err(e) = answer {
+            failed.push((calls, format!("{e:?}")));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stats: serde_json::Value = server.report("/oauth-stats").await;
+    eprintln!("{calls} calls over 30 s; the authorization server: {stats}");
+    assert!(
+        failed.is_empty(),
+        "{} of {calls} calls failed: {failed:?}",
+        failed.len()
+    );
+    assert_eq!(stats["authorization_code"], 1, "{stats}");
+    assert_eq!(
+        stats["reused_refresh"], 0,
+        "a refresh token was replayed: {stats}"
+    );
+    // A 5 s token is refreshed a third of its life ahead: about every 4 s, once for the fleet.
+    let refreshes = stats["refresh_token"].as_u64().unwrap();
+    assert!(
+        (5..=10).contains(&refreshes),
+        "{refreshes} refreshes in 30 s: {stats}"
+    );
+    for name in NAMES {
+        assert_eq!(web_state(&fleet, name).await, "ready", "{name}");
+    }
 }

@@ -200,3 +200,62 @@ impl RemoteServer {
         )
     }
 }
+
+/// `mcpmux login UPSTREAM --admin ADMIN` as a person runs it (with `env` set): the URL it prints
+/// opened in a "browser" that follows the authorization server's redirect back to mcpmux, then
+/// the command's end. Whether it succeeded, and its stderr; a sign-in that fails before it
+/// prints a URL ends the command at once.
+pub async fn login_in_browser(
+    admin: &str,
+    upstream: &str,
+    env: &[(&str, &std::path::Path)],
+) -> (bool, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(super::MCPMUX)
+        .args(["login", upstream, "--admin", admin, "--no-browser"])
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its output is read to the end, as a terminal would.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let line = line.trim().to_owned();
+            if line.starts_with("http://") {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(line);
+                }
+            }
+        }
+    });
+    let printed = tokio::time::timeout(Duration::from_secs(20), rx)
+        .await
+        .expect("mcpmux login printed no URL and did not end");
+    if let Ok(url) = printed {
+        let browser = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let redirect = browser.get(&url).send().await.unwrap();
+        assert_eq!(redirect.status(), 302, "{url}");
+        let back = redirect.headers()["location"].to_str().unwrap().to_owned();
+        assert!(back.starts_with("http://127.0.0.1:"), "{back}");
+        let landed = browser.get(&back).send().await.unwrap();
+        assert!(landed.status().is_success());
+    }
+    let status = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    (
+        status.status.success(),
+        String::from_utf8_lossy(&status.stderr).into_owned(),
+    )
+}

@@ -11,7 +11,6 @@
 //! fetched for as its `issuer`, a redirect from the token endpoint is an error naming it and is
 //! not followed, and a secret without an `issuer` is a config error.
 
-use std::io::BufRead;
 use std::time::{Duration, Instant};
 
 use crate::common;
@@ -60,57 +59,10 @@ async fn login(daemon: &Daemon) {
     assert!(ok, "mcpmux login failed: {stderr}");
 }
 
-/// `mcpmux login web` as in [`login`]; whether it succeeded, and its stderr. A sign-in that
-/// fails before it prints a URL ends the command at once.
+/// `mcpmux login web` as in [`login`]; whether it succeeded, and its stderr.
 async fn try_login(daemon: &Daemon) -> (bool, String) {
     let admin = daemon.admin_url.clone().unwrap();
-    let mut child = std::process::Command::new(MCPMUX)
-        .args(["login", WEB, "--admin", &admin, "--no-browser"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Its output is read to the end, as a terminal would.
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let mut tx = Some(tx);
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let line = line.trim().to_owned();
-            if line.starts_with("http://") {
-                if let Some(tx) = tx.take() {
-                    let _ = tx.send(line);
-                }
-            }
-        }
-    });
-    let printed = tokio::time::timeout(Duration::from_secs(20), rx)
-        .await
-        .expect("mcpmux login printed no URL and did not end");
-    // No URL and the output ended: the sign-in failed before a person was needed.
-    if let Ok(url) = printed {
-        let browser = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap();
-        let redirect = browser.get(&url).send().await.unwrap();
-        assert_eq!(redirect.status(), 302, "{url}");
-        let back = redirect.headers()["location"].to_str().unwrap().to_owned();
-        assert!(back.starts_with("http://127.0.0.1:"), "{back}");
-        let landed = browser.get(&back).send().await.unwrap();
-        assert!(landed.status().is_success());
-    }
-    let status = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    (
-        status.status.success(),
-        String::from_utf8_lossy(&status.stderr).into_owned(),
-    )
+    common::login_in_browser(&admin, WEB, &[]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -581,3 +581,20 @@ fn a_fleet_store_takes_its_password_from_a_file_or_the_environment_only() {
     );
     assert!(e.contains("cluster.store_password_env"), "{e}");
 }
+
+#[test]
+fn a_cluster_without_a_store_refuses_an_upstream_signed_in_with_a_browser() {
+    let cluster = "[server]\ncursor_keys = \"k\"\n[cluster]\nreplica = \"a\"\npeer_url = \"http://{replica}:7332\"\n";
+    let web = "[upstreams.web]\nurl = \"https://mcp.example.com/mcp\"\n[upstreams.web.oauth]\nclient_id = \"mcpmux\"\n";
+    let e = load_text("c.toml", &format!("{cluster}{web}"))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.contains("upstreams.web.oauth") && e.contains("cluster] store"),
+        "{e}"
+    );
+    let with_store = format!("{cluster}store = \"postgres://m@db/m\"\n{web}");
+    load_text("s.toml", &with_store).unwrap_or_else(|e| panic!("{e}"));
+    load_text("alone.toml", web).unwrap_or_else(|e| panic!("{e}"));
+}

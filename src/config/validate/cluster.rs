@@ -6,7 +6,8 @@ use super::resolve;
 use crate::config::error::ConfigError;
 use crate::config::model::{ClusterConfig, DEFAULT_UNREADY_DELAY, ServerConfig, StoreConfig};
 use crate::config::raw::RawCluster;
-use crate::config::transport::TokenSource;
+use crate::config::transport::{TokenSource, Transport};
+use crate::config::{Config, Credentials};
 
 /// `[cluster]`, checked: a replica name that is a DNS label (the host name's first label unless
 /// set), peers that are http(s) URLs, and a way to reach them.
@@ -79,6 +80,36 @@ pub(super) fn cluster(
         unready_delay: raw.unready_delay.unwrap_or(DEFAULT_UNREADY_DELAY),
         store,
     }))
+}
+
+/// Without `[cluster] store`, an upstream signed in with the authorization code flow would need
+/// `mcpmux login` on every replica, and replicas refreshing one token each would have a server
+/// that rotates refresh tokens revoke them all: refused, naming the fix.
+pub(super) fn shared_sign_ins(file: &Path, config: &Config) -> Result<(), ConfigError> {
+    let Some(cluster) = &config.cluster else {
+        return Ok(());
+    };
+    if cluster.store.is_some() {
+        return Ok(());
+    }
+    let signed_in = config.upstreams.iter().find(|u| {
+        let Transport::Remote(remote) = &u.transport else {
+            return false;
+        };
+        u.credentials == Credentials::Shared
+            && remote.oauth.as_ref().is_some_and(|o| {
+                o.written && o.grant == crate::config::OAuthGrant::AuthorizationCode
+            })
+    });
+    match signed_in {
+        Some(upstream) => Err(ConfigError::invalid(
+            file,
+            format!("upstreams.{}.oauth", upstream.name),
+            "signs in with the authorization code flow, but [cluster] has no store: each replica would need its own `mcpmux login`, and their refreshes of one token would collide",
+            "set [cluster] store = \"postgres://…\" so the replicas share its tokens (docs/cluster.md), or use grant = \"client_credentials\" or a bearer token file",
+        )),
+        None => Ok(()),
+    }
 }
 
 /// `[cluster.peers]`: replica names (DNS labels) to http(s) URLs.

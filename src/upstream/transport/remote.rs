@@ -320,17 +320,20 @@ async fn keep_fresh(shared: Arc<Shared>, config: RemoteConfig, oauth_client: req
             () = tokio::time::sleep(wait) => {}
         }
         match crate::oauth::refresh_if_due(&oauth_client, oauth, false).await {
-            Ok(true) => match client::headers(&config) {
+            // Refreshed here, or (replicas sharing tokens) by another replica meanwhile: the
+            // stored token is the one to send from now on.
+            Ok(refreshed) => match client::headers(&config) {
                 Ok((headers, dpop)) => {
                     shared.headers.store(Arc::new(headers));
                     shared.dpop.store(dpop.map(Arc::new));
-                    tracing::info!(upstream = %shared.upstream, "Refreshed its OAuth access token.");
+                    if refreshed {
+                        tracing::info!(upstream = %shared.upstream, "Refreshed its OAuth access token.");
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(upstream = %shared.upstream, error = %e, "Cannot use its refreshed OAuth token.")
                 }
             },
-            Ok(false) => {}
             Err(e) => {
                 tracing::warn!(upstream = %shared.upstream, error = %e, "Refreshing its OAuth access token failed; it will need `mcpmux login` once the token expires.");
                 return;

@@ -204,6 +204,10 @@ struct Args {
     /// With `--oauth-token-ttl`: refuse refresh tokens while PATH exists.
     #[arg(long, value_name = "PATH")]
     oauth_revoke_while: Option<PathBuf>,
+    /// With `--oauth-token-ttl`: a refresh token presented a second time revokes every token
+    /// issued (the whole family, as authorization servers that rotate refresh tokens do).
+    #[arg(long)]
+    oauth_revoke_reuse: bool,
     /// With `--oauth-token-ttl`: the resource metadata names URL as the authorization server
     /// (a compromised upstream pointing at a server of its choice), not this process.
     #[arg(long, value_name = "URL")]

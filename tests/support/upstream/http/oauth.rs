@@ -53,6 +53,10 @@ pub(crate) struct Authority {
     /// `--oauth-exchange-audience`: the audience exchanged tokens name instead of theirs.
     exchange_audience: Option<String>,
     by_token_exchange: AtomicU64,
+    /// `--oauth-revoke-reuse`: refresh tokens already used, and how often one came again.
+    revoke_reuse: bool,
+    used_refresh: Mutex<std::collections::HashSet<String>>,
+    reused: AtomicU64,
 }
 
 impl Authority {
@@ -77,6 +81,9 @@ impl Authority {
             exchange_audience: args.oauth_exchange_audience.clone(),
             by_token_exchange: AtomicU64::new(0),
             ask_user: args.oauth_ask_user,
+            revoke_reuse: args.oauth_revoke_reuse,
+            used_refresh: Mutex::default(),
+            reused: AtomicU64::new(0),
         }
     }
 
@@ -289,7 +296,22 @@ pub(crate) async fn token(
                 list.len() < before
             });
             if !known {
+                let reused =
+                    (authority.used_refresh.lock()).is_ok_and(|used| used.contains(&given));
+                if reused && authority.revoke_reuse {
+                    // A replayed refresh token: the whole family is revoked.
+                    authority.reused.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(mut list) = authority.refresh.lock() {
+                        list.clear();
+                    }
+                    if let Ok(mut map) = authority.access.lock() {
+                        map.clear();
+                    }
+                }
                 return refuse("invalid_grant");
+            }
+            if let Ok(mut used) = authority.used_refresh.lock() {
+                used.insert(given.clone());
             }
             authority.by_refresh.fetch_add(1, Ordering::Relaxed);
             let user = given.rsplit_once('.').map_or("", |(_, u)| u);
@@ -357,6 +379,7 @@ pub(crate) async fn stats(State(authority): State<std::sync::Arc<Authority>>) ->
         "refresh_token": authority.by_refresh.load(Ordering::Relaxed),
         "client_credentials": authority.by_client_credentials.load(Ordering::Relaxed),
         "token_exchange": authority.by_token_exchange.load(Ordering::Relaxed),
+        "reused_refresh": authority.reused.load(Ordering::Relaxed),
     }))
     .into_response()
 }
