@@ -221,15 +221,70 @@ impl Shelf {
             .seal(plain, key.as_bytes(), crate::oauth::vault::LASTING)
     }
 
-    /// Every key again (at start and whenever the store is back).
+    /// Every key again (at start and whenever the store is back). Where this replica holds
+    /// newer tokens than the store (it refreshed, or signed in, while the store was away) the
+    /// fleet gets them; otherwise this replica takes the fleet's.
     async fn catch_up(&self) {
         let Ok(all) = self.store.all_tokens().await else {
             return;
         };
+        let mut in_store = std::collections::BTreeSet::new();
         for (key, sealed) in all {
-            if self.open(&key, &sealed) {
-                self.started(&key);
+            in_store.insert(key.clone());
+            let Ok(theirs) = self.ring.open(&sealed, key.as_bytes()) else {
+                tracing::warn!(
+                    key,
+                    "Tokens in the fleet store do not open with this replica's cursor keys (are they the same on every replica?)."
+                );
+                continue;
+            };
+            match self.local(&key) {
+                Some(ours) if obtained_at(&ours) > obtained_at(&theirs) => {
+                    self.share(&key, ours).await
+                }
+                _ => {
+                    self.keep(&key, theirs);
+                    self.started(&key);
+                }
             }
+        }
+        for key in self.own_token_files() {
+            if !in_store.contains(&key) {
+                if let Some(ours) = self.local(&key) {
+                    self.share(&key, ours).await;
+                }
+            }
+        }
+    }
+
+    /// This replica's tokens under `key`: what it keeps, else its file.
+    fn local(&self, key: &str) -> Option<Vec<u8>> {
+        let kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match kept.get(key) {
+            Some(plain) => Some(plain.clone()),
+            None => std::fs::read(self.state_dir.join(key)).ok(),
+        }
+    }
+
+    /// The keys of upstreams' own token files in this replica's state directory.
+    fn own_token_files(&self) -> Vec<String> {
+        let dir = self.state_dir.join("oauth");
+        (std::fs::read_dir(dir).into_iter().flatten().flatten())
+            .filter(|e| e.path().is_file())
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .filter(|name| name.ends_with(".json") && !name.starts_with('.'))
+            .map(|name| format!("oauth/{name}"))
+            .collect()
+    }
+
+    async fn share(&self, key: &str, plain: Vec<u8>) {
+        let sealed = self.seal(key, &plain);
+        self.keep(key, plain);
+        if let Err(e) = self.store.put_tokens(key, &sealed).await {
+            tracing::warn!(error = %e, key, "Tokens not shared with the fleet yet (this replica keeps them).");
         }
     }
 
@@ -297,7 +352,7 @@ impl TokenShelf for SharedShelf {
                     Some(Box::new(guard) as Box<dyn ShelfGuard>)
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "Refreshing tokens without the fleet's lock: the store is unreachable.");
+                    tracing::debug!(error = %e, "Not refreshing tokens until the fleet store is back.");
                     None
                 }
             }
@@ -322,4 +377,12 @@ impl ShelfGuard for Guard {
                 .map_err(std::io::Error::other)
         })
     }
+}
+
+/// When tokens were obtained (seconds since the epoch; 0 when they do not say).
+fn obtained_at(plain: &[u8]) -> u64 {
+    serde_json::from_slice::<serde_json::Value>(plain)
+        .ok()
+        .and_then(|v| v["obtained_at"].as_u64())
+        .unwrap_or(0)
 }

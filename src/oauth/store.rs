@@ -23,7 +23,8 @@ pub trait TokenShelf: Send + Sync {
     fn put(&self, file: &Path, bytes: &[u8]);
     /// Holds the fleet-wide lock on `file`'s tokens until the guard is dropped (or stored
     /// through), having read them again: while one replica refreshes, the others wait and then
-    /// find them fresh. `None` when the shelf cannot lock now (the store is unreachable).
+    /// find them fresh. `None` when the shelf cannot lock now (the store is unreachable): then
+    /// nothing is refreshed.
     fn lock<'a>(
         &'a self,
         file: &'a Path,

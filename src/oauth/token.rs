@@ -323,9 +323,17 @@ pub async fn refresh_if_due(
     oauth: &OAuthConfig,
     force: bool,
 ) -> Result<bool, OAuthError> {
-    // Replicas sharing the tokens refresh them once: under the fleet's lock, read again.
+    // Replicas sharing the tokens refresh them once: under the fleet's lock, read again. Without
+    // the lock (the store is unreachable) none is refreshed: replicas refreshing one rotating
+    // refresh token each would have the server revoke them all; the next try is a second later.
     let guard = match super::store::shelf_of(oauth) {
-        Some(shelf) => shelf.lock(&oauth.token_file).await,
+        Some(shelf) => match shelf.lock(&oauth.token_file).await {
+            Some(guard) => Some(guard),
+            None => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                return Ok(false);
+            }
+        },
         None => None,
     };
     let Some(tokens) = TokenFile::load(oauth) else {

@@ -311,4 +311,34 @@ async fn one_sign_in_serves_every_replica_and_each_expiry_is_refreshed_once() {
     for name in NAMES {
         assert_eq!(web_state(&fleet, name).await, "ready", "{name}");
     }
+
+    // The database goes away across an expiry: nobody refreshes alone (which would replay the
+    // refresh token); once it is back one replica refreshes and calls succeed everywhere again,
+    // with no one signing in again.
+    pg.stop();
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    pg.start_again();
+    let back = poll_until(Duration::from_secs(30), || async {
+        let mut all = true;
+        for n in 0..6 {
+            let params = json!({"name": "web__echo", "arguments": {"n": n}});
+            let call = super::stateless(&http, &fleet.front, ("tools/call", params), json!({}));
+            all &= super::echoed(call.await).is_ok();
+        }
+        all
+    })
+    .await;
+    let stats: serde_json::Value = server.report("/oauth-stats").await;
+    assert!(
+        back,
+        "calls did not recover after the store returned: {stats}"
+    );
+    assert_eq!(
+        stats["authorization_code"], 1,
+        "someone signed in again: {stats}"
+    );
+    assert_eq!(
+        stats["reused_refresh"], 0,
+        "a refresh token was replayed: {stats}"
+    );
 }
