@@ -468,24 +468,17 @@ impl Inner {
 /// starting together apply each migration once; refuses a newer schema.
 async fn migrate(client: &tokio_postgres::Client) -> Result<(), StoreError> {
     let known = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
-    timed(client.batch_execute(
-        "CREATE TABLE IF NOT EXISTS mcpmux_schema (
-            version integer PRIMARY KEY,
-            applied_at timestamptz NOT NULL DEFAULT now()
-        )",
-    ))
-    .await
-    .or_else(|e| {
-        // Two replicas creating it at once: one of them loses the race, harmlessly.
-        if e.to_string().contains("already exists") {
-            Ok(())
-        } else {
-            Err(e)
-        }
-    })?;
     timed(client.batch_execute("BEGIN")).await?;
     let applied = async {
         timed(client.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])).await?;
+        // Made under the lock: replicas starting together would race to create it.
+        timed(client.batch_execute(
+            "CREATE TABLE IF NOT EXISTS mcpmux_schema (
+                version integer PRIMARY KEY,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )",
+        ))
+        .await?;
         let row =
             timed(client.query_one("SELECT coalesce(max(version), 0) FROM mcpmux_schema", &[]))
                 .await?;
