@@ -25,6 +25,7 @@ pub mod dpop;
 mod exchange;
 mod identity;
 pub mod login;
+pub mod shelf;
 pub mod store;
 mod token;
 pub mod vault;

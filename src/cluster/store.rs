@@ -263,6 +263,14 @@ impl FleetStore {
         put_tokens(&client, (key, sealed), &self.inner.replica).await
     }
 
+    /// Deletes the tokens kept under `key` for the fleet, and announces it.
+    pub async fn forget_tokens(&self, key: &str) -> Result<(), StoreError> {
+        let client = self.client()?;
+        timed(client.execute("DELETE FROM mcpmux_tokens WHERE key = $1", &[&key])).await?;
+        timed(client.execute("SELECT pg_notify($1, $2)", &[&TOKENS_CHANNEL, &key])).await?;
+        Ok(())
+    }
+
     /// Takes the fleet-wide lock on `key`'s tokens (waiting while another replica holds it,
     /// refreshing them) and reads them.
     pub async fn lock_tokens(&self, key: &str) -> Result<TokenLock, StoreError> {

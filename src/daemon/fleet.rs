@@ -4,10 +4,11 @@
 //! store comes back. Each time a pin moves, the upstream's tools are reviewed again, so an
 //! approval made on any replica shows the tool again on every one.
 //!
-//! Upstreams' own OAuth tokens are kept there too (sealed with a key derived from the shared
-//! cursor keys; each replica's file is its copy): one sign-in serves every replica, a refresh is
-//! made under the fleet's lock by one replica while the others wait and then read it, and a
-//! replica whose upstream waited for a sign-in starts it as soon as another stored tokens.
+//! OAuth tokens are kept there too — upstreams' own and each principal's (sealed with a key
+//! derived from the shared cursor keys; each replica's file is its copy): one sign-in serves
+//! every replica, a refresh is made under the fleet's lock by one replica while the others wait
+//! and then read it, a revoked sign-in is forgotten everywhere, and a replica whose upstream
+//! waited for a sign-in starts it as soon as another stored tokens.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,7 +19,7 @@ use futures_util::future::BoxFuture;
 
 use crate::cluster::store::{FleetStore, StoreError, StoreEvent, TokenLock};
 use crate::config::ClusterConfig;
-use crate::oauth::store::{ShelfGuard, TokenShelf};
+use crate::oauth::shelf::{ShelfGuard, TokenShelf};
 use crate::pins::{PinStore, SharedPin};
 use crate::router::RouterHandle;
 use crate::sealed::SealRing;
@@ -161,7 +162,7 @@ pub fn share_tokens(
         waiting,
     });
     let _ = part.shelf.set(Arc::clone(&shelf));
-    crate::oauth::store::set_shelf(Box::new(SharedShelf(Arc::clone(&shelf))));
+    crate::oauth::shelf::set_shelf(Box::new(SharedShelf(Arc::clone(&shelf))));
     tokio::spawn(async move { shelf.catch_up().await });
 }
 
@@ -288,12 +289,24 @@ impl Shelf {
         }
     }
 
-    /// Another replica stored tokens under `key`.
+    /// A replica stored tokens under `key`, or forgot them (then this replica's copy goes too).
     async fn arrived(&self, key: &str) {
-        if let Ok(Some(sealed)) = self.store.tokens(key).await {
-            if self.open(key, &sealed) {
-                self.started(key);
+        match self.store.tokens(key).await {
+            Ok(Some(sealed)) => {
+                if self.open(key, &sealed) {
+                    self.started(key);
+                }
             }
+            Ok(None) => {
+                let mut kept = self
+                    .kept
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                kept.remove(key);
+                drop(kept);
+                let _ = std::fs::remove_file(self.state_dir.join(key));
+            }
+            Err(_) => {}
         }
     }
 
@@ -334,6 +347,41 @@ impl TokenShelf for SharedShelf {
                 tracing::warn!(error = %e, key, "Tokens not shared with the fleet yet (this replica keeps them).");
             }
         });
+    }
+
+    fn forget(&self, file: &Path) {
+        let Some(key) = self.0.key(file) else {
+            return;
+        };
+        let mut kept = self
+            .0
+            .kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.remove(&key);
+        drop(kept);
+        let store = self.0.store.clone();
+        self.0.runtime.spawn(async move {
+            if let Err(e) = store.forget_tokens(&key).await {
+                tracing::warn!(error = %e, key, "Revoked tokens are still in the fleet store (it is unreachable).");
+            }
+        });
+    }
+
+    fn names_under(&self, dir: &Path) -> Vec<String> {
+        let Some(prefix) = self.0.key(dir) else {
+            return Vec::new();
+        };
+        let kept = self
+            .0
+            .kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (kept.keys())
+            .filter_map(|key| key.strip_prefix(prefix.as_str())?.strip_prefix('/'))
+            .filter(|name| !name.contains('/'))
+            .map(str::to_owned)
+            .collect()
     }
 
     fn lock<'a>(&'a self, file: &'a Path) -> BoxFuture<'a, Option<Box<dyn ShelfGuard>>> {

@@ -11,46 +11,8 @@ use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
 use super::identity::ClientIdentity;
+use super::shelf::shelf_of;
 use crate::config::OAuthConfig;
-
-/// Where an upstream's own tokens (not a principal's) are kept besides their file: the fleet
-/// store replicas share (`[cluster] store`), so one sign-in serves them all and a refresh is made
-/// once for all of them. Set once by the daemon.
-pub trait TokenShelf: Send + Sync {
-    /// The tokens kept for `file` (`None`: the shelf has none; the file is read then).
-    fn get(&self, file: &Path) -> Option<Vec<u8>>;
-    /// Keeps `bytes` for `file` (written to the file too), for every replica.
-    fn put(&self, file: &Path, bytes: &[u8]);
-    /// Holds the fleet-wide lock on `file`'s tokens until the guard is dropped (or stored
-    /// through), having read them again: while one replica refreshes, the others wait and then
-    /// find them fresh. `None` when the shelf cannot lock now (the store is unreachable): then
-    /// nothing is refreshed.
-    fn lock<'a>(
-        &'a self,
-        file: &'a Path,
-    ) -> futures_util::future::BoxFuture<'a, Option<Box<dyn ShelfGuard>>>;
-}
-
-/// The fleet-wide lock on one upstream's tokens.
-pub trait ShelfGuard: Send {
-    /// Stores the refreshed tokens under the lock, then lets it go.
-    fn store<'a>(
-        self: Box<Self>,
-        bytes: &'a [u8],
-    ) -> futures_util::future::BoxFuture<'a, std::io::Result<()>>;
-}
-
-static SHELF: std::sync::OnceLock<Box<dyn TokenShelf>> = std::sync::OnceLock::new();
-
-/// Keeps upstreams' own tokens on `shelf` from now on (the daemon, once).
-pub fn set_shelf(shelf: Box<dyn TokenShelf>) {
-    let _ = SHELF.set(shelf);
-}
-
-/// The shelf of `oauth`'s tokens: there is one, and they are an upstream's own.
-pub(super) fn shelf_of(oauth: &OAuthConfig) -> Option<&'static dyn TokenShelf> {
-    SHELF.get().filter(|_| oauth.sealed.is_none()).map(|s| &**s)
-}
 
 /// An upstream's tokens, and what refreshing them needs.
 #[derive(Clone, Serialize, Deserialize)]
@@ -112,10 +74,10 @@ impl TokenFile {
     /// The tokens of the sign-in `oauth` describes: its token file, or a principal's sealed one
     /// (`None` too when that does not open: sealed for another principal, or with another key).
     pub fn load(oauth: &OAuthConfig) -> Option<Self> {
+        if let Some(kept) = shelf_of(oauth).and_then(|s| s.get(&oauth.token_file)) {
+            return serde_json::from_slice(&kept).ok();
+        }
         let Some(sealed) = &oauth.sealed else {
-            if let Some(kept) = shelf_of(oauth).and_then(|s| s.get(&oauth.token_file)) {
-                return serde_json::from_slice(&kept).ok();
-            }
             return Self::read(&oauth.token_file);
         };
         let text = std::fs::read_to_string(&oauth.token_file).ok()?;
@@ -127,17 +89,26 @@ impl TokenFile {
 
     /// Stores these tokens where [`Self::load`] reads them.
     pub fn save(&self, oauth: &OAuthConfig) -> std::io::Result<()> {
-        let Some(sealed) = &oauth.sealed else {
-            self.write(&oauth.token_file)?;
-            if let Some(shelf) = shelf_of(oauth) {
-                let text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-                shelf.put(&oauth.token_file, &text);
-            }
-            return Ok(());
-        };
+        let text = self.write_copy(oauth)?;
+        if let Some(shelf) = shelf_of(oauth) {
+            shelf.put(&oauth.token_file, &text);
+        }
+        Ok(())
+    }
+
+    /// Writes this replica's copy (the file `oauth` names, sealed where it is a principal's);
+    /// returns the tokens as JSON, as a shelf keeps them.
+    pub fn write_copy(&self, oauth: &OAuthConfig) -> std::io::Result<Vec<u8>> {
         let text = serde_json::to_vec(self).map_err(std::io::Error::other)?;
-        let sealed = (sealed.sealer).seal(&text, sealed.binding.as_bytes(), super::vault::LASTING);
-        write_private(&oauth.token_file, sealed.as_bytes())
+        match &oauth.sealed {
+            None => self.write(&oauth.token_file)?,
+            Some(sealed) => {
+                let binding = sealed.binding.as_bytes();
+                let sealed = (sealed.sealer).seal(&text, binding, super::vault::LASTING);
+                write_private(&oauth.token_file, sealed.as_bytes())?;
+            }
+        }
+        Ok(text)
     }
 }
 

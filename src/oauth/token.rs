@@ -326,7 +326,7 @@ pub async fn refresh_if_due(
     // Replicas sharing the tokens refresh them once: under the fleet's lock, read again. Without
     // the lock (the store is unreachable) none is refreshed: replicas refreshing one rotating
     // refresh token each would have the server revoke them all; the next try is a second later.
-    let guard = match super::store::shelf_of(oauth) {
+    let guard = match super::shelf::shelf_of(oauth) {
         Some(shelf) => match shelf.lock(&oauth.token_file).await {
             Some(guard) => Some(guard),
             None => {
@@ -359,14 +359,8 @@ pub async fn refresh_if_due(
     ];
     let fresh = grant.request(http, form, Some(refresh)).await?;
     let stored = match guard {
-        Some(guard) => match fresh.write(&oauth.token_file) {
-            Ok(()) => {
-                let text = serde_json::to_vec_pretty(&fresh).map_err(std::io::Error::other);
-                match text {
-                    Ok(text) => guard.store(&text).await,
-                    Err(e) => Err(e),
-                }
-            }
+        Some(guard) => match fresh.write_copy(oauth) {
+            Ok(text) => guard.store(&text).await,
             Err(e) => Err(e),
         },
         None => fresh.save(oauth),

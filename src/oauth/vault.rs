@@ -84,30 +84,38 @@ impl Vault {
 
     /// Whether `principal` has tokens for `upstream`.
     pub fn holds(&self, upstream: &str, principal: &str) -> bool {
-        self.file(upstream, principal).is_file()
+        let file = self.file(upstream, principal);
+        file.is_file() || super::shelf::shelf().is_some_and(|s| s.get(&file).is_some())
     }
 
     /// Deletes `principal`'s tokens for `upstream`; whether there were any.
     pub fn revoke(&self, upstream: &str, principal: &str) -> std::io::Result<bool> {
-        match std::fs::remove_file(self.file(upstream, principal)) {
+        let file = self.file(upstream, principal);
+        let mut shelved = false;
+        if let Some(shelf) = super::shelf::shelf() {
+            shelved = shelf.get(&file).is_some();
+            shelf.forget(&file);
+        }
+        match std::fs::remove_file(&file) {
             Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(shelved),
             Err(e) => Err(e),
         }
     }
 
     /// How many principals have tokens for `upstream`.
     pub fn signed_in(&self, upstream: &str) -> usize {
-        std::fs::read_dir(self.dir.join(upstream)).map_or(0, |entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|n| n.ends_with(".sealed"))
-                })
-                .count()
-        })
+        let dir = self.dir.join(upstream);
+        let mut names: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .collect();
+        if let Some(shelf) = super::shelf::shelf() {
+            names.extend(shelf.names_under(&dir));
+        }
+        names.iter().filter(|n| n.ends_with(".sealed")).count()
     }
 }
 

@@ -342,3 +342,94 @@ async fn one_sign_in_serves_every_replica_and_each_expiry_is_refreshed_once() {
         "a refresh token was replayed: {stats}"
     );
 }
+
+const ALICE: &str = "alice-host-token-0123456789";
+const BOB: &str = "bob-host-token-0123456789";
+
+async fn whoami(host: &Client) -> serde_json::Value {
+    host.request(
+        "tools/call",
+        json!({"name": "rem__whoami", "arguments": {}}),
+    )
+    .await
+}
+
+/// Whom the upstream saw the call as (the user its access token names), or the sign-in link
+/// the call was answered with.
+async fn seen_as(host: &Client) -> Result<String, String> {
+    let answer = whoami(host).await;
+    match answer["result"]["structuredContent"]["authorization"].as_str() {
+        Some(token) => Ok(token.rsplit('.').next().unwrap_or_default().to_owned()),
+        None => Err(answer["error"]["data"]["elicitations"][0]["url"]
+            .as_str()
+            .map_or_else(|| answer.to_string(), str::to_owned)),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_principal_signed_in_on_one_replica_calls_as_itself_on_every_one() {
+    let _turn = TURN.lock().await;
+    let pg = Postgres::start();
+    let server = crate::common::RemoteServer::whoami();
+    let secrets = tempfile::tempdir().unwrap();
+    let catalog = secrets.path().join("catalog.token");
+    std::fs::write(&catalog, "catalog-reader").unwrap();
+    let fleet = Fleet::start_configured(
+        &format!("store = \"{}\"\n", pg.url()),
+        &format!(
+            "\n[hosts.alice]\ntoken_sha256 = \"{}\"\n[hosts.bob]\ntoken_sha256 = \"{}\"\n\
+             [upstreams.rem]\nurl = \"{}\"\nbearer_token_file = \"{}\"\n\
+             credentials = \"per-principal\"\n[upstreams.rem.oauth]\n",
+            crate::common::sha256_hex(ALICE),
+            crate::common::sha256_hex(BOB),
+            server.url("/mcp"),
+            catalog.display()
+        ),
+    )
+    .await;
+    let mut alice = Vec::new();
+    for name in NAMES {
+        let host = Client::connect_as(&fleet.url(name), ALICE).await;
+        let listed = poll_until(Duration::from_secs(20), || lists(&host, "rem__whoami")).await;
+        assert!(listed, "{name} does not list the per-principal upstream");
+        alice.push(host);
+    }
+
+    // Alice signs in through replica a, as her host asks her to.
+    let link = seen_as(&alice[0])
+        .await
+        .expect_err("signed in before signing in");
+    assert!(link.contains("/signin/a."), "{link}");
+    crate::common::sign_in_through(&link, ALICE, "alice").await;
+
+    // She calls as herself on every replica, without signing in again.
+    for (name, host) in NAMES.iter().zip(&alice) {
+        let herself = poll_until(Duration::from_secs(10), || async {
+            seen_as(host).await.as_deref() == Ok("alice")
+        })
+        .await;
+        assert!(herself, "{name}: {:?}", seen_as(host).await);
+    }
+    let sealed = pg.psql("SELECT string_agg(sealed, ' ') FROM mcpmux_tokens");
+    assert!(
+        !sealed.contains("mcpmux-test-access"),
+        "tokens in the clear: {sealed}"
+    );
+    // Bob is still asked to sign in as himself, wherever he calls.
+    let bob = Client::connect_as(&fleet.url("c"), BOB).await;
+    assert!(seen_as(&bob).await.is_err(), "Bob rode on Alice's sign-in");
+    let stats: serde_json::Value = server.report("/oauth-stats").await;
+    assert_eq!(stats["authorization_code"], 1, "{stats}");
+
+    // Her sign-in revoked on replica c: every replica asks her again.
+    let admin = fleet.replicas["c"].admin_url.clone().unwrap();
+    let (ok, out) = fleet.cli(&["logout", "rem", "--principal", "alice", "--admin", &admin]);
+    assert!(ok, "{out}");
+    for (name, host) in NAMES.iter().zip(&alice) {
+        let asked = poll_until(Duration::from_secs(10), || async {
+            seen_as(host).await.is_err()
+        })
+        .await;
+        assert!(asked, "{name} still calls with a revoked sign-in");
+    }
+}

@@ -28,7 +28,9 @@ pub use daemon::{AdminApi, Daemon, assert_upstream_error, poll_until, serve_refu
 pub use legacy::LegacyHost;
 pub use messages::{Messages, Next, SseReader, read_messages};
 pub use procs::{alive, assert_all_gone, comm, descendants, proc_kib};
-pub use remote::{RemoteServer, Via, free_port, login_in_browser, test_upstream_via};
+pub use remote::{
+    RemoteServer, Via, free_port, login_in_browser, sign_in_through, test_upstream_via,
+};
 pub use schema::Schemas;
 
 pub const MCPMUX: &str = env!("CARGO_BIN_EXE_mcpmux");

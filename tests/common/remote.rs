@@ -119,6 +119,24 @@ impl RemoteServer {
         server
     }
 
+    /// Our test upstream `rem` protected by its own authorization server (hour-long tokens,
+    /// asking who signs in), answering `whoami` with the token it got; its catalog read with the
+    /// token `catalog-reader`: the per-principal upstream of the sign-in tests.
+    pub fn whoami() -> Self {
+        Self::test_upstream(
+            "rem",
+            0,
+            &[
+                "--whoami",
+                "--oauth-token-ttl",
+                "3600",
+                "--oauth-static-token",
+                "catalog-reader",
+                "--oauth-ask-user",
+            ],
+        )
+    }
+
     /// Stops the process (SIGKILL to its group) and waits for it; dropping it afterwards is a no-op.
     pub fn kill(&mut self) {
         // A process reaped already is not signalled (its pid may be someone else's now).
@@ -258,4 +276,29 @@ pub async fn login_in_browser(
         status.status.success(),
         String::from_utf8_lossy(&status.stderr).into_owned(),
     )
+}
+
+/// Signs `user` in through the per-principal sign-in `link` as the host holding `token` would,
+/// step by step (its page, the authorization server asking who signs in, the redirect back).
+pub async fn sign_in_through(link: &str, token: &str, user: &str) {
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .build()
+        .unwrap();
+    let onward = browser
+        .post(link)
+        .form(&[("token", token)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(onward.status(), 303);
+    let authorize = onward.headers()["location"].to_str().unwrap().to_owned();
+    let redirect = browser
+        .get(format!("{authorize}&user={user}"))
+        .send()
+        .await
+        .unwrap();
+    let callback = redirect.headers()["location"].to_str().unwrap().to_owned();
+    assert_eq!(browser.get(&callback).send().await.unwrap().status(), 200);
 }

@@ -23,18 +23,7 @@ const BOB: &str = "bob-host-token-0123456789";
 
 /// The upstream, protected, asking who signs in; its catalog read with a token of its own.
 fn server() -> RemoteServer {
-    RemoteServer::test_upstream(
-        "rem",
-        0,
-        &[
-            "--whoami",
-            "--oauth-token-ttl",
-            "3600",
-            "--oauth-static-token",
-            "catalog-reader",
-            "--oauth-ask-user",
-        ],
-    )
+    RemoteServer::whoami()
 }
 
 fn daemon_for(server: &RemoteServer) -> Daemon {

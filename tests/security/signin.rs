@@ -20,19 +20,9 @@ use crate::common::{Client, Daemon, RemoteServer, sha256_hex};
 const ALICE: &str = "alice-host-token-0123456789";
 const BOB: &str = "bob-host-token-0123456789";
 
+/// The upstream, protected, asking who signs in; its catalog read with a token of its own.
 fn server() -> RemoteServer {
-    RemoteServer::test_upstream(
-        "rem",
-        0,
-        &[
-            "--whoami",
-            "--oauth-token-ttl",
-            "3600",
-            "--oauth-static-token",
-            "catalog-reader",
-            "--oauth-ask-user",
-        ],
-    )
+    RemoteServer::whoami()
 }
 
 fn daemon_for(server: &RemoteServer, server_keys: &str) -> Daemon {
@@ -229,16 +219,7 @@ async fn a_late_link_or_a_forged_redirect_does_nothing() {
 
 /// Signs `user` in through `link` as the host with `token` would, step by step.
 async fn sign_in(link: &str, token: &str, user: &str) {
-    let onward = prove(link, token).await;
-    assert_eq!(onward.status(), 303);
-    let authorize = onward.headers()["location"].to_str().unwrap().to_owned();
-    let redirect = browser()
-        .get(format!("{authorize}&user={user}"))
-        .send()
-        .await
-        .unwrap();
-    let callback = redirect.headers()["location"].to_str().unwrap().to_owned();
-    assert_eq!(browser().get(&callback).send().await.unwrap().status(), 200);
+    crate::common::sign_in_through(link, token, user).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
