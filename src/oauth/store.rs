@@ -120,13 +120,24 @@ pub(super) fn client_file(token_file: &Path, issuer: &str) -> PathBuf {
     dir.join("clients").join(format!("{name}.json"))
 }
 
+/// The client registered with an authorization server, where [`write_client`] kept it (the
+/// fleet's, where replicas share a store).
 pub(super) fn read_client(path: &Path) -> Option<ClientIdentity> {
+    if let Some(kept) = super::shelf::shelf().and_then(|s| s.get(path)) {
+        return serde_json::from_slice(&kept).ok();
+    }
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
+/// Remembers a client registered (dynamically) with an authorization server: in its file, and
+/// for every replica where they share a store, so they use one registration.
 pub(super) fn write_client(path: &Path, client: &ClientIdentity) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(client).map_err(std::io::Error::other)?;
-    write_private(path, &text)
+    write_private(path, &text)?;
+    if let Some(shelf) = super::shelf::shelf() {
+        shelf.put(path, &text);
+    }
+    Ok(())
 }
 
 /// Writes `bytes` to `path` readable by its owner only, whole or not at all.

@@ -267,9 +267,12 @@ async fn one_sign_in_serves_every_replica_and_each_expiry_is_refreshed_once() {
             web_state(&fleet, name).await
         );
     }
-    let stored = pg.psql("SELECT count(*) FROM mcpmux_tokens");
+    let stored = pg.psql("SELECT count(*) FROM mcpmux_tokens WHERE key = 'oauth/web.json'");
     assert_eq!(stored, "1");
-    let sealed = pg.psql("SELECT sealed FROM mcpmux_tokens");
+    // The client registered dynamically at the sign-in is the fleet's too.
+    let registered = pg.psql("SELECT count(*) FROM mcpmux_tokens WHERE key LIKE 'oauth/clients/%'");
+    assert_eq!(registered, "1");
+    let sealed = pg.psql("SELECT string_agg(sealed, ' ') FROM mcpmux_tokens");
     assert!(
         !sealed.contains("mcpmux-test-access"),
         "tokens in the clear: {sealed}"
