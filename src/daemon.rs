@@ -437,8 +437,8 @@ impl Core {
             tokio::sync::watch::channel(crate::upstream::Upstreams::from(handles));
         router.observe(observed.clone());
         let supervisor = SupervisorHandle::start(observed.clone(), audit.clone()).await?;
-        if fleet.is_some() {
-            fleet::share_tokens(
+        if let Some(fleet) = &fleet {
+            fleet.share_tokens(
                 &config.state_dir,
                 &cursor_keys,
                 waiting_for_sign_in(observed, supervisor.clone()),
@@ -471,7 +471,7 @@ impl Core {
             supervisor,
             service,
             cursor_keys,
-            fleet,
+            fleet: fleet.map(|f| f.store()),
         })
     }
 

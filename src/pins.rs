@@ -76,6 +76,20 @@ struct Pin {
     changed_definition: Option<Value>,
 }
 
+impl Pin {
+    /// A pin of `definition` (its `digest`), made at `pinned_us`, with no change seen since.
+    fn new(digest: String, pinned_us: u64, definition: Option<Value>) -> Self {
+        Self {
+            digest,
+            pinned_us,
+            changed_to: None,
+            changed_us: None,
+            definition,
+            changed_definition: None,
+        }
+    }
+}
+
 /// One row of `mcpmux pins`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PinRow {
@@ -169,14 +183,11 @@ impl PinStore {
                 None => {
                     pins.insert(
                         shared.tool.clone(),
-                        Pin {
-                            digest: shared.digest.clone(),
-                            pinned_us: shared.pinned_us,
-                            changed_to: None,
-                            changed_us: None,
-                            definition: shared.definition.clone(),
-                            changed_definition: None,
-                        },
+                        Pin::new(
+                            shared.digest.clone(),
+                            shared.pinned_us,
+                            shared.definition.clone(),
+                        ),
                     );
                     moved.insert(shared.upstream.clone());
                 }
@@ -230,17 +241,7 @@ impl PinStore {
                             pinned_us: now,
                         });
                     }
-                    pins.insert(
-                        tool.to_owned(),
-                        Pin {
-                            digest,
-                            pinned_us: now,
-                            changed_to: None,
-                            changed_us: None,
-                            definition: Some(definition),
-                            changed_definition: None,
-                        },
-                    );
+                    pins.insert(tool.to_owned(), Pin::new(digest, now, Some(definition)));
                     dirty = true;
                 }
                 Some(pin) if pin.digest == digest => {

@@ -189,7 +189,7 @@ impl FleetStore {
         for pin in pins {
             let inserted = self.write(&client, pin, "DO NOTHING").await?;
             if inserted > 0 {
-                announce(&client, &pin.upstream, &pin.tool).await?;
+                announce(&client, PINS_CHANNEL, &pin_payload(pin)).await?;
             }
             winners.extend(self.pin(&pin.upstream, &pin.tool).await?);
         }
@@ -203,7 +203,7 @@ impl FleetStore {
         let update = "DO UPDATE SET digest = EXCLUDED.digest, definition = EXCLUDED.definition,
                       pinned_us = EXCLUDED.pinned_us, pinned_by = EXCLUDED.pinned_by";
         self.write(&client, pin, update).await?;
-        announce(&client, &pin.upstream, &pin.tool).await
+        announce(&client, PINS_CHANNEL, &pin_payload(pin)).await
     }
 }
 
@@ -239,8 +239,7 @@ async fn put_tokens(
         &[&key, &sealed, &now, &replica],
     ))
     .await?;
-    timed(client.execute("SELECT pg_notify($1, $2)", &[&TOKENS_CHANNEL, &key])).await?;
-    Ok(())
+    announce(client, TOKENS_CHANNEL, key).await
 }
 
 impl FleetStore {
@@ -267,8 +266,7 @@ impl FleetStore {
     pub async fn forget_tokens(&self, key: &str) -> Result<(), StoreError> {
         let client = self.client()?;
         timed(client.execute("DELETE FROM mcpmux_tokens WHERE key = $1", &[&key])).await?;
-        timed(client.execute("SELECT pg_notify($1, $2)", &[&TOKENS_CHANNEL, &key])).await?;
-        Ok(())
+        announce(&client, TOKENS_CHANNEL, key).await
     }
 
     /// Takes the fleet-wide lock on `key`'s tokens (waiting while another replica holds it,
@@ -338,15 +336,19 @@ impl FleetStore {
     }
 }
 
-/// Tells every replica (this one too) that the pin of `upstream`'s `tool` was written.
+/// Tells every replica (this one too) on `channel` that `payload` was written.
 async fn announce(
     client: &tokio_postgres::Client,
-    upstream: &str,
-    tool: &str,
+    channel: &str,
+    payload: &str,
 ) -> Result<(), StoreError> {
-    let payload = format!("{upstream}\t{tool}");
-    timed(client.execute("SELECT pg_notify($1, $2)", &[&PINS_CHANNEL, &payload])).await?;
+    timed(client.execute("SELECT pg_notify($1, $2)", &[&channel, &payload])).await?;
     Ok(())
+}
+
+/// What a changed pin is announced with: its upstream, a tab, its tool.
+fn pin_payload(pin: &FleetPin) -> String {
+    format!("{}\t{}", pin.upstream, pin.tool)
 }
 
 impl Inner {

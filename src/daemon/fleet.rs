@@ -27,12 +27,15 @@ use crate::sealed::SealRing;
 /// How long a starting replica waits for the store before it goes on from its own copy.
 const FIRST_CONNECTION: Duration = Duration::from_secs(5);
 
+/// This replica's part in the fleet store.
+pub struct Fleet(Part);
+
 /// Connects this replica to the fleet store `cluster` names, if it names one.
 pub async fn start(
     cluster: Option<&ClusterConfig>,
     pins: &Arc<PinStore>,
     router: &RouterHandle,
-) -> Result<Option<FleetStore>, StoreError> {
+) -> Result<Option<Fleet>, StoreError> {
     let Some((cluster, config)) = cluster.and_then(|c| Some((c, c.store.as_ref()?))) else {
         return Ok(None);
     };
@@ -58,13 +61,12 @@ pub async fn start(
             runtime.spawn(async move { part.offer(made).await });
         }
     }));
-    let _ = PARTS.set(part);
     if store.run(FIRST_CONNECTION).await? {
         tracing::info!("Pins and approvals are shared with the fleet (Postgres).");
     } else {
         tracing::warn!(error = %store.down().unwrap_or_default(), "The fleet store is unreachable at start: serving from this replica's copy of the pins; approvals are refused until it is back.");
     }
-    Ok(Some(store))
+    Ok(Some(Fleet(part)))
 }
 
 #[derive(Clone)]
@@ -137,33 +139,35 @@ impl Part {
     }
 }
 
-/// This replica's part, for [`share_tokens`] (one fleet store per daemon).
-static PARTS: OnceLock<Part> = OnceLock::new();
+impl Fleet {
+    pub fn store(&self) -> FleetStore {
+        self.0.store.clone()
+    }
 
-/// Keeps upstreams' own OAuth tokens in the fleet store from now on, sealed with a key derived
-/// from `cursor_keys`; `waiting(NAME)` starts upstream NAME again if it waits for a sign-in.
-pub fn share_tokens(
-    state_dir: &Path,
-    cursor_keys: &crate::mcp::cursor::KeyRing,
-    waiting: Box<dyn Fn(&str) + Send + Sync>,
-) {
-    let Some(part) = PARTS.get() else {
-        return;
-    };
-    let Some(ring) = SealRing::new(&cursor_keys.derived(TOKENS_PURPOSE)) else {
-        return;
-    };
-    let shelf = Arc::new(Shelf {
-        store: part.store.clone(),
-        ring,
-        state_dir: state_dir.to_path_buf(),
-        kept: Mutex::default(),
-        runtime: tokio::runtime::Handle::current(),
-        waiting,
-    });
-    let _ = part.shelf.set(Arc::clone(&shelf));
-    crate::oauth::shelf::set_shelf(Box::new(SharedShelf(Arc::clone(&shelf))));
-    tokio::spawn(async move { shelf.catch_up().await });
+    /// Keeps OAuth tokens in the fleet store from now on, sealed with a key derived from
+    /// `cursor_keys`; `waiting(NAME)` starts upstream NAME again if it waits for a sign-in.
+    pub fn share_tokens(
+        &self,
+        state_dir: &Path,
+        cursor_keys: &crate::mcp::cursor::KeyRing,
+        waiting: Box<dyn Fn(&str) + Send + Sync>,
+    ) {
+        let part = &self.0;
+        let Some(ring) = SealRing::new(&cursor_keys.derived(TOKENS_PURPOSE)) else {
+            return;
+        };
+        let shelf = Arc::new(Shelf {
+            store: part.store.clone(),
+            ring,
+            state_dir: state_dir.to_path_buf(),
+            kept: Mutex::default(),
+            runtime: tokio::runtime::Handle::current(),
+            waiting,
+        });
+        let _ = part.shelf.set(Arc::clone(&shelf));
+        crate::oauth::shelf::set_shelf(Box::new(SharedShelf(Arc::clone(&shelf))));
+        tokio::spawn(async move { shelf.catch_up().await });
+    }
 }
 
 /// What the tokens' sealing key is derived for.
@@ -200,21 +204,16 @@ impl Shelf {
         kept.insert(key.to_owned(), plain);
     }
 
-    /// Opens sealed tokens and keeps them; whether they opened.
-    fn open(&self, key: &str, sealed: &str) -> bool {
-        match self.ring.open(sealed, key.as_bytes()) {
-            Ok(plain) => {
-                self.keep(key, plain);
-                true
-            }
-            Err(_) => {
-                tracing::warn!(
-                    key,
-                    "Tokens in the fleet store do not open with this replica's cursor keys (are they the same on every replica?)."
-                );
-                false
-            }
+    /// Sealed tokens of the fleet, opened (`None`, said in the log, when they do not open).
+    fn open(&self, key: &str, sealed: &str) -> Option<Vec<u8>> {
+        let opened = self.ring.open(sealed, key.as_bytes()).ok();
+        if opened.is_none() {
+            tracing::warn!(
+                key,
+                "Tokens in the fleet store do not open with this replica's cursor keys (are they the same on every replica?)."
+            );
         }
+        opened
     }
 
     fn seal(&self, key: &str, plain: &[u8]) -> String {
@@ -232,11 +231,7 @@ impl Shelf {
         let mut in_store = std::collections::BTreeSet::new();
         for (key, sealed) in all {
             in_store.insert(key.clone());
-            let Ok(theirs) = self.ring.open(&sealed, key.as_bytes()) else {
-                tracing::warn!(
-                    key,
-                    "Tokens in the fleet store do not open with this replica's cursor keys (are they the same on every replica?)."
-                );
+            let Some(theirs) = self.open(&key, &sealed) else {
                 continue;
             };
             match self.local(&key) {
@@ -293,7 +288,8 @@ impl Shelf {
     async fn arrived(&self, key: &str) {
         match self.store.tokens(key).await {
             Ok(Some(sealed)) => {
-                if self.open(key, &sealed) {
+                if let Some(plain) = self.open(key, &sealed) {
+                    self.keep(key, plain);
                     self.started(key);
                 }
             }
@@ -389,8 +385,9 @@ impl TokenShelf for SharedShelf {
             let key = self.0.key(file)?;
             match self.0.store.lock_tokens(&key).await {
                 Ok(lock) => {
-                    if let Some(sealed) = &lock.sealed {
-                        self.0.open(&key, sealed);
+                    if let Some(plain) = (lock.sealed.as_deref()).and_then(|s| self.0.open(&key, s))
+                    {
+                        self.0.keep(&key, plain);
                     }
                     let guard = Guard {
                         lock,

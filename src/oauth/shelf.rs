@@ -4,8 +4,6 @@
 
 use std::path::Path;
 
-use crate::config::OAuthConfig;
-
 /// Where tokens are kept besides their file (an upstream's own, and principals' sealed ones):
 /// the fleet store replicas share (`[cluster] store`), so one sign-in serves them all and a
 /// refresh is made once for all of them. It holds them opened (it seals them its own way); set
@@ -45,11 +43,7 @@ pub fn set_shelf(shelf: Box<dyn TokenShelf>) {
     let _ = SHELF.set(shelf);
 }
 
-/// The shelf of `oauth`'s tokens, if there is one.
-pub(super) fn shelf_of(_oauth: &OAuthConfig) -> Option<&'static dyn TokenShelf> {
-    shelf()
-}
-
+/// The shelf, once the daemon set one.
 pub(super) fn shelf() -> Option<&'static dyn TokenShelf> {
     SHELF.get().map(|s| &**s)
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
 use super::identity::ClientIdentity;
-use super::shelf::shelf_of;
+use super::shelf::shelf;
 use crate::config::OAuthConfig;
 
 /// An upstream's tokens, and what refreshing them needs.
@@ -74,7 +74,7 @@ impl TokenFile {
     /// The tokens of the sign-in `oauth` describes: its token file, or a principal's sealed one
     /// (`None` too when that does not open: sealed for another principal, or with another key).
     pub fn load(oauth: &OAuthConfig) -> Option<Self> {
-        if let Some(kept) = shelf_of(oauth).and_then(|s| s.get(&oauth.token_file)) {
+        if let Some(kept) = shelf().and_then(|s| s.get(&oauth.token_file)) {
             return serde_json::from_slice(&kept).ok();
         }
         let Some(sealed) = &oauth.sealed else {
@@ -90,7 +90,7 @@ impl TokenFile {
     /// Stores these tokens where [`Self::load`] reads them.
     pub fn save(&self, oauth: &OAuthConfig) -> std::io::Result<()> {
         let text = self.write_copy(oauth)?;
-        if let Some(shelf) = shelf_of(oauth) {
+        if let Some(shelf) = shelf() {
             shelf.put(&oauth.token_file, &text);
         }
         Ok(())
@@ -123,7 +123,7 @@ pub(super) fn client_file(token_file: &Path, issuer: &str) -> PathBuf {
 /// The client registered with an authorization server, where [`write_client`] kept it (the
 /// fleet's, where replicas share a store).
 pub(super) fn read_client(path: &Path) -> Option<ClientIdentity> {
-    if let Some(kept) = super::shelf::shelf().and_then(|s| s.get(path)) {
+    if let Some(kept) = shelf().and_then(|s| s.get(path)) {
         return serde_json::from_slice(&kept).ok();
     }
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
@@ -134,7 +134,7 @@ pub(super) fn read_client(path: &Path) -> Option<ClientIdentity> {
 pub(super) fn write_client(path: &Path, client: &ClientIdentity) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(client).map_err(std::io::Error::other)?;
     write_private(path, &text)?;
-    if let Some(shelf) = super::shelf::shelf() {
+    if let Some(shelf) = shelf() {
         shelf.put(path, &text);
     }
     Ok(())

@@ -315,6 +315,16 @@ pub fn refresh_wait(oauth: &OAuthConfig) -> Option<Duration> {
     Some(Duration::from_secs(due.saturating_sub(now())))
 }
 
+/// The tokens of `oauth` and their refresh token, when they are due for a refresh (or `force`).
+fn refreshable(oauth: &OAuthConfig, force: bool) -> Option<(TokenFile, String)> {
+    let tokens = TokenFile::load(oauth)?;
+    let due = tokens
+        .expires_at
+        .is_some_and(|at| at <= now() + margin(&tokens));
+    let refresh = tokens.refresh_token.clone().filter(|_| due || force)?;
+    Some((tokens, refresh))
+}
+
 /// Refreshes the tokens of `oauth` when the access token expires within a minute (or
 /// `force`, after the server refused it) and a refresh token is there. `Ok(true)`: refreshed;
 /// `Ok(false)`: nothing to do; an error: the refresh was refused (sign in again).
@@ -323,27 +333,25 @@ pub async fn refresh_if_due(
     oauth: &OAuthConfig,
     force: bool,
 ) -> Result<bool, OAuthError> {
-    // Replicas sharing the tokens refresh them once: under the fleet's lock, read again. Without
-    // the lock (the store is unreachable) none is refreshed: replicas refreshing one rotating
-    // refresh token each would have the server revoke them all; the next try is a second later.
-    let guard = match super::shelf::shelf_of(oauth) {
-        Some(shelf) => match shelf.lock(&oauth.token_file).await {
-            Some(guard) => Some(guard),
-            None => {
+    let Some(found) = refreshable(oauth, force) else {
+        return Ok(false);
+    };
+    // Replicas sharing the tokens refresh them once: under the fleet's lock, read again (another
+    // replica may have refreshed them meanwhile). Without the lock (the store is unreachable)
+    // none is refreshed: replicas refreshing one rotating refresh token each would have the
+    // server revoke them all; the next try is a second later.
+    let (guard, (tokens, refresh)) = match super::shelf::shelf() {
+        None => (None, found),
+        Some(shelf) => {
+            let Some(guard) = shelf.lock(&oauth.token_file).await else {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 return Ok(false);
+            };
+            match refreshable(oauth, force) {
+                Some(again) => (Some(guard), again),
+                None => return Ok(false),
             }
-        },
-        None => None,
-    };
-    let Some(tokens) = TokenFile::load(oauth) else {
-        return Ok(false);
-    };
-    let due = tokens
-        .expires_at
-        .is_some_and(|at| at <= now() + margin(&tokens));
-    let Some(refresh) = tokens.refresh_token.clone().filter(|_| due || force) else {
-        return Ok(false);
+        }
     };
     let dpop = tokens.dpop();
     let grant = Grant {

@@ -86,13 +86,7 @@ pub fn start(
 ) -> Result<AuditExport, AuditExportError> {
     let export = export.ok_or(AuditExportError::NoEndpoint)?;
     let exporter = exporter(export)?;
-    let resource = opentelemetry_sdk::Resource::builder()
-        .with_service_name(export.service_name.clone())
-        .with_attribute(opentelemetry::KeyValue::new(
-            "service.version",
-            env!("CARGO_PKG_VERSION"),
-        ))
-        .build();
+    let resource = super::otel::resource(export);
     let mut exporter = exporter;
     exporter.set_resource(&resource);
     // Records are made by a logger of a provider with no processor: they go nowhere but here.

@@ -364,10 +364,7 @@ pub enum ExportError {
 
 /// Sets up the exporters `export` describes (within the tokio runtime, as gRPC needs).
 pub fn start(export: &Export, instruments: Vec<Instrument>) -> Result<Telemetry, ExportError> {
-    let resource = opentelemetry_sdk::Resource::builder()
-        .with_service_name(export.service_name.clone())
-        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
-        .build();
+    let resource = resource(export);
     let traces = match export.traces {
         true => Some(start_traces(export, &resource)?),
         false => None,
@@ -409,6 +406,14 @@ pub fn start(export: &Export, instruments: Vec<Instrument>) -> Result<Telemetry,
         None
     };
     Ok(Telemetry { traces, metrics })
+}
+
+/// What every exported signal says of its source: the service's name and mcpmux's version.
+pub(super) fn resource(export: &Export) -> opentelemetry_sdk::Resource {
+    opentelemetry_sdk::Resource::builder()
+        .with_service_name(export.service_name.clone())
+        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+        .build()
 }
 
 /// The span exporter and the tracer every span is made with.
