@@ -439,7 +439,7 @@ async fn start_login(
         let outcome = started
             .finished
             .await
-            .unwrap_or_else(|_| Err(crate::oauth::OAuthError("the sign-in was dropped".into())));
+            .unwrap_or_else(|_| Err(crate::oauth::OAuthError::new("the sign-in was dropped")));
         match outcome {
             Ok(()) => {
                 set_login(&waiting, &upstream, LoginState::Done);

@@ -7,6 +7,7 @@
 //!
 //! Nothing here is shared between replicas but the key file: no session store, no gossip.
 
+pub mod signins;
 pub mod store;
 
 use std::sync::Arc;

@@ -441,20 +441,21 @@ impl Core {
             fleet.share_tokens(
                 &config.state_dir,
                 &cursor_keys,
-                waiting_for_sign_in(observed, supervisor.clone()),
+                waiting_for_sign_in(observed.clone(), supervisor.clone()),
             );
         }
         let vault = Arc::new(crate::oauth::Vault::open(&config.state_dir)?);
+        let signins = Arc::new(crate::downstream::signin::SignIns::new(
+            vault,
+            (config.server.sign_in_timeout, owner.clone()),
+            audit.clone(),
+        ));
+        if let Some(fleet) = &fleet {
+            fleet.share_sign_ins(&signins, &cursor_keys, observed.clone());
+        }
         let service = Arc::new(HostService::new(
             router.clone(),
-            (
-                delivery,
-                Arc::new(crate::downstream::signin::SignIns::new(
-                    vault,
-                    (config.server.sign_in_timeout, owner.clone()),
-                    audit.clone(),
-                )),
-            ),
+            (delivery, signins),
             supervisor.clone(),
             (audit.clone(), config.audit.redaction),
             (&config.server, keys(config, cursor_keys.clone(), owner)?),
@@ -688,14 +689,16 @@ async fn shutdown_signal() {
 struct PrincipalSignIns(Arc<HostService>);
 
 impl crate::admin::principals::PrincipalSignIns for PrincipalSignIns {
-    fn link(
-        &self,
-        upstream: &crate::upstream::UpstreamHandle,
-        principal: crate::admin::principals::Named<'_>,
-    ) -> Result<(String, u64), String> {
-        let whom = crate::downstream::signin::Whom::named(principal.issuer, principal.name);
-        let issued = self.0.signins().issue(upstream, &whom, None)?;
-        Ok((issued.url, self.0.signins().ttl().as_secs()))
+    fn link<'a>(
+        &'a self,
+        upstream: &'a crate::upstream::UpstreamHandle,
+        principal: crate::admin::principals::Named<'a>,
+    ) -> futures_util::future::BoxFuture<'a, Result<(String, u64), String>> {
+        Box::pin(async move {
+            let whom = crate::downstream::signin::Whom::named(principal.issuer, principal.name);
+            let issued = self.0.signins().issue(upstream, &whom, None).await?;
+            Ok((issued.url, self.0.signins().ttl().as_secs()))
+        })
     }
 
     fn revoke<'a>(

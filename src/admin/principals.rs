@@ -26,11 +26,11 @@ pub struct Named<'a> {
 /// Principals' own sign-ins, as the host service keeps them (the daemon wires it).
 pub trait PrincipalSignIns: Send + Sync {
     /// A sign-in link for `principal` to `upstream`, and how many seconds it works.
-    fn link(
-        &self,
-        upstream: &UpstreamHandle,
-        principal: Named<'_>,
-    ) -> Result<(String, u64), String>;
+    fn link<'a>(
+        &'a self,
+        upstream: &'a UpstreamHandle,
+        principal: Named<'a>,
+    ) -> futures_util::future::BoxFuture<'a, Result<(String, u64), String>>;
     /// Forgets `principal`'s tokens for `upstream` and stops its instances: whether it had any.
     fn revoke<'a>(
         &'a self,
@@ -78,14 +78,14 @@ fn per_principal(admin: &AdminState, name: &str) -> Result<UpstreamHandle, (Stat
 }
 
 /// A sign-in link for `principal` (with `issuer`: a signed-in user) to upstream `name`.
-pub(super) fn link(
+pub(super) async fn link(
     admin: &AdminState,
     name: &str,
     (principal, issuer): (&str, Option<&str>),
 ) -> Result<PrincipalSignIn, (StatusCode, String)> {
     let upstream = per_principal(admin, name)?;
     let whom = named(admin, principal, issuer)?;
-    let (url, expires_in_secs) = (admin.principals.link(&upstream, whom))
+    let (url, expires_in_secs) = (admin.principals.link(&upstream, whom).await)
         .map_err(|why| (StatusCode::SERVICE_UNAVAILABLE, why))?;
     Ok(PrincipalSignIn {
         upstream: name.to_owned(),
@@ -119,7 +119,7 @@ pub(super) async fn login(
     Path((name, principal)): Path<(String, String)>,
     Query(issuer): Query<Issuer>,
 ) -> Response {
-    match link(&admin, &name, (&principal, issuer.issuer.as_deref())) {
+    match link(&admin, &name, (&principal, issuer.issuer.as_deref())).await {
         Ok(made) => Json(made).into_response(),
         Err(refused) => refusal(refused),
     }

@@ -241,12 +241,12 @@ async fn the_admin_api_answers_in_its_types() {
 struct NoSignIns;
 
 impl crate::admin::principals::PrincipalSignIns for NoSignIns {
-    fn link(
-        &self,
-        _: &crate::upstream::UpstreamHandle,
-        _: crate::admin::principals::Named<'_>,
-    ) -> Result<(String, u64), String> {
-        Err("none".into())
+    fn link<'a>(
+        &'a self,
+        _: &'a crate::upstream::UpstreamHandle,
+        _: crate::admin::principals::Named<'a>,
+    ) -> futures_util::future::BoxFuture<'a, Result<(String, u64), String>> {
+        Box::pin(async { Err("none".into()) })
     }
 
     fn revoke<'a>(

@@ -1,10 +1,11 @@
 //! The fleet store (`[cluster] store = "postgres://…"`): what the replicas of a cluster decide
-//! together lives in the Postgres database the team already runs — today the tool pins and their
-//! approvals. Each replica keeps its own copy (the pin store's, on its disk) and learns what
-//! another replica wrote through `LISTEN`/`NOTIFY`; when the database is unreachable it serves
-//! from that copy, refuses what must be agreed (an approval) with an error that says why, and
-//! catches up when the database returns (it reads every row again and offers what it pinned
-//! meanwhile).
+//! together lives in the Postgres database the team already runs: the tool pins and their
+//! approvals, OAuth tokens and dynamically registered clients, principals' sign-ins under way
+//! (`signins.rs`). Each replica keeps its own copy (the pin store's, on its disk) and learns
+//! what another replica wrote through `LISTEN`/`NOTIFY`; when the database is unreachable it
+//! serves from that copy, refuses what must be agreed (an approval, a sign-in) with an error that
+//! says why, and catches up when the database returns (it reads every row again and offers what
+//! it pinned meanwhile).
 //!
 //! One connection per replica, kept by a task that reconnects with backoff. At each connection
 //! the schema is brought to this binary's version under an advisory lock (`mcpmux_schema` names
@@ -41,12 +42,28 @@ const MIGRATIONS: &[&str] = &[
         updated_us bigint NOT NULL,
         updated_by text NOT NULL
     )",
+    // 3: principals' sign-ins under way (`cluster::signins`): one per upstream and principal,
+    // their link and redirect state as digests, what a replica needs to go on sealed.
+    "CREATE TABLE mcpmux_signins (
+        link text PRIMARY KEY,
+        upstream text NOT NULL,
+        principal text NOT NULL,
+        stage text NOT NULL,
+        failures integer NOT NULL DEFAULT 0,
+        expires_us bigint NOT NULL,
+        state text UNIQUE,
+        sealed text NOT NULL,
+        issued_by text NOT NULL,
+        UNIQUE (upstream, principal)
+    )",
 ];
 
 /// The `NOTIFY` channel a changed pin is announced on (payload: upstream, a tab, the tool).
 const PINS_CHANNEL: &str = "mcpmux_pins";
 /// The `NOTIFY` channel stored tokens are announced on (payload: their key).
 const TOKENS_CHANNEL: &str = "mcpmux_tokens";
+/// The `NOTIFY` channel an ended sign-in is announced on (`cluster::signins::parse_ended`).
+pub(super) const SIGNINS_CHANNEL: &str = "mcpmux_signins";
 /// The advisory lock migrations are applied under (any number, the same for every replica).
 const MIGRATION_LOCK: i64 = 0x6d63_706d_7578_0001;
 /// How long one statement may take before the store counts as unreachable.
@@ -63,6 +80,11 @@ pub enum StoreEvent {
     Pin { upstream: String, tool: String },
     /// A replica stored the tokens kept under `key`.
     Tokens { key: String },
+    /// A principal's sign-in (its link's digest) ended, with this outcome.
+    SignInEnded {
+        link: String,
+        outcome: Result<(), String>,
+    },
 }
 
 /// Why the store could not do something.
@@ -152,7 +174,12 @@ impl FleetStore {
             .clone()
     }
 
-    fn client(&self) -> Result<Arc<tokio_postgres::Client>, StoreError> {
+    /// This replica's name, as rows it writes say.
+    pub(super) fn replica(&self) -> &str {
+        &self.inner.replica
+    }
+
+    pub(super) fn client(&self) -> Result<Arc<tokio_postgres::Client>, StoreError> {
         self.inner
             .client
             .load_full()
@@ -337,13 +364,41 @@ impl FleetStore {
 }
 
 /// Tells every replica (this one too) on `channel` that `payload` was written.
-async fn announce(
+pub(super) async fn announce(
     client: &tokio_postgres::Client,
     channel: &str,
     payload: &str,
 ) -> Result<(), StoreError> {
     timed(client.execute("SELECT pg_notify($1, $2)", &[&channel, &payload])).await?;
     Ok(())
+}
+
+/// The longest reason an ended sign-in is announced with (`NOTIFY` payloads are small).
+const MAX_REASON: usize = 1000;
+
+/// What an ended sign-in is announced with: its link's digest, a tab, `ok` or `error`, a tab and
+/// why.
+pub(super) fn ended_payload(link: &str, outcome: &Result<(), String>) -> String {
+    match outcome {
+        Ok(()) => format!("{link}\tok"),
+        Err(why) => {
+            let why: String = (why.chars().take(MAX_REASON))
+                .map(|c| if c == '\t' { ' ' } else { c })
+                .collect();
+            format!("{link}\terror\t{why}")
+        }
+    }
+}
+
+/// An ended sign-in as [`ended_payload`] announced it.
+fn parse_ended(payload: &str) -> Option<(String, Result<(), String>)> {
+    let (link, rest) = payload.split_once('\t')?;
+    let outcome = match rest.split_once('\t') {
+        None if rest == "ok" => Ok(()),
+        Some(("error", why)) => Err(why.to_owned()),
+        _ => return None,
+    };
+    Some((link.to_owned(), outcome))
 }
 
 /// What a changed pin is announced with: its upstream, a tab, its tool.
@@ -451,6 +506,11 @@ impl Inner {
                             key: n.payload().to_owned(),
                         }));
                     }
+                    Ok(AsyncMessage::Notification(n)) if n.channel() == SIGNINS_CHANNEL => {
+                        if let Some((link, outcome)) = parse_ended(n.payload()) {
+                            let _ = tx.send(Ok(StoreEvent::SignInEnded { link, outcome }));
+                        }
+                    }
                     Ok(AsyncMessage::Notification(n)) if n.channel() == PINS_CHANNEL => {
                         if let Some((upstream, tool)) = n.payload().split_once('\t') {
                             let _ = tx.send(Ok(StoreEvent::Pin {
@@ -468,8 +528,10 @@ impl Inner {
             }
         });
         migrate(&client).await?;
-        timed(client.batch_execute(&format!("LISTEN {PINS_CHANNEL}; LISTEN {TOKENS_CHANNEL}")))
-            .await?;
+        timed(client.batch_execute(&format!(
+            "LISTEN {PINS_CHANNEL}; LISTEN {TOKENS_CHANNEL}; LISTEN {SIGNINS_CHANNEL}"
+        )))
+        .await?;
         Ok((client, rx))
     }
 }
@@ -521,7 +583,7 @@ async fn migrate(client: &tokio_postgres::Client) -> Result<(), StoreError> {
 }
 
 /// A statement with the store's timeout; its failure as the store being down.
-async fn timed<T>(
+pub(super) async fn timed<T>(
     statement: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
 ) -> Result<T, StoreError> {
     match tokio::time::timeout(STATEMENT_TIMEOUT, statement).await {
@@ -570,4 +632,22 @@ fn tls(config: &StoreConfig) -> Result<tokio_postgres_rustls::MakeRustlsConnect,
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(client))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ended_sign_in_is_announced_and_read_back() {
+        let ok = ended_payload("ab12", &Ok(()));
+        assert_eq!(parse_ended(&ok), Some(("ab12".into(), Ok(()))));
+        let refused = ended_payload("ab12", &Err("refused:\taccess_denied".into()));
+        assert_eq!(
+            parse_ended(&refused),
+            Some(("ab12".into(), Err("refused: access_denied".into())))
+        );
+        assert_eq!(parse_ended("ab12"), None);
+        assert_eq!(parse_ended("ab12\tmaybe"), None);
+    }
 }

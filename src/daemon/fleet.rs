@@ -8,17 +8,21 @@
 //! derived from the shared cursor keys; each replica's file is its copy): one sign-in serves
 //! every replica, a refresh is made under the fleet's lock by one replica while the others wait
 //! and then read it, a revoked sign-in is forgotten everywhere, and a replica whose upstream
-//! waited for a sign-in starts it as soon as another stored tokens.
+//! waited for a sign-in starts it as soon as another stored tokens. A refresh the authorization
+//! server refused is stored with the tokens, so no other replica tries it again. Principals'
+//! sign-ins under way are there as well (`cluster::signins`), and a replica hears when one ends.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+use crate::cluster::signins::{FleetSignIns, SIGNINS_PURPOSE};
 use crate::cluster::store::{FleetStore, StoreError, StoreEvent, TokenLock};
 use crate::config::ClusterConfig;
+use crate::downstream::signin::SignIns;
 use crate::oauth::shelf::{ShelfGuard, TokenShelf};
 use crate::pins::{PinStore, SharedPin};
 use crate::router::RouterHandle;
@@ -46,6 +50,7 @@ pub async fn start(
         pins: Arc::clone(pins),
         router: router.clone(),
         shelf: Arc::default(),
+        signins: Arc::default(),
     };
     store.on_event({
         let (part, runtime) = (part.clone(), runtime.clone());
@@ -74,8 +79,10 @@ struct Part {
     store: FleetStore,
     pins: Arc<PinStore>,
     router: RouterHandle,
-    /// Where upstreams' tokens are kept, once [`share_tokens`] set it.
+    /// Where upstreams' tokens are kept, once [`Fleet::share_tokens`] set it.
     shelf: Arc<OnceLock<Arc<Shelf>>>,
+    /// Principals' sign-ins, once [`Fleet::share_sign_ins`] set them.
+    signins: Arc<OnceLock<Weak<SignIns>>>,
 }
 
 impl Part {
@@ -99,6 +106,11 @@ impl Part {
             StoreEvent::Tokens { key } => {
                 if let Some(shelf) = self.shelf.get() {
                     shelf.arrived(&key).await;
+                }
+            }
+            StoreEvent::SignInEnded { link, outcome } => {
+                if let Some(signins) = self.signins.get().and_then(Weak::upgrade) {
+                    signins.ended_elsewhere(&link, outcome).await;
                 }
             }
             StoreEvent::Pin { upstream, tool } => match self.store.pin(&upstream, &tool).await {
@@ -167,6 +179,32 @@ impl Fleet {
         let _ = part.shelf.set(Arc::clone(&shelf));
         crate::oauth::shelf::set_shelf(Box::new(SharedShelf(Arc::clone(&shelf))));
         tokio::spawn(async move { shelf.catch_up().await });
+    }
+}
+
+impl Fleet {
+    /// Keeps principals' sign-ins under way in the fleet store from now on (sealed with a key
+    /// derived from `cursor_keys`), so that any replica finishes one; `upstreams` are the
+    /// configured upstreams, as they change.
+    pub fn share_sign_ins(
+        &self,
+        signins: &Arc<SignIns>,
+        cursor_keys: &crate::mcp::cursor::KeyRing,
+        upstreams: tokio::sync::watch::Receiver<crate::upstream::Upstreams>,
+    ) {
+        let Some(ring) = SealRing::new(&cursor_keys.derived(SIGNINS_PURPOSE)) else {
+            return;
+        };
+        let find = move |name: &str| {
+            (upstreams.borrow().iter())
+                .find(|u| u.name() == name)
+                .cloned()
+        };
+        signins.share(
+            FleetSignIns::new(self.0.store.clone(), ring),
+            Box::new(find),
+        );
+        let _ = self.0.signins.set(Arc::downgrade(signins));
     }
 }
 
@@ -378,6 +416,23 @@ impl TokenShelf for SharedShelf {
             .filter(|name| !name.contains('/'))
             .map(str::to_owned)
             .collect()
+    }
+
+    fn fetch<'a>(&'a self, file: &'a Path) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Some(key) = self.0.key(file) {
+                self.0.arrived(&key).await;
+            }
+        })
+    }
+
+    fn flush<'a>(&'a self, file: &'a Path) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let key = (self.0.key(file)).ok_or("the tokens are outside the state directory")?;
+            let plain = self.0.local(&key).ok_or("there are no tokens to share")?;
+            let sealed = self.0.seal(&key, &plain);
+            (self.0.store.put_tokens(&key, &sealed).await).map_err(|e| e.to_string())
+        })
     }
 
     fn lock<'a>(&'a self, file: &'a Path) -> BoxFuture<'a, Option<Box<dyn ShelfGuard>>> {

@@ -15,6 +15,10 @@
 //!   the tokens go into the vault, sealed for that principal and upstream, and whoever waits for
 //!   the sign-in (the call that asked, `notifications/elicitation/complete` for the host) hears.
 //!
+//! Where replicas share a fleet store (`[cluster] store`) a sign-in under way lives there too
+//! (`shared.rs`): any replica shows the link, takes the proof, receives the redirect and
+//! exchanges the code, "once" holds for the fleet, and the replica whose call waits hears the end.
+//!
 //! Each step is in the audit log (`signin.issued`, `.refused`, `.completed`, `.failed`,
 //! `.revoked`), naming the upstream and the principal — never a token or a link.
 
@@ -27,10 +31,14 @@ use tokio::sync::watch;
 use super::principal::Principal;
 use super::session::Session;
 use crate::audit::{AuditHandle, Ended, Record};
+use crate::cluster::signins::{Detail, digest};
 use crate::config::UpstreamSecrets;
 use crate::oauth::{Vault, WebSignIn};
 use crate::sync::lock;
 use crate::upstream::UpstreamHandle;
+use shared::{Shared, store_down};
+
+mod shared;
 
 /// Credentials of another principal a link takes before it is void.
 const MAX_FAILURES: u8 = 3;
@@ -101,9 +109,9 @@ struct Pending {
 
 #[derive(Default)]
 struct Table {
-    /// By the link's secret id.
+    /// By the digest of the link's secret id (what the fleet store keeps too).
     links: HashMap<String, Pending>,
-    /// Authorization code flows under way, by their `state`: the link's id and the flow.
+    /// Authorization code flows under way, by their `state`: the link's digest and the flow.
     flows: HashMap<String, (String, Arc<WebSignIn>)>,
 }
 
@@ -113,6 +121,8 @@ pub enum Page {
     Prove { upstream: String, principal: String },
     /// Unknown, used, or expired: nothing can be done with it.
     Gone,
+    /// The fleet store, which holds it, is unreachable (why).
+    Unavailable(String),
 }
 
 /// Why a proof was not taken.
@@ -149,6 +159,8 @@ pub struct SignIns {
     ttl_ms: std::sync::atomic::AtomicU64,
     /// Each principal's secrets with its sign-in, by upstream and principal key (made once).
     secrets: Mutex<HashMap<SecretsKey, Arc<UpstreamSecrets>>>,
+    /// The fleet's sign-ins, where replicas share a store (set once by the daemon).
+    shared: OnceLock<Shared>,
 }
 
 impl std::fmt::Debug for SignIns {
@@ -173,6 +185,7 @@ impl SignIns {
             table: Mutex::default(),
             ttl_ms: std::sync::atomic::AtomicU64::new(millis(ttl)),
             secrets: Mutex::default(),
+            shared: OnceLock::new(),
         }
     }
 
@@ -234,9 +247,9 @@ impl SignIns {
         Arc::clone(made)
     }
 
-    /// A sign-in link for `whom` to `upstream` (the one already handed out, while it lasts), its
-    /// completion told to `session` too.
-    pub fn issue(
+    /// A sign-in link for `whom` to `upstream` (the one already handed out, while it lasts — on
+    /// any replica, where they share a store), its completion told to `session` too.
+    pub async fn issue(
         &self,
         upstream: &UpstreamHandle,
         whom: &Whom,
@@ -246,58 +259,97 @@ impl SignIns {
             "mcpmux does not know where it is reached in a browser yet (set server.public_url)"
                 .to_owned()
         })?;
-        let now = Instant::now();
-        let mut table = lock(&self.table);
-        table.links.retain(|_, p| p.expires > now);
-        let reuse = (table.links.iter_mut())
-            .find(|(_, p)| p.upstream.name() == upstream.name() && p.whom.key == whom.key);
-        let pending = match reuse {
-            Some((_, pending)) => pending,
-            None => {
-                if table.links.len() >= MAX_PENDING {
-                    return Err(format!(
-                        "{MAX_PENDING} sign-ins are under way; try again in a few minutes"
-                    ));
-                }
-                let id =
-                    crate::cluster::owned(self.owner.as_deref(), crate::oauth::random_text(32));
-                let mut url = base.clone();
-                url.set_path(&format!("/signin/{id}"));
-                let pending = Pending {
-                    upstream: upstream.clone(),
-                    whom: whom.clone(),
-                    elicitation_id: crate::oauth::random_text(16),
-                    url: url.to_string(),
-                    expires: now + self.ttl(),
-                    stage: Stage::Issued { failures: 0 },
-                    done: watch::channel(None).0,
-                    sessions: Vec::new(),
-                };
-                self.record("signin.issued", upstream.name(), whom, None, true);
-                table.links.entry(id).or_insert(pending)
-            }
+        if let Some(issued) = self.reissue(upstream.name(), whom, session) {
+            return Ok(issued);
+        }
+        let id = crate::cluster::owned(self.owner(), crate::oauth::random_text(32));
+        let mut url = base.clone();
+        url.set_path(&format!("/signin/{id}"));
+        let mut pending = Pending {
+            upstream: upstream.clone(),
+            whom: whom.clone(),
+            elicitation_id: crate::oauth::random_text(16),
+            url: url.to_string(),
+            expires: Instant::now() + self.ttl(),
+            stage: Stage::Issued { failures: 0 },
+            done: watch::channel(None).0,
+            sessions: Vec::new(),
         };
+        let (mut link, mut ours) = (digest(&id), true);
+        if let Some(shared) = self.shared.get() {
+            if let Some(why) = shared.signins.down() {
+                return Err(store_down(format!(
+                    "the fleet store (Postgres) is unreachable: {why}"
+                )));
+            }
+            let offered = pending.row(&link);
+            let fleet = (shared.signins.issue(&offered).await).map_err(store_down)?;
+            if fleet.link != link {
+                // Another replica handed one out first: that one.
+                pending = self.pending_of(shared, &fleet).ok_or_else(|| {
+                    format!("upstream `{}` is no longer configured", upstream.name())
+                })?;
+                (link, ours) = (fleet.link, false);
+            }
+        }
+        let mut table = lock(&self.table);
+        let now = Instant::now();
+        table.links.retain(|_, p| p.expires > now);
+        if table.links.len() >= MAX_PENDING && !table.links.contains_key(&link) {
+            return Err(format!(
+                "{MAX_PENDING} sign-ins are under way; try again in a few minutes"
+            ));
+        }
+        let pending = table.links.entry(link).or_insert_with(|| {
+            if ours {
+                self.record("signin.issued", upstream.name(), whom, None, true);
+            }
+            pending
+        });
+        Ok(self.issued(pending, session))
+    }
+
+    /// The link already handed out here for `whom` to `upstream`, while it lasts.
+    fn reissue(
+        &self,
+        upstream: &str,
+        whom: &Whom,
+        session: Option<&Arc<Session>>,
+    ) -> Option<Issued> {
+        let mut table = lock(&self.table);
+        let now = Instant::now();
+        let pending = (table.links.values_mut())
+            .find(|p| p.upstream.name() == upstream && p.whom.key == whom.key && p.expires > now)?;
+        Some(self.issued(pending, session))
+    }
+
+    fn issued(&self, pending: &mut Pending, session: Option<&Arc<Session>>) -> Issued {
         if let Some(session) = session {
             pending.sessions.push(Arc::downgrade(session));
         }
-        Ok(Issued {
+        let left = pending.expires.saturating_duration_since(Instant::now());
+        Issued {
             url: pending.url.clone(),
             elicitation_id: pending.elicitation_id.clone(),
             message: format!(
                 "Sign in to `{}` as {}: open {} (it works once, within {}).",
-                upstream.name(),
-                whom.name,
+                pending.upstream.name(),
+                pending.whom.name,
                 pending.url,
-                humantime::format_duration(self.ttl())
+                humantime::format_duration(Duration::from_secs(left.as_secs().max(1)))
             ),
             done: pending.done.subscribe(),
-        })
+        }
     }
 
     /// What the link `id` shows.
-    pub fn page(&self, id: &str) -> Page {
+    pub async fn page(&self, id: &str) -> Page {
+        let link = digest(id);
+        if let Err(why) = self.adopt(&link).await {
+            return Page::Unavailable(why);
+        }
         let table = lock(&self.table);
-        match table.links.get(id) {
+        match table.links.get(&link) {
             Some(p) if p.expires > Instant::now() && matches!(p.stage, Stage::Issued { .. }) => {
                 Page::Prove {
                     upstream: p.upstream.name().to_owned(),
@@ -310,51 +362,43 @@ impl SignIns {
 
     /// The person at link `id` proved to be `proven` (the principal their credential names, if
     /// any): for the link's own principal, the authorization URL to go on to (the link is used
-    /// up); for another, a refusal that changes nothing (but counts).
+    /// up, on every replica); for another, a refusal that changes nothing (but counts).
     pub async fn prove(&self, id: &str, proven: Option<&Principal>) -> Result<url::Url, Refused> {
-        let upstream = {
-            let mut table = lock(&self.table);
-            let Some(pending) = table.links.get_mut(id) else {
+        let link = digest(id);
+        self.adopt(&link).await.map_err(Refused::Failed)?;
+        let (upstream, whom) = {
+            let table = lock(&self.table);
+            let Some(pending) = table.links.get(&link) else {
                 return Err(Refused::Gone);
             };
-            let Stage::Issued { failures } = &mut pending.stage else {
-                return Err(Refused::Gone);
-            };
-            if pending.expires <= Instant::now() {
+            if !matches!(pending.stage, Stage::Issued { .. }) || pending.expires <= Instant::now() {
                 return Err(Refused::Gone);
             }
-            if proven.is_none_or(|p| p.instance_key() != &*pending.whom.key) {
-                *failures += 1;
-                let void = *failures >= MAX_FAILURES;
-                let by = proven.map_or("nobody", |p| &*p.name);
-                tracing::warn!(upstream = %pending.upstream.name(), principal = %pending.whom.name, by, "Refused a sign-in link opened with another principal's credential.");
-                let detail = format!(
-                    "opened with the credential of {by}{}",
-                    if void { "; the link is void" } else { "" }
-                );
-                self.record(
-                    "signin.refused",
-                    pending.upstream.name(),
-                    &pending.whom,
-                    Some(detail),
-                    false,
-                );
-                if void {
-                    if let Some(p) = table.links.remove(id) {
-                        let _ = p.done.send(Some(Err(
-                            "its sign-in link was opened with other principals' credentials and is void".into(),
-                        )));
-                    }
-                }
-                return Err(Refused::NotYou { void });
-            }
-            pending.stage = Stage::Authorizing;
-            pending.upstream.clone()
+            (pending.upstream.clone(), pending.whom.clone())
         };
-        let started = match self.begin(id, &upstream).await {
+        if proven.is_none_or(|p| p.instance_key() != &*whom.key) {
+            return Err(self.refuse(&link, (&upstream, &whom), proven).await);
+        }
+        if let Some(shared) = self.shared.get() {
+            match shared.signins.authorize(&link).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    lock(&self.table).links.remove(&link);
+                    return Err(Refused::Gone);
+                }
+                Err(e) => return Err(Refused::Failed(store_down(e))),
+            }
+        }
+        match lock(&self.table).links.get_mut(&link) {
+            Some(pending) if matches!(pending.stage, Stage::Issued { .. }) => {
+                pending.stage = Stage::Authorizing;
+            }
+            _ => return Err(Refused::Gone),
+        }
+        let started = match self.begin(&link, (&upstream, &whom)).await {
             Ok(started) => started,
             Err(why) => {
-                self.end(id, Err(why.clone()));
+                self.end(&link, Err(why.clone())).await;
                 return Err(Refused::Failed(why));
             }
         };
@@ -362,60 +406,130 @@ impl SignIns {
         let mut table = lock(&self.table);
         table.flows.insert(
             started.state().to_owned(),
-            (id.to_owned(), Arc::new(started)),
+            (link.clone(), Arc::new(started)),
         );
         Ok(url)
     }
 
-    /// Starts the authorization code flow of link `id`'s principal.
-    async fn begin(&self, id: &str, upstream: &UpstreamHandle) -> Result<WebSignIn, String> {
-        let whom = (lock(&self.table).links.get(id).map(|p| p.whom.clone()))
-            .ok_or("the sign-in expired")?;
-        let oauth = upstream.oauth().ok_or("the upstream signs in no more")?;
-        let own = self.vault.oauth_for(upstream.name(), oauth, &whom.key);
-        let login = match upstream.sign_in_as(own) {
-            Some(Ok(login)) => login,
-            Some(Err(e)) => return Err(e.to_string()),
-            None => return Err("the upstream signs in no more".into()),
+    /// A proof at link `link` with another principal's credential (or none), counted (across
+    /// the fleet, where replicas share a store); after [`MAX_FAILURES`] the link is void.
+    async fn refuse(
+        &self,
+        link: &str,
+        (upstream, whom): (&UpstreamHandle, &Whom),
+        proven: Option<&Principal>,
+    ) -> Refused {
+        let here = {
+            let mut table = lock(&self.table);
+            match table.links.get_mut(link).map(|p| &mut p.stage) {
+                Some(Stage::Issued { failures }) => {
+                    *failures += 1;
+                    *failures
+                }
+                _ => MAX_FAILURES,
+            }
         };
+        let fleet = match self.shared.get() {
+            Some(shared) => shared.signins.refused(link).await.unwrap_or(here),
+            None => here,
+        };
+        let void = here.max(fleet) >= MAX_FAILURES;
+        let by = proven.map_or("nobody", |p| &*p.name);
+        tracing::warn!(upstream = %upstream.name(), principal = %whom.name, by, "Refused a sign-in link opened with another principal's credential.");
+        let detail = format!(
+            "opened with the credential of {by}{}",
+            if void { "; the link is void" } else { "" }
+        );
+        self.record("signin.refused", upstream.name(), whom, Some(detail), false);
+        if void {
+            let why = "its sign-in link was opened with other principals' credentials and is void";
+            self.end(link, Err(why.into())).await;
+        }
+        Refused::NotYou { void }
+    }
+
+    /// Starts the authorization code flow of link `link`'s principal (kept in the fleet store,
+    /// where replicas share one, so that the redirect may reach any of them).
+    async fn begin(
+        &self,
+        link: &str,
+        (upstream, whom): (&UpstreamHandle, &Whom),
+    ) -> Result<WebSignIn, String> {
+        let login = self.login(upstream, whom)?;
         let base = self.base.get().ok_or("no public URL")?;
         let mut redirect = base.clone();
         redirect.set_path(CALLBACK_PATH);
-        login
-            .begin_at(redirect.to_string(), self.owner.as_deref())
+        let started = login
+            .begin_at(redirect.to_string(), self.owner())
             .await
-            .map_err(|e| format!("cannot sign in to `{}`: {e}", upstream.name()))
+            .map_err(|e| format!("cannot sign in to `{}`: {e}", upstream.name()))?;
+        if let Some(shared) = self.shared.get() {
+            let detail = {
+                let table = lock(&self.table);
+                let pending = table.links.get(link).ok_or("the sign-in expired")?;
+                Detail {
+                    url: pending.url.clone(),
+                    name: whom.name.to_string(),
+                    elicitation_id: pending.elicitation_id.clone(),
+                    flow: Some(started.to_value()),
+                }
+            };
+            (shared.signins.flow(link, started.state(), &detail).await).map_err(store_down)?;
+        }
+        Ok(started)
+    }
+
+    /// How `whom` signs in to `upstream`: its own token file in the vault.
+    fn login(&self, upstream: &UpstreamHandle, whom: &Whom) -> Result<crate::oauth::Login, String> {
+        let oauth = upstream.oauth().ok_or("the upstream signs in no more")?;
+        let own = self.vault.oauth_for(upstream.name(), oauth, &whom.key);
+        match upstream.sign_in_as(own) {
+            Some(Ok(login)) => Ok(login),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Err("the upstream signs in no more".into()),
+        }
     }
 
     /// The authorization server's redirect with `query`: its code exchanged and the tokens
-    /// stored for the principal of the flow its `state` names (once). The upstream and who was
-    /// signed in.
+    /// stored for the principal of the flow its `state` names (once, on whichever replica it
+    /// reaches). The upstream and who was signed in.
     pub async fn callback(
         &self,
         query: &HashMap<String, String>,
     ) -> Result<(UpstreamHandle, Whom), String> {
         use subtle::ConstantTimeEq;
         let given = query.get("state").map_or("", String::as_str);
-        let flow = {
+        let not_started = "mcpmux started no sign-in with this state (it finished already, expired, or never was)";
+        // Where replicas share a store, the redirect is claimed there first: once for the fleet.
+        let claimed = match self.shared.get() {
+            Some(shared) => Some((shared.signins.claim(given).await).map_err(store_down)?),
+            None => None,
+        };
+        let local = {
             let mut table = lock(&self.table);
             let found = (table.flows.keys())
                 .find(|s| bool::from(s.as_bytes().ct_eq(given.as_bytes())))
                 .cloned();
             found.and_then(|s| table.flows.remove(&s))
         };
-        let Some((id, flow)) = flow else {
-            return Err("mcpmux started no sign-in with this state (it finished already, expired, or never was)".into());
-        };
-        let (upstream, whom) = {
-            let table = lock(&self.table);
-            let pending = table.links.get(&id).ok_or("the sign-in expired")?;
-            (pending.upstream.clone(), pending.whom.clone())
+        let (link, flow, upstream, whom) = match (claimed, local) {
+            (None, Some((link, flow))) => {
+                let table = lock(&self.table);
+                let pending = table.links.get(&link).ok_or("the sign-in expired")?;
+                let (upstream, whom) = (pending.upstream.clone(), pending.whom.clone());
+                (link, flow, upstream, whom)
+            }
+            (Some(Some(row)), local) => self.resumed(row, local)?,
+            (None | Some(None), _) => return Err(not_started.into()),
         };
         let outcome = flow.finish(query).await.map_err(|e| e.to_string());
         if outcome.is_ok() {
             tracing::info!(upstream = %upstream.name(), principal = %whom.name, "A principal signed in; its tokens are sealed in the vault.");
+            if let Err(e) = self.vault.flush(upstream.name(), &whom.key).await {
+                tracing::warn!(upstream = %upstream.name(), principal = %whom.name, error = %e, "The principal's new tokens are not in the fleet store yet; other replicas get them when it is back.");
+            }
         }
-        self.end(&id, outcome.clone());
+        self.end(&link, outcome.clone()).await;
         match &outcome {
             Ok(()) => self.record("signin.completed", upstream.name(), &whom, None, true),
             Err(why) => self.record(
@@ -429,9 +543,20 @@ impl SignIns {
         outcome.map(|()| (upstream, whom))
     }
 
-    /// Ends link `id` with `outcome`, for whoever waits.
-    fn end(&self, id: &str, outcome: Result<(), String>) {
-        let Some(pending) = lock(&self.table).links.remove(id) else {
+    /// Ends link `link` with `outcome`, for whoever waits here and (where replicas share a
+    /// store) on every other replica.
+    async fn end(&self, link: &str, outcome: Result<(), String>) {
+        self.ended(link, outcome.clone());
+        if let Some(shared) = self.shared.get() {
+            if let Err(e) = shared.signins.end(link, &outcome).await {
+                tracing::warn!(error = %e, "Other replicas did not hear that a sign-in ended (calls waiting there time out).");
+            }
+        }
+    }
+
+    /// Ends link `link` here with `outcome`, for whoever waits.
+    fn ended(&self, link: &str, outcome: Result<(), String>) {
+        let Some(pending) = lock(&self.table).links.remove(link) else {
             return;
         };
         if outcome.is_ok() {
@@ -467,15 +592,22 @@ impl SignIns {
     }
 
     /// Whether a sign-in of `whom` to `upstream` is under way past its link (the person is at
-    /// the authorization server), and its outcome when so.
-    pub fn under_way(&self, upstream: &str, whom: &Whom) -> Option<watch::Receiver<Outcome>> {
-        let table = lock(&self.table);
-        (table.links.values())
-            .find(|p| {
-                p.upstream.name() == upstream
-                    && p.whom.key == whom.key
-                    && matches!(p.stage, Stage::Authorizing)
-            })
-            .map(|p| p.done.subscribe())
+    /// the authorization server — through this replica or, where they share a store, another),
+    /// and its outcome when so.
+    pub async fn under_way(&self, upstream: &str, whom: &Whom) -> Option<watch::Receiver<Outcome>> {
+        let authorizing = |table: &Table| {
+            (table.links.values())
+                .find(|p| {
+                    p.upstream.name() == upstream
+                        && p.whom.key == whom.key
+                        && matches!(p.stage, Stage::Authorizing)
+                })
+                .map(|p| p.done.subscribe())
+        };
+        if let Some(done) = authorizing(&lock(&self.table)) {
+            return Some(done);
+        }
+        self.authorizing_elsewhere(upstream, whom).await?;
+        authorizing(&lock(&self.table))
     }
 }

@@ -232,7 +232,7 @@ mod tests {
         assert!(ok(serde_json::json!({"aud": "https://mcp.example.com/mcp"})).is_ok());
         assert!(ok(serde_json::json!({"aud": ["x", "https://mcp.example.com/mcp/"]})).is_ok());
         let wrong = ok(serde_json::json!({"aud": "https://other.example.com/mcp"}));
-        assert!(wrong.is_err_and(|e| e.0.contains("other.example.com")));
+        assert!(wrong.is_err_and(|e| e.to_string().contains("other.example.com")));
         assert!(ok(serde_json::json!({"sub": "alice"})).is_err());
         // An opaque token is the server's to scope.
         assert!(for_audience("opaque-token", &resource).is_ok());

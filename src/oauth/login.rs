@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use serde::Deserialize as _;
 use tokio::sync::{mpsc, oneshot};
 use url::Url;
 
@@ -457,6 +458,74 @@ impl WebSignIn {
     pub async fn finish(&self, query: &HashMap<String, String>) -> Result<(), OAuthError> {
         self.login.redeem(&self.flow, query).await
     }
+
+    /// The flow as another replica goes on with it ([`Self::resume`]); it holds the PKCE
+    /// verifier and the DPoP key, so it is kept sealed.
+    pub fn to_value(&self) -> serde_json::Value {
+        let flow = &self.flow;
+        serde_json::to_value(FlowRecord {
+            authorization_url: self.authorization_url.to_string(),
+            issuer: flow.issuer.issuer.clone(),
+            iss_required: flow.issuer.required,
+            state: flow.state.clone(),
+            verifier: flow.pkce.verifier.clone(),
+            redirect_uri: flow.redirect_uri.clone(),
+            client: flow.client.clone(),
+            scope: flow.scope.clone(),
+            resource: flow.resource.clone(),
+            token_endpoint: flow.token_endpoint.clone(),
+            dpop: flow.dpop.as_ref().map(super::dpop::DpopKey::to_text),
+        })
+        .unwrap_or_default()
+    }
+
+    /// The flow `value` ([`Self::to_value`]) another replica began, finished by `login`.
+    pub fn resume(login: Login, value: &serde_json::Value) -> Result<Self, OAuthError> {
+        let record = FlowRecord::deserialize(value).map_err(|e| {
+            OAuthError::new(format!("the sign-in's stored flow is unreadable: {e}"))
+        })?;
+        let authorization_url = Url::parse(&record.authorization_url).map_err(|e| {
+            OAuthError::new(format!("the sign-in's stored flow is unreadable: {e}"))
+        })?;
+        let dpop = (record.dpop.as_deref())
+            .map(super::dpop::DpopKey::from_text)
+            .transpose()?;
+        let flow = Flow {
+            issuer: IssuerCheck {
+                issuer: record.issuer,
+                required: record.iss_required,
+            },
+            state: record.state,
+            pkce: Pkce::of(record.verifier),
+            redirect_uri: record.redirect_uri,
+            client: record.client,
+            scope: record.scope,
+            resource: record.resource,
+            token_endpoint: record.token_endpoint,
+            dpop,
+        };
+        Ok(Self {
+            login,
+            flow,
+            authorization_url,
+        })
+    }
+}
+
+/// An authorization code flow as replicas pass it on (sealed, in the fleet store).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct FlowRecord {
+    authorization_url: String,
+    issuer: String,
+    iss_required: bool,
+    state: String,
+    verifier: String,
+    redirect_uri: String,
+    client: ClientIdentity,
+    scope: Option<String>,
+    resource: String,
+    token_endpoint: String,
+    dpop: Option<String>,
 }
 
 /// The lock of the sign-ins that store into `token_file`.

@@ -17,6 +17,15 @@ pub trait TokenShelf: Send + Sync {
     fn forget(&self, file: &Path);
     /// The names of the files below `dir` it keeps tokens for.
     fn names_under(&self, dir: &Path) -> Vec<String>;
+    /// Reads `file`'s tokens from every replica's store again (told another replica stored
+    /// them).
+    fn fetch<'a>(&'a self, file: &'a Path) -> futures_util::future::BoxFuture<'a, ()>;
+    /// Waits until `file`'s tokens as kept here are in the store (before telling the others
+    /// they are there).
+    fn flush<'a>(
+        &'a self,
+        file: &'a Path,
+    ) -> futures_util::future::BoxFuture<'a, Result<(), String>>;
     /// Holds the fleet-wide lock on `file`'s tokens until the guard is dropped (or stored
     /// through), having read them again: while one replica refreshes, the others wait and then
     /// find them fresh. `None` when the shelf cannot lock now (the store is unreachable): then

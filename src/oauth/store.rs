@@ -38,6 +38,11 @@ pub struct TokenFile {
     /// The key the token is bound to (PKCS#8, base64url), for DPoP tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dpop_key: Option<String>,
+    /// Why the authorization server refused its refresh token, as the replica that tried found
+    /// (replicas sharing the tokens, `[cluster] store`): no replica tries it again; a sign-in
+    /// replaces these tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_refused: Option<String>,
 }
 
 impl std::fmt::Debug for TokenFile {
@@ -183,6 +188,7 @@ mod tests {
             resource: "https://rs/mcp".into(),
             token_type: None,
             dpop_key: None,
+            refresh_refused: None,
             client: ClientIdentity {
                 client_id: "id".into(),
                 client_secret: Some("secret-client".into()),

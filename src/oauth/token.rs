@@ -35,7 +35,11 @@ pub struct Pkce {
 
 impl Pkce {
     pub fn new() -> Self {
-        let verifier = random_text(32);
+        Self::of(random_text(32))
+    }
+
+    /// The pair of a verifier made before (a flow another replica began).
+    pub fn of(verifier: String) -> Self {
         let challenge = URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier.as_bytes()));
         Self {
             verifier,
@@ -265,9 +269,12 @@ impl Grant<'_> {
                 },
                 Err(_) => format!("HTTP {status}"),
             };
-            return Err(OAuthError::new(format!(
-                "its token endpoint {endpoint} refused: {why}"
-            )));
+            let refusal = format!("its token endpoint {endpoint} refused: {why}");
+            return Err(if status.is_client_error() {
+                OAuthError::refused(refusal)
+            } else {
+                OAuthError::new(refusal)
+            });
         }
         let tokens: TokenResponse = serde_json::from_slice(&body).map_err(|e| {
             OAuthError::new(format!(
@@ -295,6 +302,7 @@ impl Grant<'_> {
                 })
                 .map(super::dpop::DpopKey::to_text),
             token_type: tokens.token_type,
+            refresh_refused: None,
         })
     }
 }
@@ -315,14 +323,27 @@ pub fn refresh_wait(oauth: &OAuthConfig) -> Option<Duration> {
     Some(Duration::from_secs(due.saturating_sub(now())))
 }
 
-/// The tokens of `oauth` and their refresh token, when they are due for a refresh (or `force`).
-fn refreshable(oauth: &OAuthConfig, force: bool) -> Option<(TokenFile, String)> {
-    let tokens = TokenFile::load(oauth)?;
+/// The tokens of `oauth` and their refresh token, when they are due for a refresh (or `force`);
+/// an error when another replica found that refresh token refused (none tries it again).
+fn refreshable(
+    oauth: &OAuthConfig,
+    force: bool,
+) -> Result<Option<(TokenFile, String)>, OAuthError> {
+    let Some(tokens) = TokenFile::load(oauth) else {
+        return Ok(None);
+    };
     let due = tokens
         .expires_at
         .is_some_and(|at| at <= now() + margin(&tokens));
-    let refresh = tokens.refresh_token.clone().filter(|_| due || force)?;
-    Some((tokens, refresh))
+    let Some(refresh) = tokens.refresh_token.clone().filter(|_| due || force) else {
+        return Ok(None);
+    };
+    match &tokens.refresh_refused {
+        Some(why) => Err(OAuthError::refused(format!(
+            "{why} (found by the replica that tried it; signing in again replaces these tokens)"
+        ))),
+        None => Ok(Some((tokens, refresh))),
+    }
 }
 
 /// Refreshes the tokens of `oauth` when the access token expires within a minute (or
@@ -333,7 +354,7 @@ pub async fn refresh_if_due(
     oauth: &OAuthConfig,
     force: bool,
 ) -> Result<bool, OAuthError> {
-    let Some(found) = refreshable(oauth, force) else {
+    let Some(found) = refreshable(oauth, force)? else {
         return Ok(false);
     };
     // Replicas sharing the tokens refresh them once: under the fleet's lock, read again (another
@@ -347,7 +368,7 @@ pub async fn refresh_if_due(
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 return Ok(false);
             };
-            match refreshable(oauth, force) {
+            match refreshable(oauth, force)? {
                 Some(again) => (Some(guard), again),
                 None => return Ok(false),
             }
@@ -365,7 +386,22 @@ pub async fn refresh_if_due(
         ("grant_type", "refresh_token".to_owned()),
         ("refresh_token", refresh.clone()),
     ];
-    let fresh = grant.request(http, form, Some(refresh)).await?;
+    let fresh = match grant.request(http, form, Some(refresh)).await {
+        Ok(fresh) => fresh,
+        Err(e) => {
+            // Replicas sharing the tokens learn the refusal with them: none tries again.
+            if let Some(guard) = guard.filter(|_| e.is_refusal()) {
+                let refused = TokenFile {
+                    refresh_refused: Some(e.to_string()),
+                    ..tokens
+                };
+                if let Ok(text) = refused.write_copy(oauth) {
+                    let _ = guard.store(&text).await;
+                }
+            }
+            return Err(e);
+        }
+    };
     let stored = match guard {
         Some(guard) => match fresh.write_copy(oauth) {
             Ok(text) => guard.store(&text).await,

@@ -88,6 +88,23 @@ impl Vault {
         file.is_file() || super::shelf::shelf().is_some_and(|s| s.get(&file).is_some())
     }
 
+    /// Reads `principal`'s tokens for `upstream` from the fleet store again, where replicas
+    /// share them (another replica finished the sign-in).
+    pub async fn fetch(&self, upstream: &str, principal: &str) {
+        if let Some(shelf) = super::shelf::shelf() {
+            shelf.fetch(&self.file(upstream, principal)).await;
+        }
+    }
+
+    /// Waits until `principal`'s tokens for `upstream` are in the fleet store, where replicas
+    /// share them.
+    pub async fn flush(&self, upstream: &str, principal: &str) -> Result<(), String> {
+        match super::shelf::shelf() {
+            Some(shelf) => shelf.flush(&self.file(upstream, principal)).await,
+            None => Ok(()),
+        }
+    }
+
     /// Deletes `principal`'s tokens for `upstream`; whether there were any.
     pub fn revoke(&self, upstream: &str, principal: &str) -> std::io::Result<bool> {
         let file = self.file(upstream, principal);
@@ -148,6 +165,7 @@ mod tests {
             resource: "https://rs/mcp".into(),
             token_type: None,
             dpop_key: None,
+            refresh_refused: None,
             client: ClientIdentity {
                 client_id: "id".into(),
                 client_secret: None,

@@ -4,7 +4,8 @@
 //! killed replica costs only what was in flight on it, a terminated one drains without a failed
 //! call, and every audit chain verifies (`mcpmux audit verify --replicas`). The Kubernetes
 //! recipe is checked against the daemon too (`manifests`), and replicas sharing a fleet store in
-//! Postgres agree on pins and approvals (`store`).
+//! Postgres agree on pins, approvals and tokens (`store`) and finish each other's sign-ins
+//! (`signin`).
 //!
 //! The tests take turns (one fleet at a time): each measures what a failure costs, which two
 //! fleets sharing two cores would blur.
@@ -16,6 +17,7 @@ pub mod common;
 
 mod manifests;
 mod postgres;
+mod signin;
 mod store;
 
 use std::collections::{BTreeMap, HashMap};

@@ -234,10 +234,18 @@ async fn one_sign_in_serves_every_replica_and_each_expiry_is_refreshed_once() {
     let _turn = TURN.lock().await;
     let pg = Postgres::start();
     // 5 s tokens, refresh tokens rotated, a replayed one revoking the whole family.
+    let refusing = tempfile::tempdir().unwrap();
+    let revoke = refusing.path().join("refuse-refresh");
     let server = crate::common::RemoteServer::test_upstream(
         "web",
         0,
-        &["--oauth-token-ttl", "5", "--oauth-revoke-reuse"],
+        &[
+            "--oauth-token-ttl",
+            "5",
+            "--oauth-revoke-reuse",
+            "--oauth-revoke-while",
+            revoke.to_str().unwrap(),
+        ],
     );
     let fleet = Fleet::start_configured(
         &format!("store = \"{}\"\n", pg.url()),
@@ -344,10 +352,40 @@ async fn one_sign_in_serves_every_replica_and_each_expiry_is_refreshed_once() {
         stats["reused_refresh"], 0,
         "a refresh token was replayed: {stats}"
     );
+
+    // The authorization server stops taking the refresh token: the replica that tries learns it
+    // and the fleet with it — one refused refresh, and every replica waits for a sign-in.
+    std::fs::write(&revoke, "").unwrap();
+    let all_wait = poll_until(Duration::from_secs(40), || async {
+        let params = json!({"name": "web__echo", "arguments": {"n": 0}});
+        let _ = super::stateless(&http, &fleet.front, ("tools/call", params), json!({})).await;
+        let mut all = true;
+        for name in NAMES {
+            all &= web_state(&fleet, name).await == "needs-login";
+        }
+        all
+    })
+    .await;
+    let stats: serde_json::Value = server.report("/oauth-stats").await;
+    assert!(all_wait, "not every replica waits for a sign-in: {stats}");
+    assert_eq!(
+        stats["refused_refresh"], 1,
+        "more than one replica tried the refused refresh token: {stats}"
+    );
+    // One sign-in, on another replica: every replica serves again.
+    std::fs::remove_file(&revoke).unwrap();
+    login(&fleet, "b").await;
+    for name in NAMES {
+        let ready = poll_until(Duration::from_secs(20), || async {
+            web_state(&fleet, name).await == "ready"
+        })
+        .await;
+        assert!(ready, "{name}: {}", web_state(&fleet, name).await);
+    }
 }
 
-const ALICE: &str = "alice-host-token-0123456789";
-const BOB: &str = "bob-host-token-0123456789";
+pub(super) const ALICE: &str = "alice-host-token-0123456789";
+pub(super) const BOB: &str = "bob-host-token-0123456789";
 
 async fn whoami(host: &Client) -> serde_json::Value {
     host.request(
@@ -359,7 +397,7 @@ async fn whoami(host: &Client) -> serde_json::Value {
 
 /// Whom the upstream saw the call as (the user its access token names), or the sign-in link
 /// the call was answered with.
-async fn seen_as(host: &Client) -> Result<String, String> {
+pub(super) async fn seen_as(host: &Client) -> Result<String, String> {
     let answer = whoami(host).await;
     match answer["result"]["structuredContent"]["authorization"].as_str() {
         Some(token) => Ok(token.rsplit('.').next().unwrap_or_default().to_owned()),
@@ -369,15 +407,15 @@ async fn seen_as(host: &Client) -> Result<String, String> {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_principal_signed_in_on_one_replica_calls_as_itself_on_every_one() {
-    let _turn = TURN.lock().await;
-    let pg = Postgres::start();
-    let server = crate::common::RemoteServer::whoami();
-    let secrets = tempfile::tempdir().unwrap();
-    let catalog = secrets.path().join("catalog.token");
-    std::fs::write(&catalog, "catalog-reader").unwrap();
-    let fleet = Fleet::start_configured(
+/// Three replicas sharing `pg`, Alice and Bob as hosts, and `server` as upstream `rem`, which
+/// signs each principal in on their own (the catalog read with the token in `catalog`).
+pub(super) async fn per_principal_fleet(
+    pg: &Postgres,
+    server: &crate::common::RemoteServer,
+    catalog: &std::path::Path,
+) -> Fleet {
+    std::fs::write(catalog, "catalog-reader").unwrap();
+    Fleet::start_configured(
         &format!("store = \"{}\"\n", pg.url()),
         &format!(
             "\n[hosts.alice]\ntoken_sha256 = \"{}\"\n[hosts.bob]\ntoken_sha256 = \"{}\"\n\
@@ -389,20 +427,39 @@ async fn a_principal_signed_in_on_one_replica_calls_as_itself_on_every_one() {
             catalog.display()
         ),
     )
-    .await;
+    .await
+}
+
+/// A host with `token` on replica `name`, once it lists the per-principal upstream.
+pub(super) async fn connect(fleet: &Fleet, name: &str, token: &str) -> Client {
+    let host = Client::connect_as(&fleet.url(name), token).await;
+    let listed = poll_until(Duration::from_secs(20), || lists(&host, "rem__whoami")).await;
+    assert!(listed, "{name} does not list the per-principal upstream");
+    host
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_principal_signed_in_on_one_replica_calls_as_itself_on_every_one() {
+    let _turn = TURN.lock().await;
+    let pg = Postgres::start();
+    let server = crate::common::RemoteServer::whoami();
+    let secrets = tempfile::tempdir().unwrap();
+    let catalog = secrets.path().join("catalog.token");
+    let fleet = per_principal_fleet(&pg, &server, &catalog).await;
     let mut alice = Vec::new();
     for name in NAMES {
-        let host = Client::connect_as(&fleet.url(name), ALICE).await;
-        let listed = poll_until(Duration::from_secs(20), || lists(&host, "rem__whoami")).await;
-        assert!(listed, "{name} does not list the per-principal upstream");
-        alice.push(host);
+        alice.push(connect(&fleet, name, ALICE).await);
     }
 
     // Alice signs in through replica a, as her host asks her to.
     let link = seen_as(&alice[0])
         .await
         .expect_err("signed in before signing in");
-    assert!(link.contains("/signin/a."), "{link}");
+    // Kept in the store, the link names no replica: any one finishes it.
+    assert!(
+        link.contains("/signin/") && !link.contains("/signin/a."),
+        "{link}"
+    );
     crate::common::sign_in_through(&link, ALICE, "alice").await;
 
     // She calls as herself on every replica, without signing in again.

@@ -60,7 +60,7 @@ pub(super) async fn act(
     let issuer = Some(asked.issuer.trim()).filter(|i| !i.is_empty());
     let who = (asked.principal.trim(), issuer);
     let notice = match asked.act.as_str() {
-        "link" => match link(&admin, &asked.name, who) {
+        "link" => match link(&admin, &asked.name, who).await {
             Ok(made) => format!(
                 "Give {} this link to sign in to {} (it works once, within {} minutes): {}",
                 made.principal,

@@ -59,8 +59,13 @@ fn gone() -> Response {
 
 /// `GET /signin/{id}`.
 pub(super) async fn show(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
-    match state.service.signins().page(&id) {
+    match state.service.signins().page(&id).await {
         Page::Gone => gone(),
+        Page::Unavailable(why) => page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "This sign-in cannot go on right now",
+            maud::html! { p { (why) } p { "Reload this page in a moment." } },
+        ),
         Page::Prove {
             upstream,
             principal,

@@ -50,12 +50,15 @@ impl Upstreams {
             return Ok(());
         }
         // A retry while its person is at the authorization server waits for them.
-        if let Some(done) = self.signins.under_way(upstream.name(), &whom) {
+        if let Some(done) = self.signins.under_way(upstream.name(), &whom).await {
             if finished(done, RETRY_WAIT).await == Some(Ok(())) {
                 return Ok(());
             }
         }
-        let issued = (self.signins.issue(upstream, &whom, cx.session.as_ref()))
+        let issued = (self
+            .signins
+            .issue(upstream, &whom, cx.session.as_ref())
+            .await)
             .map_err(|why| RpcError::new(codes::INTERNAL_ERROR, why))?;
         let asks = cx.session.as_ref().filter(|s| {
             !s.host.version.is_modern()

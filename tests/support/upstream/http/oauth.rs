@@ -57,6 +57,8 @@ pub(crate) struct Authority {
     revoke_reuse: bool,
     used_refresh: Mutex<std::collections::HashSet<String>>,
     reused: AtomicU64,
+    /// Refresh requests refused while `--oauth-revoke-while`'s file exists.
+    refused_refresh: AtomicU64,
 }
 
 impl Authority {
@@ -84,6 +86,7 @@ impl Authority {
             revoke_reuse: args.oauth_revoke_reuse,
             used_refresh: Mutex::default(),
             reused: AtomicU64::new(0),
+            refused_refresh: AtomicU64::new(0),
         }
     }
 
@@ -287,6 +290,7 @@ pub(crate) async fn token(
         }
         Some("refresh_token") => {
             if authority.revoke_while.as_ref().is_some_and(|p| p.exists()) {
+                authority.refused_refresh.fetch_add(1, Ordering::Relaxed);
                 return refuse("invalid_grant");
             }
             let given = form.get("refresh_token").cloned().unwrap_or_default();
@@ -380,6 +384,7 @@ pub(crate) async fn stats(State(authority): State<std::sync::Arc<Authority>>) ->
         "client_credentials": authority.by_client_credentials.load(Ordering::Relaxed),
         "token_exchange": authority.by_token_exchange.load(Ordering::Relaxed),
         "reused_refresh": authority.reused.load(Ordering::Relaxed),
+        "refused_refresh": authority.refused_refresh.load(Ordering::Relaxed),
     }))
     .into_response()
 }
