@@ -41,12 +41,30 @@ use crate::config::is_loopback;
 
 /// What went wrong signing in: one sentence naming the party and the step, never a token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct OAuthError(pub String);
+#[error("{why}")]
+pub struct OAuthError {
+    why: String,
+    /// The token endpoint answered with a refusal (a 4xx: the grant or the client is not good),
+    /// which the same request will meet again — not a failure to reach it.
+    refused: bool,
+}
 
 impl OAuthError {
-    fn new(why: impl Into<String>) -> Self {
-        Self(why.into())
+    pub fn new(why: impl Into<String>) -> Self {
+        Self {
+            why: why.into(),
+            refused: false,
+        }
+    }
+
+    /// The token endpoint refused, `why`.
+    fn refused(why: String) -> Self {
+        Self { why, refused: true }
+    }
+
+    /// Whether the token endpoint refused (so trying the same again is no use).
+    pub fn is_refusal(&self) -> bool {
+        self.refused
     }
 }
 
@@ -130,9 +148,8 @@ mod tests {
         assert!(secure_url("x", "http://localhost/token").is_ok());
         let refused = secure_url("its token endpoint", "http://as.example.com/token");
         assert!(
-            refused.is_err_and(
-                |e| e.0.contains("http://as.example.com/token") && e.0.contains("https")
-            ),
+            refused.is_err_and(|e| e.to_string().contains("http://as.example.com/token")
+                && e.to_string().contains("https")),
         );
         assert!(secure_url("x", "ftp://127.0.0.1/").is_err());
         assert!(secure_url("x", "not a url").is_err());
