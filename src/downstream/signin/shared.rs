@@ -31,6 +31,14 @@ pub(super) fn store_down(why: impl std::fmt::Display) -> String {
     )
 }
 
+/// Who a sign-in the fleet holds is for.
+fn whom_of(row: &Row) -> Whom {
+    Whom {
+        key: Arc::from(row.principal.as_str()),
+        name: Arc::from(row.detail.name.as_str()),
+    }
+}
+
 impl SignIns {
     /// Keeps sign-ins under way in the fleet store from now on, so that any replica finishes
     /// them; `upstreams` finds an upstream by name.
@@ -53,10 +61,7 @@ impl SignIns {
         let left = row.expires_us.saturating_sub(crate::audit::now_us());
         Some(Pending {
             upstream,
-            whom: Whom {
-                key: Arc::from(row.principal.as_str()),
-                name: Arc::from(row.detail.name.as_str()),
-            },
+            whom: whom_of(row),
             elicitation_id: row.detail.elicitation_id.clone(),
             url: row.detail.url.clone(),
             expires: Instant::now() + Duration::from_micros(left),
@@ -98,10 +103,7 @@ impl SignIns {
         let shared = self.shared.get().ok_or("no fleet store")?;
         let upstream = (shared.upstreams)(&row.upstream)
             .ok_or_else(|| format!("upstream `{}` is no longer configured", row.upstream))?;
-        let whom = Whom {
-            key: Arc::from(row.principal.as_str()),
-            name: Arc::from(row.detail.name.as_str()),
-        };
+        let whom = whom_of(&row);
         let flow = match (local, &row.detail.flow) {
             (Some((_, flow)), _) => flow,
             (None, Some(value)) => {
