@@ -350,25 +350,6 @@ fn open_audit(config: &Config) -> Result<(AuditHandle, Option<AuditExport>), Dae
     Ok((audit, export))
 }
 
-/// Starts upstream NAME again if it waits for a sign-in (another replica signed it in).
-fn waiting_for_sign_in(
-    upstreams: tokio::sync::watch::Receiver<crate::upstream::Upstreams>,
-    supervisor: SupervisorHandle,
-) -> Box<dyn Fn(&str) + Send + Sync> {
-    Box::new(move |name| {
-        let waits = (upstreams.borrow().iter())
-            .any(|u| u.name() == name && u.phase() == crate::upstream::Phase::NeedsLogin);
-        if waits {
-            tracing::info!(
-                upstream = name,
-                "Another replica signed it in; starting it again."
-            );
-            let (supervisor, name) = (supervisor.clone(), name.to_owned());
-            tokio::spawn(async move { supervisor.restart(&name).await });
-        }
-    })
-}
-
 /// The pins of tools' definitions, each change audited and logged as it is seen.
 fn pin_store(config: &Config, audit: &AuditHandle) -> Result<crate::pins::PinStore, DaemonError> {
     let audit = audit.clone();
@@ -437,13 +418,6 @@ impl Core {
             tokio::sync::watch::channel(crate::upstream::Upstreams::from(handles));
         router.observe(observed.clone());
         let supervisor = SupervisorHandle::start(observed.clone(), audit.clone()).await?;
-        if let Some(fleet) = &fleet {
-            fleet.share_tokens(
-                &config.state_dir,
-                &cursor_keys,
-                waiting_for_sign_in(observed.clone(), supervisor.clone()),
-            );
-        }
         let vault = Arc::new(crate::oauth::Vault::open(&config.state_dir)?);
         let signins = Arc::new(crate::downstream::signin::SignIns::new(
             vault,
@@ -451,7 +425,11 @@ impl Core {
             audit.clone(),
         ));
         if let Some(fleet) = &fleet {
-            fleet.share_sign_ins(&signins, &cursor_keys, observed.clone());
+            fleet.share(
+                (&config.state_dir, &cursor_keys),
+                &signins,
+                (observed, supervisor.clone()),
+            );
         }
         let service = Arc::new(HostService::new(
             router.clone(),

@@ -92,11 +92,15 @@ impl Outbox {
         let counts = &self.counts;
         let before = counts.queued.fetch_add(records, Ordering::Relaxed);
         let room = before + records <= counts.capacity;
-        let parcel = Parcel {
-            lines: lines.to_vec(),
-            records,
-        };
-        if room && self.tx.send(parcel).is_ok() {
+        // Copied only when there is room for it.
+        if room
+            && (self.tx)
+                .send(Parcel {
+                    lines: lines.to_vec(),
+                    records,
+                })
+                .is_ok()
+        {
             return;
         }
         counts.queued.fetch_sub(records, Ordering::Relaxed);

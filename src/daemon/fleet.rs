@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use tokio::sync::watch::Receiver;
 
 use crate::cluster::signins::{FleetSignIns, SIGNINS_PURPOSE};
 use crate::cluster::store::{FleetStore, StoreError, StoreEvent, TokenLock};
@@ -27,6 +28,8 @@ use crate::oauth::shelf::{ShelfGuard, TokenShelf};
 use crate::pins::{PinStore, SharedPin};
 use crate::router::RouterHandle;
 use crate::sealed::SealRing;
+use crate::supervisor::SupervisorHandle;
+use crate::upstream::{Phase, UpstreamHandle, Upstreams};
 
 /// How long a starting replica waits for the store before it goes on from its own copy.
 const FIRST_CONNECTION: Duration = Duration::from_secs(5);
@@ -79,9 +82,9 @@ struct Part {
     store: FleetStore,
     pins: Arc<PinStore>,
     router: RouterHandle,
-    /// Where upstreams' tokens are kept, once [`Fleet::share_tokens`] set it.
+    /// Where upstreams' tokens are kept, once [`Fleet::share`] set it.
     shelf: Arc<OnceLock<Arc<Shelf>>>,
-    /// Principals' sign-ins, once [`Fleet::share_sign_ins`] set them.
+    /// Principals' sign-ins, once [`Fleet::share`] set them.
     signins: Arc<OnceLock<Weak<SignIns>>>,
 }
 
@@ -156,56 +159,49 @@ impl Fleet {
         self.0.store.clone()
     }
 
-    /// Keeps OAuth tokens in the fleet store from now on, sealed with a key derived from
-    /// `cursor_keys`; `waiting(NAME)` starts upstream NAME again if it waits for a sign-in.
-    pub fn share_tokens(
+    /// Keeps OAuth tokens and principals' sign-ins under way in the fleet store from now on,
+    /// each sealed with its own key derived from `cursor_keys`. An upstream that waits for a
+    /// sign-in (of `upstreams`, as they change) is started again by `supervisor` as soon as
+    /// another replica stores its tokens.
+    pub fn share(
         &self,
-        state_dir: &Path,
-        cursor_keys: &crate::mcp::cursor::KeyRing,
-        waiting: Box<dyn Fn(&str) + Send + Sync>,
+        (state_dir, cursor_keys): (&Path, &crate::mcp::cursor::KeyRing),
+        signins: &Arc<SignIns>,
+        (upstreams, supervisor): (Receiver<Upstreams>, SupervisorHandle),
     ) {
         let part = &self.0;
-        let Some(ring) = SealRing::new(&cursor_keys.derived(TOKENS_PURPOSE)) else {
+        let (Some(tokens), Some(sign_ins)) = (
+            SealRing::new(&cursor_keys.derived(TOKENS_PURPOSE)),
+            SealRing::new(&cursor_keys.derived(SIGNINS_PURPOSE)),
+        ) else {
             return;
         };
         let shelf = Arc::new(Shelf {
             store: part.store.clone(),
-            ring,
+            ring: tokens,
             state_dir: state_dir.to_path_buf(),
             kept: Mutex::default(),
             runtime: tokio::runtime::Handle::current(),
-            waiting,
+            upstreams: upstreams.clone(),
+            supervisor,
         });
         let _ = part.shelf.set(Arc::clone(&shelf));
         crate::oauth::shelf::set_shelf(Box::new(SharedShelf(Arc::clone(&shelf))));
         tokio::spawn(async move { shelf.catch_up().await });
+        let find = move |name: &str| named(&upstreams, name);
+        signins.share(
+            FleetSignIns::new(part.store.clone(), sign_ins),
+            Box::new(find),
+        );
+        let _ = part.signins.set(Arc::downgrade(signins));
     }
 }
 
-impl Fleet {
-    /// Keeps principals' sign-ins under way in the fleet store from now on (sealed with a key
-    /// derived from `cursor_keys`), so that any replica finishes one; `upstreams` are the
-    /// configured upstreams, as they change.
-    pub fn share_sign_ins(
-        &self,
-        signins: &Arc<SignIns>,
-        cursor_keys: &crate::mcp::cursor::KeyRing,
-        upstreams: tokio::sync::watch::Receiver<crate::upstream::Upstreams>,
-    ) {
-        let Some(ring) = SealRing::new(&cursor_keys.derived(SIGNINS_PURPOSE)) else {
-            return;
-        };
-        let find = move |name: &str| {
-            (upstreams.borrow().iter())
-                .find(|u| u.name() == name)
-                .cloned()
-        };
-        signins.share(
-            FleetSignIns::new(self.0.store.clone(), ring),
-            Box::new(find),
-        );
-        let _ = self.0.signins.set(Arc::downgrade(signins));
-    }
+/// The configured upstream `name`, if there is one.
+fn named(upstreams: &Receiver<Upstreams>, name: &str) -> Option<UpstreamHandle> {
+    (upstreams.borrow().iter())
+        .find(|u| u.name() == name)
+        .cloned()
 }
 
 /// What the tokens' sealing key is derived for.
@@ -219,7 +215,8 @@ struct Shelf {
     /// The fleet's tokens, opened, by key.
     kept: Mutex<HashMap<String, Vec<u8>>>,
     runtime: tokio::runtime::Handle,
-    waiting: Box<dyn Fn(&str) + Send + Sync>,
+    upstreams: Receiver<Upstreams>,
+    supervisor: SupervisorHandle,
 }
 
 impl Shelf {
@@ -344,14 +341,23 @@ impl Shelf {
         }
     }
 
-    /// An upstream whose own tokens these are may have waited for them.
+    /// An upstream whose own tokens these are may have waited for them: it starts again.
     fn started(&self, key: &str) {
-        let upstream = key
+        let name = key
             .strip_prefix("oauth/")
             .and_then(|name| name.strip_suffix(".json"))
             .filter(|name| !name.contains('/'));
-        if let Some(upstream) = upstream {
-            (self.waiting)(upstream);
+        let waits = name
+            .and_then(|name| named(&self.upstreams, name))
+            .is_some_and(|u| u.phase() == Phase::NeedsLogin);
+        if let (Some(name), true) = (name, waits) {
+            tracing::info!(
+                upstream = name,
+                "Another replica signed it in; starting it again."
+            );
+            let (supervisor, name) = (self.supervisor.clone(), name.to_owned());
+            self.runtime
+                .spawn(async move { supervisor.restart(&name).await });
         }
     }
 }

@@ -17,12 +17,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use opentelemetry::InstrumentationScope;
 use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, LoggerProvider as _, Severity};
-use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::logs::{LogBatch, LogExporter as _, SdkLogRecord, SdkLoggerProvider};
 
 use super::otel::Export;
 use crate::audit::{ExportCounts, Parcel, Record, WeakAudit};
-use crate::config::OtlpProtocol;
 
 /// Records sent in one OTLP request at most.
 const MAX_SHIPMENT: usize = 512;
@@ -117,24 +115,7 @@ pub fn start(
 fn exporter(
     export: &Export,
 ) -> Result<opentelemetry_otlp::LogExporter, opentelemetry_otlp::ExporterBuildError> {
-    match export.protocol {
-        OtlpProtocol::Grpc => {
-            let mut b = opentelemetry_otlp::LogExporter::builder().with_tonic();
-            if let Some(endpoint) = &export.endpoint {
-                b = b.with_endpoint(endpoint.clone());
-            }
-            b.build()
-        }
-        OtlpProtocol::HttpProtobuf => {
-            let mut b = opentelemetry_otlp::LogExporter::builder()
-                .with_http()
-                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
-            if let Some(endpoint) = &export.endpoint {
-                b = b.with_endpoint(super::otel::signal_url(endpoint, "logs"));
-            }
-            b.build()
-        }
-    }
+    super::otel::otlp_exporter!(opentelemetry_otlp::LogExporter, export, "logs")
 }
 
 struct Shipper {

@@ -16,7 +16,6 @@ use std::time::Duration;
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _};
 use opentelemetry::{Context, KeyValue};
-use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
@@ -362,6 +361,35 @@ pub enum ExportError {
     },
 }
 
+/// The OTLP exporter of one signal (`opentelemetry_otlp::SpanExporter`, `MetricExporter`,
+/// `LogExporter`: each its own builder type) to `export`'s endpoint over its protocol; over
+/// HTTP the signal's path (`traces`, `metrics`, `logs`) is appended.
+macro_rules! otlp_exporter {
+    ($exporter:path, $export:expr, $signal:literal) => {{
+        use opentelemetry_otlp::WithExportConfig as _;
+        let export: &$crate::telemetry::otel::Export = $export;
+        match export.protocol {
+            $crate::config::OtlpProtocol::Grpc => {
+                let mut b = <$exporter>::builder().with_tonic();
+                if let Some(endpoint) = &export.endpoint {
+                    b = b.with_endpoint(endpoint.clone());
+                }
+                b.build()
+            }
+            $crate::config::OtlpProtocol::HttpProtobuf => {
+                let mut b = <$exporter>::builder()
+                    .with_http()
+                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+                if let Some(endpoint) = &export.endpoint {
+                    b = b.with_endpoint($crate::telemetry::otel::signal_url(endpoint, $signal));
+                }
+                b.build()
+            }
+        }
+    }};
+}
+pub(super) use otlp_exporter;
+
 /// Sets up the exporters `export` describes (within the tokio runtime, as gRPC needs).
 pub fn start(export: &Export, instruments: Vec<Instrument>) -> Result<Telemetry, ExportError> {
     let resource = resource(export);
@@ -370,28 +398,11 @@ pub fn start(export: &Export, instruments: Vec<Instrument>) -> Result<Telemetry,
         false => None,
     };
     let metrics = if export.metrics {
-        let exporter = match export.protocol {
-            OtlpProtocol::Grpc => {
-                let mut b = opentelemetry_otlp::MetricExporter::builder().with_tonic();
-                if let Some(endpoint) = &export.endpoint {
-                    b = b.with_endpoint(endpoint.clone());
-                }
-                b.build()
-            }
-            OtlpProtocol::HttpProtobuf => {
-                let mut b = opentelemetry_otlp::MetricExporter::builder()
-                    .with_http()
-                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
-                if let Some(endpoint) = &export.endpoint {
-                    b = b.with_endpoint(signal_url(endpoint, "metrics"));
-                }
-                b.build()
-            }
-        }
-        .map_err(|source| ExportError::Exporter {
-            signal: "metric",
-            source,
-        })?;
+        let exporter = otlp_exporter!(opentelemetry_otlp::MetricExporter, export, "metrics")
+            .map_err(|source| ExportError::Exporter {
+                signal: "metric",
+                source,
+            })?;
         let mut reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter);
         if let Some(interval) = export.metrics_interval {
             reader = reader.with_interval(interval);
@@ -421,28 +432,13 @@ fn start_traces(
     export: &Export,
     resource: &opentelemetry_sdk::Resource,
 ) -> Result<SdkTracerProvider, ExportError> {
-    let spans = match export.protocol {
-        OtlpProtocol::Grpc => {
-            let mut b = opentelemetry_otlp::SpanExporter::builder().with_tonic();
-            if let Some(endpoint) = &export.endpoint {
-                b = b.with_endpoint(endpoint.clone());
+    let spans =
+        otlp_exporter!(opentelemetry_otlp::SpanExporter, export, "traces").map_err(|source| {
+            ExportError::Exporter {
+                signal: "trace",
+                source,
             }
-            b.build()
-        }
-        OtlpProtocol::HttpProtobuf => {
-            let mut b = opentelemetry_otlp::SpanExporter::builder()
-                .with_http()
-                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
-            if let Some(endpoint) = &export.endpoint {
-                b = b.with_endpoint(signal_url(endpoint, "traces"));
-            }
-            b.build()
-        }
-    }
-    .map_err(|source| ExportError::Exporter {
-        signal: "trace",
-        source,
-    })?;
+        })?;
     let traces = SdkTracerProvider::builder()
         .with_batch_exporter(spans)
         .with_resource(resource.clone())
